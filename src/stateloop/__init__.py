@@ -1,0 +1,33 @@
+"""stateloop: a small, exact runtime for stateful LLM agents."""
+
+from .agent import Agent, RunResult
+from .errors import ConfigError, ModelError, StateloopError, ToolDefinitionError
+from .events import Event, StopReason
+from .hooks import Blocked, Hooks, StepRecord
+from .memory.blocks import Block
+from .messages import Message, ToolCall, Usage
+from .tools import Tool, ToolContext, ToolOutput, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "Block",
+    "Blocked",
+    "ConfigError",
+    "Event",
+    "Hooks",
+    "Message",
+    "ModelError",
+    "RunResult",
+    "StateloopError",
+    "StepRecord",
+    "StopReason",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolOutput",
+    "Usage",
+    "tool",
+]

@@ -1,0 +1,154 @@
+"""The typed events of a run's stream. ``event.type`` names each one."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from .messages import Message, ToolCall, Usage
+
+StopReason = Literal[
+    "end_turn",
+    "max_steps",
+    "tool_rule",
+    "requires_approval",
+    "cancelled",
+    "error",
+    "llm_api_error",
+    "invalid_llm_response",
+    "invalid_tool_call",
+    "max_tokens_exceeded",
+    "context_window_overflow_in_system_prompt",
+    "timeout",
+    "error_threshold",
+]
+
+
+class Event:
+    """Base of all events; subclasses are slotted dataclasses with a class-level ``type``."""
+
+    __slots__ = ()
+    type: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            data[f.name] = _jsonable(getattr(self, f.name))
+        return data
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclass(slots=True)
+class RunStart(Event):
+    type: ClassVar[str] = "run_start"
+    run_id: str
+    agent_id: str
+
+
+@dataclass(slots=True)
+class StepStart(Event):
+    type: ClassVar[str] = "step_start"
+    step: int  # 1-based within the run
+
+
+@dataclass(slots=True)
+class TextDelta(Event):
+    type: ClassVar[str] = "text_delta"
+    delta: str
+
+
+@dataclass(slots=True)
+class ReasoningDelta(Event):
+    type: ClassVar[str] = "reasoning_delta"
+    delta: str
+
+
+@dataclass(slots=True)
+class ToolCallStart(Event):
+    type: ClassVar[str] = "tool_call_start"
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(slots=True)
+class ToolCallDelta(Event):
+    """A fragment of a call's JSON arguments, as streamed (not valid JSON on its own)."""
+
+    type: ClassVar[str] = "tool_call_delta"
+    index: int
+    delta: str
+
+
+@dataclass(slots=True)
+class ToolCallEnd(Event):
+    type: ClassVar[str] = "tool_call_end"
+    tool_call: ToolCall
+
+
+@dataclass(slots=True)
+class ToolExecutionStart(Event):
+    type: ClassVar[str] = "tool_execution_start"
+    tool_call: ToolCall
+
+
+@dataclass(slots=True)
+class ToolExecutionEnd(Event):
+    type: ClassVar[str] = "tool_execution_end"
+    tool_call: ToolCall
+    result: Message  # the tool message appended to the transcript
+
+    @property
+    def is_error(self) -> bool:
+        return self.result.is_error
+
+
+@dataclass(slots=True)
+class MessageEvent(Event):
+    """A complete message appended to the transcript (assistant, tool, or injected user input)."""
+
+    type: ClassVar[str] = "message"
+    message: Message
+
+
+@dataclass(slots=True)
+class ApprovalRequest(Event):
+    type: ClassVar[str] = "approval_request"
+    tool_calls: list[ToolCall]
+
+
+@dataclass(slots=True)
+class Compaction(Event):
+    type: ClassVar[str] = "compaction"
+    tokens_before: int
+    tokens_after: int
+    messages_evicted: int
+    strategy: str = "summarize"
+
+
+@dataclass(slots=True)
+class StepEnd(Event):
+    type: ClassVar[str] = "step_end"
+    step: int
+    usage: Usage
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True)
+class RunEnd(Event):
+    type: ClassVar[str] = "run_end"
+    run_id: str
+    stop_reason: StopReason
+    steps: int
+    usage: Usage
+    output: str = ""
+    error: str | None = None  # what went wrong, for every stop that is not a clean finish
+    messages: list[Message] = field(default_factory=list)

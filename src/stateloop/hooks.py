@@ -1,0 +1,58 @@
+"""Hooks: user code that observes or steers the loop at fixed points of every step."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .messages import Message, Usage
+
+
+@dataclass(slots=True)
+class Blocked:
+    """Returned by ``before_tool_call`` to refuse a call; the model is told ``reason``."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One finished step: what ``after_step`` hooks and the checkpoint callback receive."""
+
+    run_id: str
+    step: int  # 0 for messages written outside a step (e.g. answers given at a cancel)
+    messages: list[Message]  # messages appended since the previous checkpoint
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    finish_reason: str | None = None
+    started_at: float = 0.0
+    duration: float = 0.0
+
+
+@dataclass(slots=True)
+class Hooks:
+    """Callables, sync or async, each optional.
+
+    - ``before_model_call(request)``: may change the request or return a new one.
+    - ``after_model_call(response)``: sees the assembled response.
+    - ``before_tool_call(call, arguments)``: return ``None`` to go on, a dict to replace the
+      arguments, or ``Blocked(reason)`` to refuse the call.
+    - ``after_tool_call(call, output)``: return ``None``, a new ``ToolOutput`` or a string.
+    - ``after_step(record)``: after every step, the last one included.
+    """
+
+    before_model_call: Callable[..., Any] | None = None
+    after_model_call: Callable[..., Any] | None = None
+    before_tool_call: Callable[..., Any] | None = None
+    after_tool_call: Callable[..., Any] | None = None
+    after_step: Callable[..., Any] | None = None
+
+
+async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync or async hook and return its result."""
+    result = hook(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

@@ -1,0 +1,89 @@
+"""Turns streamed fragments into events and one assistant message, alike for every provider."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..events import ReasoningDelta, TextDelta, ToolCallDelta, ToolCallStart
+from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_id
+from .base import ModelResponse
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+
+
+class StreamAssembler:
+    """Collects text, reasoning and tool-call fragments; ``finish`` builds the ``ModelResponse``.
+
+    Tool-call fragments are keyed by the provider's index: the id and name may arrive only
+    on the first fragment, the arguments split anywhere.
+    """
+
+    __slots__ = ("_calls", "_reasoning", "_signature", "_text", "model")
+
+    def __init__(self, model: str | None = None) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._signature: str | None = None
+        self._calls: dict[int, _PendingCall] = {}
+        self.model = model
+
+    def text(self, delta: str) -> TextDelta:
+        self._text.append(delta)
+        return TextDelta(delta)
+
+    def reasoning(self, delta: str, signature: str | None = None) -> ReasoningDelta:
+        self._reasoning.append(delta)
+        if signature:
+            self._signature = signature
+        return ReasoningDelta(delta)
+
+    def reasoning_signature(self, signature: str) -> None:
+        self._signature = signature
+
+    def tool_call(self, index: int, id: str | None = None, name: str | None = None,
+                  arguments: str = "") -> list[ToolCallStart | ToolCallDelta]:
+        """Feed one fragment of call ``index``; returns the events it produces."""
+        events: list[ToolCallStart | ToolCallDelta] = []
+        pending = self._calls.get(index)
+        if pending is None:
+            pending = self._calls[index] = _PendingCall(id or new_id("call"), name or "")
+            events.append(ToolCallStart(index, pending.id, pending.name))
+        else:
+            if id and not pending.id:
+                pending.id = id
+            if name and not pending.name:
+                pending.name = name
+        if arguments:
+            pending.arguments.append(arguments)
+            events.append(ToolCallDelta(index, arguments))
+        return events
+
+    def finish(self, usage: Usage | None = None, finish_reason: str | None = None) -> ModelResponse:
+        content: list[Part] = []
+        if self._reasoning or self._signature:
+            content.append(ReasoningPart("".join(self._reasoning), self._signature, self.model))
+        if self._text:
+            content.append(TextPart("".join(self._text)))
+        calls = [parse_tool_call(c.id, c.name, "".join(c.arguments))
+                 for _, c in sorted(self._calls.items())]
+        message = Message("assistant", content, calls)
+        return ModelResponse(message, usage or Usage(), finish_reason, self.model)
+
+
+def parse_tool_call(id: str, name: str, raw: str) -> ToolCall:
+    """A ToolCall from its raw JSON arguments; bad JSON is kept and flagged, never raised."""
+    if not raw.strip():
+        return ToolCall(id, name, {}, raw)
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return ToolCall(id, name, {}, raw, f"arguments are not valid JSON ({exc})")
+    if not isinstance(arguments, dict):
+        return ToolCall(id, name, {}, raw, "arguments must be a JSON object")
+    return ToolCall(id, name, arguments, raw)

@@ -1,0 +1,38 @@
+"""Model strings such as ``"openai/gpt-4o-mini"`` resolved to provider adapters, imported lazily."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import ConfigError
+from .base import Model
+
+# provider prefix -> "module:class"; the module is imported only when the provider is used.
+PROVIDERS: dict[str, str] = {
+    "openai": "stateloop.llm.openai:OpenAIModel",
+    "anthropic": "stateloop.llm.anthropic:AnthropicModel",
+}
+
+
+def resolve_model(model: str | Model, **options: Any) -> Model:
+    """A ``Model`` for ``model``: an object is returned as is, a string names provider and model."""
+    if not isinstance(model, str):
+        if not isinstance(model, Model):
+            raise ConfigError(f"model must be a string like 'openai/gpt-4o-mini' or a Model, "
+                              f"not {type(model).__name__}")
+        return model
+    provider, _, name = model.partition("/")
+    if provider not in PROVIDERS or not name:
+        raise ConfigError(
+            f"unknown model {model!r}: expected 'PROVIDER/MODEL' with PROVIDER one of "
+            f"{', '.join(sorted(PROVIDERS))} (for an OpenAI-compatible server such as vLLM, "
+            f"Ollama, llama.cpp or LM Studio use 'openai/MODEL' with base_url=...)")
+    module_name, _, class_name = PROVIDERS[provider].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"provider {provider!r} needs a package that is not installed: "
+                          f"{exc.name} (pip install 'stateloop[{provider}]')") from exc
+    adapter: Model = getattr(module, class_name)(name, **options)
+    return adapter

@@ -1,0 +1,1 @@
+"""Memory: core memory blocks, the assembled context, embeddings and archival search."""

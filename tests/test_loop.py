@@ -1,0 +1,414 @@
+"""The agent loop against a scripted model: every stop reason and every failure path."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from stateloop import Agent, Block, tool
+from stateloop.events import RunEnd
+from stateloop.llm.retry import RetryPolicy
+from stateloop.loop import LENGTH_CUTOFF_NOTICE
+from stateloop.testing import (
+    ScriptedModel,
+    assert_transcript_valid,
+    call,
+    calls,
+    error,
+    raw_call,
+    reply,
+)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def fail(reason: str) -> str:
+    """Always raises."""
+    raise ValueError(f"cannot do {reason}")
+
+
+def agent_with(script, **options) -> Agent:
+    options.setdefault("tools", [add, fail])
+    return Agent(model=ScriptedModel(script), system="You are helpful.", **options)
+
+
+async def test_plain_answer():
+    agent = agent_with([reply("Hello there.")])
+    result = await agent.run("Hi")
+    assert (result.output, result.stop_reason, result.steps) == ("Hello there.", "end_turn", 1)
+    assert [m.role for m in result.messages] == ["user", "assistant"]
+    assert result.error is None
+    assert result.usage.output_tokens > 0 and result.usage.input_tokens > 0
+
+
+def test_design_example_one_tool_call_then_answer():
+    model = ScriptedModel([call("add", a=1, b=2), reply("The result is 3.")])
+    agent = Agent(model=model, tools=[add], system="You are helpful.",
+                  blocks=[Block(label="human", value="")], max_steps=50)
+    result = agent.run_sync("What is 1+2?")
+    assert result.output == "The result is 3."
+    assert result.stop_reason == "end_turn"
+    assert result.steps == 2
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    tool_message = result.messages[2]
+    assert tool_message.text == "3" and not tool_message.is_error
+    assert tool_message.tool_call_id == result.messages[1].tool_calls[0].id
+    assert result.messages[1].tool_calls[0].arguments == {"a": 1, "b": 2}
+    # The second request carried the tool result; the system prompt rendered the block.
+    second = model.requests[1].messages
+    assert second[-1].role == "tool" and second[-1].text == "3"
+    assert "<human>" in second[0].text and "You are helpful." in second[0].text
+    assert {spec.name for spec in model.requests[0].tools} == {"add"}
+    assert result.usage.output_tokens > 0
+    assert result.usage.input_tokens > len(model.requests[0].messages[0].text) // 4
+
+
+async def test_several_steps():
+    agent = agent_with([call("add", a=1, b=2), call("add", a=3, b=3), call("add", a=6, b=4),
+                        reply("10")])
+    result = await agent.run("Sum 1..4")
+    assert result.steps == 4 and result.output == "10"
+    assert [m.text for m in result.messages if m.role == "tool"] == ["3", "6", "10"]
+
+
+async def test_max_steps_stops_after_executing_the_last_calls():
+    agent = agent_with([call("add", a=i, b=1) for i in range(10)], max_steps=3)
+    result = await agent.run("loop forever")
+    assert result.stop_reason == "max_steps"
+    assert result.steps == 3
+    assert "3 steps" in (result.error or "")
+    assert_transcript_valid(agent.messages)
+    assert [m.role for m in agent.messages][-1] == "tool"
+
+
+async def test_unknown_tool_is_answered_and_the_run_goes_on():
+    agent = agent_with([call("multiply", a=2, b=3), reply("sorry")])
+    result = await agent.run("2*3?")
+    answer = result.messages[2]
+    assert answer.is_error
+    assert "'multiply' does not exist" in answer.text
+    assert "add" in answer.text and "fail" in answer.text
+    assert result.stop_reason == "end_turn"
+
+
+async def test_tool_exception_becomes_error_result():
+    agent = agent_with([call("fail", reason="that"), reply("it failed")])
+    result = await agent.run("try")
+    answer = result.messages[2]
+    assert answer.is_error and answer.text == "Error: ValueError: cannot do that"
+    assert result.output == "it failed"
+
+
+async def test_bad_arguments_name_the_field_and_show_what_was_received():
+    agent = agent_with([call("add", a="one", b=2), reply("oops")])
+    result = await agent.run("go")
+    answer = result.messages[2]
+    assert answer.is_error
+    assert "'a'" in answer.text and '"one"' in answer.text
+    assert 'Arguments received: {"a": "one", "b": 2}' in answer.text
+
+
+async def test_missing_and_extra_arguments():
+    agent = agent_with([call("add", a=1, c=5), reply("oops")])
+    result = await agent.run("go")
+    text = result.messages[2].text
+    assert "'b' is required but missing" in text
+    assert "'c' is not a parameter of this tool" in text
+
+
+async def test_malformed_json_arguments_are_answered_not_executed():
+    agent = agent_with([raw_call("add", '{"a": 1, "b": '), reply("retrying")])
+    result = await agent.run("go")
+    answer = result.messages[2]
+    assert answer.is_error and "not valid JSON" in answer.text
+    assert '{"a": 1, "b": ' in answer.text
+
+
+async def test_tool_timeout():
+    @tool(timeout=0.05)
+    async def slow() -> str:
+        """Takes too long."""
+        await asyncio.sleep(5)
+        return "never"
+
+    agent = agent_with([call("slow"), reply("gave up")], tools=[slow])
+    started = time.perf_counter()
+    result = await agent.run("go")
+    assert time.perf_counter() - started < 2
+    answer = result.messages[2]
+    assert answer.is_error and answer.text == "Tool 'slow' timed out after 0.05 s."
+    assert result.stop_reason == "end_turn"
+
+
+async def test_sync_tool_runs_off_the_event_loop():
+    seen: list[int] = []
+
+    @tool
+    def where() -> str:
+        """Reports its thread."""
+        seen.append(threading.get_ident())
+        return "ok"
+
+    await agent_with([call("where"), reply("done")], tools=[where]).run("go")
+    assert seen and seen[0] != threading.get_ident()
+
+
+async def test_parallel_calls_run_concurrently_and_answer_in_call_order():
+    finished: list[str] = []
+
+    @tool
+    async def wait(label: str, seconds: float) -> str:
+        """Sleeps, then returns its label."""
+        await asyncio.sleep(seconds)
+        finished.append(label)
+        return label
+
+    script = [calls(call("wait", label="slow", seconds=0.3), call("wait", label="fast",
+                                                                   seconds=0.01),
+                    call("wait", label="mid", seconds=0.1)),
+              reply("done")]
+    agent = agent_with(script, tools=[wait])
+    events = []
+    started = time.perf_counter()
+    async for event in agent.stream("go"):
+        events.append(event)
+    elapsed = time.perf_counter() - started
+    assert finished == ["fast", "mid", "slow"]  # they really overlapped
+    assert elapsed < 0.38  # not 0.41 s of sequential sleeping
+    results = [e.result.text for e in events if e.type == "tool_execution_end"]
+    assert results == ["slow", "fast", "mid"]
+    assert_transcript_valid(agent.messages)
+
+
+async def test_sequential_tool_does_not_overlap():
+    active = 0
+    overlaps = 0
+
+    @tool(sequential=True)
+    async def exclusive(n: int) -> int:
+        """Must run alone."""
+        nonlocal active, overlaps
+        active += 1
+        overlaps += active > 1
+        await asyncio.sleep(0.01)
+        active -= 1
+        return n
+
+    script = [calls(*(call("exclusive", n=i) for i in range(4))), reply("done")]
+    result = await agent_with(script, tools=[exclusive]).run("go")
+    assert overlaps == 0
+    assert [m.text for m in result.messages if m.role == "tool"] == ["0", "1", "2", "3"]
+
+
+async def test_tool_return_values_str_as_is_others_as_json():
+    @tool
+    def data() -> dict:
+        """Returns a dict."""
+        return {"x": [1, 2], "ok": True}
+
+    @tool
+    def text() -> str:
+        """Returns text."""
+        return "plain {not json}"
+
+    script = [calls(call("data"), call("text")), reply("done")]
+    result = await agent_with(script, tools=[data, text]).run("go")
+    assert [m.text for m in result.messages if m.role == "tool"] == [
+        '{"x":[1,2],"ok":true}', "plain {not json}"]
+
+
+async def test_long_tool_return_is_truncated_in_the_request_only():
+    @tool
+    def big() -> str:
+        """Returns a lot."""
+        return "x" * 9000
+
+    model = ScriptedModel([call("big"), reply("done")])
+    agent = Agent(model=model, tools=[big], context_window=4000)  # limit: max(5000, 3200)
+    result = await agent.run("go")
+    assert len(result.messages[2].text) == 9000  # stored whole
+    sent = model.requests[1].messages[-1].text
+    assert sent.startswith("x" * 5000) and "x" * 5001 not in sent
+    assert "[truncated: 4000 of 9000 characters omitted]" in sent
+
+
+async def test_error_threshold():
+    agent = agent_with([call("fail", reason=str(i)) for i in range(10)], error_threshold=3)
+    result = await agent.run("go")
+    assert result.stop_reason == "error_threshold"
+    assert result.steps == 3
+    assert "cannot do 2" in (result.error or "")
+    assert_transcript_valid(agent.messages)
+
+
+async def test_error_threshold_counts_only_consecutive_all_failing_steps():
+    script = [call("fail", reason="1"), call("fail", reason="2"), call("add", a=1, b=1),
+              call("fail", reason="3"), call("fail", reason="4"), reply("done")]
+    result = await agent_with(script, error_threshold=3).run("go")
+    assert result.stop_reason == "end_turn"
+
+
+async def test_error_threshold_can_be_off():
+    script = [call("fail", reason=str(i)) for i in range(6)] + [reply("done")]
+    result = await agent_with(script, error_threshold=None).run("go")
+    assert result.stop_reason == "end_turn" and result.steps == 7
+
+
+async def test_length_cutoff_answers_calls_once_then_stops():
+    script = [calls(call("add", a=1, b=2), finish_reason="length"),
+              calls(call("add", a=1, b=2), finish_reason="length"),
+              reply("never reached")]
+    model = ScriptedModel(script)
+    agent = Agent(model=model, tools=[add])
+    result = await agent.run("go")
+    assert result.stop_reason == "max_tokens_exceeded"
+    assert result.steps == 2
+    tool_messages = [m for m in result.messages if m.role == "tool"]
+    assert len(tool_messages) == 2
+    assert all(m.is_error and m.text == LENGTH_CUTOFF_NOTICE for m in tool_messages)
+    assert model.remaining == 1
+    assert_transcript_valid(agent.messages)
+
+
+async def test_length_cutoff_then_complete_call_goes_on():
+    script = [calls(call("add", a=1, b=2), finish_reason="length"), call("add", a=1, b=2),
+              reply("3")]
+    result = await agent_with(script).run("go")
+    assert result.stop_reason == "end_turn" and result.output == "3"
+    assert [m.text for m in result.messages if m.role == "tool"][-1] == "3"
+
+
+async def test_transient_errors_are_retried(fast_retry):
+    model = ScriptedModel([error("rate_limit"), error("overloaded"), error("server_error"),
+                           reply("finally")])
+    result = await Agent(model=model, retry=fast_retry).run("go")
+    assert result.stop_reason == "end_turn" and result.output == "finally"
+    assert len(model.requests) == 4
+    assert result.steps == 1
+
+
+async def test_retries_exhausted(fast_retry):
+    model = ScriptedModel([error("overloaded")] * 4 + [reply("unreached")])
+    result = await Agent(model=model, retry=fast_retry).run("go")
+    assert result.stop_reason == "llm_api_error"
+    assert result.error == "Overloaded after 4 attempts: The model is overloaded."
+    assert len(model.requests) == 4
+    assert [m.role for m in result.messages] == ["user"]
+
+
+async def test_non_transient_error_is_not_retried_and_keeps_the_provider_text(fast_retry):
+    model = ScriptedModel([error("invalid_request", "messages.3: tool_use ids must be unique")])
+    result = await Agent(model=model, retry=fast_retry).run("go")
+    assert result.stop_reason == "llm_api_error"
+    assert result.error == "InvalidRequest: messages.3: tool_use ids must be unique"
+    assert len(model.requests) == 1
+
+
+async def test_retry_after_is_honoured():
+    model = ScriptedModel([error("rate_limit", retry_after=0.2), reply("ok")])
+    # A backoff base this large would take minutes; Retry-After says 0.2 s.
+    agent = Agent(model=model, retry=RetryPolicy(retries=1, base=100, cap=100))
+    started = time.perf_counter()
+    result = await agent.run("go")
+    elapsed = time.perf_counter() - started
+    assert result.output == "ok"
+    assert 0.19 <= elapsed < 2
+
+
+async def test_empty_response_is_retried_then_invalid_llm_response(fast_retry):
+    model = ScriptedModel([reply("")] * 4)
+    result = await Agent(model=model, retry=fast_retry).run("go")
+    assert result.stop_reason == "invalid_llm_response"
+    assert "empty response" in (result.error or "")
+    assert len(model.requests) == 4
+
+
+async def test_empty_response_then_good_one(fast_retry):
+    model = ScriptedModel([reply(""), reply("hello")])
+    result = await Agent(model=model, retry=fast_retry).run("go")
+    assert result.output == "hello" and result.stop_reason == "end_turn"
+
+
+async def test_whole_run_timeout():
+    @tool
+    async def nap() -> str:
+        """Sleeps."""
+        await asyncio.sleep(0.05)
+        return "rested"
+
+    agent = agent_with([call("nap")] * 100, tools=[nap], timeout=0.2)
+    result = await agent.run("go")
+    assert result.stop_reason == "timeout"
+    assert 1 <= result.steps < 100
+    assert_transcript_valid(agent.messages)
+
+
+async def test_history_carries_over_between_runs():
+    model = ScriptedModel([reply("Nice to meet you, Ada."), reply("Your name is Ada.")])
+    agent = Agent(model=model)
+    await agent.run("My name is Ada.")
+    result = await agent.run("What is my name?")
+    assert result.output == "Your name is Ada."
+    sent = [m.text for m in model.requests[1].messages]
+    assert sent[1:] == ["My name is Ada.", "Nice to meet you, Ada.", "What is my name?"]
+    assert [m.role for m in result.messages] == ["user", "assistant"]
+
+
+async def test_reset_clears_the_conversation_but_keeps_system_and_blocks():
+    model = ScriptedModel([reply("one"), reply("two")])
+    agent = Agent(model=model, system="sys", blocks=[Block("persona", "I am kind.")])
+    await agent.run("first")
+    agent.reset()
+    assert [m.role for m in agent.messages] == ["system"]
+    await agent.run("second")
+    sent = model.requests[1].messages
+    assert [m.text for m in sent[1:]] == ["second"]
+    assert "I am kind." in sent[0].text
+
+
+async def test_block_change_recompiles_the_system_prompt_between_runs():
+    block = Block("human", "")
+    model = ScriptedModel([reply("a"), reply("b")])
+    agent = Agent(model=model, system="sys", blocks=[block])
+    await agent.run("1")
+    block.value = "Name: Ada"
+    await agent.run("2")
+    assert "Name: Ada" not in model.requests[0].messages[0].text
+    assert "Name: Ada" in model.requests[1].messages[0].text
+    assert "chars_current=9" in model.requests[1].messages[0].text
+
+
+async def test_concurrent_runs_on_one_agent_are_queued_not_interleaved():
+    model = ScriptedModel(lambda request: reply(f"echo {request.messages[-1].text}"),
+                          latency=0.01)
+    agent = Agent(model=model)
+    results = await asyncio.gather(*(agent.run(f"m{i}") for i in range(5)))
+    assert [r.output for r in results] == [f"echo m{i}" for i in range(5)]
+    texts = [m.text for m in agent.messages[1:]]
+    assert texts == [t for i in range(5) for t in (f"m{i}", f"echo m{i}")]
+
+
+async def test_script_exhausted_is_a_programming_error():
+    from stateloop.testing import ScriptExhausted
+
+    agent = agent_with([call("add", a=1, b=1)])
+    with pytest.raises(ScriptExhausted, match="script has 1 items"):
+        await agent.run("go")
+    assert_transcript_valid(agent.messages)
+
+
+async def test_run_end_is_always_last_and_carries_the_result():
+    agent = agent_with([call("add", a=1, b=2), reply("3")])
+    events = [e async for e in agent.stream("go")]
+    end = events[-1]
+    assert isinstance(end, RunEnd)
+    assert end.stop_reason == "end_turn" and end.output == "3" and end.steps == 2
+    assert agent.last_result is not None and agent.last_result.run_id == end.run_id
