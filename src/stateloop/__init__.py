@@ -1,8 +1,9 @@
 """stateloop: a small, exact runtime for stateful LLM agents."""
 
 from .agent import Agent, RunResult
+from .approvals import Approval, ApprovalError
 from .errors import ConfigError, ModelError, StateloopError, ToolDefinitionError
-from .events import Event, StopReason
+from .events import AnyEvent, Event, StopReason
 from .hooks import Blocked, Hooks, StepRecord
 from .memory.blocks import Block
 from .messages import Message, ToolCall, Usage
@@ -12,6 +13,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AnyEvent",
+    "Approval",
+    "ApprovalError",
     "Block",
     "Blocked",
     "ConfigError",

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agent_types import agent_type as lookup_agent_type
+from .approvals import Approval, ApprovalError, PendingApproval, denial_text
+from .cancellation import CancelScope
 from .errors import AgentBusyError, ConfigError
-from .events import Event, RunEnd, StopReason
+from .events import AnyEvent, RunEnd, StopReason
 from .hooks import Hooks
 from .llm.base import Model
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
-from .loop import CancelScope, LoopConfig, run_loop
+from .loop import CANCELLED_NOTICE, LoopConfig, Resume, run_loop
 from .memory.blocks import Block, render_blocks
 from .memory.context import ContextBuilder
-from .messages import Message, ToolCall, Usage, new_id, system, user
+from .messages import Message, ToolCall, Usage, new_id, system, tool_result, user
+from .steering import Delivery, SteeringQueue, SteerMode
 from .tools import Tool
-from .tools.builtin import BUILTIN_TOOLS
+from .tools.builtin import builtin_tool
+
+if TYPE_CHECKING:
+    from .tools.rules import BaseToolRule, ToolRulesSolver
 
 Input = str | Message | Sequence[str | Message] | None
 
@@ -39,8 +47,9 @@ class RunResult:
 
     @classmethod
     def from_event(cls, end: RunEnd) -> RunResult:
+        pending = end.pending_approval.requested_calls if end.pending_approval else []
         return cls(end.output, end.stop_reason, end.steps, end.usage, end.messages, end.run_id,
-                   end.error)
+                   end.error, pending)
 
 
 class Agent:
@@ -67,6 +76,9 @@ class Agent:
         parallel_tool_calls: bool = True,
         hooks: Hooks | None = None,
         retry: RetryPolicy | None = None,
+        tool_rules: Iterable[BaseToolRule | dict[str, Any]] = (),
+        approval_timeout: float | None = None,
+        steering_delivery: Delivery = "all",
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> None:
@@ -93,10 +105,19 @@ class Agent:
         self.parallel_tool_calls = parallel_tool_calls
         self.hooks = hooks
         self.retry = retry or RetryPolicy()
+        self.tool_rules = _parse_rules(tool_rules)
+        if approval_timeout is not None and approval_timeout <= 0:
+            raise ConfigError(f"approval_timeout must be a positive number of seconds, "
+                              f"got {approval_timeout!r}")
+        self.approval_timeout = approval_timeout
+        self.pending_approval: PendingApproval | None = None
+        self._steering = SteeringQueue(steering_delivery)
         self._transcript: list[Message] = [self._compile_system()]
         self._context = ContextBuilder(self.context_window)
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._scope: CancelScope | None = None
+        self._resumed: OrderedDict[str, RunEnd] = OrderedDict()  # call id -> its resume's end
+        self._background: set[asyncio.Task[Any]] = set()
         self.last_result: RunResult | None = None
 
     # -- configuration -------------------------------------------------------------------
@@ -124,55 +145,176 @@ class Agent:
 
     # -- running -------------------------------------------------------------------------
 
-    async def run(self, input: Input = None) -> RunResult:
-        """Run until the agent stops; returns the result (never raises for model/tool failure)."""
+    async def run(self, input: Input = None, *,
+                  approvals: Sequence[Approval] | None = None) -> RunResult:
+        """Run until the agent stops; returns the result (never raises for model/tool failure).
+
+        ``approvals`` resumes a run paused with stop reason ``requires_approval``.
+        """
         end: RunEnd | None = None
-        async for event in self.stream(input):
+        async for event in self.stream(input, approvals=approvals):
             if type(event) is RunEnd:
                 end = event
         assert end is not None
         return RunResult.from_event(end)
 
-    def run_sync(self, input: Input = None) -> RunResult:
+    def run_sync(self, input: Input = None, *,
+                 approvals: Sequence[Approval] | None = None) -> RunResult:
         """``run`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input))
+            return asyncio.run(self.run(input, approvals=approvals))
         raise RuntimeError("run_sync() cannot be called from a running event loop; "
                            "use 'await agent.run(...)' instead")
 
-    async def stream(self, input: Input = None) -> AsyncIterator[Event]:
+    async def stream(self, input: Input = None, *,
+                     approvals: Sequence[Approval] | None = None) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order."""
         new_input = _as_messages(input)
         async with self._run_lock():
+            resume = self._take_pending(new_input, list(approvals or ()))
+            if isinstance(resume, RunEnd):  # these approvals were already applied
+                yield resume
+                return
             self._refresh_system()
             scope = self._scope = CancelScope()
             try:
-                async for event in run_loop(self._transcript, new_input, self._loop_config(),
-                                            run_id=new_id("run"), agent_id=self.id,
-                                            cancel=scope):
+                async for event in run_loop(self._transcript, new_input,
+                                            self._loop_config(resume), run_id=new_id("run"),
+                                            agent_id=self.id, cancel=scope):
                     if type(event) is RunEnd:
-                        self.last_result = RunResult.from_event(event)
+                        self._after_run(event, resume)
                     yield event
             finally:
                 self._scope = None
 
+    def steer(self, text: str | Message, mode: SteerMode = "after_batch"
+              ) -> asyncio.Task[RunResult] | None:
+        """Deliver input to the run in flight before its next model call.
+
+        ``mode="interrupt"`` skips the calls of the current batch that have not started.
+        An idle agent starts a run (returned as a task).
+        """
+        message = _as_messages(text)[0]
+        if self.running:
+            self._steering.steer(message, mode)
+            return None
+        return self._start_background(message)
+
+    def follow_up(self, text: str | Message) -> asyncio.Task[RunResult] | None:
+        """Queue input for when the run in flight would otherwise stop (idle: start a run)."""
+        message = _as_messages(text)[0]
+        if self.running:
+            self._steering.follow_ups.append(message)
+            return None
+        return self._start_background(message)
+
     def cancel(self) -> None:
-        """Stop the run in flight (if any) with stop reason ``cancelled``; any thread may call."""
+        """Stop the run in flight with stop reason ``cancelled``, or deny a pending approval.
+
+        Safe to call from any thread while a run is in flight.
+        """
         scope = self._scope
         if scope is not None:
             scope.cancel()
+        elif self.pending_approval is not None:
+            self._answer_pending("the run was cancelled")
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt and memory blocks stay)."""
         if self.running:
             raise AgentBusyError(f"agent {self.name!r} is running; cancel it before reset()")
         self._transcript[:] = [self._compile_system()]
+        self.pending_approval = None
+
+    def export_state(self) -> dict[str, Any]:
+        """The conversation as JSON-able data: transcript and any pending approval."""
+        return {
+            "messages": [m.to_dict() for m in self._transcript],
+            "pending_approval": (self.pending_approval.to_dict()
+                                 if self.pending_approval else None),
+            "blocks": [{"label": b.label, "value": b.value, "description": b.description,
+                        "limit": b.limit, "read_only": b.read_only, "id": b.id}
+                       for b in self.blocks],
+        }
+
+    def import_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``export_state()``'s data, e.g. in another process."""
+        if self.running:
+            raise AgentBusyError(f"agent {self.name!r} is running; cannot import state")
+        messages = [Message.from_dict(m) for m in state["messages"]]
+        if not messages or messages[0].role != "system":
+            raise ConfigError("state.messages must start with the system message")
+        self.blocks = [Block(**b) for b in state.get("blocks", [])]
+        pending = state.get("pending_approval")
+        self.pending_approval = PendingApproval.from_dict(pending) if pending else None
+        self._transcript[:] = messages
 
     # -- internals -----------------------------------------------------------------------
 
-    def _loop_config(self) -> LoopConfig:
+    def _take_pending(self, new_input: list[Message],
+                      approvals: list[Approval]) -> Resume | RunEnd | None:
+        """What the run must finish first: approvals applied to the pending step, a timed-out
+        approval denied, or (for approvals already applied) the earlier result."""
+        pending = self.pending_approval
+        if pending is None:
+            if not approvals:
+                return None
+            ends = [self._resumed.get(a.tool_call_id) for a in approvals]
+            first = ends[0]
+            if first is not None and all(end is first for end in ends):
+                return first  # the same approvals again: nothing runs twice
+            raise ApprovalError("no tool call is awaiting approval")
+        if self.approval_timeout is not None and (
+                time.time() - pending.created_at >= self.approval_timeout):
+            reason = f"no approval within {self.approval_timeout:g} s"
+            approvals = [Approval(i, approve=False, reason=reason) for i in pending.requested]
+        elif not approvals:
+            raise ApprovalError(
+                f"agent {self.name!r} is waiting for approval of tool calls "
+                f"{', '.join(pending.requested)}; send approvals=[...] or cancel()"
+                + (" before sending a new message" if new_input else ""))
+        decisions = pending.check(approvals)
+        self.pending_approval = None
+        return Resume(pending, decisions)
+
+    def _after_run(self, end: RunEnd, resume: Resume | None) -> None:
+        self.last_result = RunResult.from_event(end)
+        self.pending_approval = end.pending_approval
+        if resume is not None:
+            for call_id in resume.decisions:
+                self._resumed[call_id] = end
+            while len(self._resumed) > 1000:
+                self._resumed.popitem(last=False)
+        if end.pending_approval is not None and self.approval_timeout is not None:
+            asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
+                                                  end.pending_approval)
+
+    def _expire(self, pending: PendingApproval) -> None:
+        if self.pending_approval is pending:
+            self._start_background(None)  # the run denies the timed-out calls, then goes on
+
+    def _answer_pending(self, reason: str) -> None:
+        """Deny the pending calls (the others are cancelled) without running the model."""
+        pending, self.pending_approval = self.pending_approval, None
+        assert pending is not None
+        for call in pending.calls:
+            text = denial_text(reason) if call.id in pending.requested else CANCELLED_NOTICE
+            self._transcript.append(tool_result(call, text, is_error=True))
+
+    def _start_background(self, message: Message | None) -> asyncio.Task[RunResult]:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("an idle agent starts a run here, which needs a running event "
+                               "loop; use 'await agent.run(...)' or run_sync()") from None
+        task = loop.create_task(self.run(message))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def _loop_config(self, resume: Resume | None) -> LoopConfig:
         return LoopConfig(
             model=self._model,
             tools=self.tools,
@@ -185,13 +327,25 @@ class Agent:
             retry=self.retry,
             max_tokens=self.max_tokens,
             parallel_tool_calls=self.parallel_tool_calls,
+            rules=self._rules_solver(resume),
+            steering=self._steering,
+            resume=resume,
             agent=self,
         )
 
+    def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
+        if not self.tool_rules:
+            return None
+        from .tools.rules import ToolRulesSolver
+        if resume is not None and resume.pending.rules_state is not None:
+            return ToolRulesSolver.from_state(self.tool_rules, resume.pending.rules_state)
+        return ToolRulesSolver(self.tool_rules)
+
     def _compile_system(self) -> Message:
-        memory = render_blocks(self.blocks)
-        return system(f"{self.system}\n\n{memory}" if memory and self.system else
-                      self.system or memory)
+        solver = self._rules_solver(None)
+        rules = solver.render_prompt() if solver is not None else ""
+        sections = [self.system, render_blocks(self.blocks), rules]
+        return system("\n\n".join(section for section in sections if section))
 
     def _refresh_system(self) -> None:
         """Recompile the system prompt only when what it renders has changed."""
@@ -204,6 +358,15 @@ class Agent:
         if self._lock is None or self._lock[0] is not loop:
             self._lock = (loop, asyncio.Lock())
         return self._lock[1]
+
+
+def _parse_rules(rules: Iterable[BaseToolRule | dict[str, Any]]) -> list[Any]:
+    rules = list(rules)
+    if not rules:
+        return []
+    from .tools.rules import parse_tool_rules  # pydantic models: imported only when used
+
+    return list(parse_tool_rules(rules))
 
 
 def _as_messages(input: Input) -> list[Message]:
@@ -227,10 +390,7 @@ def _tool_map(items: Iterable[Tool | Callable[..., Any] | str]) -> dict[str, Too
     tools: dict[str, Tool] = {}
     for item in items:
         if isinstance(item, str):
-            if item not in BUILTIN_TOOLS:
-                raise ConfigError(f"unknown built-in tool {item!r}; built-in tools are "
-                                  f"{', '.join(sorted(BUILTIN_TOOLS))}")
-            found = BUILTIN_TOOLS[item]
+            found = builtin_tool(item)
         elif isinstance(item, Tool):
             found = item
         elif callable(item):

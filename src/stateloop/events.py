@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from .approvals import PendingApproval
 from .messages import Message, ToolCall, Usage
 
 StopReason = Literal[
@@ -48,32 +49,32 @@ def _jsonable(value: Any) -> Any:
 
 @dataclass(slots=True)
 class RunStart(Event):
-    type: ClassVar[str] = "run_start"
+    type: ClassVar[Literal["run_start"]] = "run_start"
     run_id: str
     agent_id: str
 
 
 @dataclass(slots=True)
 class StepStart(Event):
-    type: ClassVar[str] = "step_start"
+    type: ClassVar[Literal["step_start"]] = "step_start"
     step: int  # 1-based within the run
 
 
 @dataclass(slots=True)
 class TextDelta(Event):
-    type: ClassVar[str] = "text_delta"
+    type: ClassVar[Literal["text_delta"]] = "text_delta"
     delta: str
 
 
 @dataclass(slots=True)
 class ReasoningDelta(Event):
-    type: ClassVar[str] = "reasoning_delta"
+    type: ClassVar[Literal["reasoning_delta"]] = "reasoning_delta"
     delta: str
 
 
 @dataclass(slots=True)
 class ToolCallStart(Event):
-    type: ClassVar[str] = "tool_call_start"
+    type: ClassVar[Literal["tool_call_start"]] = "tool_call_start"
     index: int
     id: str
     name: str
@@ -83,26 +84,26 @@ class ToolCallStart(Event):
 class ToolCallDelta(Event):
     """A fragment of a call's JSON arguments, as streamed (not valid JSON on its own)."""
 
-    type: ClassVar[str] = "tool_call_delta"
+    type: ClassVar[Literal["tool_call_delta"]] = "tool_call_delta"
     index: int
     delta: str
 
 
 @dataclass(slots=True)
 class ToolCallEnd(Event):
-    type: ClassVar[str] = "tool_call_end"
+    type: ClassVar[Literal["tool_call_end"]] = "tool_call_end"
     tool_call: ToolCall
 
 
 @dataclass(slots=True)
 class ToolExecutionStart(Event):
-    type: ClassVar[str] = "tool_execution_start"
+    type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
     tool_call: ToolCall
 
 
 @dataclass(slots=True)
 class ToolExecutionEnd(Event):
-    type: ClassVar[str] = "tool_execution_end"
+    type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
     tool_call: ToolCall
     result: Message  # the tool message appended to the transcript
 
@@ -115,19 +116,19 @@ class ToolExecutionEnd(Event):
 class MessageEvent(Event):
     """A complete message appended to the transcript (assistant, tool, or injected user input)."""
 
-    type: ClassVar[str] = "message"
+    type: ClassVar[Literal["message"]] = "message"
     message: Message
 
 
 @dataclass(slots=True)
 class ApprovalRequest(Event):
-    type: ClassVar[str] = "approval_request"
+    type: ClassVar[Literal["approval_request"]] = "approval_request"
     tool_calls: list[ToolCall]
 
 
 @dataclass(slots=True)
 class Compaction(Event):
-    type: ClassVar[str] = "compaction"
+    type: ClassVar[Literal["compaction"]] = "compaction"
     tokens_before: int
     tokens_after: int
     messages_evicted: int
@@ -136,7 +137,7 @@ class Compaction(Event):
 
 @dataclass(slots=True)
 class StepEnd(Event):
-    type: ClassVar[str] = "step_end"
+    type: ClassVar[Literal["step_end"]] = "step_end"
     step: int
     usage: Usage
     finish_reason: str | None = None
@@ -144,7 +145,7 @@ class StepEnd(Event):
 
 @dataclass(slots=True)
 class RunEnd(Event):
-    type: ClassVar[str] = "run_end"
+    type: ClassVar[Literal["run_end"]] = "run_end"
     run_id: str
     stop_reason: StopReason
     steps: int
@@ -152,3 +153,9 @@ class RunEnd(Event):
     output: str = ""
     error: str | None = None  # what went wrong, for every stop that is not a clean finish
     messages: list[Message] = field(default_factory=list)
+    pending_approval: PendingApproval | None = None  # with stop reason requires_approval
+
+
+AnyEvent = (RunStart | StepStart | TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta
+            | ToolCallEnd | ToolExecutionStart | ToolExecutionEnd | MessageEvent
+            | ApprovalRequest | Compaction | StepEnd | RunEnd)

@@ -41,6 +41,11 @@ class Hooks:
       arguments, or ``Blocked(reason)`` to refuse the call.
     - ``after_tool_call(call, output)``: return ``None``, a new ``ToolOutput`` or a string.
     - ``after_step(record)``: after every step, the last one included.
+    - ``transform_context(messages)``: sees the request's messages before each model call
+      and may return a new list (a transient note, say); what it adds is never persisted.
+
+    ``before_model_call`` may also change ``request.tools``: a call to a tool that was not
+    offered is refused with an error naming the ones that were.
     """
 
     before_model_call: Callable[..., Any] | None = None
@@ -48,6 +53,7 @@ class Hooks:
     before_tool_call: Callable[..., Any] | None = None
     after_tool_call: Callable[..., Any] | None = None
     after_step: Callable[..., Any] | None = None
+    transform_context: Callable[..., Any] | None = None
 
 
 async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:

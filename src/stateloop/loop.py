@@ -4,6 +4,8 @@
 it is handed a model, tools, a context builder and a checkpoint callback. Whatever
 happens — a model failure, a tool failure, a cancel — every tool call it issued is
 answered by exactly one result, right after its assistant message, in call order.
+The one exception is a step paused for human approval: its calls stay open until
+``resume`` answers them.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .approvals import Approval, PendingApproval, denial_text
+from .cancellation import CancelScope
 from .continuation import Continuation, LettaV1
 from .errors import InvalidResponse, ModelError
 from .events import (
-    Event,
+    AnyEvent,
+    ApprovalRequest,
     MessageEvent,
     RunEnd,
     RunStart,
@@ -29,16 +34,28 @@ from .events import (
     ToolExecutionStart,
 )
 from .hooks import Blocked, Hooks, StepRecord, call_hook
-from .llm.base import Model, ModelRequest, ModelResponse, ToolSpec
+from .llm.base import Model, ModelRequest, ModelResponse, ToolChoice, ToolSpec
 from .llm.retry import RetryPolicy
-from .messages import Message, ToolCall, Usage, tool_result
+from .messages import Message, ToolCall, Usage, tool_result, user
+from .steering import SKIPPED_NOTICE, SteeringQueue
 from .tools import Tool, ToolOutput, execute_tool
+
+if TYPE_CHECKING:
+    from .tools.rules import ToolRulesSolver
 
 LENGTH_CUTOFF_NOTICE = (
     "Your response was cut off by the output token limit before this tool call's arguments "
     "were complete, so it was not executed. Call the tool again with complete arguments "
     "(shorter, if needed).")
 CANCELLED_NOTICE = "Tool call was cancelled before it finished."
+
+
+@dataclass(slots=True)
+class Resume:
+    """A paused step to finish first: its calls, and the human's decision on each."""
+
+    pending: PendingApproval
+    decisions: dict[str, Approval]
 
 
 @dataclass(slots=True)
@@ -57,58 +74,10 @@ class LoopConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_tokens: int | None = None
     parallel_tool_calls: bool = True
+    rules: ToolRulesSolver | None = None
+    steering: SteeringQueue = field(default_factory=SteeringQueue)
+    resume: Resume | None = None
     agent: Any = None  # given to tools that take a ToolContext
-
-
-class CancelScope:
-    """Cancels a run from anywhere: another task, another thread, or a timer.
-
-    The loop "arms" the scope only while it awaits a model chunk, a tool batch or a retry
-    delay; a cancel then interrupts that await at once. Otherwise the loop sees the flag
-    at its next check, so the consumer's own code is never interrupted.
-    """
-
-    __slots__ = ("_armed", "_fired", "_loop", "_task", "reason")
-
-    def __init__(self) -> None:
-        self.reason: StopReason | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._armed = False
-        self._fired = False
-
-    def cancel(self, reason: StopReason = "cancelled") -> None:
-        """Ask the run to stop with ``reason``; safe to call from any thread, and more than once."""
-        if self.reason is None:
-            self.reason = reason
-        loop = self._loop
-        if loop is None:
-            return
-        try:
-            same_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            same_loop = False
-        if same_loop:
-            self._interrupt()
-        else:
-            loop.call_soon_threadsafe(self._interrupt)
-
-    def _interrupt(self) -> None:
-        if self._armed and not self._fired and self._task is not None:
-            self._fired = True
-            self._task.cancel()
-
-    def bind(self) -> None:
-        self._task = asyncio.current_task()
-        self._loop = asyncio.get_running_loop()
-
-    def absorb(self) -> bool:
-        """After a CancelledError: True when it came from this scope alone (the run goes on
-        to a clean stop); False when the task itself is being cancelled."""
-        if not self._fired or self._task is None:
-            return False
-        self._fired = False
-        return self._task.uncancel() == 0
 
 
 class _Stop(Exception):
@@ -121,7 +90,7 @@ class _Stop(Exception):
 
 async def run_loop(transcript: list[Message], new_input: list[Message], config: LoopConfig, *,
                    run_id: str, agent_id: str,
-                   cancel: CancelScope | None = None) -> AsyncGenerator[Event, None]:
+                   cancel: CancelScope | None = None) -> AsyncGenerator[AnyEvent, None]:
     """Run the agent on ``new_input``, appending to ``transcript``; yields every event."""
     run = _Run(transcript, config, run_id, cancel or CancelScope())
     run.scope.bind()
@@ -130,15 +99,17 @@ async def run_loop(transcript: list[Message], new_input: list[Message], config: 
         timer = asyncio.get_running_loop().call_later(config.timeout, run.scope.cancel, "timeout")
     yield RunStart(run_id, agent_id)
     try:
-        for message in new_input:
-            yield run.append(message)
         stop = _Stop("end_turn")
         try:
-            while True:
+            if config.resume is not None:
+                async for event in run.resume(config.resume):
+                    yield event
+            for message in new_input:
+                yield run.append(message)
+                run.proceed = True
+            while run.proceed:
                 async for event in run.step():
                     yield event
-                if not run.proceed:
-                    break
         except _Stop as reason:
             stop = reason
         await run.flush()
@@ -167,17 +138,22 @@ class _Run:
         self.config = config
         self.run_id = run_id
         self.scope = scope
+        self.rules = config.rules
         self.added: list[Message] = []
         self.pending: list[Message] = []  # appended since the last checkpoint
         self.usage = Usage()
         self.steps = 0
-        self.proceed = True
+        self.proceed = config.resume is None
         self.failing_steps = 0
         self.length_cutoffs = 0
         self.open_calls: list[ToolCall] = []  # issued but not yet answered
         self.outputs: list[ToolOutput | None] = []  # their outputs so far, in call order
+        self.paused: PendingApproval | None = None
         specs = [tool.spec() for tool in config.tools.values()]
         self.tool_specs: list[ToolSpec] = config.continuation.tool_specs(specs)
+        self.tool_names = [spec.name for spec in self.tool_specs]
+        self.parallel = config.parallel_tool_calls and not (
+            self.rules is not None and self.rules.disables_parallel_calls)
 
     def append(self, message: Message) -> MessageEvent:
         self.transcript.append(message)
@@ -185,20 +161,20 @@ class _Run:
         self.pending.append(message)
         return MessageEvent(message)
 
-    async def step(self) -> AsyncGenerator[Event, None]:
+    # -- one step ------------------------------------------------------------------------
+
+    async def step(self) -> AsyncGenerator[AnyEvent, None]:
         config = self.config
         self._check_cancel()
+        for message in config.steering.take_steering():
+            yield self.append(message)
         if self.steps >= config.max_steps:
             raise _Stop("max_steps", f"stopped after {config.max_steps} steps (max_steps)")
         started = time.time()
         step = self.steps + 1
         yield StepStart(step)
 
-        request = ModelRequest(config.build_context(self.transcript), self.tool_specs,
-                               parallel_tool_calls=config.parallel_tool_calls,
-                               max_tokens=config.max_tokens)
-        if config.hooks and config.hooks.before_model_call:
-            request = await call_hook(config.hooks.before_model_call, request) or request
+        request = await self._request()
         response: ModelResponse | None = None
         attempt = 0
         while response is None:  # one model call; transient failures are retried
@@ -234,25 +210,62 @@ class _Run:
             response = await call_hook(config.hooks.after_model_call, response) or response
         self.steps = step
         self.usage.add(response.usage)
-        assistant = response.message
-        calls = assistant.tool_calls
+        calls = response.message.tool_calls
         for call in calls:
             yield ToolCallEnd(call)
-        appended = self.append(assistant)
+        appended = self.append(response.message)
         self.open_calls, self.outputs = list(calls), []
         yield appended
 
+        offered = {spec.name for spec in request.tools}
         cut_off = response.finish_reason == "length"
         if cut_off and calls:
             outputs = [ToolOutput(LENGTH_CUTOFF_NOTICE, True) for _ in calls]
         else:
+            self.paused = self._approval_needed(calls, offered)
+            if self.paused is not None:
+                self.open_calls = []  # they stay open: a human decides
+                yield ApprovalRequest(self.paused.requested_calls)
+                await self.checkpoint(self._record(step, response, started))
+                yield StepEnd(step, response.usage, response.finish_reason)
+                raise _Stop("requires_approval", "waiting for approval of tool calls "
+                            f"{', '.join(self.paused.requested)}")
             for call in calls:
                 yield ToolExecutionStart(call)
-            outputs = await self._run_tools(calls)
+            outputs = await self._run_tools(calls, offered, {})
+        async for event in self._finish(step, calls, outputs, response, started, cut_off):
+            yield event
+
+    async def resume(self, resume: Resume) -> AsyncGenerator[AnyEvent, None]:
+        """Finish a step that paused for approval: run, deny or fill in each of its calls."""
+        started = time.time()
+        calls = resume.pending.calls
+        self.open_calls, self.outputs = list(calls), []
+        verdicts: dict[str, ToolOutput] = {}
+        for call in calls:
+            decision = resume.decisions.get(call.id)
+            if decision is None or (decision.approve and decision.result is None):
+                continue
+            if decision.result is not None:
+                verdicts[call.id] = ToolOutput(decision.result, decision.is_error)
+                if self.rules is not None:  # the client ran it: rules see its output
+                    self.rules.record_call(call.name, decision.result)
+            else:
+                verdicts[call.id] = ToolOutput(denial_text(decision.reason), True)
+        for call in calls:
+            yield ToolExecutionStart(call)
+        outputs = await self._run_tools(calls, None, verdicts)
+        async for event in self._finish(0, calls, outputs, None, started, False):
+            yield event
+
+    async def _finish(self, step: int, calls: list[ToolCall], outputs: list[ToolOutput],
+                      response: ModelResponse | None, started: float,
+                      cut_off: bool) -> AsyncGenerator[AnyEvent, None]:
+        """Append the step's results, persist it, and decide whether the run goes on."""
         # All results are appended before any is yielded: a consumer that stops listening
         # midway must not leave a call unanswered.
         results: list[Message] = []
-        events: list[Event] = []
+        events: list[AnyEvent] = []
         for call, output in zip(calls, outputs, strict=True):
             result = tool_result(call, output.text, is_error=output.is_error)
             results.append(result)
@@ -261,13 +274,11 @@ class _Run:
         self.open_calls = []
         for event in events:
             yield event
-
-        record = StepRecord(self.run_id, step, self.pending, response.usage, response.model,
-                            response.finish_reason, started, time.time() - started)
+        record = self._record(step, response, started)
         await self.checkpoint(record)
-        if config.hooks and config.hooks.after_step:
-            await call_hook(config.hooks.after_step, record)
-        yield StepEnd(step, response.usage, response.finish_reason)
+        if self.config.hooks and self.config.hooks.after_step:
+            await call_hook(self.config.hooks.after_step, record)
+        yield StepEnd(step, record.usage, record.finish_reason)
         self._check_cancel()
 
         if cut_off:
@@ -276,38 +287,119 @@ class _Run:
                 raise _Stop("max_tokens_exceeded",
                             "the model's response was cut off by the output token limit")
             return
+        self._count_failures(calls, results)
+        for message in self._decide(calls, results):
+            yield self.append(message)
+
+    def _count_failures(self, calls: list[ToolCall], results: list[Message]) -> None:
         if calls and all(r.is_error for r in results):
             self.failing_steps += 1
-            limit = config.error_threshold
+            limit = self.config.error_threshold
             if limit is not None and self.failing_steps >= limit:
                 raise _Stop("error_threshold",
                             f"{self.failing_steps} consecutive steps in which every tool call "
                             f"failed; last error: {results[-1].text}")
         else:
             self.failing_steps = 0
-        decision = config.continuation.decide(calls, results)
-        self.proceed = decision.proceed
-        if decision.inject is not None and decision.proceed:
-            yield self.append(decision.inject)
 
-    async def _run_tools(self, calls: list[ToolCall]) -> list[ToolOutput]:
-        """Run a step's calls, concurrently unless a tool is sequential; outputs in call order.
-        A cancel answers the calls that had not finished."""
-        outputs: list[ToolOutput | None] = [None] * len(calls)
+    def _decide(self, calls: list[ToolCall], results: list[Message]) -> list[Message]:
+        """Set ``proceed``; returns the input the next step starts with."""
+        rules, steering = self.rules, self.config.steering
+        if rules is not None:
+            for call, result in zip(calls, results, strict=True):
+                if not result.is_error and rules.is_exit(call.name):
+                    raise _Stop("tool_rule", f"{call.name!r} ends the run (exit_loop rule)")
+        decision = self.config.continuation.decide(calls, results)
+        self.proceed = decision.proceed
+        if not self.proceed and calls and rules is not None and (
+                any(rules.is_continue(c.name) for c in calls)
+                or rules.tool_choice(self.tool_names)[0] == "required"):
+            self.proceed = True  # a rule demands the next call, heartbeat or not
+        if self.proceed:
+            return [decision.inject] if decision.inject is not None else []
+        if steering.steering:
+            self.proceed = True  # delivered at the next step's start
+            return []
+        follow_ups = steering.take_follow_ups()
+        if follow_ups:
+            self.proceed = True
+            return follow_ups
+        if rules is not None and rules.missing_before_exit(self.tool_names):
+            reminder = rules.exit_reminder(self.tool_names)
+            if reminder is None:
+                missing = ", ".join(rules.missing_before_exit(self.tool_names))
+                raise _Stop("tool_rule", f"the model stopped without calling {missing}, "
+                            f"which the required_before_exit rule demands")
+            self.proceed = True
+            return [user(reminder)]
+        return []
+
+    # -- the request ---------------------------------------------------------------------
+
+    async def _request(self) -> ModelRequest:
+        config, rules = self.config, self.rules
+        tools, choice, forced = self.tool_specs, "auto", None
+        if rules is not None:
+            allowed = set(rules.allowed_tools(self.tool_names))
+            tools = [spec for spec in tools if spec.name in allowed]
+            choice, forced = rules.tool_choice(self.tool_names)
+        request = ModelRequest(config.build_context(self.transcript), tools,
+                               _as_choice(choice), forced, self.parallel, config.max_tokens)
+        hooks = config.hooks
+        if hooks is not None:
+            if hooks.transform_context:
+                changed = await call_hook(hooks.transform_context, request.messages)
+                if changed is not None:
+                    request.messages = changed  # this request only: never persisted
+            if hooks.before_model_call:
+                request = await call_hook(hooks.before_model_call, request) or request
+        return request
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def _approval_needed(self, calls: list[ToolCall], offered: set[str]) -> PendingApproval | None:
+        requested = [call.id for call in calls
+                     if self._requires_approval(call.name) and not self._refusal(call, offered)]
+        if not requested:
+            return None
+        state = self.rules.to_state() if self.rules is not None else None
+        return PendingApproval(self.run_id, list(calls), requested, state)
+
+    def _requires_approval(self, name: str) -> bool:
+        tool = self.config.tools.get(name)
+        return (tool is not None and tool.requires_approval) or (
+            self.rules is not None and self.rules.requires_approval(name))
+
+    def _refusal(self, call: ToolCall, offered: set[str] | None) -> str | None:
+        """Why a call may not run now (rules, or a tool not offered this step), or None."""
+        if self.rules is not None:
+            return self.rules.check_call(call.name, self.tool_names)
+        if offered is not None and call.name not in offered and call.name in self.config.tools:
+            return (f"Tool {call.name!r} is not available at this step. Available tools: "
+                    f"{', '.join(sorted(offered)) or 'none'}.")
+        return None
+
+    async def _run_tools(self, calls: list[ToolCall], offered: set[str] | None,
+                         verdicts: dict[str, ToolOutput]) -> list[ToolOutput]:
+        """Run a step's calls, concurrently unless order matters; outputs in call order.
+        ``verdicts`` answers calls without running them. A cancel answers unfinished calls."""
+        outputs: list[ToolOutput | None] = [verdicts.get(call.id) for call in calls]
         self.outputs = outputs
         if calls and self.scope.reason is None:
             self.scope._armed = True
             try:
                 batch: list[int] = []
                 for index, call in enumerate(calls):
+                    if outputs[index] is not None:
+                        continue  # answered by a human: denied, or run by the client
                     tool = self.config.tools.get(call.name)
-                    if tool is not None and tool.sequential:
-                        await self._run_batch(batch, calls, outputs)
+                    if not self.parallel or (tool is not None and tool.sequential):
+                        await self._run_batch(batch, calls, outputs, offered)
                         batch = []
-                        await self._run_batch([index], calls, outputs)
+                        await self._run_batch([index], calls, outputs, offered)
                     else:
                         batch.append(index)
-                await self._run_batch(batch, calls, outputs)
+                await self._run_batch(batch, calls, outputs, offered)
             except asyncio.CancelledError:
                 if not self.scope.absorb():
                     raise
@@ -316,19 +408,28 @@ class _Run:
         return [output or ToolOutput(CANCELLED_NOTICE, True) for output in outputs]
 
     async def _run_batch(self, indexes: list[int], calls: list[ToolCall],
-                         outputs: list[ToolOutput | None]) -> None:
-        if len(indexes) == 1:
+                         outputs: list[ToolOutput | None], offered: set[str] | None) -> None:
+        if self.config.steering.interrupt:  # the user steered: calls not started are skipped
+            for i in indexes:
+                outputs[i] = ToolOutput(SKIPPED_NOTICE, True)
+        elif len(indexes) == 1:
             i = indexes[0]
-            outputs[i] = await self._run_one(calls[i])
+            outputs[i] = await self._run_one(calls[i], offered)
         elif indexes:
             async def run_into(i: int) -> None:
-                outputs[i] = await self._run_one(calls[i])
+                outputs[i] = await self._run_one(calls[i], offered)
             await asyncio.gather(*(run_into(i) for i in indexes))
 
-    async def _run_one(self, call: ToolCall) -> ToolOutput:
-        config = self.config
+    async def _run_one(self, call: ToolCall, offered: set[str] | None) -> ToolOutput:
+        config, rules, hooks = self.config, self.rules, self.config.hooks
+        refusal = self._refusal(call, offered)
+        if refusal is not None:
+            return ToolOutput(refusal, True)
         arguments = config.continuation.arguments(call)
-        hooks = config.hooks
+        if rules is not None:
+            prefilled = rules.prefilled_args(call.name)
+            if prefilled:
+                arguments = {**arguments, **prefilled}
         if hooks and hooks.before_tool_call:
             verdict = await call_hook(hooks.before_tool_call, call, arguments)
             if isinstance(verdict, Blocked):
@@ -342,7 +443,11 @@ class _Run:
                 output = ToolOutput(changed, output.is_error)
             elif isinstance(changed, ToolOutput):
                 output = changed
+        if rules is not None:
+            rules.record_call(call.name, output.text)
         return output
+
+    # -- cancellation and persistence ----------------------------------------------------
 
     async def _sleep(self, seconds: float) -> None:
         self.scope._armed = True
@@ -369,6 +474,13 @@ class _Run:
             output = output or ToolOutput(CANCELLED_NOTICE, True)
             self.append(tool_result(call, output.text, is_error=output.is_error))
 
+    def _record(self, step: int, response: ModelResponse | None, started: float) -> StepRecord:
+        if response is None:
+            return StepRecord(self.run_id, step, self.pending, started_at=started,
+                              duration=time.time() - started)
+        return StepRecord(self.run_id, step, self.pending, response.usage, response.model,
+                          response.finish_reason, started, time.time() - started)
+
     async def checkpoint(self, record: StepRecord) -> None:
         self.pending = []
         if self.config.checkpoint is not None:
@@ -382,7 +494,11 @@ class _Run:
     def end(self, reason: StopReason, error: str | None) -> RunEnd:
         output = self.config.continuation.output(self.added)
         return RunEnd(self.run_id, reason, self.steps, self.usage, output,
-                      None if reason == "end_turn" else error, self.added)
+                      None if reason == "end_turn" else error, self.added, self.paused)
+
+
+def _as_choice(choice: str) -> ToolChoice:
+    return "required" if choice == "required" else "none" if choice == "none" else "auto"
 
 
 def _check_response(response: ModelResponse) -> None:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, overload
-
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import ToolDefinitionError
 from ..llm.base import ToolSpec
 from ..messages import ToolCall
 from .docstrings import parse_docstring
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -25,10 +27,6 @@ class ToolContext:
 
     agent: Any  # the running ``stateloop.Agent``
     call: ToolCall
-
-
-class _Arguments(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
 
 
 class Tool:
@@ -114,6 +112,8 @@ def tool(function: Callable[..., Any] | None = None, /, *, name: str | None = No
 def _arguments_model(function: Callable[..., Any], tool_name: str,
                      param_docs: dict[str, str]) -> tuple[type[BaseModel], str | None]:
     hints = _type_hints(function, tool_name)
+    from pydantic import Field, create_model  # imported on first use: keeps imports fast
+
     fields: dict[str, Any] = {}
     context_parameter = None
     for param in inspect.signature(function).parameters.values():
@@ -132,12 +132,22 @@ def _arguments_model(function: Callable[..., Any], tool_name: str,
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, Field(default, description=param_docs.get(param.name)))
     try:
-        model = create_model(f"{tool_name}_arguments", __base__=_Arguments, **fields)
+        model = create_model(f"{tool_name}_arguments", __base__=_arguments_base(), **fields)
         model.model_json_schema()
     except Exception as exc:
         raise ToolDefinitionError(
             f"tool {tool_name!r}: its parameters cannot become a JSON schema: {exc}") from exc
     return model, context_parameter
+
+
+@functools.cache
+def _arguments_base() -> type[BaseModel]:
+    from pydantic import BaseModel, ConfigDict
+
+    class Arguments(BaseModel):
+        model_config = ConfigDict(extra="forbid")  # an unknown argument is named, not dropped
+
+    return Arguments
 
 
 def _type_hints(function: Callable[..., Any], tool_name: str) -> dict[str, Any]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from .base import Tool, tool
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ConfigError
+from .base import Tool
 
 
-@tool
 def send_message(message: str) -> str:
     """Sends a message to the human user.
 
@@ -15,4 +19,17 @@ def send_message(message: str) -> str:
     return "Sent message successfully."
 
 
-BUILTIN_TOOLS: dict[str, Tool] = {t.name: t for t in (send_message,)}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (send_message,)}
+
+
+def builtin_names() -> list[str]:
+    return sorted(_FUNCTIONS)
+
+
+@functools.cache
+def builtin_tool(name: str) -> Tool:
+    """The built-in tool called ``name`` (built on first use, so imports stay fast)."""
+    if name not in _FUNCTIONS:
+        raise ConfigError(f"unknown built-in tool {name!r}; built-in tools are "
+                          f"{', '.join(builtin_names())}")
+    return Tool.from_function(_FUNCTIONS[name])

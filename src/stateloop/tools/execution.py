@@ -9,9 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-from pydantic_core import to_json
-
 from ..messages import ToolCall
 from .base import Tool, ToolContext
 
@@ -36,6 +33,8 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
         return ToolOutput(f"Tool {call.name!r} does not exist. Available tools: {available}.", True)
     if tool.function is None or tool.arguments_model is None:
         return ToolOutput(f"Tool {call.name!r} has no Python function to run here.", True)
+    from pydantic import ValidationError  # loaded already: the arguments model needs it
+
     try:
         validated = tool.arguments_model.model_validate(arguments)
     except ValidationError as exc:
@@ -62,13 +61,15 @@ def format_return(value: Any) -> str:
     """``str`` as is; anything else as JSON (pydantic models, dataclasses and dates included)."""
     if isinstance(value, str):
         return value
+    from pydantic_core import to_json
+
     try:
         return to_json(value).decode()
     except Exception:
         return str(value)
 
 
-def _describe_invalid(tool_name: str, exc: ValidationError, arguments: dict[str, Any]) -> str:
+def _describe_invalid(tool_name: str, exc: Any, arguments: dict[str, Any]) -> str:
     problems = []
     for err in exc.errors(include_url=False):
         field = ".".join(str(part) for part in err["loc"]) or "arguments"
