@@ -74,6 +74,7 @@ class Agent:
         context_window: int | None = None,
         max_tokens: int | None = None,
         parallel_tool_calls: bool = True,
+        include_base_tools: bool = True,
         hooks: Hooks | None = None,
         retry: RetryPolicy | None = None,
         tool_rules: Iterable[BaseToolRule | dict[str, Any]] = (),
@@ -96,7 +97,12 @@ class Agent:
         self.system = system
         self.blocks = list(blocks)
         _check_unique_labels(self.blocks)
-        self.tools = _tool_map([*self.agent_type.default_tools, *tools])
+        defaults: list[str] = []
+        if include_base_tools:
+            defaults += self.agent_type.base_tools
+            if any(not block.read_only for block in self.blocks):
+                defaults += self.agent_type.memory_tools
+        self.tools = _tool_map([*defaults, *tools])
         self.max_steps = max_steps
         self.error_threshold = error_threshold
         self.timeout = timeout
@@ -282,6 +288,8 @@ class Agent:
     def _after_run(self, end: RunEnd, resume: Resume | None) -> None:
         self.last_result = RunResult.from_event(end)
         self.pending_approval = end.pending_approval
+        if self.agent_type.clear_after_run and end.pending_approval is None:
+            self._transcript[1:] = []
         if resume is not None:
             for call_id in resume.decisions:
                 self._resumed[call_id] = end
@@ -346,6 +354,10 @@ class Agent:
         rules = solver.render_prompt() if solver is not None else ""
         sections = [self.system, render_blocks(self.blocks), rules]
         return system("\n\n".join(section for section in sections if section))
+
+    def memory_changed(self) -> None:
+        """A block changed: recompile the system prompt now, so the next step sees it."""
+        self._refresh_system()
 
     def _refresh_system(self) -> None:
         """Recompile the system prompt only when what it renders has changed."""

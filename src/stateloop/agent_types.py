@@ -11,18 +11,24 @@ from .errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class AgentType:
+    """``base_tools`` are always attached; ``memory_tools`` when the agent has memory blocks.
+    ``clear_after_run``: the transcript is emptied after each run (memory is kept)."""
+
     name: str
     continuation: Callable[[], Continuation]
-    default_tools: tuple[str, ...] = ()
+    base_tools: tuple[str, ...] = ()
+    memory_tools: tuple[str, ...] = ()
+    clear_after_run: bool = False
 
 
 AGENT_TYPES: dict[str, AgentType] = {
     t.name: t
     for t in (
-        AgentType("letta_v1_agent", LettaV1),
-        AgentType("memgpt_agent", Heartbeat, ("send_message",)),
+        AgentType("letta_v1_agent", LettaV1, memory_tools=("memory_insert", "memory_replace")),
+        AgentType("memgpt_agent", Heartbeat, ("send_message",),
+                  ("core_memory_append", "core_memory_replace")),
         AgentType("react_agent", LettaV1),
-        AgentType("workflow_agent", LettaV1),
+        AgentType("workflow_agent", LettaV1, clear_after_run=True),
     )
 }
 

@@ -19,17 +19,23 @@ def send_message(message: str) -> str:
     return "Sent message successfully."
 
 
-_FUNCTIONS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (send_message,)}
+@functools.cache
+def _functions() -> dict[str, Callable[..., Any]]:
+    from ..memory.editing import MEMORY_TOOLS
+
+    return {f.__name__: f for f in (send_message, *MEMORY_TOOLS)}
 
 
 def builtin_names() -> list[str]:
-    return sorted(_FUNCTIONS)
+    return sorted(_functions())
 
 
 @functools.cache
 def builtin_tool(name: str) -> Tool:
     """The built-in tool called ``name`` (built on first use, so imports stay fast)."""
-    if name not in _FUNCTIONS:
+    functions = _functions()
+    if name not in functions:
         raise ConfigError(f"unknown built-in tool {name!r}; built-in tools are "
                           f"{', '.join(builtin_names())}")
-    return Tool.from_function(_FUNCTIONS[name])
+    # Memory edits run one at a time: two edits of one block in a step must not interleave.
+    return Tool.from_function(functions[name], sequential=name != "send_message")

@@ -33,11 +33,9 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
         return ToolOutput(f"Tool {call.name!r} does not exist. Available tools: {available}.", True)
     if tool.function is None or tool.arguments_model is None:
         return ToolOutput(f"Tool {call.name!r} has no Python function to run here.", True)
-    from pydantic import ValidationError  # loaded already: the arguments model needs it
-
     try:
         validated = tool.arguments_model.model_validate(arguments)
-    except ValidationError as exc:
+    except ValueError as exc:  # pydantic's ValidationError
         return ToolOutput(_describe_invalid(tool.name, exc, arguments), True)
     kwargs = dict(validated.__dict__)
     if tool.context_parameter is not None:
