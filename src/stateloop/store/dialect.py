@@ -1,0 +1,115 @@
+"""Everything that differs between SQL dialects: connection setup, full-text search, vectors.
+
+Only SQLite is implemented. PostgreSQL lands here (tsvector + GIN for recall, pgvector or
+bytea for embeddings) without touching sql.py's callers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Select, column, literal_column, select, table
+
+from stateloop.store import schema
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def configure_sqlite_connection(dbapi_conn: Any) -> None:
+    """WAL, NORMAL sync, foreign keys; and let the 'begin' event own transactions."""
+    # With isolation_level=None the driver never opens transactions behind our back, so
+    # BEGIN IMMEDIATE (see begin_sqlite) is the only way a write transaction starts.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    finally:
+        cur.close()
+
+
+def begin_sqlite(conn: Any) -> None:
+    """Writers take the write lock up front: a deferred BEGIN that later upgrades can
+    fail with SQLITE_BUSY at once instead of waiting on the busy timeout."""
+    write = conn.get_execution_options().get("stateloop_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+# --- full-text recall (SQLite FTS5; the table and triggers are made in migration 0001) ---
+
+_fts = table("messages_fts", column("rowid"), column("text"))
+RECALL_BATCH = 64  # index after this many new messages (and always before a search)
+_CATCH_UP = (
+    "INSERT INTO messages_fts(rowid, text, tool_text) SELECT seq, text, tool_text FROM messages "
+    "WHERE seq > (SELECT indexed_seq FROM recall_index WHERE id = 1)",
+    "UPDATE recall_index SET indexed_seq = "
+    "(SELECT coalesce(max(seq), 0) FROM messages) WHERE id = 1",
+)
+
+
+def catch_up_recall(conn: Connection) -> None:
+    """Index every message not yet in the recall index; call inside a write transaction."""
+    behind = conn.exec_driver_sql(
+        "SELECT (SELECT coalesce(max(seq), 0) FROM messages) > "
+        "(SELECT indexed_seq FROM recall_index WHERE id = 1)").scalar()
+    if behind:
+        for sql in _CATCH_UP:
+            conn.exec_driver_sql(sql)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_expression(query: str) -> str | None:
+    """A safe FTS5 query: each word quoted, any word may match; bm25 ranks the rest."""
+    words = _WORD.findall(query)
+    if not words:
+        return None
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def message_search(agent_id: str, query: str, roles: Sequence[str], include_tool: bool,
+                   start: float | None, end: float | None, limit: int) -> Select[Any] | None:
+    """Ranked recall over every stored message of one agent; None when the query has no words."""
+    expr = fts_expression(query)
+    if expr is None:
+        return None
+    if not include_tool:
+        expr = f"text : ({expr})"  # FTS5 column filter: leave tool calls and results out
+    m = schema.messages
+    # bm25() is lower-is-better; negate it so callers get higher-is-better scores.
+    score: ColumnElement[Any] = (-literal_column("bm25(messages_fts)")).label("score")
+    stmt = (select(m.c.data, m.c.agent_id, m.c.run_id, score)
+            .select_from(_fts.join(m, m.c.seq == _fts.c.rowid))
+            .where(literal_column("messages_fts").op("MATCH")(expr))
+            .where(m.c.agent_id == agent_id)
+            .where(m.c.role.in_(list(roles)))
+            .order_by(literal_column("bm25(messages_fts)"))
+            .limit(limit))
+    if start is not None:
+        stmt = stmt.where(m.c.created_at >= start)
+    if end is not None:
+        stmt = stmt.where(m.c.created_at <= end)
+    return stmt
+
+
+# --- vectors: float32 little-endian blobs ---
+
+def encode_vector(vector: Any) -> bytes:
+    """One embedding as stored: float32 little-endian bytes."""
+    import numpy as np
+
+    arr = np.asarray(vector, dtype="<f4")
+    if arr.ndim != 1:
+        raise ValueError(f"an embedding must be one vector, got shape {arr.shape}")
+    return arr.tobytes()
+
+
+def decode_vector(blob: bytes) -> list[float]:
+    """The stored bytes back as a list of floats."""
+    import numpy as np
+
+    return np.frombuffer(blob, dtype="<f4").astype(float).tolist()
+

@@ -1,0 +1,405 @@
+"""What accumulates: messages (with recall search), runs, steps and archival passages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from stateloop.messages import Message
+from stateloop.store import dialect, rows, schema
+from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
+from stateloop.store.fastpath import FastStatement
+from stateloop.store.records import (
+    RUN_STATUSES,
+    MessageHit,
+    PassageRecord,
+    RunRecord,
+    StepRecord,
+    VectorBatch,
+)
+from stateloop.store.runner import Runner
+from stateloop.store.times import TimeLike, to_epoch
+
+a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
+
+TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+
+# The per-step write path, compiled once (see fastpath.py).
+_INSERT_MESSAGES = FastStatement.for_insert(m)
+_INSERT_STEP = FastStatement.for_insert(s)
+_ADD_RUN_USAGE = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
+    step_count=r.c.step_count + 1,
+    **{name: getattr(r.c, name) + bindparam(f"d_{name}") for name in rows.USAGE_COLUMNS}))
+_SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
+    in_context_message_ids=bindparam("ids"), updated_at=bindparam("now")), ["ids"])
+
+
+def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str]) -> None:
+    """Replace the agent's ordered in-context ids inside the caller's transaction."""
+    done = _SET_IN_CONTEXT.execute(conn, {"agent": agent_id, "ids": list(message_ids),
+                                          "now": time.time()})
+    if not done:
+        raise NotFoundError(f"no agent with id {agent_id!r}")
+
+
+class HistoryMixin:
+    """Message, run, step and passage operations of ``SqlStore``."""
+
+    _runner: Runner
+    _unindexed: int = 0  # messages this process stored since it last caught recall up
+
+    # --- messages ---
+
+    async def append_step(self, agent_id: str, messages: Sequence[Message], *,
+                          in_context_ids: Sequence[str] | None = None,
+                          step: StepRecord | None = None, run_id: str | None = None) -> None:
+        """Checkpoint one step atomically: new messages, the step record, the run's usage,
+        and (if given) the new ordered in-context ids. All of it or none of it lands."""
+        if step is not None:
+            step.agent_id = agent_id
+            run_id = run_id if run_id is not None else step.run_id
+            step.run_id = run_id
+        step_id = step.id if step is not None else None
+        values = [rows.message_values(agent_id, msg, run_id, step_id) for msg in messages]
+        unindexed = self._unindexed + len(values)
+
+        def txn(conn: Connection) -> None:
+            if values:
+                _INSERT_MESSAGES.execute_many(conn, values)
+                if unindexed >= dialect.RECALL_BATCH:
+                    dialect.catch_up_recall(conn)
+            if step is not None:
+                _INSERT_STEP.execute(conn, rows.step_values(step))
+                if run_id is not None:
+                    params: dict[str, Any] = {"run": run_id}
+                    params.update({f"d_{k}": v for k, v in rows.usage_values(step.usage).items()})
+                    if not _ADD_RUN_USAGE.execute(conn, params):
+                        raise NotFoundError(f"no run with id {run_id!r}")
+            if in_context_ids is not None:
+                set_in_context(conn, agent_id, in_context_ids)
+
+        try:
+            await self._runner.write(txn)
+        except IntegrityError as exc:
+            raise StoreError(f"append_step for agent {agent_id!r} refused: {exc.orig} "
+                             "(unknown agent or run, or a duplicate message id)") from exc
+        self._unindexed = 0 if unindexed >= dialect.RECALL_BATCH else unindexed
+
+    async def get_messages(self, ids: Sequence[str]) -> list[Message]:
+        """The messages with these ids, in the order given; unknown ids are an error."""
+        wanted = list(ids)
+        if not wanted:
+            return []
+
+        def txn(conn: Connection) -> list[Message]:
+            found = {row.id: row.data for row in
+                     conn.execute(select(m.c.id, m.c.data).where(m.c.id.in_(wanted)))}
+            missing = [i for i in wanted if i not in found]
+            if missing:
+                raise NotFoundError(f"no messages with ids {missing[:10]}")
+            return [Message.from_dict(found[i]) for i in wanted]
+
+        return await self._runner.read(txn)
+
+    async def list_messages(self, agent_id: str, *, before: str | None = None,
+                            after: str | None = None, limit: int = 100,
+                            order: str = "asc", roles: Sequence[str] | None = None,
+                            ) -> list[Message]:
+        """A page of an agent's stored messages; ``before``/``after`` are message-id cursors."""
+        if order not in ("asc", "desc"):
+            raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
+        stmt = select(m.c.data).where(m.c.agent_id == agent_id)
+        if before is not None:
+            stmt = stmt.where(m.c.seq < _seq_of(before))
+        if after is not None:
+            stmt = stmt.where(m.c.seq > _seq_of(after))
+        if roles is not None:
+            stmt = stmt.where(m.c.role.in_(list(roles)))
+        stmt = stmt.order_by(m.c.seq.asc() if order == "asc" else m.c.seq.desc()).limit(limit)
+        return await self._runner.read(
+            lambda conn: [Message.from_dict(d) for d in conn.execute(stmt).scalars()])
+
+    async def count_messages(self, agent_id: str) -> int:
+        """How many messages the agent has ever stored (in context or not)."""
+        stmt = select(func.count()).select_from(m).where(m.c.agent_id == agent_id)
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+
+    async def search_messages(self, agent_id: str, query: str, *,
+                              roles: Sequence[str] | None = None, limit: int = 10,
+                              start_date: TimeLike | None = None,
+                              end_date: TimeLike | None = None,
+                              include_tool: bool = False) -> list[MessageHit]:
+        """Recall: full-text search over every stored message, best match first.
+
+        ``roles`` defaults to user and assistant (plus tool with ``include_tool``); a bare
+        date as ``end_date`` includes that whole day. A query with no words lists the most
+        recent messages instead.
+        """
+        if roles is None:
+            roles = ("user", "assistant", "tool") if include_tool else ("user", "assistant")
+        start = to_epoch(start_date)
+        end = to_epoch(end_date, end_of_day=True)
+        stmt: Any = dialect.message_search(agent_id, query, roles, include_tool, start, end,
+                                          limit)
+        if stmt is None:
+            stmt = (select(m.c.data, m.c.agent_id, m.c.run_id)
+                    .where(m.c.agent_id == agent_id).where(m.c.role.in_(list(roles)))
+                    .order_by(m.c.seq.desc()).limit(limit))
+            if start is not None:
+                stmt = stmt.where(m.c.created_at >= start)
+            if end is not None:
+                stmt = stmt.where(m.c.created_at <= end)
+
+        await self._runner.write(dialect.catch_up_recall)
+
+        def txn(conn: Connection) -> list[MessageHit]:
+            return [MessageHit(Message.from_dict(row.data), row.agent_id, row.run_id,
+                               float(getattr(row, "score", 0.0)))
+                    for row in conn.execute(stmt)]
+
+        return await self._runner.read(txn)
+
+    # --- runs and steps ---
+
+    async def create_run(self, agent_id: str, *, metadata: dict[str, Any] | None = None,
+                         status: str = "created") -> RunRecord:
+        """Record a new run for an agent."""
+        _check_status(status)
+        run = RunRecord(agent_id=agent_id, status=status, metadata=dict(metadata or {}))
+        if status == "running":
+            run.started_at = run.created_at
+        try:
+            await self._runner.write(lambda conn: conn.execute(insert(r), rows.run_values(run)))
+        except IntegrityError as exc:
+            raise NotFoundError(f"no agent with id {agent_id!r}") from exc
+        return run
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run with this id."""
+        return await self._runner.read(lambda conn: _load_run(conn, run_id))
+
+    async def update_run(self, run_id: str, *, status: str | None = None,
+                         stop_reason: str | None = None, error: str | None = None,
+                         metadata: dict[str, Any] | None = None) -> RunRecord:
+        """Move a run on: 'running' stamps its start; a terminal status stamps its end and
+        the agent's last-run fields, in the same transaction."""
+        if status is not None:
+            _check_status(status)
+
+        def txn(conn: Connection) -> RunRecord:
+            run = _load_run(conn, run_id)
+            now = time.time()
+            if status is not None:
+                run.status = status
+                if status == "running" and run.started_at is None:
+                    run.started_at = now
+                if status in TERMINAL_STATUSES:
+                    run.completed_at = now
+            if stop_reason is not None:
+                run.stop_reason = stop_reason
+            if error is not None:
+                run.error = error
+            if metadata is not None:
+                run.metadata = metadata
+            conn.execute(update(r).where(r.c.id == run_id).values(
+                status=run.status, stop_reason=run.stop_reason, error=run.error,
+                metadata=run.metadata, started_at=run.started_at,
+                completed_at=run.completed_at))
+            if status in TERMINAL_STATUSES:
+                began = run.started_at or run.created_at
+                conn.execute(update(a).where(a.c.id == run.agent_id).values(
+                    last_run_completion=now, last_run_duration_ms=(now - began) * 1000,
+                    last_stop_reason=run.stop_reason))
+            return run
+
+        return await self._runner.write(txn)
+
+    async def list_runs(self, agent_id: str | None = None, *, status: str | None = None,
+                        limit: int = 100) -> list[RunRecord]:
+        """Runs, newest first."""
+        stmt = select(r).order_by(r.c.created_at.desc(), r.c.id).limit(limit)
+        if agent_id is not None:
+            stmt = stmt.where(r.c.agent_id == agent_id)
+        if status is not None:
+            stmt = stmt.where(r.c.status == status)
+        return await self._runner.read(
+            lambda conn: [rows.run_from_row(row) for row in conn.execute(stmt)])
+
+    async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
+        """Mark runs left 'created' or 'running' by a dead process as failed; their ids."""
+        live = r.c.status.in_(("created", "running"))
+
+        def txn(conn: Connection) -> list[str]:
+            query = select(r.c.id).where(live)
+            if agent_id is not None:
+                query = query.where(r.c.agent_id == agent_id)
+            ids = list(conn.execute(query).scalars())
+            if ids:
+                conn.execute(update(r).where(r.c.id.in_(ids)).values(
+                    status="failed", stop_reason="error", completed_at=time.time(),
+                    error="interrupted: the process stopped before the run finished"))
+            return ids
+
+        return await self._runner.write(txn)
+
+    async def list_steps(self, run_id: str) -> list[StepRecord]:
+        """A run's steps in order."""
+        stmt = select(s).where(s.c.run_id == run_id).order_by(s.c.step_index, s.c.created_at)
+        return await self._runner.read(
+            lambda conn: [rows.step_from_row(row) for row in conn.execute(stmt)])
+
+    # --- archival passages ---
+
+    async def insert_passages(self, agent_id: str, passages: Sequence[PassageRecord],
+                              ) -> list[PassageRecord]:
+        """Store passages; every embedding in an archive must come from one model and size."""
+        batch = list(passages)
+        model_dim = _batch_model(agent_id, batch)
+
+        def txn(conn: Connection) -> list[PassageRecord]:
+            if model_dim is not None:
+                stored = _archive_model(conn, agent_id)
+                if stored is not None and stored != model_dim:
+                    raise _mismatch(agent_id, stored, model_dim)
+            if not batch:
+                return batch
+            values = [_passage_values(agent_id, passage) for passage in batch]
+            seqs = conn.execute(insert(p).returning(p.c.seq, sort_by_parameter_order=True),
+                                values).scalars().all()
+            for passage, seq in zip(batch, seqs, strict=True):
+                passage.seq = seq
+                passage.agent_id = agent_id
+            return batch
+
+        try:
+            return await self._runner.write(txn, offload=len(batch) > 256)
+        except IntegrityError as exc:
+            raise StoreError(f"insert_passages for agent {agent_id!r} refused: {exc.orig}") \
+                from exc
+
+    async def archive_model(self, agent_id: str) -> tuple[str, int] | None:
+        """(embedding model, dimension) of the agent's archive, or None while it has none."""
+        return await self._runner.read(lambda conn: _archive_model(conn, agent_id))
+
+    async def get_passages(self, ids: Sequence[str]) -> list[PassageRecord]:
+        """Passages with these ids, in the order given (unknown ids are skipped)."""
+        wanted = list(ids)
+        stmt = select(p).where(p.c.id.in_(wanted))
+
+        def txn(conn: Connection) -> list[PassageRecord]:
+            found = {row.id: rows.passage_from_row(row, dialect.decode_vector)
+                     for row in conn.execute(stmt)}
+            return [found[i] for i in wanted if i in found]
+
+        return await self._runner.read(txn)
+
+    async def list_passages(self, agent_id: str, *, limit: int = 100, after_seq: int = 0,
+                            order: str = "asc") -> list[PassageRecord]:
+        """A page of the agent's passages in insertion order (``seq`` is the cursor)."""
+        stmt = select(p).where(p.c.agent_id == agent_id)
+        if order == "asc":
+            stmt = stmt.where(p.c.seq > after_seq).order_by(p.c.seq)
+        else:
+            stmt = stmt.order_by(p.c.seq.desc())
+        stmt = stmt.limit(limit)
+        return await self._runner.read(
+            lambda conn: [rows.passage_from_row(row, dialect.decode_vector)
+                          for row in conn.execute(stmt)])
+
+    async def delete_passages(self, ids: Sequence[str]) -> int:
+        """Delete passages by id; how many were deleted."""
+        stmt = delete(p).where(p.c.id.in_(list(ids)))
+        return await self._runner.write(lambda conn: conn.execute(stmt).rowcount)
+
+    async def count_passages(self, agent_id: str) -> int:
+        """How many passages the agent's archive holds."""
+        stmt = select(func.count()).select_from(p).where(p.c.agent_id == agent_id)
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+
+    async def passage_watermark(self, agent_id: str) -> int:
+        """The highest passage seq of the archive (0 if empty): a cheap "anything new?"."""
+        stmt = select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.agent_id == agent_id)
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+
+    async def load_vectors(self, agent_id: str, *, after_seq: int = 0) -> VectorBatch:
+        """Embeddings (as one buffer) with ids, tags and times, for building a search index."""
+        stmt = (select(p.c.seq, p.c.id, p.c.embedding, p.c.embedding_model, p.c.embedding_dim,
+                       p.c.tags, p.c.created_at)
+                .where(p.c.agent_id == agent_id).where(p.c.seq > after_seq)
+                .where(p.c.embedding.is_not(None)).order_by(p.c.seq))
+
+        def txn(conn: Connection) -> VectorBatch:
+            found = conn.execute(stmt).all()
+            model = found[0].embedding_model if found else None
+            dim = found[0].embedding_dim if found else 0
+            return VectorBatch(seqs=[row.seq for row in found], ids=[row.id for row in found],
+                               vectors=b"".join(row.embedding for row in found), dim=dim,
+                               model=model, tags=[list(row.tags) for row in found],
+                               created_at=[row.created_at for row in found])
+
+        return await self._runner.read(txn)
+
+
+def _seq_of(message_id: str) -> Any:
+    return select(m.c.seq).where(m.c.id == message_id).scalar_subquery()
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
+
+
+def _load_run(conn: Connection, run_id: str) -> RunRecord:
+    row = conn.execute(select(r).where(r.c.id == run_id)).first()
+    if row is None:
+        raise NotFoundError(f"no run with id {run_id!r}")
+    return rows.run_from_row(row)
+
+
+def _batch_model(agent_id: str, batch: list[PassageRecord]) -> tuple[str, int] | None:
+    """The one (model, dim) of a batch's embeddings; a mixed batch is an error."""
+    found: tuple[str, int] | None = None
+    for passage in batch:
+        if passage.embedding is None:
+            continue
+        if passage.embedding_model is None:
+            raise EmbeddingMismatchError(
+                f"passage {passage.id!r}: an embedding needs its embedding_model")
+        dim = len(passage.embedding)
+        if passage.embedding_dim is not None and passage.embedding_dim != dim:
+            raise EmbeddingMismatchError(
+                f"passage {passage.id!r}: embedding_dim says {passage.embedding_dim} but the "
+                f"vector has {dim} values")
+        passage.embedding_dim = dim
+        this = (passage.embedding_model, dim)
+        if found is not None and this != found:
+            raise _mismatch(agent_id, found, this)
+        found = this
+    return found
+
+
+def _archive_model(conn: Connection, agent_id: str) -> tuple[str, int] | None:
+    row = conn.execute(select(p.c.embedding_model, p.c.embedding_dim)
+                       .where(p.c.agent_id == agent_id).where(p.c.embedding.is_not(None))
+                       .limit(1)).first()
+    return None if row is None else (row.embedding_model, row.embedding_dim)
+
+
+def _mismatch(agent_id: str, stored: tuple[str, int], new: tuple[str, int]
+              ) -> EmbeddingMismatchError:
+    return EmbeddingMismatchError(
+        f"archive of agent {agent_id!r} holds embeddings from {stored[0]!r} ({stored[1]} "
+        f"dims); cannot add ones from {new[0]!r} ({new[1]} dims). Re-embed the archive or "
+        "use the same embedding model.")
+
+
+def _passage_values(agent_id: str, passage: PassageRecord) -> dict[str, Any]:
+    blob = None if passage.embedding is None else dialect.encode_vector(passage.embedding)
+    return {"id": passage.id, "agent_id": agent_id, "text": passage.text, "embedding": blob,
+            "embedding_model": passage.embedding_model, "embedding_dim": passage.embedding_dim,
+            "tags": list(passage.tags), "metadata": passage.metadata,
+            "created_at": passage.created_at}

@@ -1,0 +1,163 @@
+"""Plain records the store reads and writes; no SQL here, so every layer may import them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from stateloop.messages import Message, Usage
+
+DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT, as in the .af fixtures
+
+RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
+
+
+def new_record_id(kind: str) -> str:
+    """A persistent id in Letta's format, e.g. ``agent-<uuid4>``."""
+    return f"{kind}-{uuid.uuid4()}"
+
+
+@dataclass(slots=True)
+class AgentRecord:
+    """Everything a persisted agent is, including every other .af field (in ``extra``)."""
+
+    name: str
+    id: str = field(default_factory=lambda: new_record_id("agent"))
+    agent_type: str = "letta_v1_agent"
+    description: str | None = None
+    system: str = ""
+    model: str | None = None  # a handle such as "openai/gpt-4o-mini"
+    llm_config: dict[str, Any] = field(default_factory=dict)
+    embedding_config: dict[str, Any] = field(default_factory=dict)
+    tool_rules: list[dict[str, Any]] = field(default_factory=list)  # Letta's JSON rule dicts
+    tool_names: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    in_context_message_ids: list[str] = field(default_factory=list)  # ordered
+    message_buffer_autoclear: bool = False
+    enable_sleeptime: bool = False
+    timezone: str | None = "UTC"
+    extra: dict[str, Any] = field(default_factory=dict)  # remaining .af fields, kept verbatim
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    last_run_completion: float | None = None
+    last_run_duration_ms: float | None = None
+    last_stop_reason: str | None = None
+
+
+@dataclass(slots=True)
+class BlockRecord:
+    """A core-memory block; shared between agents through the link table."""
+
+    label: str
+    value: str = ""
+    limit: int = DEFAULT_BLOCK_LIMIT
+    id: str = field(default_factory=lambda: new_record_id("block"))
+    description: str | None = None
+    read_only: bool = False
+    hidden: bool | None = None
+    preserve_on_migration: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # template fields and the like from .af
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One run of an agent: status, stop reason, timing and summed usage."""
+
+    agent_id: str
+    id: str = field(default_factory=lambda: new_record_id("run"))
+    status: str = "created"
+    stop_reason: str | None = None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    step_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    completed_at: float | None = None
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One model call: which model, how many tokens, how long it took."""
+
+    run_id: str | None
+    agent_id: str = ""  # filled in by ``append_step``
+    id: str = field(default_factory=lambda: new_record_id("step"))
+    index: int = 0  # 0-based position in its run
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    latency_ms: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class PassageRecord:
+    """An archival passage with its embedding and the model that made it."""
+
+    agent_id: str
+    text: str
+    embedding: list[float] | None = None  # or a numpy row; stored as float32
+    embedding_model: str | None = None
+    embedding_dim: int | None = None
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: new_record_id("passage"))
+    created_at: float = field(default_factory=time.time)
+    seq: int | None = None  # insertion order, set by the store
+
+
+@dataclass(slots=True)
+class VectorBatch:
+    """Passage vectors as stored, for building an in-memory index without per-row objects."""
+
+    seqs: list[int]
+    ids: list[str]
+    vectors: bytes  # float32, row-major, len(ids) * dim * 4 bytes
+    dim: int
+    model: str | None
+    tags: list[list[str]]
+    created_at: list[float]
+
+
+@dataclass(slots=True)
+class ToolRecord:
+    """A registered tool: its schema, how to bind it to code, and its flags."""
+
+    name: str
+    json_schema: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: new_record_id("tool"))
+    description: str | None = None
+    tool_type: str = "custom"  # Letta's: custom, letta_core, letta_memory_core, ...
+    source_type: str | None = "python"
+    source_code: str | None = None
+    binding: str | None = None  # e.g. "builtin:archival_memory_search" or "python:pkg.mod:func"
+    args_json_schema: dict[str, Any] | None = None
+    return_char_limit: int | None = None
+    default_requires_approval: bool | None = None
+    enable_parallel_execution: bool | None = None
+    tags: list[str] = field(default_factory=list)
+    pip_requirements: list[Any] | None = None
+    npm_requirements: list[Any] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class MessageHit:
+    """A recall search result: the message and its rank (higher is better)."""
+
+    message: Message
+    agent_id: str
+    run_id: str | None
+    score: float

@@ -1,0 +1,131 @@
+"""Records <-> table rows. Pure functions, so the SQL code reads as queries only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateloop.messages import Message, Usage
+from stateloop.store.records import (
+    AgentRecord,
+    BlockRecord,
+    PassageRecord,
+    RunRecord,
+    StepRecord,
+    ToolRecord,
+)
+
+USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens",
+                 "cache_write_tokens")
+
+
+def usage_values(usage: Usage) -> dict[str, int]:
+    return {name: getattr(usage, name) for name in USAGE_COLUMNS}
+
+
+def usage_from_row(row: Any) -> Usage:
+    return Usage(**{name: getattr(row, name) for name in USAGE_COLUMNS})
+
+
+AGENT_FIELDS = ("id", "name", "agent_type", "description", "system", "model", "llm_config",
+                "embedding_config", "tool_rules", "tool_names", "metadata",
+                "in_context_message_ids", "message_buffer_autoclear", "enable_sleeptime",
+                "timezone", "extra", "created_at", "updated_at", "last_run_completion",
+                "last_run_duration_ms", "last_stop_reason")
+
+
+def agent_values(agent: AgentRecord) -> dict[str, Any]:
+    return {name: getattr(agent, name) for name in AGENT_FIELDS}
+
+
+def agent_from_row(row: Any, tags: list[str]) -> AgentRecord:
+    values = {name: getattr(row, name) for name in AGENT_FIELDS}
+    return AgentRecord(tags=tags, **values)
+
+
+BLOCK_FIELDS = ("id", "label", "value", "limit", "description", "read_only", "hidden",
+                "preserve_on_migration", "metadata", "extra", "created_at", "updated_at")
+
+
+def block_values(block: BlockRecord) -> dict[str, Any]:
+    return {name: getattr(block, name) for name in BLOCK_FIELDS}
+
+
+def block_from_row(row: Any) -> BlockRecord:
+    return BlockRecord(**{name: row._mapping[name] for name in BLOCK_FIELDS})
+
+
+def search_texts(message: Message) -> tuple[str, str | None]:
+    """What recall indexes: (visible text, tool noise). Tool noise is a tool result's text,
+    or a tool call's name and string arguments; searched only with ``include_tool``."""
+    if message.role == "tool":
+        return "", message.text
+    if not message.tool_calls:
+        return message.text, None
+    pieces = []
+    for call in message.tool_calls:
+        pieces.append(call.name)
+        pieces.extend(v for v in call.arguments.values() if isinstance(v, str))
+    return message.text, "\n".join(pieces)
+
+
+def message_values(agent_id: str, message: Message, run_id: str | None,
+                   step_id: str | None) -> dict[str, Any]:
+    text, tool_text = search_texts(message)
+    return {"id": message.id, "agent_id": agent_id, "run_id": run_id, "step_id": step_id,
+            "role": message.role, "created_at": message.created_at,
+            "token_count": message.token_count, "text": text, "tool_text": tool_text,
+            "data": message.to_dict()}
+
+
+def run_values(run: RunRecord) -> dict[str, Any]:
+    return {"id": run.id, "agent_id": run.agent_id, "status": run.status,
+            "stop_reason": run.stop_reason, "error": run.error, **usage_values(run.usage),
+            "step_count": run.step_count, "metadata": run.metadata,
+            "created_at": run.created_at, "started_at": run.started_at,
+            "completed_at": run.completed_at}
+
+
+def run_from_row(row: Any) -> RunRecord:
+    return RunRecord(agent_id=row.agent_id, id=row.id, status=row.status,
+                     stop_reason=row.stop_reason, error=row.error, usage=usage_from_row(row),
+                     step_count=row.step_count, metadata=row.metadata,
+                     created_at=row.created_at, started_at=row.started_at,
+                     completed_at=row.completed_at)
+
+
+def step_values(step: StepRecord) -> dict[str, Any]:
+    return {"id": step.id, "run_id": step.run_id, "agent_id": step.agent_id,
+            "step_index": step.index, "model": step.model, "provider": step.provider,
+            **usage_values(step.usage), "latency_ms": step.latency_ms,
+            "finish_reason": step.finish_reason, "error": step.error,
+            "metadata": step.metadata, "created_at": step.created_at}
+
+
+def step_from_row(row: Any) -> StepRecord:
+    return StepRecord(run_id=row.run_id, agent_id=row.agent_id, id=row.id,
+                      index=row.step_index, model=row.model, provider=row.provider,
+                      usage=usage_from_row(row), latency_ms=row.latency_ms,
+                      finish_reason=row.finish_reason, error=row.error,
+                      metadata=row.metadata, created_at=row.created_at)
+
+
+def passage_from_row(row: Any, decode: Any) -> PassageRecord:
+    embedding = decode(row.embedding) if row.embedding is not None else None
+    return PassageRecord(agent_id=row.agent_id, text=row.text, embedding=embedding,
+                         embedding_model=row.embedding_model, embedding_dim=row.embedding_dim,
+                         tags=list(row.tags), metadata=row.metadata, id=row.id,
+                         created_at=row.created_at, seq=row.seq)
+
+
+TOOL_FIELDS = ("id", "name", "description", "tool_type", "source_type", "source_code",
+               "binding", "json_schema", "args_json_schema", "return_char_limit",
+               "default_requires_approval", "enable_parallel_execution", "tags",
+               "pip_requirements", "npm_requirements", "metadata", "created_at", "updated_at")
+
+
+def tool_values(tool: ToolRecord) -> dict[str, Any]:
+    return {name: getattr(tool, name) for name in TOOL_FIELDS}
+
+
+def tool_from_row(row: Any) -> ToolRecord:
+    return ToolRecord(**{name: getattr(row, name) for name in TOOL_FIELDS})

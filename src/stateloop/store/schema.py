@@ -1,0 +1,183 @@
+"""The tables, as SQLAlchemy Core objects; migrations/ creates exactly these (a test compares)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+Json = JSON(none_as_null=True)  # PostgreSQL: JSONB via .with_variant when that dialect lands
+
+agents = Table(
+    "agents", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("agent_type", String, nullable=False),
+    Column("description", Text),
+    Column("system", Text, nullable=False),
+    Column("model", String),
+    Column("llm_config", Json, nullable=False),
+    Column("embedding_config", Json, nullable=False),
+    Column("tool_rules", Json, nullable=False),
+    Column("tool_names", Json, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("in_context_message_ids", Json, nullable=False),
+    Column("message_buffer_autoclear", Boolean, nullable=False),
+    Column("enable_sleeptime", Boolean, nullable=False),
+    Column("timezone", String),
+    Column("extra", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    # revision 0002
+    Column("last_run_completion", Float),
+    Column("last_run_duration_ms", Float),
+    Column("last_stop_reason", String),
+)
+
+agent_tags = Table(
+    "agent_tags", metadata,
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("tag", String, primary_key=True),
+    Index("ix_agent_tags_tag", "tag"),
+)
+
+blocks = Table(
+    "blocks", metadata,
+    Column("id", String, primary_key=True),
+    Column("label", String, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("limit", Integer, nullable=False),
+    Column("description", Text),
+    Column("read_only", Boolean, nullable=False),
+    Column("hidden", Boolean),
+    Column("preserve_on_migration", Boolean, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("extra", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+# The label is copied here so "one label per agent" is a plain unique constraint.
+blocks_agents = Table(
+    "blocks_agents", metadata,
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("block_id", String, ForeignKey("blocks.id", ondelete="CASCADE"), primary_key=True),
+    Column("label", String, nullable=False),
+    Column("position", Integer, nullable=False),
+    UniqueConstraint("agent_id", "label", name="uq_blocks_agents_label"),
+    Index("ix_blocks_agents_block", "block_id"),
+)
+
+# seq is the insertion order (and SQLite's rowid, which the FTS index points at).
+messages = Table(
+    "messages", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", String),
+    Column("step_id", String),
+    Column("role", String, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("token_count", Integer),
+    Column("text", Text, nullable=False),  # what recall searches by default
+    Column("tool_text", Text),  # tool calls and results: searched only when asked
+    Column("data", Json, nullable=False),
+    Index("ix_messages_agent_seq", "agent_id", "seq"),
+    Index("ix_messages_run", "run_id"),
+    sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("id", String, primary_key=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("status", String, nullable=False),
+    Column("stop_reason", String),
+    Column("error", Text),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("cached_input_tokens", Integer, nullable=False),
+    Column("reasoning_tokens", Integer, nullable=False),
+    Column("cache_write_tokens", Integer, nullable=False),
+    Column("step_count", Integer, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("completed_at", Float),
+    Index("ix_runs_agent_created", "agent_id", "created_at"),
+    Index("ix_runs_status", "status"),
+)
+
+steps = Table(
+    "steps", metadata,
+    Column("id", String, primary_key=True),
+    Column("run_id", String, ForeignKey("runs.id", ondelete="CASCADE")),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("step_index", Integer, nullable=False),
+    Column("model", String),
+    Column("provider", String),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("cached_input_tokens", Integer, nullable=False),
+    Column("reasoning_tokens", Integer, nullable=False),
+    Column("cache_write_tokens", Integer, nullable=False),
+    Column("latency_ms", Float),
+    Column("finish_reason", String),
+    Column("error", Text),
+    Column("metadata", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_steps_run", "run_id", "step_index"),
+    Index("ix_steps_agent", "agent_id"),
+)
+
+passages = Table(
+    "passages", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("embedding", LargeBinary),  # float32 little-endian; see dialect.encode_vector
+    Column("embedding_model", String),
+    Column("embedding_dim", Integer),
+    Column("tags", Json, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_passages_agent_seq", "agent_id", "seq"),
+    sqlite_autoincrement=True,
+)
+
+tools = Table(
+    "tools", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("description", Text),
+    Column("tool_type", String, nullable=False),
+    Column("source_type", String),
+    Column("source_code", Text),
+    Column("binding", String),
+    Column("json_schema", Json, nullable=False),
+    Column("args_json_schema", Json),
+    Column("return_char_limit", Integer),
+    Column("default_requires_approval", Boolean),
+    Column("enable_parallel_execution", Boolean),
+    Column("tags", Json, nullable=False),
+    Column("pip_requirements", Json),
+    Column("npm_requirements", Json),
+    Column("metadata", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)

@@ -1,0 +1,385 @@
+"""The SQL store: agents, blocks and tools here; messages, runs and passages in history.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, or_, select, update
+from sqlalchemy.exc import DBAPIError
+
+from stateloop.store import rows, schema
+from stateloop.store.errors import (
+    BlockLimitError,
+    DatabaseOpenError,
+    DuplicateError,
+    NotFoundError,
+)
+from stateloop.store.history import HistoryMixin, set_in_context
+from stateloop.store.migrate import upgrade
+from stateloop.store.records import AgentRecord, BlockRecord, ToolRecord
+from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
+from stateloop.store.url import DatabaseURL, resolve_url
+
+a, b, ba, tags_t, t = (schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags,
+                       schema.tools)
+
+_AGENT_MUTABLE = frozenset(rows.AGENT_FIELDS) - {"id", "created_at"} | {"tags"}
+_BLOCK_MUTABLE = frozenset(rows.BLOCK_FIELDS) - {"id", "created_at"}
+
+
+async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStore:
+    """Open (creating and migrating as needed) the database at ``url``.
+
+    ``url`` defaults to ``STATELOOP_DATABASE_URL``, then ``~/.stateloop/stateloop.db``.
+    ``sqlite:///PATH`` commits inline (fastest here); ``sqlite+aiosqlite:///PATH`` is fully async.
+    """
+    parsed = resolve_url(url)
+    try:
+        parsed.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
+    runner: Runner = (AsyncRunner(parsed.async_url()) if parsed.driver == "aiosqlite"
+                      else SqliteRunner(parsed.sync_url()))
+    store = SqlStore(runner, parsed)
+    try:
+        if migrate:
+            await runner.write(lambda conn: upgrade(conn, parsed.raw))
+        else:
+            await runner.read(lambda conn: conn.exec_driver_sql("SELECT 1").all())
+    except DBAPIError as exc:
+        await runner.close()
+        raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc.orig}") from exc
+    except BaseException:
+        await runner.close()
+        raise
+    return store
+
+
+def _check_limit(block: BlockRecord) -> None:
+    if len(block.value) > block.limit:
+        raise BlockLimitError(
+            f"block {block.label!r}: value is {len(block.value)} characters, over its "
+            f"limit of {block.limit}")
+
+
+class SqlStore(HistoryMixin):
+    """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
+
+    def __init__(self, runner: Runner, url: DatabaseURL) -> None:
+        self._runner = runner
+        self.url = url.raw
+        self.path = url.path
+
+    async def close(self) -> None:
+        """Close every connection; the store cannot be used afterwards."""
+        await self._runner.close()
+
+    async def __aenter__(self) -> SqlStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- agents ---
+
+    async def create_agent(self, agent: AgentRecord,
+                           blocks: Sequence[BlockRecord] = ()) -> AgentRecord:
+        """Store a new agent with its new blocks attached, in one transaction."""
+        for block in blocks:
+            _check_limit(block)
+        labels = [block.label for block in blocks]
+        if len(set(labels)) != len(labels):
+            raise DuplicateError(f"agent {agent.name!r}: block labels repeat: {labels}")
+
+        def txn(conn: Connection) -> None:
+            self._ensure_name_free(conn, agent.name)
+            conn.execute(insert(a), rows.agent_values(agent))
+            _write_tags(conn, agent.id, agent.tags)
+            for block in blocks:
+                conn.execute(insert(b), rows.block_values(block))
+                _link(conn, agent.id, block)
+
+        await self._runner.write(txn)
+        return agent
+
+    @staticmethod
+    def _ensure_name_free(conn: Connection, name: str, agent_id: str | None = None) -> None:
+        found = conn.execute(select(a.c.id).where(a.c.name == name)).scalar()
+        if found is not None and found != agent_id:
+            raise DuplicateError(f"an agent named {name!r} already exists (id {found})")
+
+    async def get_agent(self, id_or_name: str) -> AgentRecord:
+        """The agent with this id or name; ``NotFoundError`` if none."""
+        return await self._runner.read(lambda conn: _load_agent(conn, id_or_name))
+
+    async def list_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
+                          match_all_tags: bool = False, limit: int | None = None,
+                          ) -> list[AgentRecord]:
+        """Agents, oldest first, filtered by exact name and/or tags (any, or all)."""
+        stmt = select(a).order_by(a.c.created_at, a.c.id)
+        if name is not None:
+            stmt = stmt.where(a.c.name == name)
+        if tags:
+            tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
+            if match_all_tags:
+                tagged = (tagged.group_by(tags_t.c.agent_id)
+                          .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
+            stmt = stmt.where(a.c.id.in_(tagged))
+        if limit is not None:
+            stmt = stmt.limit(limit)
+
+        def txn(conn: Connection) -> list[AgentRecord]:
+            found = conn.execute(stmt).all()
+            tag_map = _tags_for(conn, [row.id for row in found])
+            return [rows.agent_from_row(row, tag_map.get(row.id, [])) for row in found]
+
+        return await self._runner.read(txn)
+
+    async def update_agent(self, agent_id: str, **changes: Any) -> AgentRecord:
+        """Change the given fields (any ``AgentRecord`` field but id/created_at)."""
+        unknown = set(changes) - _AGENT_MUTABLE
+        if unknown:
+            raise TypeError(f"update_agent: unknown or read-only fields {sorted(unknown)}")
+
+        def txn(conn: Connection) -> AgentRecord:
+            current = _load_agent(conn, agent_id, by_name=False)
+            if "name" in changes:
+                self._ensure_name_free(conn, changes["name"], agent_id)
+            values = {k: v for k, v in changes.items() if k != "tags"}
+            values["updated_at"] = time.time()
+            conn.execute(update(a).where(a.c.id == agent_id).values(**values))
+            if "tags" in changes:
+                conn.execute(delete(tags_t).where(tags_t.c.agent_id == agent_id))
+                _write_tags(conn, agent_id, changes["tags"])
+            return dataclasses.replace(current, **values,
+                                       tags=list(changes.get("tags", current.tags)))
+
+        return await self._runner.write(txn)
+
+    async def delete_agent(self, agent_id: str, *, delete_orphan_blocks: bool = True) -> None:
+        """Delete an agent and its history; its blocks too unless another agent shares them."""
+
+        def txn(conn: Connection) -> None:
+            _load_agent(conn, agent_id, by_name=False)
+            block_ids = conn.execute(
+                select(ba.c.block_id).where(ba.c.agent_id == agent_id)).scalars().all()
+            conn.execute(delete(a).where(a.c.id == agent_id))  # cascades
+            if delete_orphan_blocks and block_ids:
+                still_used = select(ba.c.block_id)
+                conn.execute(delete(b).where(b.c.id.in_(block_ids))
+                             .where(b.c.id.not_in(still_used)))
+
+        await self._runner.write(txn)
+
+    async def set_in_context(self, agent_id: str, message_ids: Sequence[str]) -> None:
+        """Replace the ordered in-context message ids (compaction, reset)."""
+
+        await self._runner.write(lambda conn: set_in_context(conn, agent_id, message_ids))
+
+    # --- blocks ---
+
+    async def create_block(self, block: BlockRecord, *, agent_id: str | None = None,
+                           ) -> BlockRecord:
+        """Store a block (over-limit values are refused), attaching it to ``agent_id``."""
+        _check_limit(block)
+
+        def txn(conn: Connection) -> None:
+            conn.execute(insert(b), rows.block_values(block))
+            if agent_id is not None:
+                _load_agent(conn, agent_id, by_name=False)
+                _link(conn, agent_id, block)
+
+        await self._runner.write(txn)
+        return block
+
+    async def get_block(self, block_id: str) -> BlockRecord:
+        """The block with this id."""
+        return await self._runner.read(lambda conn: _load_block(conn, block_id))
+
+    async def get_agent_block(self, agent_id: str, label: str) -> BlockRecord:
+        """The agent's block with this label; the error lists the labels it has."""
+        return await self._runner.read(lambda conn: _load_agent_block(conn, agent_id, label))
+
+    async def list_blocks(self, agent_id: str | None = None) -> list[BlockRecord]:
+        """An agent's blocks in attach order, or every block."""
+        if agent_id is None:
+            stmt = select(b).order_by(b.c.created_at, b.c.id)
+        else:
+            stmt = (select(b).join(ba, ba.c.block_id == b.c.id)
+                    .where(ba.c.agent_id == agent_id).order_by(ba.c.position))
+        return await self._runner.read(
+            lambda conn: [rows.block_from_row(row) for row in conn.execute(stmt)])
+
+    async def update_block(self, block_id: str, **changes: Any) -> BlockRecord:
+        """Change block fields; a value over the limit is refused and nothing changes."""
+        unknown = set(changes) - _BLOCK_MUTABLE
+        if unknown:
+            raise TypeError(f"update_block: unknown or read-only fields {sorted(unknown)}")
+
+        def txn(conn: Connection) -> BlockRecord:
+            return _update_block(conn, _load_block(conn, block_id), changes)
+
+        return await self._runner.write(txn)
+
+    async def update_agent_block(self, agent_id: str, label: str, **changes: Any) -> BlockRecord:
+        """Change the agent's block with this label (what memory tools call)."""
+        unknown = set(changes) - _BLOCK_MUTABLE
+        if unknown:
+            raise TypeError(f"update_agent_block: unknown or read-only fields {sorted(unknown)}")
+
+        def txn(conn: Connection) -> BlockRecord:
+            return _update_block(conn, _load_agent_block(conn, agent_id, label), changes)
+
+        return await self._runner.write(txn)
+
+    async def attach_block(self, agent_id: str, block_id: str) -> None:
+        """Share an existing block with an agent; its label must be free on that agent."""
+
+        def txn(conn: Connection) -> None:
+            _load_agent(conn, agent_id, by_name=False)
+            _link(conn, agent_id, _load_block(conn, block_id))
+
+        await self._runner.write(txn)
+
+    async def detach_block(self, agent_id: str, block_id: str) -> None:
+        """Unlink a block from an agent (the block itself stays)."""
+
+        def txn(conn: Connection) -> None:
+            gone = conn.execute(delete(ba).where(ba.c.agent_id == agent_id)
+                                .where(ba.c.block_id == block_id)).rowcount
+            if not gone:
+                raise NotFoundError(f"block {block_id!r} is not attached to agent {agent_id!r}")
+
+        await self._runner.write(txn)
+
+    async def delete_block(self, block_id: str) -> None:
+        """Delete a block everywhere it is attached."""
+
+        def txn(conn: Connection) -> None:
+            if not conn.execute(delete(b).where(b.c.id == block_id)).rowcount:
+                raise NotFoundError(f"no block with id {block_id!r}")
+
+        await self._runner.write(txn)
+
+    # --- tools ---
+
+    async def upsert_tool(self, tool: ToolRecord) -> ToolRecord:
+        """Register a tool by name, replacing an earlier one of that name (its id is kept)."""
+
+        def txn(conn: Connection) -> ToolRecord:
+            old = conn.execute(select(t.c.id, t.c.created_at).where(t.c.name == tool.name)).first()
+            if old is None:
+                conn.execute(insert(t), rows.tool_values(tool))
+                return tool
+            new = dataclasses.replace(tool, id=old.id, created_at=old.created_at,
+                                      updated_at=time.time())
+            values = rows.tool_values(new)
+            conn.execute(update(t).where(t.c.id == old.id).values(**values))
+            return new
+
+        return await self._runner.write(txn)
+
+    async def get_tool(self, name_or_id: str) -> ToolRecord:
+        """The tool with this name or id."""
+
+        def txn(conn: Connection) -> ToolRecord:
+            row = conn.execute(select(t).where(or_(t.c.name == name_or_id,
+                                                   t.c.id == name_or_id))).first()
+            if row is None:
+                raise NotFoundError(f"no tool named {name_or_id!r}")
+            return rows.tool_from_row(row)
+
+        return await self._runner.read(txn)
+
+    async def list_tools(self, names: Sequence[str] | None = None) -> list[ToolRecord]:
+        """Registered tools by name order, optionally only these names."""
+        stmt = select(t).order_by(t.c.name)
+        if names is not None:
+            stmt = stmt.where(t.c.name.in_(list(names)))
+        return await self._runner.read(
+            lambda conn: [rows.tool_from_row(row) for row in conn.execute(stmt)])
+
+    async def delete_tool(self, name: str) -> None:
+        """Remove a tool from the registry."""
+
+        def txn(conn: Connection) -> None:
+            if not conn.execute(delete(t).where(t.c.name == name)).rowcount:
+                raise NotFoundError(f"no tool named {name!r}")
+
+        await self._runner.write(txn)
+
+
+# --- transaction helpers (functions of a sync Connection) ---
+
+def _load_agent(conn: Connection, id_or_name: str, *, by_name: bool = True) -> AgentRecord:
+    cond = or_(a.c.id == id_or_name, a.c.name == id_or_name) if by_name else a.c.id == id_or_name
+    row = conn.execute(select(a).where(cond)).first()
+    if row is None:
+        raise NotFoundError(f"no agent with id{' or name' if by_name else ''} {id_or_name!r}")
+    return rows.agent_from_row(row, _tags_for(conn, [row.id]).get(row.id, []))
+
+
+def _tags_for(conn: Connection, agent_ids: list[str]) -> dict[str, list[str]]:
+    if not agent_ids:
+        return {}
+    found: dict[str, list[str]] = {}
+    stmt = (select(tags_t.c.agent_id, tags_t.c.tag).where(tags_t.c.agent_id.in_(agent_ids))
+            .order_by(tags_t.c.tag))
+    for agent_id, tag in conn.execute(stmt):
+        found.setdefault(agent_id, []).append(tag)
+    return found
+
+
+def _write_tags(conn: Connection, agent_id: str, tags: Sequence[str]) -> None:
+    unique = sorted(set(tags))
+    if unique:
+        conn.execute(insert(tags_t), [{"agent_id": agent_id, "tag": tag} for tag in unique])
+
+
+def _load_block(conn: Connection, block_id: str) -> BlockRecord:
+    row = conn.execute(select(b).where(b.c.id == block_id)).first()
+    if row is None:
+        raise NotFoundError(f"no block with id {block_id!r}")
+    return rows.block_from_row(row)
+
+
+def _load_agent_block(conn: Connection, agent_id: str, label: str) -> BlockRecord:
+    row = conn.execute(select(b).join(ba, ba.c.block_id == b.c.id)
+                       .where(ba.c.agent_id == agent_id).where(ba.c.label == label)).first()
+    if row is not None:
+        return rows.block_from_row(row)
+    _load_agent(conn, agent_id, by_name=False)
+    labels = conn.execute(select(ba.c.label).where(ba.c.agent_id == agent_id)
+                          .order_by(ba.c.position)).scalars().all()
+    raise NotFoundError(f"agent {agent_id!r} has no block labelled {label!r}; "
+                        f"its blocks are: {', '.join(labels) or '(none)'}")
+
+
+def _link(conn: Connection, agent_id: str, block: BlockRecord) -> None:
+    taken = conn.execute(select(ba.c.block_id).where(ba.c.agent_id == agent_id)
+                         .where(ba.c.label == block.label)).scalar()
+    if taken is not None:
+        raise DuplicateError(f"agent {agent_id!r} already has a block labelled {block.label!r}")
+    position = conn.execute(select(func.coalesce(func.max(ba.c.position), -1) + 1)
+                            .where(ba.c.agent_id == agent_id)).scalar()
+    conn.execute(insert(ba).values(agent_id=agent_id, block_id=block.id, label=block.label,
+                                   position=position))
+
+
+def _update_block(conn: Connection, current: BlockRecord, changes: dict[str, Any]) -> BlockRecord:
+    new = dataclasses.replace(current, **changes, updated_at=time.time())
+    _check_limit(new)
+    if new.label != current.label:
+        clash = conn.execute(
+            select(ba.c.agent_id).where(ba.c.label == new.label)
+            .where(ba.c.agent_id.in_(select(ba.c.agent_id).where(ba.c.block_id == current.id)))
+        ).scalar()
+        if clash is not None:
+            raise DuplicateError(f"agent {clash!r} already has a block labelled {new.label!r}")
+        conn.execute(update(ba).where(ba.c.block_id == current.id).values(label=new.label))
+    values = {k: v for k, v in rows.block_values(new).items() if k != "id"}
+    conn.execute(update(b).where(b.c.id == current.id).values(**values))
+    return new

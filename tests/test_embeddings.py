@@ -1,0 +1,77 @@
+"""Embedders: the offline MiniLM default and an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from stateloop.memory.embeddings import EmbeddingError, MiniLMEmbedder, OpenAIEmbedder
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
+
+
+def test_minilm_vectors_are_unit_length_and_meaningful(minilm: MiniLMEmbedder) -> None:
+    texts = ["The cat sat on the mat.", "A kitten is resting on a rug.",
+             "Quarterly revenue grew by eight percent.", ""]
+    vectors = minilm.embed_sync(texts)
+    assert vectors.shape == (4, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1.0, atol=1e-5)
+    similar, unrelated = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
+    assert similar > 0.5 > unrelated
+    assert minilm.model == "all-MiniLM-L6-v2-int8" and minilm.dim == 384
+
+
+async def test_minilm_batches_match_single_calls(minilm: MiniLMEmbedder) -> None:
+    texts = [f"sentence number {i} about topic {i % 3}" for i in range(40)] + ["word " * 400]
+    batched = await minilm.embed(texts)
+    one = minilm.embed_sync([texts[7]])[0]
+    assert np.allclose(batched[7], one, atol=1e-4)  # padding must not change a vector
+    assert batched.shape == (41, 384)
+    assert minilm.embed_sync([]).shape == (0, 384)
+
+
+def _endpoint(requests: list[dict[str, object]], status: int = 200,
+              dim: int = 3) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        requests.append({"url": str(request.url), "auth": request.headers.get("authorization"),
+                         **body})
+        if status != 200:
+            return httpx.Response(status, json={"error": {"message": "bad key"}})
+        data = [{"index": i, "embedding": [float(i + 1)] + [0.0] * (dim - 1)}
+                for i in range(len(body["input"]))]
+        return httpx.Response(200, json={"data": list(reversed(data)), "model": body["model"]})
+
+    return httpx.MockTransport(handler)
+
+
+async def test_openai_embedder_batches_orders_and_normalises() -> None:
+    requests: list[dict[str, object]] = []
+    async with httpx.AsyncClient(transport=_endpoint(requests)) as client:
+        embedder = OpenAIEmbedder("text-embedding-3-small", base_url="http://emb.test/v1/",
+                                  api_key="sk-test", batch_size=2, client=client)
+        vectors = await embedder.embed(["a", "b", "c"])
+    assert [r["input"] for r in requests] == [["a", "b"], ["c"]]
+    assert requests[0]["url"] == "http://emb.test/v1/embeddings"
+    assert requests[0]["auth"] == "Bearer sk-test"
+    assert requests[0]["model"] == "text-embedding-3-small"
+    assert np.allclose(vectors, [[1, 0, 0], [1, 0, 0], [1, 0, 0]])  # index order, unit length
+    assert embedder.dim == 3
+
+
+async def test_openai_embedder_errors_are_clear() -> None:
+    async with httpx.AsyncClient(transport=_endpoint([], status=401)) as client:
+        embedder = OpenAIEmbedder("m", base_url="http://emb.test/v1", client=client)
+        with pytest.raises(EmbeddingError, match=r"401.*bad key"):
+            await embedder.embed(["x"])
+    async with httpx.AsyncClient(transport=_endpoint([], dim=5)) as client:
+        embedder = OpenAIEmbedder("m", base_url="http://emb.test/v1", dimensions=3,
+                                  client=client)
+        with pytest.raises(EmbeddingError, match="5-dim vectors, expected 3"):
+            await embedder.embed(["x"])

@@ -1,0 +1,187 @@
+"""Messages, steps and runs: atomic checkpoints, pagination, recall search."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from stateloop.messages import Message, ToolCall, Usage, assistant, system, tool_result, user
+from stateloop.store import AgentRecord, NotFoundError, StepRecord, StoreError, open_store
+from stateloop.store import history as history_module
+from stateloop.store.sql import SqlStore
+
+
+@pytest.fixture(params=["sqlite", "sqlite+aiosqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
+    s = await open_store(f"{request.param}:///{tmp_path / 'history.db'}")
+    yield s
+    await s.close()
+
+
+async def _agent(store: SqlStore, name: str = "a") -> str:
+    return (await store.create_agent(AgentRecord(name=name))).id
+
+
+async def test_append_step_writes_messages_step_usage_and_context(store: SqlStore) -> None:
+    agent_id = await _agent(store)
+    run = await store.create_run(agent_id, status="running")
+    sys_msg, question = system("You are helpful."), user("What is 1+2?")
+    call = ToolCall("call-1", "add", {"a": 1, "b": 2})
+    answer, result = assistant(tool_calls=[call]), tool_result(call, "3")
+    await store.append_step(agent_id, [sys_msg, question], in_context_ids=[sys_msg.id,
+                                                                          question.id])
+    step = StepRecord(run.id, model="scripted", usage=Usage(100, 7, cached_input_tokens=50),
+                      latency_ms=12.5)
+    ids = [sys_msg.id, question.id, answer.id, result.id]
+    await store.append_step(agent_id, [answer, result], in_context_ids=ids, step=step)
+    await store.append_step(agent_id, [], step=StepRecord(run.id, index=1, usage=Usage(5, 1)))
+
+    assert (await store.get_agent(agent_id)).in_context_message_ids == ids
+    loaded = await store.get_messages(ids)
+    assert [m.to_dict() for m in loaded] == [m.to_dict() for m in
+                                              (sys_msg, question, answer, result)]
+    assert loaded[2].tool_calls[0].arguments == {"a": 1, "b": 2}
+    got = await store.get_run(run.id)
+    assert (got.usage.input_tokens, got.usage.output_tokens, got.step_count) == (105, 8, 2)
+    assert got.usage.cached_input_tokens == 50
+    steps = await store.list_steps(run.id)
+    assert [(s.index, s.model, s.latency_ms) for s in steps] == [(0, "scripted", 12.5),
+                                                                  (1, None, None)]
+    assert await store.count_messages(agent_id) == 4
+
+
+async def test_a_failing_step_leaves_nothing_written(store: SqlStore,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_id = await _agent(store)
+    run = await store.create_run(agent_id, status="running")
+    first = user("hello")
+    await store.append_step(agent_id, [first], in_context_ids=[first.id])
+
+    # A duplicate message id makes the insert fail after other rows of the step went in.
+    fresh, dup = assistant("new"), Message.from_dict(first.to_dict())
+    with pytest.raises(StoreError, match="append_step"):
+        await store.append_step(agent_id, [fresh, dup], in_context_ids=[first.id, fresh.id],
+                                step=StepRecord(run.id, usage=Usage(10, 10)))
+    # A failure after every statement but the last.
+    def boom(*_: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(history_module, "set_in_context", boom)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        await store.append_step(agent_id, [fresh], in_context_ids=[first.id, fresh.id],
+                                step=StepRecord(run.id, usage=Usage(10, 10)))
+    monkeypatch.undo()
+
+    assert await store.count_messages(agent_id) == 1
+    assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
+    got = await store.get_run(run.id)
+    assert (got.step_count, got.usage.input_tokens) == (0, 0)
+    assert await store.list_steps(run.id) == []
+    with pytest.raises(NotFoundError):
+        await store.get_messages([fresh.id])
+    # and the store still works afterwards
+    await store.append_step(agent_id, [fresh], in_context_ids=[first.id, fresh.id])
+    assert await store.count_messages(agent_id) == 2
+
+
+async def test_list_messages_pages_with_cursors(store: SqlStore) -> None:
+    agent_id = await _agent(store)
+    other = await _agent(store, "other")
+    msgs = [user(f"m{i}") for i in range(10)]
+    for i in range(0, 10, 2):
+        await store.append_step(agent_id, msgs[i:i + 2])
+    await store.append_step(other, [user("not mine")])
+    texts = [m.text for m in await store.list_messages(agent_id, limit=4)]
+    assert texts == ["m0", "m1", "m2", "m3"]
+    page = await store.list_messages(agent_id, after=msgs[3].id, limit=4)
+    assert [m.text for m in page] == ["m4", "m5", "m6", "m7"]
+    page = await store.list_messages(agent_id, before=msgs[3].id, order="desc", limit=2)
+    assert [m.text for m in page] == ["m2", "m1"]
+    assert await store.count_messages(agent_id) == 10
+    order = [msgs[5].id, msgs[1].id]
+    assert [m.text for m in await store.get_messages(order)] == ["m5", "m1"]
+
+
+async def test_runs_lifecycle_and_interrupted_runs(store: SqlStore) -> None:
+    agent_id = await _agent(store)
+    done = await store.create_run(agent_id)
+    await store.update_run(done.id, status="running")
+    finished = await store.update_run(done.id, status="completed", stop_reason="end_turn")
+    assert finished.started_at is not None and finished.completed_at is not None
+    agent = await store.get_agent(agent_id)
+    assert agent.last_stop_reason == "end_turn" and agent.last_run_duration_ms is not None
+
+    stuck = await store.create_run(agent_id, status="running")
+    assert await store.fail_interrupted_runs() == [stuck.id]
+    failed = await store.get_run(stuck.id)
+    assert (failed.status, failed.stop_reason) == ("failed", "error")
+    assert "interrupted" in (failed.error or "")
+    assert [r.id for r in await store.list_runs(agent_id, status="completed")] == [done.id]
+    with pytest.raises(ValueError, match="run status"):
+        await store.update_run(done.id, status="exploded")
+    with pytest.raises(NotFoundError):
+        await store.create_run("agent-missing")
+
+
+async def test_recall_ranks_matches_and_filters(store: SqlStore) -> None:
+    agent_id = await _agent(store)
+    other = await _agent(store, "other")
+    jan = datetime(2025, 1, 10, tzinfo=UTC).timestamp()
+    mar = datetime(2025, 3, 10, tzinfo=UTC).timestamp()
+    strong = user("My cat Tom loves tuna. Tom the cat is orange.")
+    weak = assistant("Cats are nice animals, I hear.")
+    unrelated = user("The weather in Paris is grey.")
+    early = user("Tom's cat appointment is on Tuesday")
+    early.created_at = jan
+    for m in (strong, weak, unrelated):
+        m.created_at = mar
+    call = ToolCall("c1", "web_search", {"query": "cat food"})
+    tool_msg = tool_result(call, "cat food prices: tuna 3 EUR")
+    tool_msg.created_at = mar
+    await store.append_step(agent_id, [early, strong, weak, unrelated])
+    await store.append_step(agent_id, [assistant(tool_calls=[call]), tool_msg])
+    await store.append_step(other, [user("cat cat cat Tom tuna")])
+    await store.set_in_context(agent_id, [unrelated.id])  # evicted messages stay searchable
+
+    hits = await store.search_messages(agent_id, "Tom cat tuna")
+    assert hits[0].message.id == strong.id
+    assert {h.message.id for h in hits} >= {strong.id, early.id}
+    assert all(h.agent_id == agent_id for h in hits)
+    assert tool_msg.id not in {h.message.id for h in hits}
+    assert hits == sorted(hits, key=lambda h: -h.score)
+    with_tools = await store.search_messages(agent_id, "tuna prices", include_tool=True)
+    assert tool_msg.id in {h.message.id for h in with_tools}
+    only_assistant = await store.search_messages(agent_id, "cats", roles=["assistant"])
+    assert [h.message.id for h in only_assistant] == [weak.id]
+    in_january = await store.search_messages(agent_id, "cat", start_date="2025-01-01",
+                                              end_date="2025-01-31")
+    assert [h.message.id for h in in_january] == [early.id]
+    assert await store.search_messages(agent_id, "cat", end_date="2024-12-31") == []
+    assert await store.search_messages(agent_id, 'cat" OR "') != []  # quoting is safe
+    recent = await store.search_messages(agent_id, "  ", limit=2)
+    assert len(recent) == 2
+
+
+async def test_recall_indexes_in_batches_but_search_always_sees_everything(
+        tmp_path: Path) -> None:
+    path = tmp_path / "batch.db"
+    store = await open_store(f"sqlite:///{path}")
+    agent_id = await _agent(store)
+    for i in range(100):
+        await store.append_step(agent_id, [user(f"note number {i} about item{i}")])
+    hits = await store.search_messages(agent_id, "item99")
+    assert [h.message.text for h in hits] == ["note number 99 about item99"]
+    await store.close()
+    reopened = await open_store(f"sqlite:///{path}")
+    late = user("a late zanzibar note")
+    await reopened.append_step(agent_id, [late])
+    assert [h.message.id for h in await reopened.search_messages(agent_id, "zanzibar")] == [
+        late.id]
+    await reopened.delete_agent(agent_id)  # the FTS delete trigger must not corrupt the index
+    other = await _agent(reopened, "other")
+    await reopened.append_step(other, [user("zanzibar again")])
+    assert len(await reopened.search_messages(other, "zanzibar")) == 1
+    await reopened.close()
