@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared_fixtures import LETTA_AF
 from stateloop.errors import ConfigError
 from stateloop.tools.rules import (
     RULE_TYPES,
@@ -27,7 +27,7 @@ from stateloop.tools.rules import (
     parse_tool_rules,
 )
 
-FIXTURES = Path("/work/shared/fixtures/letta-af")
+FIXTURES = LETTA_AF
 OUTREACH_TOOLS = ["evaluate_candidate", "reject", "retrieve_candidate", "send_email"]
 
 

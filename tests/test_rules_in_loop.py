@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
+from shared_fixtures import LETTA_AF
 from stateloop import Agent, tool
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, calls, reply
 from stateloop.tools.source import tool_from_source
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "letta-af"
+FIXTURES = LETTA_AF
 
 
 @tool

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from shared_fixtures import LETTA_AF
 from stateloop.store import (
     AgentRecord,
     BlockLimitError,
@@ -21,9 +22,7 @@ from stateloop.store import (
 )
 from stateloop.store.sql import SqlStore
 
-FIXTURES = Path("/work/shared/fixtures/letta-af")
-if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "letta-af"
+FIXTURES = LETTA_AF
 
 
 @pytest.fixture(params=["sqlite", "sqlite+aiosqlite"])
