@@ -67,7 +67,7 @@ def test_design_example_one_tool_call_then_answer():
     assert second[-1].role == "tool" and second[-1].text == "3"
     assert "<human>" in second[0].text and "You are helpful." in second[0].text
     assert [spec.name for spec in model.requests[0].tools] == [
-        "memory_insert", "memory_replace", "add"]  # memory tools come with a writable block
+        "memory_insert", "memory_replace", "conversation_search", "add"]  # with a block
     assert result.usage.output_tokens > 0
     assert result.usage.input_tokens > len(model.requests[0].messages[0].text) // 4
 

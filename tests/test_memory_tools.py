@@ -105,13 +105,13 @@ async def test_memgpt_core_memory_tools():
     assert block.value == "Name: Ada\nLikes: coffee"
     assert result.output == "Noted."
     assert {s.name for s in model.requests[0].tools} == {
-        "send_message", "core_memory_append", "core_memory_replace"}
+        "send_message", "core_memory_append", "core_memory_replace", "conversation_search"}
 
 
 def test_presets_attach_their_tools():
     blocks = [Block("human", "")]
     assert set(Agent(model=ScriptedModel([]), blocks=blocks).tools) == {
-        "memory_insert", "memory_replace"}
+        "memory_insert", "memory_replace", "conversation_search"}
     assert set(Agent(model=ScriptedModel([]), blocks=blocks, agent_type="react_agent").tools) \
         == set()
     assert set(Agent(model=ScriptedModel([])).tools) == set()  # no blocks, no memory tools

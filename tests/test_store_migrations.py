@@ -62,14 +62,15 @@ async def test_empty_database_upgrades_to_head_and_matches_the_schema(tmp_path: 
         assert compare_metadata(context, metadata) == []
 
 
+@pytest.mark.parametrize("revision", ["0001", "0002"])  # the oldest and the previous head
 async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
-        tmp_path: Path) -> None:
+        tmp_path: Path, revision: str) -> None:
     path = tmp_path / "old.db"
     engine = _sync_engine(path)
     with engine.connect() as conn:
         conn = conn.execution_options(stateloop_write=True)
         with conn.begin():
-            upgrade(conn, str(path), "0001")
+            upgrade(conn, str(path), revision)
     engine.dispose()
     with sqlite3.connect(path) as raw:
         raw.execute(
@@ -97,6 +98,7 @@ async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
         assert agent.tool_names == ["send_message"]
         assert agent.extra == {"max_files_open": 5}
         assert agent.last_stop_reason is None  # the column 0002 added
+        assert agent.pending_approval is None  # the column 0003 added
         assert (await store.get_agent_block(agent.id, "human")).value == "Ada"
         assert [m.text for m in await store.get_messages(["m1"])] == ["remember the zebra"]
         hits = await store.search_messages(agent.id, "zebra")

@@ -4,32 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from . import agent_options as options
+from .agent_options import Input
 from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, ApprovalError, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, RunEnd, StopReason
-from .hooks import Hooks
+from .hooks import Hooks, StepRecord
 from .llm.base import Model
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .loop import CANCELLED_NOTICE, LoopConfig, Resume, run_loop
-from .memory.blocks import Block, render_blocks
+from .memory.blocks import Block, render_blocks, render_memory_metadata
 from .memory.context import ContextBuilder
-from .messages import Message, ToolCall, Usage, new_id, system, tool_result, user
+from .messages import Message, ToolCall, Usage, new_id, system, tool_result, unanswered_calls
+from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery, SteeringQueue, SteerMode
 from .tools import Tool
-from .tools.builtin import builtin_tool
 
 if TYPE_CHECKING:
+    from .memory.archival import ArchivalMemory
+    from .memory.embeddings import Embedder
+    from .store.records import AgentRecord
+    from .store.sql import SqlStore
     from .tools.rules import BaseToolRule, ToolRulesSolver
 
-Input = str | Message | Sequence[str | Message] | None
+INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."
 
 
 @dataclass(slots=True)
@@ -56,7 +63,8 @@ class Agent:
     """An agent: a model, tools, a system prompt and core memory blocks, with a conversation.
 
     ``await agent.run("...")`` (or ``run_sync``) runs it to a stop; ``agent.stream("...")``
-    yields every event. A second run continues the same conversation.
+    yields every event. A second run continues the same conversation. With
+    ``store="sqlite:///PATH"`` every step is persisted and ``Agent.load`` brings it back.
     """
 
     def __init__(
@@ -80,15 +88,23 @@ class Agent:
         tool_rules: Iterable[BaseToolRule | dict[str, Any]] = (),
         approval_timeout: float | None = None,
         steering_delivery: Delivery = "all",
+        busy: Literal["queue", "reject"] = "queue",
+        store: str | SqlStore | None = None,
+        tags: Iterable[str] = (),
+        embedder: Embedder | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> None:
-        _require_positive("max_steps", max_steps)
+        options.require_positive("max_steps", max_steps)
         if error_threshold is not None:
-            _require_positive("error_threshold", error_threshold)
-        if timeout is not None and timeout <= 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        self.id = new_id("agent")
+            options.require_positive("error_threshold", error_threshold)
+        for label, seconds in (("timeout", timeout), ("approval_timeout", approval_timeout)):
+            if seconds is not None and seconds <= 0:
+                raise ConfigError(f"{label} must be a positive number of seconds, "
+                                  f"got {seconds!r}")
+        if busy not in ("queue", "reject"):
+            raise ConfigError(f"busy must be 'queue' or 'reject', got {busy!r}")
+        self.id = f"agent-{uuid.uuid4()}"
         self.name = name or self.id
         self.agent_type = lookup_agent_type(agent_type)
         self._model_options = {k: v for k, v in (("base_url", base_url), ("api_key", api_key))
@@ -96,13 +112,15 @@ class Agent:
         self.model = model  # the setter resolves strings
         self.system = system
         self.blocks = list(blocks)
-        _check_unique_labels(self.blocks)
+        options.check_unique_labels(self.blocks)
         defaults: list[str] = []
         if include_base_tools:
             defaults += self.agent_type.base_tools
             if any(not block.read_only for block in self.blocks):
                 defaults += self.agent_type.memory_tools
-        self.tools = _tool_map([*defaults, *tools])
+            if store is not None:
+                defaults += self.agent_type.stored_memory_tools
+        self.tools = options.tool_map([*defaults, *tools])
         self.max_steps = max_steps
         self.error_threshold = error_threshold
         self.timeout = timeout
@@ -111,20 +129,71 @@ class Agent:
         self.parallel_tool_calls = parallel_tool_calls
         self.hooks = hooks
         self.retry = retry or RetryPolicy()
-        self.tool_rules = _parse_rules(tool_rules)
-        if approval_timeout is not None and approval_timeout <= 0:
-            raise ConfigError(f"approval_timeout must be a positive number of seconds, "
-                              f"got {approval_timeout!r}")
+        self.tool_rules = options.parse_rules(tool_rules)
         self.approval_timeout = approval_timeout
+        self.busy = busy
+        self.tags = list(tags)
+        self.embedder = embedder
         self.pending_approval: PendingApproval | None = None
+        self.last_result: RunResult | None = None
+        self.recall_count = 0  # messages stored so far, in context or not
+        self.archival_count = 0
         self._steering = SteeringQueue(steering_delivery)
+        self._persist: Persistence | None = None
+        self._compiled: tuple[Any, ...] | None = None
         self._transcript: list[Message] = [self._compile_system()]
         self._context = ContextBuilder(self.context_window)
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._scope: CancelScope | None = None
         self._resumed: OrderedDict[str, RunEnd] = OrderedDict()  # call id -> its resume's end
         self._background: set[asyncio.Task[Any]] = set()
-        self.last_result: RunResult | None = None
+        self._archival: ArchivalMemory | None = None
+        if store is not None:
+            record, first = self._record(), self._transcript[0]
+            self._persist = run_blocking(
+                lambda: Persistence.create(store, record, self.blocks, first))
+
+    @classmethod
+    def load(cls, id_or_name: str, *, store: str | SqlStore, model: str | Model | None = None,
+             tools: Iterable[Tool | Callable[..., Any] | str] = (), **settings: Any) -> Agent:
+        """Bring back a persisted agent; Python tools are re-bound by name from ``tools``."""
+        return run_blocking(lambda: cls.aload(id_or_name, store=store, model=model,
+                                              tools=tools, **settings))
+
+    @classmethod
+    async def aload(cls, id_or_name: str, *, store: str | SqlStore,
+                    model: str | Model | None = None,
+                    tools: Iterable[Tool | Callable[..., Any] | str] = (),
+                    **settings: Any) -> Agent:
+        """``load`` for async code."""
+        db, record, blocks, messages, pending = await load_state(store, id_or_name)
+        given = options.tool_map(tools)
+        from .tools.builtin import builtin_names
+
+        missing = [n for n in record.tool_names if n not in given and n not in builtin_names()]
+        if missing:
+            raise ConfigError(f"agent {record.name!r} uses tools that were not given: "
+                              f"{', '.join(missing)}; pass them as tools=[...]")
+        chosen = model or record.model
+        if chosen is None:
+            raise ConfigError(f"agent {record.name!r} has no stored model; pass model=...")
+        names = [*record.tool_names, *(n for n in given if n not in record.tool_names)]
+        agent = cls(chosen, tools=[given.get(n) or n for n in names], system=record.system,
+                    blocks=blocks, name=record.name, agent_type=record.agent_type,
+                    tool_rules=record.tool_rules, include_base_tools=False, tags=record.tags,
+                    context_window=record.llm_config.get("context_window_override"),
+                    **settings)
+        agent.id = record.id
+        if messages:
+            agent._transcript[:] = messages
+            agent._compiled = agent._compile_key()
+        agent.pending_approval = pending
+        agent._persist = Persistence(db, record.id)
+        agent._persist.pending_saved = pending is not None
+        agent.recall_count = await db.count_messages(record.id)
+        agent.archival_count = await db.count_passages(record.id)
+        agent._repair(pending)
+        return agent
 
     # -- configuration -------------------------------------------------------------------
 
@@ -148,6 +217,10 @@ class Agent:
     @property
     def running(self) -> bool:
         return self._scope is not None
+
+    @property
+    def store(self) -> SqlStore | None:
+        return self._persist.store if self._persist is not None else None
 
     # -- running -------------------------------------------------------------------------
 
@@ -177,23 +250,33 @@ class Agent:
     async def stream(self, input: Input = None, *,
                      approvals: Sequence[Approval] | None = None) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order."""
-        new_input = _as_messages(input)
-        async with self._run_lock():
+        new_input = options.as_messages(input)
+        lock = self._run_lock()
+        if self.busy == "reject" and lock.locked():
+            raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
+                                 f"its run ends")
+        async with lock:
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield resume
                 return
             self._refresh_system()
+            persist = self._persist
+            run_id = await persist.start_run() if persist is not None else new_id("run")
             scope = self._scope = CancelScope()
+            end: RunEnd | None = None
             try:
                 async for event in run_loop(self._transcript, new_input,
-                                            self._loop_config(resume), run_id=new_id("run"),
+                                            self._loop_config(resume), run_id=run_id,
                                             agent_id=self.id, cancel=scope):
                     if type(event) is RunEnd:
+                        end = event
                         self._after_run(event, resume)
                     yield event
             finally:
                 self._scope = None
+                if persist is not None:
+                    await asyncio.shield(self._end_run(persist, run_id, end))
 
     def steer(self, text: str | Message, mode: SteerMode = "after_batch"
               ) -> asyncio.Task[RunResult] | None:
@@ -202,7 +285,7 @@ class Agent:
         ``mode="interrupt"`` skips the calls of the current batch that have not started.
         An idle agent starts a run (returned as a task).
         """
-        message = _as_messages(text)[0]
+        message = options.as_messages(text)[0]
         if self.running:
             self._steering.steer(message, mode)
             return None
@@ -210,7 +293,7 @@ class Agent:
 
     def follow_up(self, text: str | Message) -> asyncio.Task[RunResult] | None:
         """Queue input for when the run in flight would otherwise stop (idle: start a run)."""
-        message = _as_messages(text)[0]
+        message = options.as_messages(text)[0]
         if self.running:
             self._steering.follow_ups.append(message)
             return None
@@ -231,8 +314,12 @@ class Agent:
         """Forget the conversation (the system prompt and memory blocks stay)."""
         if self.running:
             raise AgentBusyError(f"agent {self.name!r} is running; cancel it before reset()")
+        self._compiled = None
         self._transcript[:] = [self._compile_system()]
         self.pending_approval = None
+        if self._persist is not None:
+            self._persist.unsaved.append(self._transcript[0])
+            self._persist.pending_saved = True  # the next checkpoint clears it
 
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""
@@ -256,6 +343,28 @@ class Agent:
         pending = state.get("pending_approval")
         self.pending_approval = PendingApproval.from_dict(pending) if pending else None
         self._transcript[:] = messages
+        self._compiled = self._compile_key()
+
+    # -- memory --------------------------------------------------------------------------
+
+    def memory_changed(self, block: Block | None = None) -> None:
+        """A block changed: recompile the system prompt now, so the next step sees it."""
+        if block is not None and self._persist is not None:
+            self._persist.dirty_blocks[block.id] = block.value
+        self._refresh_system()
+
+    def archival(self) -> ArchivalMemory:
+        """The archival store of a persisted agent (passages searched by meaning)."""
+        if self._persist is None:
+            raise ConfigError("archival memory needs a persisted agent: "
+                              "Agent(..., store='sqlite:///PATH')")
+        if self._archival is None:
+            from .memory.archival import ArchivalMemory
+            from .memory.embeddings import default_embedder
+
+            self._archival = ArchivalMemory(self._persist.store,
+                                            self.embedder or default_embedder())
+        return self._archival
 
     # -- internals -----------------------------------------------------------------------
 
@@ -288,6 +397,7 @@ class Agent:
     def _after_run(self, end: RunEnd, resume: Resume | None) -> None:
         self.last_result = RunResult.from_event(end)
         self.pending_approval = end.pending_approval
+        self.recall_count += len(end.messages)
         if self.agent_type.clear_after_run and end.pending_approval is None:
             self._transcript[1:] = []
         if resume is not None:
@@ -299,6 +409,11 @@ class Agent:
             asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
                                                   end.pending_approval)
 
+    async def _end_run(self, persist: Persistence, run_id: str, end: RunEnd | None) -> None:
+        await persist.end_run(run_id, end)
+        if self.agent_type.clear_after_run and self.pending_approval is None:
+            await persist.store.set_in_context(self.id, [m.id for m in self._transcript])
+
     def _expire(self, pending: PendingApproval) -> None:
         if self.pending_approval is pending:
             self._start_background(None)  # the run denies the timed-out calls, then goes on
@@ -309,7 +424,19 @@ class Agent:
         assert pending is not None
         for call in pending.calls:
             text = denial_text(reason) if call.id in pending.requested else CANCELLED_NOTICE
-            self._transcript.append(tool_result(call, text, is_error=True))
+            self._append_outside_run(tool_result(call, text, is_error=True))
+
+    def _repair(self, pending: PendingApproval | None) -> None:
+        """Answer calls a crash left open (invariant 1); a pending approval's stay open."""
+        if pending is not None:
+            return  # its step's calls are answered when it resumes
+        for call in unanswered_calls(self._transcript):
+            self._append_outside_run(tool_result(call, INTERRUPTED_NOTICE, is_error=True))
+
+    def _append_outside_run(self, message: Message) -> None:
+        self._transcript.append(message)
+        if self._persist is not None:
+            self._persist.unsaved.append(message)  # written with the next checkpoint
 
     def _start_background(self, message: Message | None) -> asyncio.Task[RunResult]:
         try:
@@ -323,12 +450,15 @@ class Agent:
         return task
 
     def _loop_config(self, resume: Resume | None) -> LoopConfig:
+        persist = self._persist
         return LoopConfig(
             model=self._model,
             tools=self.tools,
             build_context=self._context.build,
             continuation=self.agent_type.continuation(),
             hooks=self.hooks,
+            checkpoint=self._checkpoint if persist is not None else None,
+            prepare_step=self._prepare_step if persist is not None else None,
             max_steps=self.max_steps,
             error_threshold=self.error_threshold,
             timeout=self.timeout,
@@ -341,6 +471,15 @@ class Agent:
             agent=self,
         )
 
+    async def _checkpoint(self, record: StepRecord) -> None:
+        assert self._persist is not None
+        await self._persist.checkpoint(record, self._transcript)
+
+    async def _prepare_step(self) -> None:
+        assert self._persist is not None
+        if await self._persist.sync_blocks(self.blocks):
+            self._refresh_system()
+
     def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
         if not self.tool_rules:
             return None
@@ -349,80 +488,42 @@ class Agent:
             return ToolRulesSolver.from_state(self.tool_rules, resume.pending.rules_state)
         return ToolRulesSolver(self.tool_rules)
 
-    def _compile_system(self) -> Message:
-        solver = self._rules_solver(None)
-        rules = solver.render_prompt() if solver is not None else ""
-        sections = [self.system, render_blocks(self.blocks), rules]
-        return system("\n\n".join(section for section in sections if section))
+    def _record(self) -> AgentRecord:
+        from .store.records import AgentRecord
 
-    def memory_changed(self) -> None:
-        """A block changed: recompile the system prompt now, so the next step sees it."""
-        self._refresh_system()
+        return AgentRecord(
+            name=self.name, id=self.id, agent_type=self.agent_type.name, system=self.system,
+            model=self._model.name,
+            llm_config={"model": self._model.name, "context_window": self.context_window,
+                        "context_window_override": self._context_window,
+                        "max_tokens": self.max_tokens},
+            tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
+            tool_names=list(self.tools), tags=self.tags,
+            message_buffer_autoclear=self.agent_type.clear_after_run)
+
+    def _compile_key(self) -> tuple[Any, ...]:
+        return (self.system, [(b.label, b.value, b.description, b.limit, b.read_only)
+                              for b in self.blocks], [r.model_dump() for r in self.tool_rules])
+
+    def _compile_system(self) -> Message:
+        self._compiled = self._compile_key()
+        solver = self._rules_solver(None)
+        sections = [self.system, render_blocks(self.blocks)]
+        if self.blocks or self._persist is not None:
+            sections.append(render_memory_metadata(self.recall_count, self.archival_count))
+        sections.append(solver.render_prompt() if solver is not None else "")
+        return system("\n\n".join(section for section in sections if section))
 
     def _refresh_system(self) -> None:
         """Recompile the system prompt only when what it renders has changed."""
-        compiled = self._compile_system()
-        if compiled.text != self._transcript[0].text:
-            self._transcript[0] = compiled
+        if self._compile_key() == self._compiled:
+            return
+        self._transcript[0] = self._compile_system()
+        if self._persist is not None:
+            self._persist.unsaved.append(self._transcript[0])
 
     def _run_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
         if self._lock is None or self._lock[0] is not loop:
             self._lock = (loop, asyncio.Lock())
         return self._lock[1]
-
-
-def _parse_rules(rules: Iterable[BaseToolRule | dict[str, Any]]) -> list[Any]:
-    rules = list(rules)
-    if not rules:
-        return []
-    from .tools.rules import parse_tool_rules  # pydantic models: imported only when used
-
-    return list(parse_tool_rules(rules))
-
-
-def _as_messages(input: Input) -> list[Message]:
-    if input is None:
-        return []
-    if isinstance(input, str | Message):
-        input = [input]
-    messages = []
-    for item in input:
-        if isinstance(item, str):
-            messages.append(user(item))
-        elif isinstance(item, Message):
-            messages.append(item)
-        else:
-            raise TypeError(f"input must be a string, a Message or a list of them, "
-                            f"not {type(item).__name__}")
-    return messages
-
-
-def _tool_map(items: Iterable[Tool | Callable[..., Any] | str]) -> dict[str, Tool]:
-    tools: dict[str, Tool] = {}
-    for item in items:
-        if isinstance(item, str):
-            found = builtin_tool(item)
-        elif isinstance(item, Tool):
-            found = item
-        elif callable(item):
-            found = Tool.from_function(item)
-        else:
-            raise ConfigError(f"tools must be Tool objects, functions or built-in tool names, "
-                              f"not {type(item).__name__}")
-        if found.name in tools and tools[found.name] is not found:
-            raise ConfigError(f"two different tools are named {found.name!r}")
-        tools[found.name] = found
-    return tools
-
-
-def _check_unique_labels(blocks: list[Block]) -> None:
-    labels = [b.label for b in blocks]
-    for label in labels:
-        if labels.count(label) > 1:
-            raise ConfigError(f"two memory blocks are labelled {label!r}")
-
-
-def _require_positive(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")

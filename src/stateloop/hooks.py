@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .approvals import PendingApproval
 from .messages import Message, Usage
 
 
@@ -29,6 +30,7 @@ class StepRecord:
     finish_reason: str | None = None
     started_at: float = 0.0
     duration: float = 0.0
+    pending_approval: PendingApproval | None = None  # the step paused for a human
 
 
 @dataclass(slots=True)

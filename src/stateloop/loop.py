@@ -68,6 +68,7 @@ class LoopConfig:
     continuation: Continuation = field(default_factory=LettaV1)
     hooks: Hooks | None = None
     checkpoint: Callable[[StepRecord], Awaitable[None]] | None = None
+    prepare_step: Callable[[], Awaitable[None]] | None = None  # e.g. re-read shared memory
     max_steps: int = 50
     error_threshold: int | None = 3  # consecutive all-failing tool steps; None: off
     timeout: float | None = None  # whole run, seconds
@@ -170,6 +171,8 @@ class _Run:
             yield self.append(message)
         if self.steps >= config.max_steps:
             raise _Stop("max_steps", f"stopped after {config.max_steps} steps (max_steps)")
+        if config.prepare_step is not None:
+            await config.prepare_step()
         started = time.time()
         step = self.steps + 1
         yield StepStart(step)
@@ -226,7 +229,9 @@ class _Run:
             if self.paused is not None:
                 self.open_calls = []  # they stay open: a human decides
                 yield ApprovalRequest(self.paused.requested_calls)
-                await self.checkpoint(self._record(step, response, started))
+                record = self._record(step, response, started)
+                record.pending_approval = self.paused
+                await self.checkpoint(record)
                 yield StepEnd(step, response.usage, response.finish_reason)
                 raise _Stop("requires_approval", "waiting for approval of tool calls "
                             f"{', '.join(self.paused.requested)}")

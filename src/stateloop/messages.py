@@ -201,3 +201,16 @@ def assistant(text: str = "", tool_calls: list[ToolCall] | None = None,
 def tool_result(call: ToolCall, text: str, *, is_error: bool = False) -> Message:
     return Message("tool", [TextPart(text)], tool_call_id=call.id, name=call.name,
                    is_error=is_error)
+
+
+def unanswered_calls(messages: list[Message]) -> list[ToolCall]:
+    """The calls of the last assistant message that no tool result after it answers."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if message.role == "tool" and message.tool_call_id:
+            answered.add(message.tool_call_id)
+        elif message.role == "assistant":
+            return [call for call in message.tool_calls if call.id not in answered]
+        else:
+            return []
+    return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from ..messages import new_id
@@ -49,3 +50,15 @@ def render_blocks(blocks: list[Block]) -> str:
         parts.append("")
     parts.append("</memory_blocks>")
     return "\n".join(parts)
+
+
+def render_memory_metadata(recall_count: int, archival_count: int) -> str:
+    """The ``<memory_metadata>`` section: what lies outside the context, and the date."""
+    now = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    return ("<memory_metadata>\n"
+            f"- The current system date is: {now}\n"
+            f"- {recall_count} previous messages between you and the user are stored in "
+            "recall memory (use tools to access them)\n"
+            f"- {archival_count} total memories you created are stored in archival memory "
+            "(use tools to access them)\n"
+            "</memory_metadata>")

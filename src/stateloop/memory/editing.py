@@ -34,7 +34,7 @@ def write_block(agent: Any, block: Block, value: str) -> None:
             f"over its limit of {block.limit} (it holds {len(block.value)} now); "
             f"shorten the text or remove something first")
     block.value = value
-    agent.memory_changed()
+    agent.memory_changed(block)
 
 
 def _no_line_numbers(field: str, text: str) -> None:

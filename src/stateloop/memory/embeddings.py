@@ -4,6 +4,7 @@ OpenAI-compatible ``/v1/embeddings`` endpoint. Vectors come back L2-normalised f
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import os
 from collections.abc import Sequence
@@ -205,3 +206,9 @@ class OpenAIEmbedder:
             raise EmbeddingError(f"{self._model!r} returned {matrix.shape[1]}-dim vectors, "
                                  f"expected {self._dim}")
         return matrix
+
+
+@functools.cache
+def default_embedder() -> MiniLMEmbedder:
+    """The offline MiniLM embedder, loaded once per process and shared by every agent."""
+    return MiniLMEmbedder()

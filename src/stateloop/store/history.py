@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
@@ -27,6 +27,7 @@ from stateloop.store.times import TimeLike, to_epoch
 a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+_KEEP: Any = object()  # append_step leaves the pending approval as it is
 
 # The per-step write path, compiled once (see fastpath.py).
 _INSERT_MESSAGES = FastStatement.for_insert(m)
@@ -36,6 +37,11 @@ _ADD_RUN_USAGE = FastStatement(update(r).where(r.c.id == bindparam("run")).value
     **{name: getattr(r.c, name) + bindparam(f"d_{name}") for name in rows.USAGE_COLUMNS}))
 _SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     in_context_message_ids=bindparam("ids"), updated_at=bindparam("now")), ["ids"])
+_SET_BLOCK_VALUE = FastStatement(update(schema.blocks).where(
+    schema.blocks.c.id == bindparam("block")).values(
+    value=bindparam("value"), updated_at=bindparam("now")))
+_SET_PENDING = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
+    pending_approval=bindparam("pending")), ["pending"])
 
 
 def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str]) -> None:
@@ -51,14 +57,19 @@ class HistoryMixin:
 
     _runner: Runner
     _unindexed: int = 0  # messages this process stored since it last caught recall up
+    _block_writes: int = 0  # bumped by every block write through this store
 
     # --- messages ---
 
     async def append_step(self, agent_id: str, messages: Sequence[Message], *,
                           in_context_ids: Sequence[str] | None = None,
-                          step: StepRecord | None = None, run_id: str | None = None) -> None:
+                          step: StepRecord | None = None, run_id: str | None = None,
+                          block_values: Mapping[str, str] | None = None,
+                          pending_approval: Any = _KEEP) -> None:
         """Checkpoint one step atomically: new messages, the step record, the run's usage,
-        and (if given) the new ordered in-context ids. All of it or none of it lands."""
+        and (if given) the new ordered in-context ids, block values (by block id, as memory
+        tools left them) and pending approval. All of it or none of it lands."""
+        now = time.time()
         if step is not None:
             step.agent_id = agent_id
             run_id = run_id if run_id is not None else step.run_id
@@ -81,7 +92,15 @@ class HistoryMixin:
                         raise NotFoundError(f"no run with id {run_id!r}")
             if in_context_ids is not None:
                 set_in_context(conn, agent_id, in_context_ids)
+            for block_id, value in (block_values or {}).items():
+                if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
+                                                       "now": now}):
+                    raise NotFoundError(f"no block with id {block_id!r}")
+            if pending_approval is not _KEEP:
+                _SET_PENDING.execute(conn, {"agent": agent_id, "pending": pending_approval})
 
+        if block_values:
+            self._block_writes += 1
         try:
             await self._runner.write(txn)
         except IntegrityError as exc:

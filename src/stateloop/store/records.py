@@ -45,6 +45,7 @@ class AgentRecord:
     last_run_completion: float | None = None
     last_run_duration_ms: float | None = None
     last_stop_reason: str | None = None
+    pending_approval: dict[str, Any] | None = None  # a step paused for a human, as data
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ AGENT_FIELDS = ("id", "name", "agent_type", "description", "system", "model", "l
                 "embedding_config", "tool_rules", "tool_names", "metadata",
                 "in_context_message_ids", "message_buffer_autoclear", "enable_sleeptime",
                 "timezone", "extra", "created_at", "updated_at", "last_run_completion",
-                "last_run_duration_ms", "last_stop_reason")
+                "last_run_duration_ms", "last_stop_reason", "pending_approval")
 
 
 def agent_values(agent: AgentRecord) -> dict[str, Any]:

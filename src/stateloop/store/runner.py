@@ -32,6 +32,10 @@ class Runner(Protocol):
 
     async def close(self) -> None: ...
 
+    def data_version(self) -> int | None:
+        """SQLite's data_version, which other connections' commits change; None if unknown."""
+        ...
+
 
 def _install_sqlite_events(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
@@ -78,6 +82,12 @@ class SqliteRunner:
         """Run ``fn`` in a read transaction (a consistent snapshot) off the event loop."""
         return await asyncio.to_thread(self._read_sync, fn)
 
+    def data_version(self) -> int | None:
+        if self._lock.locked():  # an offloaded write holds the connection
+            return None
+        raw = self._writer_conn().connection.dbapi_connection
+        return int(raw.execute("PRAGMA data_version").fetchone()[0])  # type: ignore[union-attr]
+
     async def close(self) -> None:
         async with self._lock:
             if self._writer is not None:
@@ -108,3 +118,6 @@ class AsyncRunner:
 
     async def close(self) -> None:
         await self.async_engine.dispose()
+
+    def data_version(self) -> int | None:
+        return None  # no connection to ask without a round trip: callers re-read

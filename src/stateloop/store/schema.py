@@ -46,6 +46,7 @@ agents = Table(
     Column("last_run_completion", Float),
     Column("last_run_duration_ms", Float),
     Column("last_stop_reason", String),
+    Column("pending_approval", Json),
 )
 
 agent_tags = Table(

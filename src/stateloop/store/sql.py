@@ -73,6 +73,11 @@ class SqlStore(HistoryMixin):
         self.url = url.raw
         self.path = url.path
 
+    def change_token(self) -> tuple[int, int | None]:
+        """Cheap and synchronous: differs from an earlier token when a block may have changed
+        since (a block write through this store, or any commit from another connection)."""
+        return self._block_writes, self._runner.data_version()
+
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
         await self._runner.close()
@@ -222,7 +227,9 @@ class SqlStore(HistoryMixin):
         def txn(conn: Connection) -> BlockRecord:
             return _update_block(conn, _load_block(conn, block_id), changes)
 
-        return await self._runner.write(txn)
+        result = await self._runner.write(txn)
+        self._block_writes += 1
+        return result
 
     async def update_agent_block(self, agent_id: str, label: str, **changes: Any) -> BlockRecord:
         """Change the agent's block with this label (what memory tools call)."""
@@ -233,7 +240,9 @@ class SqlStore(HistoryMixin):
         def txn(conn: Connection) -> BlockRecord:
             return _update_block(conn, _load_agent_block(conn, agent_id, label), changes)
 
-        return await self._runner.write(txn)
+        result = await self._runner.write(txn)
+        self._block_writes += 1
+        return result
 
     async def attach_block(self, agent_id: str, block_id: str) -> None:
         """Share an existing block with an agent; its label must be free on that agent."""
@@ -243,6 +252,7 @@ class SqlStore(HistoryMixin):
             _link(conn, agent_id, _load_block(conn, block_id))
 
         await self._runner.write(txn)
+        self._block_writes += 1
 
     async def detach_block(self, agent_id: str, block_id: str) -> None:
         """Unlink a block from an agent (the block itself stays)."""
@@ -254,6 +264,7 @@ class SqlStore(HistoryMixin):
                 raise NotFoundError(f"block {block_id!r} is not attached to agent {agent_id!r}")
 
         await self._runner.write(txn)
+        self._block_writes += 1
 
     async def delete_block(self, block_id: str) -> None:
         """Delete a block everywhere it is attached."""
@@ -263,6 +274,7 @@ class SqlStore(HistoryMixin):
                 raise NotFoundError(f"no block with id {block_id!r}")
 
         await self._runner.write(txn)
+        self._block_writes += 1
 
     # --- tools ---
 

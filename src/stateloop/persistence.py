@@ -1,0 +1,164 @@
+"""Binds an agent to a store: creation, loading, step checkpoints, runs, shared blocks.
+
+SQL stays in ``store/``; this module speaks only records. One store is opened per URL and
+process, and reused by every agent on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .approvals import PendingApproval
+from .events import RunEnd, StopReason
+from .hooks import StepRecord
+from .memory.blocks import Block
+from .messages import Message
+
+if TYPE_CHECKING:
+    from .store.records import AgentRecord, BlockRecord
+    from .store.sql import SqlStore
+
+T = TypeVar("T")
+
+_stores: dict[str, SqlStore] = {}
+_FAILED_STOPS = frozenset({"error", "llm_api_error", "invalid_llm_response", "invalid_tool_call",
+                           "context_window_overflow_in_system_prompt", "timeout",
+                           "error_threshold"})
+
+
+def run_blocking(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, inside a running event loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())  # type: ignore[arg-type]
+    # Called from async code: a short-lived loop in a worker thread (startup work only).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
+
+
+async def get_store(store: str | SqlStore) -> SqlStore:
+    """The store for a URL, opened (and migrated) once per process; a store is returned as is."""
+    if not isinstance(store, str):
+        return store
+    found = _stores.get(store)
+    if found is None:
+        from .store import open_store
+
+        found = _stores[store] = await open_store(store)
+    return found
+
+
+def run_status(reason: StopReason | None) -> str:
+    if reason == "cancelled":
+        return "cancelled"
+    return "failed" if reason is None or reason in _FAILED_STOPS else "completed"
+
+
+def block_record(block: Block) -> BlockRecord:
+    from .store.records import BlockRecord
+
+    return BlockRecord(block.label, block.value, block.limit, block.id, block.description,
+                       block.read_only)
+
+
+def block_from_record(record: BlockRecord) -> Block:
+    return Block(record.label, record.value, record.description, record.limit,
+                 record.read_only, record.id)
+
+
+class Persistence:
+    """One agent's link to its store. The agent calls it at run start and end, at every
+    checkpoint, and before every step (to see blocks other agents changed)."""
+
+    def __init__(self, store: SqlStore, agent_id: str) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.unsaved: list[Message] = []  # appended outside a step: written with the next one
+        self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
+        self.pending_saved = False
+        self._token: tuple[int, int | None] | None = None
+
+    @classmethod
+    async def create(cls, store: str | SqlStore, record: AgentRecord, blocks: list[Block],
+                     system: Message) -> Persistence:
+        db = await get_store(store)
+        record.in_context_message_ids = [system.id]
+        await db.create_agent(record, [block_record(b) for b in blocks])
+        await db.append_step(record.id, [system])
+        return cls(db, record.id)
+
+    async def start_run(self) -> str:
+        run = await self.store.create_run(self.agent_id, status="running")
+        return run.id
+
+    async def end_run(self, run_id: str, end: RunEnd | None) -> None:
+        """Record how the run ended; ``end`` is None when it was cancelled from outside."""
+        reason: StopReason = end.stop_reason if end is not None else "cancelled"
+        await self.store.update_run(run_id, status=run_status(reason), stop_reason=reason,
+                                    error=end.error if end is not None else "cancelled")
+
+    async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
+        """Write one step in one transaction: its messages, the step row, usage, the
+        in-context ids, edited blocks and the pending approval."""
+        from .store.records import StepRecord as StoredStep
+
+        messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
+        step = None
+        if record.step:
+            step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
+                              usage=record.usage, latency_ms=record.duration * 1000,
+                              finish_reason=record.finish_reason)
+        pending: Any = ...  # unchanged
+        if record.pending_approval is not None:
+            pending, self.pending_saved = record.pending_approval.to_dict(), True
+        elif self.pending_saved:
+            pending, self.pending_saved = None, False
+        options: dict[str, Any] = {} if pending is ... else {"pending_approval": pending}
+        await self.store.append_step(
+            self.agent_id, messages, in_context_ids=[m.id for m in transcript], step=step,
+            run_id=record.run_id, block_values=self.dirty_blocks or None, **options)
+        self.unsaved = []
+        self.dirty_blocks = {}
+
+    async def sync_blocks(self, blocks: list[Block]) -> bool:
+        """Bring ``blocks`` up to date with the store if anything may have changed them
+        (another agent sharing a block, another process); True when something changed."""
+        token = self.store.change_token()
+        if token == self._token and token[1] is not None:
+            return False
+        self._token = token
+        stored = await self.store.list_blocks(self.agent_id)
+        by_id = {block.id: block for block in blocks}
+        fresh = []
+        changed = len(stored) != len(blocks)
+        for record in stored:
+            block = by_id.get(record.id)
+            if block is None:
+                block, changed = block_from_record(record), True
+            elif (block.value, block.label, block.limit, block.read_only, block.description) != (
+                    record.value, record.label, record.limit, record.read_only,
+                    record.description):
+                block.value, block.label, block.limit = record.value, record.label, record.limit
+                block.read_only, block.description = record.read_only, record.description
+                changed = True
+            fresh.append(block)
+        blocks[:] = fresh
+        return changed
+
+
+async def load_state(store: str | SqlStore, id_or_name: str
+                     ) -> tuple[SqlStore, AgentRecord, list[Block], list[Message],
+                                PendingApproval | None]:
+    """Everything ``Agent.load`` needs; runs left running by a crash are marked failed."""
+    db = await get_store(store)
+    record = await db.get_agent(id_or_name)
+    await db.fail_interrupted_runs(record.id)
+    blocks = [block_from_record(b) for b in await db.list_blocks(record.id)]
+    messages = await db.get_messages(record.in_context_message_ids)
+    pending = (PendingApproval.from_dict(record.pending_approval)
+               if record.pending_approval else None)
+    return db, record, blocks, messages, pending
