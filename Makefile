@@ -31,6 +31,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/persistence_overhead.py
 	$(BIN)/python bench/vector_search.py
 
 clean:

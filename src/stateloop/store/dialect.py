@@ -52,13 +52,16 @@ _CATCH_UP = (
 
 
 def catch_up_recall(conn: Connection) -> None:
-    """Index every message not yet in the recall index; call inside a write transaction."""
-    behind = conn.exec_driver_sql(
+    """Index every message not yet in the recall index; call inside a write transaction.
+
+    It runs on the DBAPI connection, so the per-step write path can call it too."""
+    dbapi: Any = conn.connection.dbapi_connection
+    behind = dbapi.execute(
         "SELECT (SELECT coalesce(max(seq), 0) FROM messages) > "
-        "(SELECT indexed_seq FROM recall_index WHERE id = 1)").scalar()
+        "(SELECT indexed_seq FROM recall_index WHERE id = 1)").fetchone()[0]
     if behind:
         for sql in _CATCH_UP:
-            conn.exec_driver_sql(sql)
+            dbapi.execute(sql)
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

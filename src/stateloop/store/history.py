@@ -102,7 +102,7 @@ class HistoryMixin:
         if block_values:
             self._block_writes += 1
         try:
-            await self._runner.write(txn)
+            await self._runner.write(txn, raw=True)
         except IntegrityError as exc:
             raise StoreError(f"append_step for agent {agent_id!r} refused: {exc.orig} "
                              "(unknown agent or run, or a duplicate message id)") from exc

@@ -26,7 +26,8 @@ T = TypeVar("T")
 class Runner(Protocol):
     """Runs a function of a sync Connection inside one transaction."""
 
-    async def write(self, fn: Callable[[Connection], T], *, offload: bool = False) -> T: ...
+    async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
+                    raw: bool = False) -> T: ...
 
     async def read(self, fn: Callable[[Connection], T]) -> T: ...
 
@@ -67,12 +68,29 @@ class SqliteRunner:
         with conn.begin():
             return fn(conn)
 
-    async def write(self, fn: Callable[[Connection], T], *, offload: bool = False) -> T:
-        """Run ``fn`` in one write transaction; ``offload`` for big batches (imports)."""
+    def _write_raw(self, fn: Callable[[Connection], T]) -> T:
+        """The per-step path: ``fn`` uses only the DBAPI connection (FastStatement), so the
+        transaction is opened and closed there too, without SQLAlchemy's bookkeeping."""
+        conn = self._writer_conn()
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        dbapi.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            dbapi.execute("ROLLBACK")
+            raise
+        dbapi.execute("COMMIT")
+        return result
+
+    async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
+                    raw: bool = False) -> T:
+        """Run ``fn`` in one write transaction; ``offload`` for big batches (imports);
+        ``raw`` when ``fn`` only touches the DBAPI connection."""
         async with self._lock:
             if offload:
                 return await asyncio.to_thread(self._write_sync, fn)
-            return self._write_sync(fn)
+            return self._write_raw(fn) if raw else self._write_sync(fn)
 
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn, conn.begin():
@@ -104,7 +122,8 @@ class AsyncRunner:
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
 
-    async def write(self, fn: Callable[[Connection], T], *, offload: bool = False) -> T:
+    async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
+                    raw: bool = False) -> T:
         """Run ``fn`` in one write transaction."""
         async with self._lock, self.async_engine.connect() as conn:
             conn = await conn.execution_options(stateloop_write=True)

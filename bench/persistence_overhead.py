@@ -1,0 +1,109 @@
+"""Per-step cost of a persisted agent against a bare loop committing once per step to SQLite.
+
+Both run the same scripted tool loop. The bare loop streams the response, calls the tool and
+commits the step's messages (JSON rows) in one SQLite transaction (WAL, synchronous=NORMAL).
+stateloop writes its full checkpoint: messages with recall indexing, the step record, run
+usage and the in-context list. Then: per-step cost with 100 and 10,000 stored messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from stateloop import Agent, tool
+from stateloop.llm.base import ModelRequest, ModelResponse
+from stateloop.messages import system, tool_result, user
+from stateloop.testing import ScriptedModel, call, reply
+
+STEPS = 50
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def script(steps: int) -> list:
+    return [call("add", a=i, b=1) for i in range(steps - 1)] + [reply("done")]
+
+
+async def bare_run(db: sqlite3.Connection, steps: int) -> float:
+    model = ScriptedModel(script(steps))
+    specs = [add.spec()]
+    started = time.perf_counter()
+    messages = [system("You add numbers."), user("go")]
+    while True:
+        response = None
+        async for item in model.stream(ModelRequest(list(messages), specs)):
+            if isinstance(item, ModelResponse):
+                response = item
+        assert response is not None
+        new = [response.message]
+        for tool_call in response.message.tool_calls:
+            value = await add.function(**tool_call.arguments)  # type: ignore[misc]
+            new.append(tool_result(tool_call, str(value)))
+        messages += new
+        with db:
+            db.executemany("INSERT INTO messages (id, data) VALUES (?, ?)",
+                           [(m.id, json.dumps(m.to_dict())) for m in new])
+        if not response.message.tool_calls:
+            break
+    return time.perf_counter() - started
+
+
+async def stateloop_run(agent: Agent, steps: int) -> float:
+    agent.model = ScriptedModel(script(steps))
+    started = time.perf_counter()
+    result = await agent.run("go")
+    elapsed = time.perf_counter() - started
+    assert result.steps == steps and result.output == "done", result
+    return elapsed
+
+
+async def main() -> None:
+    folder = Path(tempfile.mkdtemp())
+    raw = sqlite3.connect(folder / "bare.db", isolation_level=None)
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.execute("PRAGMA synchronous=NORMAL")
+    raw.execute("CREATE TABLE messages (seq INTEGER PRIMARY KEY, id TEXT UNIQUE, data TEXT)")
+    raw.isolation_level = ""  # transactions via `with db:`
+
+    agent = Agent(model=ScriptedModel([]), tools=[add], system="You add numbers.",
+                  store=f"sqlite:///{folder / 'stateloop.db'}", name="bench",
+                  max_steps=STEPS + 1)
+    bare, ours = [], []
+    for _ in range(8):  # interleaved, so both see the same machine
+        bare.append(await bare_run(raw, STEPS) / STEPS * 1e6)
+        ours.append(await stateloop_run(agent, STEPS) / STEPS * 1e6)
+        agent.reset()
+    bare_us, ours_us = statistics.median(bare), statistics.median(ours)
+    print(f"persisted step, microseconds (median of 8 runs of {STEPS} steps)")
+    print(f"  bare loop + 1 SQLite commit/step: {bare_us:8.1f}")
+    print(f"  stateloop with SQLite store:      {ours_us:8.1f}   {ours_us / bare_us:.2f}x "
+          f"(target within 2x)")
+
+    # Flat with history: the same run after the agent has 100 and 10,000 stored messages.
+    store = agent.store
+    assert store is not None
+    print("per-step cost against stored history")
+    for target in (100, 10_000):
+        while await store.count_messages(agent.id) < target:
+            await stateloop_run(agent, STEPS)
+            agent.reset()
+        timings = []
+        for _ in range(5):
+            timings.append(await stateloop_run(agent, STEPS) / STEPS * 1e6)
+            agent.reset()
+        stored = await store.count_messages(agent.id)
+        print(f"  {stored:>6} stored messages: {statistics.median(timings):8.1f} us/step")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
