@@ -7,6 +7,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,13 +17,15 @@ from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, ApprovalError, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .errors import AgentBusyError, ConfigError
-from .events import AnyEvent, RunEnd, StopReason
+from .events import AnyEvent, Compaction, RunEnd, StopReason
 from .hooks import Hooks, StepRecord
-from .llm.base import Model
+from .llm.base import Model, ToolSpec
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
+from .llm.tokens import message_tokens
 from .loop import CANCELLED_NOTICE, LoopConfig, Resume, run_loop
 from .memory.blocks import Block, render_blocks, render_memory_metadata
+from .memory.compaction import is_summary
 from .memory.context import ContextBuilder
 from .messages import Message, ToolCall, Usage, new_id, system, tool_result, unanswered_calls
 from .persistence import Persistence, load_state, run_blocking
@@ -31,11 +34,14 @@ from .tools import Tool
 
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
+    from .memory.compaction import ContextManager, Strategy
     from .memory.embeddings import Embedder
+    from .memory.window import ContextWindowOverview
     from .store.records import AgentRecord
     from .store.sql import SqlStore
     from .tools.rules import BaseToolRule, ToolRulesSolver
 
+_creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
 INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."
 
 
@@ -89,6 +95,9 @@ class Agent:
         approval_timeout: float | None = None,
         steering_delivery: Delivery = "all",
         busy: Literal["queue", "reject"] = "queue",
+        compaction: Strategy | None = "summarize",
+        compaction_threshold: float = 0.9,
+        summarizer: str | Model | None = None,
         store: str | SqlStore | None = None,
         tags: Iterable[str] = (),
         embedder: Embedder | None = None,
@@ -132,6 +141,16 @@ class Agent:
         self.tool_rules = options.parse_rules(tool_rules)
         self.approval_timeout = approval_timeout
         self.busy = busy
+        if compaction not in ("summarize", "sliding_window", None):
+            raise ConfigError(f"compaction must be 'summarize', 'sliding_window' or None, "
+                              f"got {compaction!r}")
+        if not 0 < compaction_threshold <= 1:
+            raise ConfigError(f"compaction_threshold must be in (0, 1], "
+                              f"got {compaction_threshold!r}")
+        self.compaction: Strategy | None = compaction
+        self.compaction_threshold = compaction_threshold
+        self.summarizer = (resolve_model(summarizer, **self._model_options)
+                           if summarizer is not None else None)
         self.tags = list(tags)
         self.embedder = embedder
         self.pending_approval: PendingApproval | None = None
@@ -148,10 +167,28 @@ class Agent:
         self._resumed: OrderedDict[str, RunEnd] = OrderedDict()  # call id -> its resume's end
         self._background: set[asyncio.Task[Any]] = set()
         self._archival: ArchivalMemory | None = None
+        self._evicted: list[Message] = []  # out of context, kept for recall (no store)
+        self._window: ContextManager | None = None
+        if store is not None and not _creating_async.get():
+            run_blocking(lambda: self._create_in(store))
+
+    @classmethod
+    async def acreate(cls, model: str | Model, *, store: str | SqlStore | None = None,
+                      **settings: Any) -> Agent:
+        """``Agent(...)`` for async code: a persisted agent is written without blocking."""
+        token = _creating_async.set(True)
+        try:
+            agent = cls(model, store=store, **settings)
+        finally:
+            _creating_async.reset(token)
         if store is not None:
-            record, first = self._record(), self._transcript[0]
-            self._persist = run_blocking(
-                lambda: Persistence.create(store, record, self.blocks, first))
+            await agent._create_in(store)
+        return agent
+
+    async def _create_in(self, store: str | SqlStore) -> None:
+        first = self._transcript[0]
+        message_tokens(first, self._model.name)
+        self._persist = await Persistence.create(store, self._record(), self.blocks, first)
 
     @classmethod
     def load(cls, id_or_name: str, *, store: str | SqlStore, model: str | Model | None = None,
@@ -353,6 +390,43 @@ class Agent:
             self._persist.dirty_blocks[block.id] = block.value
         self._refresh_system()
 
+    def recall_messages(self) -> list[Message]:
+        """Every message of an agent without a store: evicted ones, then those in context."""
+        return [*self._evicted, *(m for m in self._transcript[1:] if not is_summary(m))]
+
+    async def compact(self) -> Compaction | None:
+        """Compact now (waiting for a run in flight); None when nothing can be evicted."""
+        async with self._run_lock():
+            manager = self._context_manager() or self._new_context_manager("sliding_window")
+            result = await manager.compact(self._transcript, self._tool_specs())
+            if result is None:
+                return None
+            if self._persist is not None:
+                await self._persist.checkpoint(StepRecord("", 0, [result.summary]),
+                                               self._transcript)
+            return result.event
+
+    def context_overview(self) -> ContextWindowOverview:
+        """How the context window is used, as Letta reports it."""
+        from .memory.window import overview
+
+        solver = self._rules_solver(None)
+        return overview(
+            window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
+            instructions=self.system, core_memory=render_blocks(self.blocks),
+            memory_metadata=render_memory_metadata(self.recall_count, self.archival_count)
+            if self.blocks or self._persist is not None else "",
+            rules=solver.render_prompt() if solver is not None else "",
+            recall_count=self.recall_count, archival_count=self.archival_count,
+            model=self._model.name)
+
+    def context_view(self) -> str:
+        """The assembled context, message by message with token counts (for debugging)."""
+        from .memory.window import context_rows, format_context
+
+        return format_context(context_rows(self._transcript, self._model.name),
+                              self.context_window)
+
     def archival(self) -> ArchivalMemory:
         """The archival store of a persisted agent (passages searched by meaning)."""
         if self._persist is None:
@@ -466,13 +540,41 @@ class Agent:
             max_tokens=self.max_tokens,
             parallel_tool_calls=self.parallel_tool_calls,
             rules=self._rules_solver(resume),
+            context=self._context_manager(),
             steering=self._steering,
             resume=resume,
             agent=self,
         )
 
+    def _tool_specs(self) -> list[ToolSpec]:
+        return self.agent_type.continuation().tool_specs([t.spec() for t in self.tools.values()])
+
+    def _context_manager(self) -> ContextManager | None:
+        if self.compaction is None:
+            return None
+        if self._window is None or self._window.window != self.context_window:
+            self._window = self._new_context_manager(self.compaction)
+        return self._window
+
+    def _new_context_manager(self, strategy: Strategy) -> ContextManager:
+        from .memory.compaction import ContextManager
+
+        window = self.context_window
+        reserve = self.max_tokens or min(self._model.max_output_tokens or 4096, window // 8)
+        return ContextManager(window=window, reserve=reserve, strategy=strategy,
+                              model=lambda: self.summarizer or self._model,
+                              threshold=self.compaction_threshold, on_evict=self._evict)
+
+    def _evict(self, messages: list[Message]) -> None:
+        if self._persist is None:
+            self._evicted.extend(messages)  # the store keeps them otherwise
+        self._compiled = None  # the memory metadata counts them: recompile
+        self._refresh_system()
+
     async def _checkpoint(self, record: StepRecord) -> None:
         assert self._persist is not None
+        for message in (*self._persist.unsaved, *record.messages):
+            message_tokens(message, self._model.name)  # stored with the message, counted once
         await self._persist.checkpoint(record, self._transcript)
 
     async def _prepare_step(self) -> None:

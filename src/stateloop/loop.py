@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .approvals import Approval, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .continuation import Continuation, LettaV1
-from .errors import InvalidResponse, ModelError
+from .errors import ContextWindowExceeded, InvalidResponse, ModelError
 from .events import (
     AnyEvent,
     ApprovalRequest,
@@ -36,11 +36,13 @@ from .events import (
 from .hooks import Blocked, Hooks, StepRecord, call_hook
 from .llm.base import Model, ModelRequest, ModelResponse, ToolChoice, ToolSpec
 from .llm.retry import RetryPolicy
+from .memory.compaction import SystemPromptTooLarge
 from .messages import Message, ToolCall, Usage, tool_result, user
 from .steering import SKIPPED_NOTICE, SteeringQueue
 from .tools import Tool, ToolOutput, execute_tool
 
 if TYPE_CHECKING:
+    from .memory.compaction import ContextManager
     from .tools.rules import ToolRulesSolver
 
 LENGTH_CUTOFF_NOTICE = (
@@ -75,6 +77,7 @@ class LoopConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_tokens: int | None = None
     parallel_tool_calls: bool = True
+    context: ContextManager | None = None  # compaction; None: the window is not managed
     rules: ToolRulesSolver | None = None
     steering: SteeringQueue = field(default_factory=SteeringQueue)
     resume: Resume | None = None
@@ -177,38 +180,53 @@ class _Run:
         step = self.steps + 1
         yield StepStart(step)
 
-        request = await self._request()
         response: ModelResponse | None = None
-        attempt = 0
-        while response is None:  # one model call; transient failures are retried
-            stream = config.model.stream(request)
-            try:
-                while True:
-                    self.scope._armed = True
-                    try:
-                        item = await anext(stream)
-                    except StopAsyncIteration:
-                        break
-                    finally:
-                        self.scope._armed = False
-                    if isinstance(item, ModelResponse):
-                        _check_response(item)
-                        response = item
-                    else:
-                        yield item
-                        self._check_cancel()
-            except asyncio.CancelledError:
-                if not self.scope.absorb():
-                    raise
-                self._check_cancel()
-            except ModelError as exc:
-                attempt += 1
-                if not exc.transient or attempt > config.retry.retries:
-                    raise _Stop(_stop_reason_for(exc), _describe(exc, attempt)) from exc
-                response = None
-                await self._sleep(config.retry.delay(attempt, exc.retry_after))
-            finally:
-                await stream.aclose()  # type: ignore[attr-defined]
+        overflow: ContextWindowExceeded | None = None  # the provider's last complaint
+        overflows = 0  # provider overflows this step, each answered by a compaction
+        while response is None:
+            async for event in self._fit_window(overflow):
+                yield event
+            request = await self._request()
+            attempt = 0
+            overflow = None
+            while response is None and overflow is None:  # transient failures are retried
+                stream = config.model.stream(request)
+                try:
+                    while True:
+                        self.scope._armed = True
+                        try:
+                            item = await anext(stream)
+                        except StopAsyncIteration:
+                            break
+                        finally:
+                            self.scope._armed = False
+                        if isinstance(item, ModelResponse):
+                            _check_response(item)
+                            response = item
+                        else:
+                            yield item
+                            self._check_cancel()
+                except asyncio.CancelledError:
+                    if not self.scope.absorb():
+                        raise
+                    self._check_cancel()
+                except ContextWindowExceeded as exc:
+                    overflows += 1
+                    if config.context is None or overflows > 2:
+                        raise _Stop("llm_api_error", _describe(exc, 1) + (
+                            " (still too long after two compactions)" if overflows > 2
+                            else "")) from exc
+                    overflow = exc  # compact, then build the request again
+                except ModelError as exc:
+                    attempt += 1
+                    if not exc.transient or attempt > config.retry.retries:
+                        raise _Stop(_stop_reason_for(exc), _describe(exc, attempt)) from exc
+                    response = None
+                    await self._sleep(config.retry.delay(attempt, exc.retry_after))
+                finally:
+                    await stream.aclose()  # type: ignore[attr-defined]
+        if config.context is not None:
+            config.context.record_usage(self.transcript, response.usage.input_tokens)
         if config.hooks and config.hooks.after_model_call:
             response = await call_hook(config.hooks.after_model_call, response) or response
         self.steps = step
@@ -340,6 +358,27 @@ class _Run:
         return []
 
     # -- the request ---------------------------------------------------------------------
+
+    async def _fit_window(self, overflow: ContextWindowExceeded | None
+                          ) -> AsyncGenerator[AnyEvent, None]:
+        """Compact before the call when the request would not fit (or the provider said
+        it did not); the summary is persisted with the step."""
+        context = self.config.context
+        if context is None:
+            return
+        try:
+            if overflow is not None:
+                result = await context.compact(self.transcript, self.tool_specs)
+            else:
+                result = await context.before_call(self.transcript, self.tool_specs)
+        except SystemPromptTooLarge as exc:
+            raise _Stop("context_window_overflow_in_system_prompt", str(exc)) from exc
+        if result is not None:
+            self.pending.append(result.summary)
+            yield result.event
+        elif overflow is not None:
+            raise _Stop("llm_api_error", _describe(overflow, 1) + " (nothing more can be "
+                        "moved out of context)")
 
     async def _request(self) -> ModelRequest:
         config, rules = self.config, self.rules

@@ -42,7 +42,7 @@ async def conversation_search(ctx: ToolContext, query: str, roles: list[Role] | 
             agent.id, query, roles=roles, limit=limit, start_date=start_date,
             end_date=end_date, include_tool=roles is not None and "tool" in roles)
         return _format([hit.message for hit in hits])
-    return _format(_search_in_memory(agent.messages[1:], query, roles, limit))
+    return _format(_search_in_memory(agent.recall_messages(), query, roles, limit))
 
 
 def _search_in_memory(messages: list[Message], query: str, roles: list[Role] | None,

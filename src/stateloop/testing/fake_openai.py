@@ -99,6 +99,7 @@ class FakeOpenAI:
                  chunk_size: int = 8, faults: Iterable[Fault | ErrorReply | None] = (),
                  api_key: str | None = None, embedding_dimensions: int = 64,
                  reject_roles: Sequence[str] = (), reject_fields: Sequence[str] = (),
+                 context_window: int | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         self.latency = latency
         self.chunk_delay = chunk_delay
@@ -107,6 +108,8 @@ class FakeOpenAI:
         self.embedding_dimensions = embedding_dimensions
         self.reject_roles = set(reject_roles)
         self.reject_fields = set(reject_fields)
+        self.context_window = context_window  # prompts over it get the overflow error
+        self.overflows = 0  # how many requests were refused for being too long
         self.requests: list[RecordedRequest] = []
         self._script = script
         self._position = 0
@@ -192,11 +195,15 @@ class FakeOpenAI:
                 self._position += 1
             return fault, item
 
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The size of a request's prompt, as this server measures (and reports) it."""
+        return estimate_tokens(json.dumps([body.get("system"), body.get("tools"),
+                                           body.get("messages")]))
+
     def _usage(self, item: Reply | Calls, body: dict[str, Any], flavor: Flavor) -> Usage:
         if item.usage is not None:
             return item.usage
-        prompt = estimate_tokens(json.dumps([body.get("system"), body.get("tools"),
-                                             body.get("messages")]))
+        prompt = self.prompt_tokens(body)
         usage = Usage(prompt, _wire.output_tokens(item))
         if flavor == "anthropic":  # emulate prompt caching of tools + system
             prefix = _cached_prefix(body)
@@ -273,6 +280,15 @@ class _Handler(BaseHTTPRequestHandler):
             status, message = problem
             self._error(flavor, status, message)
             return
+        if fake.context_window is not None:
+            prompt = fake.prompt_tokens(body)
+            limit = fake.context_window - int(body.get("max_tokens") or
+                                              body.get("max_completion_tokens") or 0)
+            if prompt > limit:
+                with fake._lock:
+                    fake.overflows += 1
+                self._fault(flavor, context_overflow())
+                return
         request = (_wire.openai_request(body) if flavor == "openai"
                    else _wire.anthropic_request(body))
         try:
