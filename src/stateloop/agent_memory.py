@@ -1,0 +1,157 @@
+"""The memory side of ``Agent``: the system prompt it compiles, the context window it keeps,
+and the recall and archival stores its tools reach."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .agent_types import AgentType
+from .errors import ConfigError
+from .llm.base import Model, ToolSpec
+from .memory.blocks import Block, render_blocks, render_memory_metadata
+from .memory.compaction import is_summary
+from .messages import Message, system
+
+if TYPE_CHECKING:
+    from .loop import Resume
+    from .memory.archival import ArchivalMemory
+    from .memory.compaction import ContextManager, Strategy
+    from .memory.embeddings import Embedder
+    from .memory.window import ContextWindowOverview
+    from .persistence import Persistence
+    from .tools import Tool
+    from .tools.rules import BaseToolRule, ToolRulesSolver
+
+
+class AgentMemory:
+    """System prompt compilation, compaction, context overview, recall and archival."""
+
+    id: str
+    system: str
+    blocks: list[Block]
+    tools: dict[str, Tool]
+    tool_rules: list[BaseToolRule]
+    agent_type: AgentType
+    max_tokens: int | None
+    compaction: Strategy | None
+    compaction_threshold: float
+    summarizer: Model | None
+    embedder: Embedder | None
+    recall_count: int
+    archival_count: int
+    _model: Model
+    _context_window: int | None
+    _transcript: list[Message]
+    _persist: Persistence | None
+    _evicted: list[Message]
+    _window: ContextManager | None
+    _archival: ArchivalMemory | None
+    _compiled: tuple[Any, ...] | None
+
+    @property
+    def context_window(self) -> int:
+        return self._context_window or self._model.context_window
+
+    def memory_changed(self, block: Block | None = None) -> None:
+        """A block changed: recompile the system prompt now, so the next step sees it."""
+        if block is not None and self._persist is not None:
+            self._persist.dirty_blocks[block.id] = block.value
+        self._refresh_system()
+
+    def recall_messages(self) -> list[Message]:
+        """Every message of an agent without a store: evicted ones, then those in context."""
+        return [*self._evicted, *(m for m in self._transcript[1:] if not is_summary(m))]
+
+
+    def context_overview(self) -> ContextWindowOverview:
+        """How the context window is used, as Letta reports it."""
+        from .memory.window import overview
+
+        solver = self._rules_solver(None)
+        return overview(
+            window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
+            instructions=self.system, core_memory=render_blocks(self.blocks),
+            memory_metadata=render_memory_metadata(self.recall_count, self.archival_count)
+            if self.blocks or self._persist is not None else "",
+            rules=solver.render_prompt() if solver is not None else "",
+            recall_count=self.recall_count, archival_count=self.archival_count,
+            model=self._model.name)
+
+    def context_view(self) -> str:
+        """The assembled context, message by message with token counts (for debugging)."""
+        from .memory.window import context_rows, format_context
+
+        return format_context(context_rows(self._transcript, self._model.name),
+                              self.context_window)
+
+    def archival(self) -> ArchivalMemory:
+        """The archival store of a persisted agent (passages searched by meaning)."""
+        if self._persist is None:
+            raise ConfigError("archival memory needs a persisted agent: "
+                              "Agent(..., store='sqlite:///PATH')")
+        if self._archival is None:
+            from .memory.archival import ArchivalMemory
+            from .memory.embeddings import default_embedder
+
+            self._archival = ArchivalMemory(self._persist.store,
+                                            self.embedder or default_embedder())
+        return self._archival
+
+    def _tool_specs(self) -> list[ToolSpec]:
+        return self.agent_type.continuation().tool_specs([t.spec() for t in self.tools.values()])
+
+    def _context_manager(self) -> ContextManager | None:
+        if self.compaction is None:
+            return None
+        if self._window is None or self._window.window != self.context_window:
+            self._window = self._new_context_manager(self.compaction)
+        return self._window
+
+    def _new_context_manager(self, strategy: Strategy) -> ContextManager:
+        from .memory.compaction import ContextManager
+
+        window = self.context_window
+        reserve = self.max_tokens or min(self._model.max_output_tokens or 4096, window // 8)
+        return ContextManager(window=window, reserve=reserve, strategy=strategy,
+                              model=lambda: self.summarizer or self._model,
+                              threshold=self.compaction_threshold, on_evict=self._evict)
+
+    def _evict(self, messages: list[Message]) -> None:
+        if self._persist is None:
+            self._evicted.extend(messages)  # the store keeps them otherwise
+        self._compiled = None  # the memory metadata counts them: recompile
+        self._refresh_system()
+
+    async def _prepare_step(self) -> None:
+        assert self._persist is not None
+        if await self._persist.sync_blocks(self.blocks):
+            self._refresh_system()
+
+    def _compile_key(self) -> tuple[Any, ...]:
+        return (self.system, [(b.label, b.value, b.description, b.limit, b.read_only)
+                              for b in self.blocks], [r.model_dump() for r in self.tool_rules])
+
+    def _compile_system(self) -> Message:
+        self._compiled = self._compile_key()
+        solver = self._rules_solver(None)
+        sections = [self.system, render_blocks(self.blocks)]
+        if self.blocks or self._persist is not None:
+            sections.append(render_memory_metadata(self.recall_count, self.archival_count))
+        sections.append(solver.render_prompt() if solver is not None else "")
+        return system("\n\n".join(section for section in sections if section))
+
+    def _refresh_system(self) -> None:
+        """Recompile the system prompt only when what it renders has changed."""
+        if self._compile_key() == self._compiled:
+            return
+        self._transcript[0] = self._compile_system()
+        if self._persist is not None:
+            self._persist.unsaved.append(self._transcript[0])
+
+    def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
+        if not self.tool_rules:
+            return None
+        from .tools.rules import ToolRulesSolver
+        if resume is not None and resume.pending.rules_state is not None:
+            return ToolRulesSolver.from_state(self.tool_rules, resume.pending.rules_state)
+        return ToolRulesSolver(self.tool_rules)
