@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run demo chat test lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The server on SQLite with a ready agent "assistant" (Ctrl-C stops it).
 run: $(STAMP)
+	$(BIN)/stateloop up
+
+# An agent end to end in one script, no provider needed (a scripted model).
+demo: $(STAMP)
 	$(BIN)/python -m stateloop.examples.quickstart
+
+chat: $(STAMP)
+	$(BIN)/stateloop chat $(AGENT)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -33,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/persistence_overhead.py
 	$(BIN)/python bench/vector_search.py
+	$(BIN)/python bench/server_load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

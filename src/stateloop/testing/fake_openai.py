@@ -471,6 +471,7 @@ def _event(name: str | None, data: str) -> bytes:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # a burst of concurrent agents must not see connection resets
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up mid-stream (a cancelled run) are normal, not worth a traceback.

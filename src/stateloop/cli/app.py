@@ -1,0 +1,251 @@
+"""The ``stateloop`` command: chat, run, context, serve, and agents."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from . import agents, options
+from .backend import Backend, open_backend
+from .console import call_text, err, out
+from .exits import (
+    AWAITING_APPROVAL,
+    EPILOG,
+    INTERRUPTED,
+    RUN_FAILED,
+    USAGE,
+    CliError,
+    fail,
+    handled,
+)
+from .items import Decision, Session, TurnEnd, failed
+from .render import TurnPrinter
+from .spec import DEFAULT_MODEL, AgentSpec
+
+app = typer.Typer(
+    name="stateloop",
+    help="stateloop: stateful LLM agents, from the terminal. Works on the local database "
+         "(--db) or a server (--server).",
+    epilog=EPILOG,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals may hold API keys
+)
+app.add_typer(agents.app, name="agents")
+
+DEFAULT_AGENT = "default"
+
+
+def open_session(backend: Backend, agent: str, *, model: str | None, base_url: str | None,
+                 check: bool = True) -> Session:
+    try:
+        return backend.session(agent, model=model, base_url=base_url, check=check)
+    except BaseException:
+        backend.close()
+        raise
+
+
+@app.command()
+@handled
+def chat(
+    agent: Annotated[str | None, typer.Argument(
+        help=f"Name or id [default: STATELOOP_AGENT, else {DEFAULT_AGENT!r}, created on first "
+             "use].", show_default=False)] = None,
+    model: options.Model = None, base_url: options.BaseUrl = None,
+    db: options.Db = None, server: options.Server = None, token: options.Token = None,
+) -> None:
+    """Talk to an agent: text streams as it arrives; /memory, /context, /reset, /quit."""
+    import os
+
+    from .chat import Chat
+
+    backend = open_backend(db, server, token)
+    name = agent or os.environ.get("STATELOOP_AGENT") or DEFAULT_AGENT
+    if agent is None:
+        ensure_default(backend, name, model)
+    session = open_session(backend, name, model=model, base_url=base_url)
+    try:
+        try:
+            import readline  # noqa: F401  (line editing and history for input())
+        except ImportError:
+            pass
+        Chat(session).run()
+    finally:
+        session.close()
+        backend.close()
+
+
+def ensure_default(backend: Backend, name: str, model: str | None) -> None:
+    """Create the default agent the first time ``chat`` runs without one."""
+    import os
+
+    try:
+        backend.show_agent(name)
+        return
+    except (CliError, LookupError):  # not there yet (locally, or on the server)
+        pass
+    chosen = model or os.environ.get("STATELOOP_MODEL") or DEFAULT_MODEL
+    created = backend.create_agent(AgentSpec(name=name, model=chosen))
+    err.print(f"created agent {escape(created['name'])} with model {escape(chosen)}")
+
+
+@app.command()
+@handled
+def run(
+    agent: Annotated[str, typer.Argument(help="Name or id.")],
+    message: Annotated[str | None, typer.Argument(
+        help="What to say; '-' or nothing reads standard input.", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print every event as one JSON object a line.")] = False,
+    approve: Annotated[bool, typer.Option(
+        "--approve", help="Approve the tool calls the agent waits for, and go on.")] = False,
+    deny: Annotated[str | None, typer.Option(
+        "--deny", help="Deny the tool calls the agent waits for, with this reason.",
+        show_default=False)] = None,
+    model: options.Model = None, base_url: options.BaseUrl = None,
+    db: options.Db = None, server: options.Server = None, token: options.Token = None,
+) -> None:
+    """Send one message and print the answer (or, with --json, every event)."""
+    answering = approve or deny is not None
+    if approve and deny is not None:
+        fail("give --approve or --deny, not both", USAGE)
+    text = None if answering and message is None else read_message(message)
+    backend = open_backend(db, server, token)
+    session = open_session(backend, agent, model=model, base_url=base_url)
+    try:
+        pending = session.pending()
+        decisions = None
+        if answering:
+            if not pending:
+                fail(f"agent {session.name!r} is not waiting for an approval", USAGE)
+            decisions = [Decision(c.id, approve, deny) for c in pending]
+        elif pending:
+            fail(f"agent {session.name!r} is waiting for approval of "
+                 f"{', '.join(call_text(c.name, c.arguments) for c in pending)}; answer with "
+                 f"`stateloop run {session.name} --approve` (or --deny REASON) or in "
+                 f"`stateloop chat {session.name}`", AWAITING_APPROVAL)
+        printer = TurnPrinter(out, err)
+
+        def turn(said: str | None, answers: list[Decision] | None = None) -> TurnEnd:
+            if as_json:
+                return session.turn(said, decisions=answers, on_item=lambda item: None,
+                                    on_raw=print_event)
+            ended = session.turn(said, decisions=answers, on_item=printer.show)
+            printer.end_line()
+            return ended
+
+        end = turn(None if decisions else text, decisions)
+        if decisions and text is not None and end.stop_reason == "end_turn":
+            end = turn(text)  # the approvals are answered: now the message
+    finally:
+        session.close()
+        backend.close()
+    raise typer.Exit(exit_code(end, session.name))
+
+
+def read_message(message: str | None) -> str:
+    if message is not None and message != "-":
+        return message
+    if sys.stdin.isatty():
+        fail("no message: give it as an argument, or pipe it in with '-'", USAGE)
+    text = sys.stdin.read().strip()
+    if not text:
+        fail("no message: standard input was empty", USAGE)
+    return text
+
+
+def print_event(data: dict[str, Any]) -> None:
+    """One event as one JSON line, flushed so a reader sees it at once."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def exit_code(end: TurnEnd, name: str) -> int:
+    """The exit code for how the run ended, with one line on stderr when it is not 0."""
+    if failed(end.stop_reason):
+        detail = f": {end.error}" if end.error else ""
+        err.print(f"[bold red]error:[/] run failed ({end.stop_reason}){escape(detail)}")
+        return RUN_FAILED
+    if end.stop_reason == "requires_approval":
+        calls = ", ".join(call_text(c.name, c.arguments) for c in end.pending)
+        err.print(f"waiting for approval: {escape(calls)}; answer with "
+                  f"`stateloop run {escape(name)} --approve` (or --deny REASON)")
+        return AWAITING_APPROVAL
+    if end.stop_reason == "cancelled":
+        err.print("cancelled")
+        return INTERRUPTED
+    return 0
+
+
+@app.command()
+@handled
+def context(
+    agent: Annotated[str, typer.Argument(help="Name or id.")],
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print Letta's ContextWindowOverview as JSON.")] = False,
+    model: options.Model = None,
+    db: options.Db = None, server: options.Server = None, token: options.Token = None,
+) -> None:
+    """Show what the agent's context window holds: totals, then each message with tokens."""
+    backend = open_backend(db, server, token)
+    session = open_session(backend, agent, model=model, base_url=None, check=False)
+    try:
+        if as_json:
+            out.file.write(json.dumps(session.context_data(), ensure_ascii=False, indent=2,
+                                      default=str) + "\n")
+        else:
+            out.print(session.context_view(), markup=False)
+    finally:
+        session.close()
+        backend.close()
+
+
+@app.command()
+@handled
+def serve(
+    host: Annotated[str | None, typer.Option(
+        help="Address to bind [default: STATELOOP_HOST, else 127.0.0.1].",
+        show_default=False)] = None,
+    port: Annotated[int | None, typer.Option(
+        help="Port [default: STATELOOP_PORT, else 8283].", show_default=False)] = None,
+    db: options.Db = None,
+) -> None:
+    """Run the HTTP server (Letta's REST API) on the local database."""
+    from .serving import start_server
+
+    start_server(host, port, db)
+
+
+@app.command()
+@handled
+def up(
+    agent: Annotated[str, typer.Option(help="The agent to make ready.")] = "assistant",
+    host: Annotated[str | None, typer.Option(help="Address to bind.", show_default=False)] = None,
+    port: Annotated[int | None, typer.Option(help="Port.", show_default=False)] = None,
+    db: options.Db = None,
+) -> None:
+    """Make an agent ready on the local database, say how to talk to it, and serve."""
+    from .local import LocalBackend
+
+    backend = LocalBackend(db)
+    try:
+        ensure_default(backend, agent, None)
+    finally:
+        backend.close()
+    address = f"http://{host or '127.0.0.1'}:{port or 8283}"
+    err.print(f"agent [bold]{escape(agent)}[/] is ready. Talk to it:\n"
+              f"  .venv/bin/stateloop chat {escape(agent)}          (in this terminal's "
+              f"project, on the same database)\n"
+              f"  .venv/bin/stateloop chat {escape(agent)} --server {address}\n"
+              f"  or any Letta client: Letta(base_url=\"{address}\")")
+    serve(host, port, db)
+
+
+def main() -> None:
+    """The ``stateloop`` console script."""
+    app(prog_name="stateloop")
+

@@ -1,0 +1,270 @@
+"""Local mode: agents in a database file, run in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .items import (
+    Decision,
+    Item,
+    Note,
+    PendingCall,
+    RawSink,
+    Reasoning,
+    Sink,
+    Text,
+    ToolCallShown,
+    ToolResultShown,
+    TurnEnd,
+)
+from .provider import check_provider, no_model_error
+from .spec import AgentSpec
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..events import AnyEvent, RunEnd
+    from ..store.records import AgentRecord, BlockRecord
+    from ..store.sql import SqlStore
+
+T = TypeVar("T")
+
+
+def database_url(db: str | None) -> str:
+    """``--db`` as given, else ``STATELOOP_DATABASE_URL``, else the default file."""
+    from ..store.url import ENV_VAR, default_path
+
+    return db or os.environ.get(ENV_VAR) or f"sqlite:///{default_path()}"
+
+
+def iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+
+
+def summary(record: AgentRecord, blocks: list[BlockRecord]) -> dict[str, Any]:
+    """An agent as the CLI prints it (the same keys in server mode)."""
+    return {
+        "id": record.id, "name": record.name, "model": record.model,
+        "agent_type": record.agent_type, "tags": list(record.tags),
+        "created_at": iso(record.created_at), "system": record.system,
+        "blocks": [{"label": b.label, "value": b.value, "limit": b.limit,
+                    "read_only": b.read_only} for b in blocks],
+        "tools": list(record.tool_names), "tool_rules": list(record.tool_rules),
+        "messages_in_context": len(record.in_context_message_ids),
+        "pending_approval": record.pending_approval is not None,
+        "last_stop_reason": record.last_stop_reason,
+    }
+
+
+class LocalBackend:
+    """Agents in the database at ``url``, all work on one event loop for the command."""
+
+    def __init__(self, db: str | None) -> None:
+        self.url = database_url(db)
+        self._runner = asyncio.Runner()
+        self._store: SqlStore | None = None
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the command's event loop (the store is bound to it)."""
+        return self._runner.run(coroutine)
+
+    async def store(self) -> SqlStore:
+        """The database, opened (and migrated) on first use; closed with the backend."""
+        if self._store is None:
+            from ..store import open_store
+
+            self._store = await open_store(self.url)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self.run(self._store.close())
+            self._store = None
+        self._runner.close()
+
+    # -- agents ------------------------------------------------------------------------
+
+    def list_agents(self, tags: list[str]) -> list[dict[str, Any]]:
+        """Every agent (with any of ``tags``), oldest first."""
+
+        async def go() -> list[dict[str, Any]]:
+            db = await self.store()
+            records = await db.list_agents(tags=tags or None)
+            return [summary(r, await db.list_blocks(r.id)) for r in records]
+
+        return self.run(go())
+
+    def show_agent(self, name: str) -> dict[str, Any]:
+        """One agent by name or id."""
+
+        async def go() -> dict[str, Any]:
+            db = await self.store()
+            record = await db.get_agent(name)
+            return summary(record, await db.list_blocks(record.id))
+
+        return self.run(go())
+
+    def create_agent(self, spec: AgentSpec) -> dict[str, Any]:
+        """Create and persist an agent."""
+        from ..agent import Agent
+        from ..memory.blocks import Block
+
+        async def go() -> dict[str, Any]:
+            db = await self.store()
+            agent = await Agent.acreate(
+                spec.model, store=db, name=spec.name, system=spec.system,
+                blocks=[Block(label, value) for label, value in spec.blocks],
+                tags=spec.tags, agent_type=spec.agent_type, tool_rules=spec.tool_rules())
+            record = await db.get_agent(agent.id)
+            return summary(record, await db.list_blocks(record.id))
+
+        return self.run(go())
+
+    def delete_agent(self, name: str) -> dict[str, Any]:
+        """Delete an agent, its history and its unshared blocks; returns what it was."""
+
+        async def go() -> dict[str, Any]:
+            db = await self.store()
+            record = await db.get_agent(name)
+            found = summary(record, await db.list_blocks(record.id))
+            await db.delete_agent(record.id)
+            return found
+
+        return self.run(go())
+
+    def session(self, name: str, *, model: str | None = None, base_url: str | None = None,
+                check: bool = True) -> LocalSession:
+        """Load the agent to talk to it; ``check`` first verifies a provider is configured."""
+        from ..agent import Agent
+
+        async def go() -> Agent:
+            db = await self.store()
+            record = await db.get_agent(name)
+            chosen = model or record.model
+            if not chosen:
+                raise no_model_error(record.name)
+            if check:
+                check_provider(chosen, base_url)
+            options = {"base_url": base_url} if base_url else {}
+            return await Agent.aload(record.id, store=db, model=chosen, **options)
+
+        return LocalSession(self, self.run(go()))
+
+
+class LocalSession:
+    """A loaded ``Agent``; each turn streams its events on the backend's loop."""
+
+    def __init__(self, backend: LocalBackend, agent: Agent) -> None:
+        self.backend = backend
+        self.agent = agent
+        self.name = agent.name
+
+    def turn(self, text: str | None, *, decisions: list[Decision] | None = None,
+             on_item: Sink, on_raw: RawSink | None = None) -> TurnEnd:
+        """Run the agent on ``text`` (or resume it with ``decisions``); Ctrl-C cancels it."""
+        return self.backend.run(self._turn(text, decisions, on_item, on_raw))
+
+    async def _turn(self, text: str | None, decisions: list[Decision] | None, on_item: Sink,
+                    on_raw: RawSink | None) -> TurnEnd:
+        from ..approvals import Approval
+        from ..events import RunEnd
+
+        approvals = [Approval(d.tool_call_id, approve=d.approve, reason=d.reason)
+                     for d in decisions or ()]
+        loop = asyncio.get_running_loop()
+        try:  # Ctrl-C stops the run cleanly (every call answered) instead of killing us
+            loop.add_signal_handler(signal.SIGINT, self.agent.cancel)
+            trapped = True
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            trapped = False
+        end: TurnEnd | None = None
+        try:
+            async for event in self.agent.stream(text, approvals=approvals or None):
+                if on_raw is not None:
+                    on_raw(event.to_dict())
+                if isinstance(event, RunEnd):
+                    end = turn_end(event)
+                    continue
+                item = as_item(event)
+                if item is not None:
+                    on_item(item)
+        finally:
+            if trapped:
+                loop.remove_signal_handler(signal.SIGINT)
+        assert end is not None
+        return end
+
+    def pending(self) -> list[PendingCall]:
+        pending = self.agent.pending_approval
+        if pending is None:
+            return []
+        return [PendingCall(c.id, c.name, c.arguments) for c in pending.requested_calls]
+
+    def blocks(self) -> list[tuple[str, str]]:
+        return [(block.label, block.value) for block in self.agent.blocks]
+
+    def context_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.agent.context_overview().to_dict()
+        return data
+
+    def context_view(self) -> str:
+        """Letta's figures, then the assembled context message by message with tokens."""
+        from .context_view import overview_text
+
+        return overview_text(self.context_data()) + "\n\n" + self.agent.context_view()
+
+    def reset(self) -> None:
+        self.backend.run(self._reset())
+
+    async def _reset(self) -> None:
+        from ..hooks import StepRecord
+
+        self.agent.reset()
+        # reset() is written with the next step; write it now so /reset then /quit sticks.
+        # (Uses the agent's persistence link until Agent offers a persisted reset.)
+        persist = getattr(self.agent, "_persist", None)
+        if persist is not None:
+            await persist.checkpoint(StepRecord("", 0, []), self.agent.messages)
+
+    def close(self) -> None:
+        pass
+
+
+def as_item(event: AnyEvent) -> Item | None:
+    """What the user sees of one event (None: nothing)."""
+    from ..events import (
+        Compaction,
+        ReasoningDelta,
+        TextDelta,
+        ToolCallEnd,
+        ToolExecutionEnd,
+    )
+
+    if isinstance(event, TextDelta):
+        return Text(event.delta)
+    if isinstance(event, ReasoningDelta):
+        return Reasoning(event.delta)
+    if isinstance(event, ToolCallEnd):
+        call = event.tool_call
+        shown = call.arguments if call.parse_error is None else (call.raw_arguments or "")
+        return ToolCallShown(call.id, call.name, shown)
+    if isinstance(event, ToolExecutionEnd):
+        return ToolResultShown(event.tool_call.name, event.result.text, event.result.is_error)
+    if isinstance(event, Compaction):
+        return Note(f"context compacted: {event.tokens_before} -> {event.tokens_after} "
+                    f"tokens, {event.messages_evicted} messages moved to recall")
+    return None
+
+
+def turn_end(end: RunEnd) -> TurnEnd:
+    """The end of a run as the CLI reports it."""
+    pending = end.pending_approval
+    calls = ([PendingCall(c.id, c.name, c.arguments) for c in pending.requested_calls]
+             if pending is not None else [])
+    return TurnEnd(end.stop_reason, end.error, end.output, calls)

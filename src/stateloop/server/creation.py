@@ -1,0 +1,179 @@
+"""Creating and modifying agents from Letta's request bodies: everything is validated first,
+so a bad request stores nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import HTTPException
+
+from ..agent import Agent
+from ..agent_options import parse_rules, tool_map
+from ..errors import ConfigError
+from ..llm.registry import resolve_model
+from ..llm.tokens import message_tokens
+from ..memory.blocks import DEFAULT_BLOCK_LIMIT, Block
+from ..persistence import block_record
+from ..store import AgentRecord
+from ..tools import Tool
+from ..tools.builtin import builtin_names
+from .runtime import Runtime
+from .schemas import CreateAgent, LLMConfig, UpdateAgent
+
+DEFAULT_SYSTEM = ("You are a helpful assistant with persistent memory. Your core memory "
+                  "blocks are always in your context; use your tools to keep them current.")
+
+
+def unprocessable(field: str, problem: object) -> HTTPException:
+    """A 422 that names the field, in FastAPI's error shape."""
+    return HTTPException(422, detail=[{"loc": ["body", *field.split(".")],
+                                       "msg": str(problem), "type": "value_error"}])
+
+
+def model_handle(model: str | None, llm_config: LLMConfig | None, default: str) -> str:
+    """Letta's ``model`` handle, or one built from ``llm_config``."""
+    if model:
+        return model
+    if llm_config is not None:
+        if "/" in llm_config.model and llm_config.handle is None:
+            return llm_config.model
+        provider = "anthropic" if llm_config.model_endpoint_type == "anthropic" else "openai"
+        return llm_config.handle or f"{provider}/{llm_config.model}"
+    return default
+
+
+async def tool_names(runtime: Runtime, names: list[str], tool_ids: list[str]) -> list[str]:
+    """Tool names from names and ids; an unknown one is a 404 naming it."""
+    chosen = list(names)
+    for tool_id in tool_ids:
+        chosen.append((await runtime.store.get_tool(tool_id)).name)
+    builtins = set(builtin_names())
+    custom = [n for n in chosen if n not in builtins]
+    known = {t.name for t in await runtime.store.list_tools(custom)} if custom else set()
+    unknown = [n for n in custom if n not in known]
+    if unknown:
+        raise HTTPException(404, detail=f"no tool named {unknown[0]!r}; create it with "
+                                        "POST /v1/tools/ first")
+    return list(dict.fromkeys(chosen))
+
+
+async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
+    """Validate ``body``, store the agent with its blocks and system message; its id."""
+    store = runtime.store
+    handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
+    names = await tool_names(runtime, body.tools or [], body.tool_ids or [])
+    tools = await runtime.bind_tools(names)
+    shared = [await store.get_block(block_id) for block_id in body.block_ids or []]
+    blocks = []
+    for index, spec in enumerate(body.memory_blocks or []):
+        try:
+            blocks.append(Block(spec.label, spec.value, spec.description,
+                                spec.limit or DEFAULT_BLOCK_LIMIT,
+                                spec.read_only))
+        except ValueError as exc:
+            raise unprocessable(f"memory_blocks.{index}", exc) from exc
+    config = body.llm_config
+    endpoint = runtime.settings.model_options()
+    try:
+        draft = Agent(handle, tools=[*tools, *(n for n in names if n in builtin_names())],
+                      system=body.system or DEFAULT_SYSTEM, blocks=blocks, name=body.name,
+                      agent_type=body.agent_type, tool_rules=body.tool_rules or (),
+                      include_base_tools=body.include_base_tools, tags=body.tags or (),
+                      context_window=body.context_window_limit or (
+                          config.context_window if config else None),
+                      max_tokens=body.max_tokens or (config.max_tokens if config else None),
+                      base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"))
+    except ConfigError as exc:
+        raise unprocessable(_field_of(str(exc)), exc) from exc
+    all_names = list(draft.tools)
+    if body.include_base_tools:  # a stored agent also gets the tools that search the store
+        all_names += [n for n in draft.agent_type.stored_memory_tools if n not in all_names]
+    first = draft.messages[0]
+    message_tokens(first, draft.model.name)
+    record = AgentRecord(
+        name=draft.name, id=draft.id, agent_type=draft.agent_type.name, system=draft.system,
+        description=body.description, model=draft.model.name,
+        llm_config={"model": draft.model.name, "context_window": draft.context_window,
+                    "context_window_override": body.context_window_limit or (
+                        config.context_window if config else None),
+                    "max_tokens": draft.max_tokens},
+        tool_rules=[rule.model_dump(mode="json") for rule in draft.tool_rules],
+        tool_names=all_names, tags=list(draft.tags), metadata=body.metadata or {},
+        message_buffer_autoclear=draft.agent_type.clear_after_run,
+        timezone=body.timezone or "UTC", in_context_message_ids=[first.id])
+    await store.create_agent(record, [block_record(b) for b in draft.blocks])
+    try:
+        await store.append_step(record.id, [first])
+        for block in shared:
+            await store.attach_block(record.id, block.id)
+    except BaseException:
+        await store.delete_agent(record.id, delete_orphan_blocks=True)
+        raise
+    return record.id
+
+
+async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> None:
+    """Apply a PATCH: validate every field, write the record, then change the live agent."""
+    agent = await runtime.agent(agent_id)
+    if agent.running:
+        raise HTTPException(409, detail=f"agent {agent_id!r} is running; modify it when the "
+                                        "run ends (or cancel it)")
+    fields = body.model_fields_set
+    changes: dict[str, Any] = {}
+    live: dict[str, Any] = {}
+    if "name" in fields and body.name:
+        changes["name"] = live["name"] = body.name
+    if "system" in fields and body.system is not None:
+        changes["system"] = live["system"] = body.system
+    for name in ("description", "metadata"):
+        if name in fields:
+            changes[name] = getattr(body, name) if name != "metadata" else body.metadata or {}
+    if "tags" in fields:
+        changes["tags"] = live["tags"] = list(body.tags or [])
+    if body.model or body.llm_config:
+        handle = model_handle(body.model, body.llm_config, agent.model.name)
+        try:
+            live["model"] = resolve_model(handle, **runtime.settings.model_options())
+        except ConfigError as exc:
+            raise unprocessable("model", exc) from exc
+        changes["model"] = handle
+        changes["llm_config"] = {"model": handle, "context_window": agent.context_window,
+                                 "context_window_override": None,
+                                 "max_tokens": agent.max_tokens}
+    if "tool_rules" in fields:
+        try:
+            rules = parse_rules(body.tool_rules or [])
+        except ConfigError as exc:
+            raise unprocessable("tool_rules", exc) from exc
+        live["tool_rules"] = rules
+        changes["tool_rules"] = [rule.model_dump(mode="json") for rule in rules]
+    if "tool_ids" in fields:
+        names = await tool_names(runtime, [], body.tool_ids or [])
+        live["tools"] = tool_map([*await runtime.bind_tools(names),
+                                  *(n for n in names if n in builtin_names())])
+        changes["tool_names"] = names
+    if changes:
+        await runtime.store.update_agent(agent_id, **changes)
+    apply_live(agent, live)
+
+
+def apply_live(agent: Agent, live: dict[str, Any]) -> None:
+    """Change the live agent to match what was stored; the system prompt recompiles."""
+    for name, value in live.items():
+        setattr(agent, name, value)
+    agent.memory_changed()
+
+
+def set_tools(agent: Agent, tools: dict[str, Tool]) -> None:
+    agent.tools = tools
+    agent.memory_changed()
+
+
+def _field_of(message: str) -> str:
+    """Which request field a library error is about (it names it in its message)."""
+    for name in ("agent_type", "tool_rules", "model", "max_tokens", "context_window", "tools"):
+        if message.startswith(name) or f" {name}" in message:
+            return "context_window_limit" if name == "context_window" else name
+    if "block" in message:
+        return "memory_blocks"
+    return "body"

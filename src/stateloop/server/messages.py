@@ -1,0 +1,209 @@
+"""Our messages and events as Letta's message objects (``message_type``, ``date``, ...)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..events import AnyEvent, RunEnd
+from ..messages import Message, ToolCall
+from ..persistence import run_status
+
+Frame = dict[str, Any]
+
+SEND_MESSAGE = "send_message"  # memgpt agents answer through this tool: shown as text
+
+
+def iso(timestamp: float | None) -> str | None:
+    """An epoch time as the ISO-8601 string Letta sends."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def _base(message_id: str, kind: str, created: float, index: int,
+          run_id: str | None) -> Frame:
+    # otid tells apart the several Letta messages one stored message becomes.
+    return {"id": message_id, "message_type": kind, "date": iso(created),
+            "otid": f"{message_id}-{index}", "run_id": run_id, "step_id": None,
+            "name": None, "sender_id": None, "is_err": None, "seq_id": None}
+
+
+def _call(call: ToolCall) -> dict[str, str]:
+    arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(
+        call.arguments)
+    return {"name": call.name, "arguments": arguments, "tool_call_id": call.id}
+
+
+def call_frame(message_id: str, call: ToolCall, created: float, index: int,
+               run_id: str | None, *, approval: bool = False) -> Frame:
+    """A ``tool_call_message`` (or ``approval_request_message``) for one call."""
+    kind = "approval_request_message" if approval else "tool_call_message"
+    frame = _base(message_id, kind, created, index, run_id)
+    frame["tool_call"] = _call(call)
+    frame["tool_calls"] = [frame["tool_call"]]
+    return frame
+
+
+def to_letta(message: Message, *, run_id: str | None = None,
+             approval_ids: Iterable[str] = ()) -> list[Frame]:
+    """The Letta messages one stored message becomes (none for a hidden one)."""
+    created, mid = message.created_at, message.id
+    if message.role == "system":
+        frame = _base(mid, "system_message", created, 0, run_id)
+        frame["content"] = message.text
+        return [frame]
+    if message.role == "user":
+        frame = _base(mid, "user_message", created, 0, run_id)
+        frame["content"] = message.text
+        return [frame]
+    if message.role == "tool":
+        if message.name == SEND_MESSAGE:
+            return []  # its text was shown as the assistant's message
+        frame = _base(mid, "tool_return_message", created, 0, run_id)
+        frame.update(tool_call_id=message.tool_call_id, tool_return=message.text,
+                     status="error" if message.is_error else "success", name=message.name,
+                     stdout=None, stderr=None)
+        return [frame]
+    frames: list[Frame] = []
+    if message.reasoning:
+        frame = _base(mid, "reasoning_message", created, len(frames), run_id)
+        frame.update(reasoning=message.reasoning, source="reasoner_model", signature=None)
+        frames.append(frame)
+    if message.text:
+        frame = _base(mid, "assistant_message", created, len(frames), run_id)
+        frame["content"] = message.text
+        frames.append(frame)
+    approvals = set(approval_ids)
+    for call in message.tool_calls:
+        if call.name == SEND_MESSAGE and "message" in call.arguments:
+            frame = _base(mid, "assistant_message", created, len(frames), run_id)
+            frame["content"] = str(call.arguments["message"])
+            frames.append(frame)
+            continue
+        frames.append(call_frame(mid, call, created, len(frames), run_id,
+                                 approval=call.id in approvals))
+    return frames
+
+
+def end_frames(end: RunEnd) -> list[Frame]:
+    """What closes a run's stream: an error (if it failed), the stop reason, the usage."""
+    frames: list[Frame] = []
+    if end.error and run_status(end.stop_reason) == "failed":
+        frames.append({"message_type": "error_message", "run_id": end.run_id,
+                       "error_type": end.stop_reason, "message": end.error, "detail": None})
+    frames.append({"message_type": "stop_reason", "stop_reason": end.stop_reason})
+    frames.append(usage_frame(end))
+    return frames
+
+
+def usage_frame(end: RunEnd) -> Frame:
+    usage = end.usage
+    return {"message_type": "usage_statistics", "completion_tokens": usage.output_tokens,
+            "prompt_tokens": usage.input_tokens, "total_tokens": usage.total_tokens,
+            "step_count": end.steps, "run_ids": [end.run_id],
+            "cached_input_tokens": usage.cached_input_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "reasoning_tokens": usage.reasoning_tokens}
+
+
+def ping_frame(run_id: str | None) -> Frame:
+    return {"message_type": "ping", "id": f"ping-{uuid.uuid4()}", "date": iso(time.time()),
+            "run_id": run_id}
+
+
+class StreamConverter:
+    """Turns a run's events into Letta stream frames.
+
+    Without ``stream_tokens`` each message arrives whole; with it, text, reasoning and tool
+    call arguments arrive as chunks sharing one id, and the whole message is not repeated.
+    ``approval_names`` are the tools that pause for a human: their calls become
+    ``approval_request_message`` rather than ``tool_call_message``.
+    """
+
+    def __init__(self, *, stream_tokens: bool, approval_names: set[str]) -> None:
+        self.stream_tokens = stream_tokens
+        self.approval_names = approval_names
+        self.run_id: str | None = None
+        self._chunk_id = ""
+        self._chunk_index = 0
+        self._streamed_text = self._streamed_reasoning = False
+        self._streamed_calls: dict[int, ToolCall] = {}  # call index -> the call so far
+        self._shown_calls: set[str] = set()
+
+    def feed(self, event: AnyEvent) -> list[Frame]:
+        """The frames ``event`` produces (often none)."""
+        kind = event.type
+        if kind == "run_start":
+            self.run_id = event.run_id  # type: ignore[union-attr]
+        elif kind == "step_start":
+            self._chunk_id = f"message-{uuid.uuid4()}"
+            self._streamed_text = self._streamed_reasoning = False
+            self._streamed_calls = {}
+        elif kind == "run_end":
+            assert isinstance(event, RunEnd)
+            return end_frames(event)
+        elif self.stream_tokens and kind in ("text_delta", "reasoning_delta",
+                                             "tool_call_start", "tool_call_delta"):
+            return self._chunk(event)
+        elif kind == "message":
+            return self._message(event.message)  # type: ignore[union-attr]
+        elif kind == "approval_request":
+            return [call_frame(f"message-{uuid.uuid4()}", call, time.time(), 0, self.run_id,
+                               approval=True)
+                    for call in event.tool_calls  # type: ignore[union-attr]
+                    if call.id not in self._shown_calls]
+        return []
+
+    def _chunk(self, event: Any) -> list[Frame]:
+        now = time.time()
+        if event.type == "text_delta":
+            self._streamed_text = True
+            frame = _base(self._chunk_id, "assistant_message", now, 1, self.run_id)
+            frame["content"] = event.delta
+            return [frame]
+        if event.type == "reasoning_delta":
+            self._streamed_reasoning = True
+            frame = _base(self._chunk_id, "reasoning_message", now, 0, self.run_id)
+            frame.update(reasoning=event.delta, source="reasoner_model", signature=None)
+            return [frame]
+        if event.type == "tool_call_start":
+            call = ToolCall(event.id, event.name, {}, "")
+            self._streamed_calls[event.index] = call
+            if call.name == SEND_MESSAGE:
+                return []
+            self._shown_calls.add(call.id)
+            return [call_frame(self._chunk_id, call, now, 2 + event.index, self.run_id,
+                               approval=call.name in self.approval_names)]
+        started = self._streamed_calls.get(event.index)
+        if started is None or started.name == SEND_MESSAGE:
+            return []
+        delta = ToolCall(started.id, started.name, {}, event.delta)
+        return [call_frame(self._chunk_id, delta, now, 2 + event.index, self.run_id,
+                           approval=started.name in self.approval_names)]
+
+    def _message(self, message: Message) -> list[Frame]:
+        if message.role == "user":
+            return []  # Letta does not echo the input
+        if message.role != "assistant":
+            return to_letta(message, run_id=self.run_id)
+        frames = []
+        for frame in to_letta(message, run_id=self.run_id):
+            kind = frame["message_type"]
+            if kind == "reasoning_message" and self._streamed_reasoning:
+                continue
+            if kind == "assistant_message" and self._streamed_text:
+                continue
+            if kind == "tool_call_message":
+                call_id = frame["tool_call"]["tool_call_id"]
+                if call_id in self._shown_calls:
+                    continue
+                if frame["tool_call"]["name"] in self.approval_names:
+                    continue  # shown when the approval request comes
+                self._shown_calls.add(call_id)
+            frames.append(frame)
+        return frames

@@ -1,0 +1,108 @@
+"""Pure ASGI middleware: bearer-token auth, a body size limit, trailing-slash tolerance."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = frozenset({"/v1/health", "/v1/health/"})
+
+
+async def _reply(send: Send, status: int, detail: str,
+                 headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ServerMiddleware:
+    """Everything done to a request before routing, in one pass:
+
+    - ``/v1/agents/`` and ``/v1/agents`` are the same route (Letta's clients use the slash);
+    - with tokens configured, every path but health needs ``Authorization: Bearer TOKEN``
+      (or Letta's ``X-BARE-PASSWORD: password TOKEN``);
+    - a body over ``max_body`` bytes is refused with 413 before any handler sees it.
+    """
+
+    def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int) -> None:
+        self.app = app
+        self.tokens = [token.encode() for token in tokens]
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if self.tokens and path not in OPEN_PATHS and not self._authorized(scope):
+            await _reply(send, 401, "missing or invalid credentials: send "
+                         "'Authorization: Bearer <password or API key>'",
+                         [(b"www-authenticate", b"Bearer")])
+            return
+        if len(path) > 1 and path.endswith("/"):
+            scope = {**scope, "path": path.rstrip("/")}
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            length = dict(scope["headers"]).get(b"content-length")
+            if length is not None and length.isdigit() and int(length) > self.max_body:
+                await _reply(send, 413, f"request body is {int(length)} bytes; the limit is "
+                             f"{self.max_body}")
+                return
+            body = await self._read(receive)
+            if body is None:
+                await _reply(send, 413, f"request body is over the limit of {self.max_body} "
+                             "bytes")
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        headers = dict(scope["headers"])
+        given = headers.get(b"authorization", b"")
+        scheme, _, token = given.partition(b" ")
+        if scheme.lower() != b"bearer":
+            scheme, _, token = headers.get(b"x-bare-password", b"").partition(b" ")
+            if scheme.lower() != b"password":
+                return False
+        token = token.strip()
+        return any(hmac.compare_digest(token, known) for known in self.tokens)
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body, or None once it passes the limit (chunked uploads included)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, original: Receive) -> Receive:
+    """The body read already, then the connection's own messages (a disconnect, later)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return receive

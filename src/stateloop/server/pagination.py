@@ -1,0 +1,28 @@
+"""Letta's cursor pagination (``before``/``after`` ids, ``limit``, ``order``) over lists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
+
+Order = Literal["asc", "desc"]
+
+
+def page(items: Sequence[T], *, key: Callable[[T], str], after: str | None = None,
+         before: str | None = None, limit: int | None = None, order: Order = "asc") -> list[T]:
+    """The items between the cursors, in ``order``; ``items`` come oldest first.
+
+    As in Letta, ``after`` and ``before`` are relative to the requested order, so a client
+    that passes the last id it saw as ``after`` walks the whole list.
+    """
+    ordered = list(items) if order == "asc" else list(reversed(items))
+    ids = [key(item) for item in ordered]
+    start, stop = 0, len(ordered)
+    if after is not None and after in ids:
+        start = ids.index(after) + 1
+    if before is not None and before in ids:
+        stop = ids.index(before)
+    chosen = ordered[start:stop]
+    return chosen[:limit] if limit is not None else chosen

@@ -1,0 +1,101 @@
+"""``/v1/agents``: create, list, retrieve, modify, delete; and the context overview."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from ...store import AgentRecord
+from ..creation import create_agent, update_agent
+from ..deps import RuntimeDep
+from ..pagination import Order, page
+from ..runtime import Runtime
+from ..schemas import CreateAgent, UpdateAgent
+from ..views import agent_view
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"])
+
+
+async def agent_state(runtime: Runtime, record: AgentRecord) -> dict[str, Any]:
+    """Letta's ``AgentState`` for a stored agent."""
+    blocks = await runtime.store.list_blocks(record.id)
+    tools = await runtime.store.list_tools(record.tool_names) if record.tool_names else []
+    return agent_view(record, blocks, tools)
+
+
+async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
+    """The stored agent with this id (404 otherwise)."""
+    record = await runtime.store.get_agent(agent_id)
+    if record.id != agent_id:  # the store also finds agents by name; the API uses ids
+        raise HTTPException(404, detail=f"no agent with id {agent_id!r}")
+    return record
+
+
+@router.post("")
+async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
+    """Create an agent with memory blocks, tools, tool rules, model and tags."""
+    agent_id = await create_agent(runtime, body)
+    return await agent_state(runtime, await runtime.store.get_agent(agent_id))
+
+
+@router.get("")
+async def list_agents(
+    runtime: RuntimeDep,
+    name: str | None = None,
+    tags: Annotated[list[str] | None, Query()] = None,
+    match_all_tags: bool = False,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int | None, Query(ge=1)] = 50,
+    order: Order = "desc",
+    ascending: bool | None = None,
+) -> list[dict[str, Any]]:
+    """Agents, filtered by name and tags, with cursor pagination."""
+    if ascending is not None and order == "desc":
+        order = "asc" if ascending else "desc"
+    records = await runtime.store.list_agents(name=name, tags=tags,
+                                              match_all_tags=match_all_tags)
+    chosen = page(records, key=lambda r: r.id, after=after, before=before, limit=limit,
+                  order=order)
+    return [await agent_state(runtime, record) for record in chosen]
+
+
+@router.get("/{agent_id}")
+async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """One agent's state."""
+    return await agent_state(runtime, await agent_record(runtime, agent_id))
+
+
+@router.patch("/{agent_id}")
+async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[str, Any]:
+    """Change name, system prompt, model, tools, tool rules, tags, description, metadata."""
+    await agent_record(runtime, agent_id)
+    await update_agent(runtime, agent_id, body)
+    return await agent_state(runtime, await runtime.store.get_agent(agent_id))
+
+
+@router.delete("/{agent_id}")
+async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Delete an agent, its history and the blocks no other agent shares."""
+    await agent_record(runtime, agent_id)
+    live = runtime.live(agent_id)
+    if live is not None and live.running:
+        raise HTTPException(409, detail=f"agent {agent_id!r} is running; cancel the run "
+                                        "before deleting it")
+    await runtime.store.delete_agent(agent_id)
+    runtime.forget(agent_id)
+    return {}
+
+
+@router.get("/{agent_id}/context")
+async def context(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """How the agent's context window is used (Letta's ContextWindowOverview)."""
+    await agent_record(runtime, agent_id)
+    agent = await runtime.agent(agent_id)
+    overview = agent.context_overview().to_dict()
+    overview.setdefault("num_tokens_memory_filesystem", 0)
+    overview.setdefault("memory_filesystem", None)
+    overview.setdefault("num_tokens_directories", 0)
+    overview.setdefault("directories", None)
+    return overview

@@ -1,0 +1,102 @@
+"""``/v1/agents/{id}/archival-memory``: passages stored and searched by meaning."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+
+from ...store import PassageRecord
+from ..deps import RuntimeDep
+from ..messages import iso
+from ..runtime import Runtime
+from ..schemas import CreateArchivalMemory
+from ..views import passage_view
+from .agents import agent_record
+
+router = APIRouter(prefix="/v1/agents/{agent_id}/archival-memory", tags=["archival"])
+
+_DESC_WINDOW = 10_000  # newest-first listings read at most this many passages
+
+
+async def _seq(runtime: Runtime, agent_id: str, passage_id: str | None) -> int | None:
+    if passage_id is None:
+        return None
+    found = await runtime.store.get_passages([passage_id])
+    if not found or found[0].agent_id != agent_id:
+        raise HTTPException(404, detail=f"agent {agent_id!r} has no passage {passage_id!r}")
+    return found[0].seq
+
+
+@router.get("")
+async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = None,
+                        before: str | None = None,
+                        limit: Annotated[int | None, Query(ge=1)] = 100,
+                        search: str | None = None,
+                        ascending: bool = True) -> list[dict[str, Any]]:
+    """The agent's passages in insertion order (``search``: those containing the text)."""
+    await agent_record(runtime, agent_id)
+    after_seq, before_seq = (await _seq(runtime, agent_id, after),
+                             await _seq(runtime, agent_id, before))
+    wanted = limit or 100
+    if ascending and search is None and before_seq is None:
+        passages = await runtime.store.list_passages(agent_id, limit=wanted,
+                                                     after_seq=after_seq or 0)
+    else:
+        passages = await runtime.store.list_passages(
+            agent_id, limit=_DESC_WINDOW, order="asc" if ascending else "desc")
+        passages = [p for p in passages if _between(p, after_seq, before_seq, ascending)
+                    and (search is None or search.lower() in p.text.lower())][:wanted]
+    return [passage_view(p) for p in passages]
+
+
+def _between(passage: PassageRecord, after: int | None, before: int | None,
+             ascending: bool) -> bool:
+    seq = passage.seq or 0
+    if ascending:
+        return (after is None or seq > after) and (before is None or seq < before)
+    return (after is None or seq < after) and (before is None or seq > before)
+
+
+@router.post("")
+async def insert(agent_id: str, body: CreateArchivalMemory,
+                 runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """Embed and store a passage."""
+    await agent_record(runtime, agent_id)
+    agent = await runtime.agent(agent_id)
+    stored = await agent.archival().insert(agent_id, body.text, body.tags)
+    agent.archival_count += len(stored)
+    return [passage_view(p) for p in stored]
+
+
+@router.get("/search")
+async def search(agent_id: str, runtime: RuntimeDep, query: str,
+                 tags: Annotated[list[str] | None, Query()] = None,
+                 tag_match_mode: Literal["any", "all"] = "any",
+                 top_k: Annotated[int | None, Query(ge=1)] = None,
+                 start_datetime: str | None = None,
+                 end_datetime: str | None = None) -> dict[str, Any]:
+    """The passages closest in meaning to ``query``."""
+    await agent_record(runtime, agent_id)
+    agent = await runtime.agent(agent_id)
+    try:
+        hits = await agent.archival().search(agent_id, query, tags=tags,
+                                             tag_match_mode=tag_match_mode, top_k=top_k or 10,
+                                             start_datetime=start_datetime,
+                                             end_datetime=end_datetime)
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from exc
+    results = [{"id": h.passage.id, "content": h.passage.text,
+                "timestamp": iso(h.passage.created_at), "tags": h.passage.tags}
+               for h in hits]
+    return {"count": len(results), "results": results}
+
+
+@router.delete("/{memory_id}")
+async def delete(agent_id: str, memory_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Delete one passage."""
+    await agent_record(runtime, agent_id)
+    await _seq(runtime, agent_id, memory_id)
+    agent = await runtime.agent(agent_id)
+    agent.archival_count -= await agent.archival().delete([memory_id])
+    return {}

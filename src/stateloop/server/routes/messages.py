@@ -1,0 +1,205 @@
+"""``/v1/agents/{id}/messages``: send (plain, streamed, async), approvals, cancel, history,
+and stateloop's steering extension."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import StreamingResponse
+
+from ...agent import Agent
+from ...approvals import Approval, ApprovalError
+from ...errors import AgentBusyError
+from ...messages import Message, TextPart, user
+from ..creation import unprocessable
+from ..deps import RuntimeDep
+from ..messages import Frame, to_letta
+from ..pagination import Order
+from ..runs import RunChannel
+from ..runtime import Runtime
+from ..schemas import (
+    ApprovalCreate,
+    ApprovalReturn,
+    CancelAgentRunRequest,
+    LettaAsyncRequest,
+    LettaRequest,
+    LettaStreamingRequest,
+    MessageCreate,
+    SteerRequest,
+    TextContent,
+)
+from ..sse import event_stream, wanted
+from ..views import run_view
+from .agents import agent_record
+
+router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])
+
+
+def _text(content: str | list[TextContent]) -> str:
+    return content if isinstance(content, str) else "".join(p.text for p in content)
+
+
+def parse_input(body: LettaRequest, agent: Agent) -> tuple[list[Message], list[Approval]]:
+    """Our input messages and approval decisions from Letta's ``messages``/``input``."""
+    messages: list[Message] = []
+    approvals: list[Approval] = []
+    if body.input is not None:
+        messages.append(user(_text(body.input)))
+    for item in body.messages or []:
+        if isinstance(item, MessageCreate):
+            if item.role == "assistant":
+                messages.append(Message("assistant", [TextPart(item.text)]))
+            else:  # a system message from the client is input, not our system prompt
+                messages.append(user(item.text))
+        elif isinstance(item, ApprovalCreate):
+            approvals += _decisions(item, agent)
+        else:
+            approvals += [Approval(r.tool_call_id, result=r.text, is_error=r.status == "error")
+                          for r in item.tool_returns]
+    if not messages and not approvals:
+        raise unprocessable("messages", "nothing to send: give 'messages' or 'input'")
+    return messages, approvals
+
+
+def _decisions(item: ApprovalCreate, agent: Agent) -> list[Approval]:
+    if item.approvals is not None:
+        return [Approval(d.tool_call_id, approve=d.approve, reason=d.reason)
+                if isinstance(d, ApprovalReturn)
+                else Approval(d.tool_call_id, result=d.text, is_error=d.status == "error")
+                for d in item.approvals]
+    if item.approve is None:
+        raise unprocessable("messages.approvals", "an approval needs 'approvals' or 'approve'")
+    # The older form decides every pending call at once.
+    pending = agent.pending_approval
+    ids = pending.requested if pending is not None else []
+    return [Approval(i, approve=item.approve, reason=item.reason) for i in ids]
+
+
+async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
+                    stream_tokens: bool = False) -> RunChannel:
+    """Start a run for this request; 409 while an approval is pending or (busy mode) a run
+    is in flight, 400 for approvals that do not fit the pending request."""
+    await agent_record(runtime, agent_id)
+    agent = await runtime.agent(agent_id)
+    messages, approvals = parse_input(body, agent)
+    pending = agent.pending_approval
+    if pending is not None and not approvals and not agent.running:
+        raise HTTPException(409, detail=(
+            f"agent {agent_id!r} is waiting for approval of tool calls "
+            f"{', '.join(pending.requested)}; send {{\"type\": \"approval\", \"approvals\": "
+            "[...]} or cancel the run before sending a new message"))
+    try:
+        return await runtime.runs.start(agent, messages, approvals, stream_tokens=stream_tokens)
+    except AgentBusyError as exc:
+        raise HTTPException(409, detail=str(exc)) from exc
+    except ApprovalError as exc:
+        raise HTTPException(409 if not approvals else 400, detail=str(exc)) from exc
+
+
+async def collect(channel: RunChannel, include: list[str] | None) -> dict[str, Any]:
+    """Letta's ``LettaResponse`` once the run ends."""
+    messages: list[Frame] = []
+    stop: Frame = {"message_type": "stop_reason", "stop_reason": "error"}
+    usage: Frame = {"message_type": "usage_statistics"}
+    async for frame in channel.follow(0):
+        assert frame is not None  # no ping interval: no quiet markers
+        kind = frame.get("message_type")
+        if kind == "stop_reason":
+            stop = frame
+        elif kind == "usage_statistics":
+            usage = frame
+        elif kind != "error_message" and wanted(frame, include):
+            messages.append(frame)
+    return {"messages": messages, "stop_reason": stop, "usage": usage}
+
+
+def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
+           ) -> StreamingResponse:
+    ping = runtime.settings.ping_interval if body.include_pings else None
+    return event_stream(channel.follow(0, ping_interval=ping),
+                        include=body.include_return_message_types, pings=body.include_pings,
+                        run_id=channel.run_id)
+
+
+@router.post("", response_model=None)
+async def send_message(agent_id: str, body: LettaStreamingRequest,
+                       runtime: RuntimeDep) -> dict[str, Any] | StreamingResponse:
+    """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
+    channel = await start_run(runtime, agent_id, body,
+                              stream_tokens=body.streaming and body.stream_tokens)
+    if body.streaming:
+        return stream(runtime, channel, body)
+    return await collect(channel, body.include_return_message_types)
+
+
+@router.post("/stream")
+async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
+                                 runtime: RuntimeDep) -> StreamingResponse:
+    """Send messages and stream the run as SSE (tokens too with ``stream_tokens``)."""
+    channel = await start_run(runtime, agent_id, body, stream_tokens=body.stream_tokens)
+    return stream(runtime, channel, body)
+
+
+@router.post("/async")
+async def send_message_async(agent_id: str, body: LettaAsyncRequest,
+                             runtime: RuntimeDep) -> dict[str, Any]:
+    """Start a run in the background; returns the run (poll it, or stream it by id)."""
+    channel = await start_run(runtime, agent_id, body)
+    assert channel.run_id is not None
+    return run_view(await runtime.store.get_run(channel.run_id))
+
+
+@router.post("/cancel")
+async def cancel(agent_id: str, runtime: RuntimeDep,
+                 body: CancelAgentRunRequest | None = None) -> dict[str, Any]:
+    """Cancel the agent's run in flight (or deny what awaits approval)."""
+    await agent_record(runtime, agent_id)
+    agent = runtime.live(agent_id)
+    if agent is None:
+        return {}
+    active = runtime.runs.active.get(agent_id)
+    run_id = active.run_id if active is not None else None
+    if body is not None and body.run_ids is not None and run_id not in body.run_ids:
+        return {}
+    agent.cancel()
+    return {run_id: "cancelled"} if run_id else {}
+
+
+@router.post("/steer", status_code=202)
+async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[str, Any]:
+    """stateloop extension: deliver input to the run in flight (before its next model call,
+    or ``mode: follow_up`` when it would stop); an idle agent starts a run."""
+    await agent_record(runtime, agent_id)
+    agent = await runtime.agent(agent_id)
+    active = runtime.runs.active.get(agent_id)
+    if agent.running and active is not None:
+        if body.mode == "follow_up":
+            agent.follow_up(body.content)
+        else:
+            agent.steer(body.content, body.mode)
+        return {"status": "delivered", "run_id": active.run_id}
+    channel = await start_run(runtime, agent_id, LettaRequest(input=body.content))
+    return {"status": "started", "run_id": channel.run_id}
+
+
+@router.get("")
+async def list_messages(
+    agent_id: str, runtime: RuntimeDep,
+    after: str | None = None, before: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=1000)] = 100,
+    order: Order = "desc",
+    include_return_message_types: Annotated[list[str] | None, Query()] = None,
+) -> list[dict[str, Any]]:
+    """The agent's message history, a page at a time (cursors are message ids)."""
+    record = await agent_record(runtime, agent_id)
+    # Letta's cursors follow the requested order: "after" in a newest-first listing is older.
+    older, newer = (after, before) if order == "desc" else (before, after)
+    try:
+        stored = await runtime.store.list_messages(agent_id, before=older, after=newer,
+                                                   limit=limit or 100, order=order)
+    except (ValueError, LookupError) as exc:
+        raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
+    pending = set(record.pending_approval["requested"]) if record.pending_approval else set()
+    frames = [frame for message in stored for frame in to_letta(message, approval_ids=pending)]
+    return [f for f in frames if wanted(f, include_return_message_types)]

@@ -1,0 +1,105 @@
+"""``/v1/runs``: list, retrieve, messages, steps, usage, and resuming a run's stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import StreamingResponse
+
+from ...store import RunRecord
+from ..deps import RuntimeDep
+from ..messages import Frame, to_letta
+from ..pagination import Order, page
+from ..runtime import Runtime
+from ..schemas import RetrieveStreamRequest
+from ..sse import event_stream
+from ..views import run_view, step_view, usage_view
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+_LIST_WINDOW = 10_000
+
+
+@router.get("")
+async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
+                    agent_ids: Annotated[list[str] | None, Query()] = None,
+                    statuses: Annotated[list[str] | None, Query()] = None,
+                    active: bool = False, after: str | None = None, before: str | None = None,
+                    limit: Annotated[int | None, Query(ge=1)] = 100,
+                    order: Order = "desc") -> list[dict[str, Any]]:
+    """Runs, newest first by default; filter by agent(s) and status."""
+    ids: list[str | None] = [agent_id] if agent_id else []
+    ids += agent_ids or ([] if ids else [None])
+    runs: list[RunRecord] = []
+    for one in ids:
+        runs += await runtime.store.list_runs(one, limit=_LIST_WINDOW)
+    wanted = set(statuses or ()) | ({"created", "running"} if active else set())
+    runs = [r for r in runs if not wanted or r.status in wanted]
+    runs.sort(key=lambda r: (r.created_at, r.id))
+    return [run_view(r) for r in page(runs, key=lambda r: r.id, after=after, before=before,
+                                      limit=limit, order=order)]
+
+
+@router.get("/{run_id}")
+async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """One run: status, stop reason, timing."""
+    return run_view(await runtime.store.get_run(run_id))
+
+
+@router.get("/{run_id}/messages")
+async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
+                   before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
+                   order: Order = "asc") -> list[dict[str, Any]]:
+    """The messages the run added (input included)."""
+    run = await runtime.store.get_run(run_id)
+    ids = run.metadata.get("message_ids") or []
+    stored = await runtime.store.get_messages(ids)
+    chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
+                  order=order)
+    return [frame for message in chosen for frame in to_letta(message, run_id=run_id)]
+
+
+@router.get("/{run_id}/steps")
+async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
+                before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
+                order: Order = "asc") -> list[dict[str, Any]]:
+    """The run's model calls, with tokens per step."""
+    await runtime.store.get_run(run_id)
+    found = await runtime.store.list_steps(run_id)
+    return [step_view(s) for s in page(found, key=lambda s: s.id, after=after, before=before,
+                                       limit=limit, order=order)]
+
+
+@router.get("/{run_id}/usage")
+async def usage(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Tokens summed over the run's steps."""
+    return usage_view(await runtime.store.get_run(run_id))
+
+
+@router.post("/{run_id}/stream")
+async def stream(run_id: str, runtime: RuntimeDep,
+                 body: RetrieveStreamRequest | None = None) -> StreamingResponse:
+    """The run's stream from a cursor (``starting_after``, a ``seq_id``), live until it ends.
+
+    Frames are kept in memory for recent runs; for an older one only its end is sent."""
+    request = body or RetrieveStreamRequest()
+    run = await runtime.store.get_run(run_id)
+    channel = runtime.runs.get(run_id)
+    if channel is None:
+        if run.status in ("created", "running"):
+            raise HTTPException(409, detail=f"run {run_id!r} is in flight in another process; "
+                                            "its stream is not available here")
+        return event_stream(_stored_end(runtime, run), pings=False, run_id=run_id)
+    ping = (request.poll_interval or runtime.settings.ping_interval
+            if request.include_pings else None)
+    return event_stream(channel.follow(request.starting_after, ping_interval=ping),
+                        pings=request.include_pings, run_id=run_id)
+
+
+async def _stored_end(runtime: Runtime, run: RunRecord) -> AsyncIterator[Frame | None]:
+    yield {"message_type": "stop_reason", "stop_reason": run.stop_reason or "error"}
+    yield {"message_type": "usage_statistics", "completion_tokens": run.usage.output_tokens,
+           "prompt_tokens": run.usage.input_tokens, "total_tokens": run.usage.total_tokens,
+           "step_count": run.step_count, "run_ids": [run.id]}

@@ -1,0 +1,228 @@
+"""``/v1/tools`` (tools from Python source, run in the sandbox) and an agent's tools."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, HTTPException, Query
+
+from ...agent_options import parse_rules
+from ...errors import ToolDefinitionError
+from ...store import NotFoundError, ToolRecord
+from ...tools.builtin import builtin_names
+from ...tools.sandbox import check_source, describe_source
+from ..creation import set_tools, unprocessable
+from ..deps import RuntimeDep
+from ..pagination import Order, page
+from ..runtime import Runtime
+from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate
+from ..views import tool_view
+from .agents import agent_record, agent_state
+
+router = APIRouter(tags=["tools"])
+
+
+async def _schema(runtime: Runtime, source_code: str,
+                  json_schema: dict[str, Any] | None, description: str | None) -> dict[str, Any]:
+    """The tool's JSON schema: as given (checked against the source), or derived from the
+    source's signature and docstring in the sandbox."""
+    try:
+        name = check_source(source_code, (json_schema or {}).get("name"))
+        if json_schema:
+            parameters = json_schema.get("parameters", {"type": "object", "properties": {}})
+            if not isinstance(parameters, dict) or not isinstance(
+                    parameters.get("properties", {}), dict):
+                raise unprocessable("json_schema.parameters",
+                                    "must be a JSON schema object with 'properties'")
+            schema = {**json_schema, "name": name, "parameters": parameters}
+        else:
+            schema = await describe_source(source_code, name, runtime.limits)
+    except ToolDefinitionError as exc:
+        raise unprocessable("source_code", exc) from exc
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _check_name_free(runtime: Runtime, name: str) -> None:
+    if name in builtin_names() or name in runtime.python_tools:
+        raise HTTPException(409, detail=f"a built-in tool is named {name!r}; "
+                                        "choose another function name")
+
+
+def _rebind(runtime: Runtime, record: ToolRecord) -> None:
+    """Idle live agents using this tool get the new code now; running ones at reload."""
+    for agent in runtime.live_agents():
+        if record.name in agent.tools and not agent.running:
+            set_tools(agent, {**agent.tools, record.name: runtime.bind(record)})
+
+
+@router.post("/v1/tools")
+async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
+    """A tool from Python source; its calls run in a subprocess with limits."""
+    if (body.source_type or "python") != "python":
+        raise unprocessable("source_type", f"only 'python' is supported, not "
+                                           f"{body.source_type!r}")
+    schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
+    _check_name_free(runtime, schema["name"])
+    try:
+        await runtime.store.get_tool(schema["name"])
+    except NotFoundError:
+        pass
+    else:
+        raise HTTPException(409, detail=f"a tool named {schema['name']!r} already exists; "
+                                        "use PUT /v1/tools/ to replace it")
+    return tool_view(await runtime.store.upsert_tool(_record(body, schema)))
+
+
+@router.put("/v1/tools")
+async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
+    """Create a tool, or replace the one with the same name."""
+    schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
+    _check_name_free(runtime, schema["name"])
+    record = await runtime.store.upsert_tool(_record(body, schema))
+    _rebind(runtime, record)
+    return tool_view(record)
+
+
+def _record(body: ToolCreate, schema: dict[str, Any]) -> ToolRecord:
+    return ToolRecord(
+        name=schema["name"], json_schema=schema, description=schema.get("description"),
+        tool_type="custom", source_type="python", source_code=body.source_code,
+        binding="sandbox", args_json_schema=body.args_json_schema,
+        return_char_limit=body.return_char_limit,
+        default_requires_approval=body.default_requires_approval,
+        enable_parallel_execution=body.enable_parallel_execution, tags=body.tags or [],
+        pip_requirements=body.pip_requirements, npm_requirements=body.npm_requirements)
+
+
+@router.get("/v1/tools")
+async def list_tools(runtime: RuntimeDep, name: str | None = None, after: str | None = None,
+                     before: str | None = None,
+                     limit: Annotated[int | None, Query(ge=1)] = 50,
+                     order: Order = "asc") -> list[dict[str, Any]]:
+    """Registered tools: built-in, Python and source tools."""
+    records = await runtime.store.list_tools([name] if name else None)
+    return [tool_view(t) for t in page(records, key=lambda t: t.id, after=after,
+                                       before=before, limit=limit, order=order)]
+
+
+async def _tool(runtime: Runtime, tool_id: str) -> ToolRecord:
+    record = await runtime.store.get_tool(tool_id)
+    if record.id != tool_id:
+        raise HTTPException(404, detail=f"no tool with id {tool_id!r}")
+    return record
+
+
+@router.get("/v1/tools/{tool_id}")
+async def retrieve_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """One tool."""
+    return tool_view(await _tool(runtime, tool_id))
+
+
+@router.patch("/v1/tools/{tool_id}")
+async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> dict[str, Any]:
+    """Change a source tool's code, schema, description, tags or approval default."""
+    record = await _tool(runtime, tool_id)
+    if record.binding != "sandbox":
+        raise HTTPException(409, detail=f"tool {record.name!r} is built in; it cannot change")
+    fields = body.model_fields_set
+    if {"source_code", "json_schema", "description"} & fields:
+        source = body.source_code or record.source_code or ""
+        schema = await _schema(runtime, source, body.json_schema or (
+            None if "source_code" in fields else record.json_schema), body.description)
+        if schema["name"] != record.name:
+            raise unprocessable("source_code", f"the function must stay named {record.name!r}")
+        record.source_code, record.json_schema = source, schema
+        record.description = schema.get("description")
+    for name in ("tags", "default_requires_approval", "return_char_limit"):
+        if name in fields:
+            setattr(record, name, getattr(body, name))
+    record = await runtime.store.upsert_tool(record)
+    _rebind(runtime, record)
+    return tool_view(record)
+
+
+@router.delete("/v1/tools/{tool_id}")
+async def delete_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Remove a source tool; agents that had it answer its calls with an error."""
+    record = await _tool(runtime, tool_id)
+    if record.binding != "sandbox":
+        raise HTTPException(409, detail=f"tool {record.name!r} is built in; it cannot be "
+                                        "deleted")
+    await runtime.store.delete_tool(record.name)
+    return {}
+
+
+# -- an agent's tools ---------------------------------------------------------------------
+
+
+@router.get("/v1/agents/{agent_id}/tools")
+async def list_agent_tools(agent_id: str, runtime: RuntimeDep, after: str | None = None,
+                           before: str | None = None,
+                           limit: Annotated[int | None, Query(ge=1)] = None,
+                           order: Order = "asc") -> list[dict[str, Any]]:
+    """The agent's tools in attach order."""
+    agent = await agent_record(runtime, agent_id)
+    by_name = {t.name: t for t in await runtime.store.list_tools(agent.tool_names)}
+    records = [by_name[n] for n in agent.tool_names if n in by_name]
+    return [tool_view(t) for t in page(records, key=lambda t: t.id, after=after,
+                                       before=before, limit=limit, order=order)]
+
+
+async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: bool
+                        ) -> dict[str, Any]:
+    record = await agent_record(runtime, agent_id)
+    tool = await _tool(runtime, tool_id)
+    agent = await runtime.agent(agent_id)
+    if agent.running:
+        raise HTTPException(409, detail=f"agent {agent_id!r} is running; change its tools "
+                                        "when the run ends")
+    names = [n for n in record.tool_names if n != tool.name]
+    tools = {n: t for n, t in agent.tools.items() if n != tool.name}
+    if attach:
+        names.append(tool.name)
+        tools[tool.name] = runtime.bind(tool)
+    await runtime.store.update_agent(agent_id, tool_names=names)
+    set_tools(agent, tools)
+    return await agent_state(runtime, await runtime.store.get_agent(agent_id))
+
+
+@router.patch("/v1/agents/{agent_id}/tools/attach/{tool_id}")
+async def attach_tool(agent_id: str, tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Give the agent a tool."""
+    return await _change_tools(runtime, agent_id, tool_id, attach=True)
+
+
+@router.patch("/v1/agents/{agent_id}/tools/detach/{tool_id}")
+async def detach_tool(agent_id: str, tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Take a tool from the agent."""
+    return await _change_tools(runtime, agent_id, tool_id, attach=False)
+
+
+@router.patch("/v1/agents/{agent_id}/tools/approval/{tool_name}")
+async def modify_approval(
+    agent_id: str, tool_name: str, runtime: RuntimeDep,
+    body: Annotated[ModifyApprovalRequest | None, Body()] = None,
+    requires_approval: Annotated[bool | None, Query()] = None,
+) -> dict[str, Any]:
+    """Whether calls to this tool pause for a human, on this agent (a tool rule)."""
+    wanted = body.requires_approval if body is not None else requires_approval
+    if wanted is None:
+        raise unprocessable("requires_approval", "Field required")
+    record = await agent_record(runtime, agent_id)
+    if tool_name not in record.tool_names:
+        raise HTTPException(404, detail=f"agent {agent_id!r} has no tool named {tool_name!r}")
+    agent = await runtime.agent(agent_id)
+    if agent.running:
+        raise HTTPException(409, detail=f"agent {agent_id!r} is running; change approvals "
+                                        "when the run ends")
+    rules = [r for r in record.tool_rules
+             if not (r.get("type") == "requires_approval" and r.get("tool_name") == tool_name)]
+    if wanted:
+        rules.append({"type": "requires_approval", "tool_name": tool_name})
+    parsed = parse_rules(rules)
+    await runtime.store.update_agent(agent_id, tool_rules=rules)
+    agent.tool_rules = parsed
+    agent.memory_changed()
+    return await agent_state(runtime, await runtime.store.get_agent(agent_id))

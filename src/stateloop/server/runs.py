@@ -1,0 +1,170 @@
+"""Runs in flight: each run is driven by a background task into a ``RunChannel``, a bounded
+buffer of Letta frames with sequence ids that any number of readers follow (the request that
+started it, or a client resuming ``/v1/runs/{id}/stream`` from a cursor)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from ..approvals import Approval
+from ..events import RunEnd
+from ..messages import Message
+from .messages import Frame, StreamConverter
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+logger = logging.getLogger("stateloop.server")
+
+
+class RunChannel:
+    """The frames of one run, numbered from 1; the oldest are dropped past ``capacity``."""
+
+    def __init__(self, agent_id: str, *, capacity: int) -> None:
+        self.agent_id = agent_id
+        self.run_id: str | None = None
+        self.end: RunEnd | None = None
+        self.done = False
+        self._frames: list[Frame] = []
+        self._first_seq = 1  # seq_id of self._frames[0]
+        self._capacity = capacity
+        self._changed = asyncio.Condition()
+
+    @property
+    def last_seq(self) -> int:
+        return self._first_seq + len(self._frames) - 1
+
+    async def publish(self, frames: Sequence[Frame]) -> None:
+        if not frames:
+            return
+        for frame in frames:
+            frame["seq_id"] = self._first_seq + len(self._frames)
+            self._frames.append(frame)
+        overflow = len(self._frames) - self._capacity
+        if overflow > 0:
+            del self._frames[:overflow]
+            self._first_seq += overflow
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def close(self) -> None:
+        self.done = True
+        async with self._changed:
+            self._changed.notify_all()
+
+    def frames(self) -> list[Frame]:
+        return list(self._frames)
+
+    async def follow(self, after: int = 0, *, ping_interval: float | None = None
+                     ) -> AsyncIterator[Frame | None]:
+        """Frames with ``seq_id > after`` as they come, until the run ends; ``None`` after
+        ``ping_interval`` quiet seconds (the caller sends a keepalive)."""
+        cursor = after
+        while True:
+            start = max(cursor + 1, self._first_seq)
+            fresh = self._frames[start - self._first_seq:]
+            for frame in fresh:
+                yield frame
+            cursor = max(cursor, start + len(fresh) - 1)
+            if self.done and cursor >= self.last_seq:
+                return
+            async with self._changed:
+                if self.last_seq > cursor or self.done:
+                    continue
+                try:
+                    await asyncio.wait_for(self._changed.wait(), ping_interval)
+                except TimeoutError:
+                    yield None
+
+
+class RunRegistry:
+    """Channels by run id (finished ones kept up to a bound) and the run in flight per agent."""
+
+    def __init__(self, *, events_per_run: int, finished_runs: int) -> None:
+        self.events_per_run = events_per_run
+        self.finished_runs = finished_runs
+        self._channels: OrderedDict[str, RunChannel] = OrderedDict()
+        self.active: dict[str, RunChannel] = {}  # agent id -> its run in flight
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def get(self, run_id: str) -> RunChannel | None:
+        return self._channels.get(run_id)
+
+    async def start(self, agent: Agent, messages: list[Message], approvals: list[Approval], *,
+                    stream_tokens: bool) -> RunChannel:
+        """Start a run in the background; returns once the agent accepted it (raises what
+        the agent raises on refusal: busy, pending approval, approvals that do not fit)."""
+        channel = RunChannel(agent.id, capacity=self.events_per_run)
+        converter = StreamConverter(stream_tokens=stream_tokens,
+                                    approval_names=approval_names(agent))
+        accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._drive(agent, messages, approvals, channel, converter,
+                                               accepted))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        await accepted
+        return channel
+
+    async def _drive(self, agent: Agent, messages: list[Message], approvals: list[Approval],
+                     channel: RunChannel, converter: StreamConverter,
+                     accepted: asyncio.Future[None]) -> None:
+        try:
+            async for event in agent.stream(messages or None, approvals=approvals or None):
+                if not accepted.done():
+                    run_id = getattr(event, "run_id", None)
+                    self._register(channel, run_id)
+                    accepted.set_result(None)
+                if type(event) is RunEnd:
+                    channel.end = event
+                await channel.publish(converter.feed(event))
+        except Exception as exc:
+            if not accepted.done():
+                accepted.set_exception(exc)
+                return
+            logger.exception("run %s of agent %s failed", channel.run_id, agent.id)
+            await channel.publish([{"message_type": "error_message", "run_id": channel.run_id,
+                                    "error_type": "internal_error", "message": str(exc),
+                                    "detail": None}])
+        finally:
+            if self.active.get(agent.id) is channel:
+                del self.active[agent.id]
+            await channel.close()
+            if not accepted.done():
+                accepted.cancel()
+        if channel.end is not None and channel.run_id is not None and agent.store is not None:
+            # Remember which messages the run added, for GET /v1/runs/{id}/messages.
+            try:
+                await agent.store.update_run(channel.run_id, metadata={
+                    "message_ids": [m.id for m in channel.end.messages]})
+            except Exception:
+                logger.exception("could not record the messages of run %s", channel.run_id)
+
+    def _register(self, channel: RunChannel, run_id: str | None) -> None:
+        channel.run_id = run_id
+        self.active[channel.agent_id] = channel
+        if run_id is not None:
+            self._channels[run_id] = channel
+            while len(self._channels) > self.finished_runs:
+                oldest_id, oldest = next(iter(self._channels.items()))
+                if not oldest.done:
+                    break
+                del self._channels[oldest_id]
+
+    async def close(self) -> None:
+        """Cancel every run task (server shutdown); runs are marked cancelled by the agent."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def approval_names(agent: Agent) -> set[str]:
+    """Tools whose calls pause for a human on this agent."""
+    names = {name for name, tool in agent.tools.items() if tool.requires_approval}
+    names.update(getattr(rule, "tool_name", "") for rule in agent.tool_rules
+                 if getattr(rule, "type", None) == "requires_approval")
+    return names

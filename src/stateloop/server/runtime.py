@@ -1,0 +1,148 @@
+"""The server's live state: the store, one live ``Agent`` per agent id (loaded lazily, so
+runs of one agent queue on one object), tool binding, and the runs in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..agent import Agent
+from ..errors import ConfigError
+from ..memory.embeddings import Embedder
+from ..store import NotFoundError, ToolRecord
+from ..tools import Tool
+from ..tools.builtin import builtin_names, builtin_tool
+from ..tools.sandbox import SandboxLimits, sandboxed_tool
+from .runs import RunRegistry
+from .settings import ServerSettings
+
+if TYPE_CHECKING:
+    from ..store.sql import SqlStore
+
+# Letta's tool_type for each kind of built-in tool.
+_BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
+                  "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core"}
+
+
+class Runtime:
+    """Everything the routes share. One per app; lives on ``app.state.runtime``."""
+
+    def __init__(self, settings: ServerSettings, store: SqlStore,
+                 python_tools: Iterable[Tool] = ()) -> None:
+        self.settings = settings
+        self.store = store
+        self.python_tools = {tool.name: tool for tool in python_tools}
+        self.limits = SandboxLimits(settings.tool_timeout, settings.tool_memory_mb)
+        self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
+                                finished_runs=settings.run_buffer_runs)
+        self._agents: dict[str, Agent] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
+        self._embedder: Embedder | None = None
+
+    async def start(self) -> None:
+        """Register built-in and Python tools, so they list and attach like any other."""
+        for name in builtin_names():
+            await self.store.upsert_tool(tool_record(
+                builtin_tool(name), binding=f"builtin:{name}",
+                tool_type=_BUILTIN_TYPES.get(name, "letta_memory_core")))
+        for tool in self.python_tools.values():
+            await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
+
+    async def close(self) -> None:
+        await self.runs.close()
+        await self.store.close()
+
+    # -- agents --------------------------------------------------------------------------
+
+    def agent_options(self) -> dict[str, Any]:
+        """Keyword arguments every live agent gets."""
+        return {**self.settings.model_options(), "busy": self.settings.busy,
+                "embedder": self.embedder()}
+
+    async def agent(self, agent_id: str) -> Agent:
+        """The live agent with this id, loaded from the store on first use."""
+        live = self._agents.get(agent_id)
+        if live is not None:
+            return live
+        async with self._loading.setdefault(agent_id, asyncio.Lock()):
+            live = self._agents.get(agent_id)
+            if live is None:
+                record = await self.store.get_agent(agent_id)
+                if record.id != agent_id:
+                    raise NotFoundError(f"no agent with id {agent_id!r}")  # found by name
+                tools = await self.bind_tools(record.tool_names)
+                live = await Agent.aload(agent_id, store=self.store, tools=tools,
+                                         **self.agent_options())
+                self._agents[agent_id] = live
+        self._loading.pop(agent_id, None)
+        return live
+
+    def live(self, agent_id: str) -> Agent | None:
+        return self._agents.get(agent_id)
+
+    def live_agents(self) -> list[Agent]:
+        return list(self._agents.values())
+
+    def forget(self, agent_id: str) -> None:
+        """Drop the live agent (deleted); the next use loads it again."""
+        self._agents.pop(agent_id, None)
+
+    # -- tools ---------------------------------------------------------------------------
+
+    async def bind_tools(self, names: Iterable[str]) -> list[Tool]:
+        """Tool objects for the non-built-in names: Python tools given to the server, source
+        tools through the sandbox; a deleted tool answers every call with an error."""
+        wanted = [name for name in names if name not in set(builtin_names())]
+        if not wanted:
+            return []
+        records = {record.name: record for record in await self.store.list_tools(wanted)}
+        return [self.bind(records[name]) if name in records else _missing(name)
+                for name in wanted]
+
+    def bind(self, record: ToolRecord) -> Tool:
+        """The callable for one tool record."""
+        if record.binding and record.binding.startswith("builtin:"):
+            return builtin_tool(record.name)
+        python = self.python_tools.get(record.name)
+        if python is not None and record.binding == f"python:{record.name}":
+            return python
+        if record.source_code:
+            return sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
+                                  requires_approval=bool(record.default_requires_approval))
+        return _missing(record.name)
+
+    def embedder(self) -> Embedder:
+        """The embedder for archival memory, made once."""
+        if self._embedder is None:
+            spec = self.settings.embedding
+            if spec == "minilm":
+                from ..memory.embeddings import default_embedder
+
+                self._embedder = default_embedder()
+            elif spec.startswith("openai/"):
+                from ..memory.embeddings import OpenAIEmbedder
+
+                options = self.settings.model_options()
+                self._embedder = OpenAIEmbedder(spec.partition("/")[2],
+                                                base_url=options.get("base_url"),
+                                                api_key=options.get("api_key"))
+            else:
+                raise ConfigError(f"STATELOOP_EMBEDDING must be 'minilm' or 'openai/MODEL', "
+                                  f"not {spec!r}")
+        return self._embedder
+
+
+def tool_record(tool: Tool, *, binding: str, tool_type: str = "custom",
+                source_code: str | None = None) -> ToolRecord:
+    """A tools-table row describing ``tool``."""
+    return ToolRecord(name=tool.name, description=tool.description,
+                      json_schema=tool.spec().to_dict(), tool_type=tool_type,
+                      source_type="python", source_code=source_code, binding=binding,
+                      default_requires_approval=tool.requires_approval)
+
+
+def _missing(name: str) -> Tool:
+    # No function: every call is answered "has no Python function to run here".
+    return Tool(name, f"(tool {name!r} is no longer registered)",
+                {"type": "object", "properties": {}}, None)

@@ -1,0 +1,231 @@
+"""Letta's request bodies, as pydantic models with the spec's field names (only the fields
+clients use; others are ignored unless Letta's schema forbids them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+
+class Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # the spec says additionalProperties: false
+
+
+class CreateBlock(Lenient):
+    label: str = Field(min_length=1)
+    value: str
+    limit: int | None = Field(default=None, gt=0)
+    description: str | None = None
+    read_only: bool = False
+    metadata: dict[str, Any] | None = None
+    hidden: bool | None = None
+    preserve_on_migration: bool | None = None
+
+
+class BlockUpdate(Lenient):
+    value: str | None = None
+    label: str | None = Field(default=None, min_length=1)
+    limit: int | None = Field(default=None, gt=0)
+    description: str | None = None
+    read_only: bool | None = None
+    metadata: dict[str, Any] | None = None
+    hidden: bool | None = None
+
+
+class LLMConfig(Lenient):
+    model: str
+    model_endpoint_type: str = "openai"
+    model_endpoint: str | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    handle: str | None = None
+    parallel_tool_calls: bool | None = None
+
+
+class CreateAgent(Lenient):
+    name: str | None = Field(default=None, min_length=1)
+    agent_type: str = "letta_v1_agent"
+    system: str | None = None
+    description: str | None = None
+    model: str | None = None
+    llm_config: LLMConfig | None = None
+    context_window_limit: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    parallel_tool_calls: bool | None = None
+    memory_blocks: list[CreateBlock] | None = None
+    block_ids: list[str] | None = None
+    tools: list[str] | None = None
+    tool_ids: list[str] | None = None
+    tool_rules: list[dict[str, Any]] | None = None
+    include_base_tools: bool = True
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    message_buffer_autoclear: bool = False
+    timezone: str | None = None
+
+
+class UpdateAgent(Lenient):
+    name: str | None = Field(default=None, min_length=1)
+    system: str | None = None
+    description: str | None = None
+    model: str | None = None
+    llm_config: LLMConfig | None = None
+    context_window_limit: int | None = Field(default=None, gt=0)
+    tool_ids: list[str] | None = None
+    tool_rules: list[dict[str, Any]] | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    block_ids: list[str] | None = None
+
+
+class TextContent(Lenient):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class MessageCreate(Lenient):
+    type: Literal["message"] | None = "message"
+    role: Literal["user", "system", "assistant"]
+    content: str | list[TextContent]
+    name: str | None = None
+    otid: str | None = None
+    sender_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ApprovalReturn(Lenient):
+    type: Literal["approval"] = "approval"
+    tool_call_id: str
+    approve: bool
+    reason: str | None = None
+
+
+class ToolReturn(Lenient):
+    type: Literal["tool"] = "tool"
+    tool_call_id: str
+    status: Literal["success", "error"]
+    tool_return: str | list[TextContent]
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.tool_return, str):
+            return self.tool_return
+        return "".join(part.text for part in self.tool_return)
+
+
+def _kind(default: str) -> Any:
+    """A discriminator on ``type`` that treats a missing type as ``default``."""
+
+    def pick(value: Any) -> str:
+        found = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return found or default
+
+    return Discriminator(pick)
+
+
+Decision = Annotated[
+    Annotated[ApprovalReturn, Tag("approval")] | Annotated[ToolReturn, Tag("tool")],
+    _kind("approval")]
+
+
+class ApprovalCreate(Lenient):
+    type: Literal["approval"] = "approval"
+    approvals: list[Decision] | None = None
+    # The older single-decision form.
+    approve: bool | None = None
+    approval_request_id: str | None = None
+    reason: str | None = None
+
+
+class ToolReturnCreate(Lenient):
+    type: Literal["tool_return"] = "tool_return"
+    tool_returns: list[ToolReturn]
+
+
+InputMessage = Annotated[
+    Annotated[MessageCreate, Tag("message")] | Annotated[ApprovalCreate, Tag("approval")]
+    | Annotated[ToolReturnCreate, Tag("tool_return")],
+    _kind("message")]
+
+
+class LettaRequest(Lenient):
+    messages: list[InputMessage] | None = None
+    input: str | list[TextContent] | None = None
+    max_steps: int | None = Field(default=None, gt=0)
+    use_assistant_message: bool = True
+    include_return_message_types: list[str] | None = None
+    enable_thinking: str | None = None
+
+
+class LettaStreamingRequest(LettaRequest):
+    streaming: bool = False
+    stream_tokens: bool = False
+    include_pings: bool = True
+    background: bool = False
+
+
+class LettaAsyncRequest(LettaRequest):
+    callback_url: str | None = None
+
+
+class CancelAgentRunRequest(Lenient):
+    run_ids: list[str] | None = None
+
+
+class RetrieveStreamRequest(Lenient):
+    starting_after: int = 0
+    include_pings: bool = True
+    poll_interval: float | None = None
+    batch_size: int | None = None
+
+
+class SteerRequest(Strict):
+    """stateloop's extension: input for the run in flight."""
+
+    content: str = Field(min_length=1)
+    mode: Literal["after_batch", "interrupt", "follow_up"] = "after_batch"
+
+
+class ToolCreate(Strict):
+    source_code: str
+    description: str | None = None
+    tags: list[str] | None = None
+    source_type: str | None = "python"
+    json_schema: dict[str, Any] | None = None
+    args_json_schema: dict[str, Any] | None = None
+    return_char_limit: int | None = None
+    pip_requirements: list[Any] | None = None
+    npm_requirements: list[Any] | None = None
+    default_requires_approval: bool | None = None
+    enable_parallel_execution: bool | None = None
+
+
+class ToolUpdate(Lenient):
+    source_code: str | None = None
+    description: str | None = None
+    tags: list[str] | None = None
+    json_schema: dict[str, Any] | None = None
+    default_requires_approval: bool | None = None
+    return_char_limit: int | None = None
+
+
+class ModifyApprovalRequest(Strict):
+    requires_approval: bool
+
+
+class CreateArchivalMemory(Lenient):
+    text: str = Field(min_length=1)
+    tags: list[str] | None = None
+    created_at: str | None = None

@@ -1,0 +1,61 @@
+"""Server configuration from ``STATELOOP_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class ServerSettings(BaseSettings):
+    """Everything ``stateloop serve`` reads; each field is ``STATELOOP_<NAME>`` in the env."""
+
+    model_config = SettingsConfigDict(env_prefix="STATELOOP_", extra="ignore",
+                                      populate_by_name=True)
+
+    host: str = "127.0.0.1"  # Letta's local server bound to loopback on 8283 too
+    port: int = 8283
+    database_url: str | None = None  # default: ~/.stateloop/stateloop.db
+    server_password: str | None = None
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)  # comma-separated
+    default_model: str = "openai/gpt-4o-mini"
+    # An OpenAI-compatible endpoint for every agent's model (vLLM, Ollama, a test fake).
+    model_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("STATELOOP_MODEL_BASE_URL", "OPENAI_BASE_URL"))
+    model_api_key: str | None = None
+    # "minilm" (offline) or "openai/<model>" against model_base_url.
+    embedding: str = "minilm"
+    busy: Literal["queue", "reject"] = "queue"
+    max_body_bytes: int = 8 * 1024 * 1024
+    tool_timeout: float = 30.0  # seconds per call of a tool created from source
+    tool_memory_mb: int = 512
+    run_buffer_events: int = 20_000  # events kept per run for resuming its stream
+    run_buffer_runs: int = 500  # finished runs whose events are kept
+    ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    def tokens(self) -> set[str]:
+        """Bearer tokens that authenticate; empty means the server is open."""
+        found = {key for key in self.api_keys if key}
+        if self.server_password:
+            found.add(self.server_password)
+        return found
+
+    def model_options(self) -> dict[str, str]:
+        """``base_url``/``api_key`` for ``Agent(...)`` when an endpoint is configured."""
+        options = {}
+        if self.model_base_url:
+            options["base_url"] = self.model_base_url
+        key = self.model_api_key or os.environ.get("OPENAI_API_KEY")
+        if key:
+            options["api_key"] = key
+        return options

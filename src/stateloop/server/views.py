@@ -1,0 +1,127 @@
+"""Store records as Letta's response objects (AgentState, Block, Tool, Run, Step, Passage)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..approvals import PendingApproval
+from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
+from .messages import call_frame, iso
+
+_ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
+
+
+def block_view(block: BlockRecord) -> dict[str, Any]:
+    return {"id": block.id, "label": block.label, "value": block.value, "limit": block.limit,
+            "description": block.description, "read_only": block.read_only,
+            "hidden": block.hidden, "preserve_on_migration": block.preserve_on_migration,
+            "metadata": block.metadata, "is_template": False, "tags": []}
+
+
+def tool_view(tool: ToolRecord) -> dict[str, Any]:
+    return {"id": tool.id, "name": tool.name, "description": tool.description,
+            "tool_type": tool.tool_type, "source_type": tool.source_type,
+            "source_code": tool.source_code, "json_schema": tool.json_schema,
+            "args_json_schema": tool.args_json_schema, "tags": tool.tags,
+            "return_char_limit": tool.return_char_limit or 50_000,
+            "default_requires_approval": tool.default_requires_approval,
+            "enable_parallel_execution": tool.enable_parallel_execution,
+            "pip_requirements": tool.pip_requirements, "npm_requirements": tool.npm_requirements,
+            "metadata_": tool.metadata}
+
+
+def llm_config(record: AgentRecord) -> dict[str, Any]:
+    handle = record.model or ""
+    provider, _, name = handle.partition("/")
+    config = record.llm_config
+    return {"model": name or handle, "handle": handle,
+            "model_endpoint_type": _ENDPOINT_TYPES.get(provider, "openai"),
+            "model_endpoint": None,
+            "context_window": config.get("context_window") or 8192,
+            "max_tokens": config.get("max_tokens"),
+            "parallel_tool_calls": config.get("parallel_tool_calls")}
+
+
+def embedding_config(record: AgentRecord) -> dict[str, Any]:
+    config = record.embedding_config or {}
+    return {"embedding_endpoint_type": config.get("embedding_endpoint_type", "openai"),
+            "embedding_model": config.get("embedding_model", "all-MiniLM-L6-v2-int8"),
+            "embedding_dim": config.get("embedding_dim", 384),
+            "embedding_chunk_size": config.get("embedding_chunk_size", 300)}
+
+
+def agent_view(record: AgentRecord, blocks: list[BlockRecord],
+               tools: list[ToolRecord]) -> dict[str, Any]:
+    """Letta's ``AgentState``."""
+    block_views = [block_view(b) for b in blocks]
+    by_name = {t.name: t for t in tools}
+    pending = None
+    if record.pending_approval:
+        approval = PendingApproval.from_dict(record.pending_approval)
+        calls = approval.requested_calls
+        if calls:
+            pending = call_frame(f"message-{approval.run_id}", calls[0], approval.created_at, 0,
+                                 approval.run_id, approval=True)
+            pending["tool_calls"] = [call_frame("", c, 0, 0, None)["tool_call"] for c in calls]
+    return {
+        "id": record.id, "name": record.name, "agent_type": record.agent_type,
+        "description": record.description, "system": record.system,
+        "model": record.model, "llm_config": llm_config(record),
+        "embedding_config": embedding_config(record),
+        "blocks": block_views,
+        "memory": {"agent_type": record.agent_type, "blocks": block_views, "file_blocks": []},
+        "tools": [tool_view(by_name[name]) for name in record.tool_names if name in by_name],
+        "tool_rules": record.tool_rules, "tags": record.tags, "sources": [],
+        "metadata": record.metadata, "message_ids": record.in_context_message_ids,
+        "message_buffer_autoclear": record.message_buffer_autoclear,
+        "enable_sleeptime": record.enable_sleeptime, "timezone": record.timezone,
+        "created_at": iso(record.created_at), "updated_at": iso(record.updated_at),
+        "last_run_completion": iso(record.last_run_completion),
+        "last_run_duration_ms": (int(record.last_run_duration_ms)
+                                 if record.last_run_duration_ms is not None else None),
+        "last_stop_reason": record.last_stop_reason,
+        "pending_approval": pending,
+        "identities": [], "identity_ids": [], "secrets": [],
+        "tool_exec_environment_variables": [],
+    }
+
+
+def run_view(run: RunRecord) -> dict[str, Any]:
+    duration = None
+    if run.completed_at is not None:
+        duration = int((run.completed_at - (run.started_at or run.created_at)) * 1e9)
+    return {"id": run.id, "agent_id": run.agent_id, "status": run.status,
+            "stop_reason": run.stop_reason, "created_at": iso(run.created_at),
+            "completed_at": iso(run.completed_at), "metadata": run.metadata,
+            "background": run.metadata.get("background"), "total_duration_ns": duration,
+            "request_config": run.metadata.get("request_config"), "conversation_id": None}
+
+
+def usage_view(run: RunRecord) -> dict[str, Any]:
+    usage = run.usage
+    return {"completion_tokens": usage.output_tokens, "prompt_tokens": usage.input_tokens,
+            "total_tokens": usage.total_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens,
+                                      "cache_read_tokens": usage.cached_input_tokens,
+                                      "cache_creation_tokens": usage.cache_write_tokens},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens}}
+
+
+def step_view(step: StepRecord) -> dict[str, Any]:
+    usage = step.usage
+    provider = step.provider or (step.model or "").partition("/")[0] or None
+    return {"id": step.id, "run_id": step.run_id, "agent_id": step.agent_id,
+            "model": step.model, "model_handle": step.model, "provider_name": provider,
+            "prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens, "cached_input_tokens": usage.cached_input_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "status": "failed" if step.error else "success", "stop_reason": None,
+            "error_type": None, "error_data": {"message": step.error} if step.error else None}
+
+
+def passage_view(passage: PassageRecord) -> dict[str, Any]:
+    return {"id": passage.id, "text": passage.text, "tags": passage.tags,
+            "created_at": iso(passage.created_at), "metadata": passage.metadata,
+            "archive_id": f"archive-{passage.agent_id}", "embedding": None,
+            "embedding_config": None, "is_deleted": False}

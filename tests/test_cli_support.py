@@ -1,0 +1,129 @@
+"""Shared harness for the CLI tests: the real ``stateloop`` console script in a subprocess,
+a fake OpenAI-compatible server in this process, a temporary database and HOME."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from stateloop.llm.base import ModelRequest
+from stateloop.testing.fake_openai import FakeOpenAI
+from stateloop.testing.scripted import ScriptItem, reply
+
+_OURS = ("STATELOOP_", "OPENAI_", "ANTHROPIC_")  # the variables the CLI reads
+Step = ScriptItem | Callable[[ModelRequest], ScriptItem]
+
+
+def console_script() -> list[str]:
+    """The installed ``stateloop`` script next to this interpreter, else ``python -m``."""
+    script = Path(sys.executable).parent / "stateloop"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "stateloop"]
+
+
+class Script:
+    """What the fake model answers next; each test sets its own items."""
+
+    def __init__(self) -> None:
+        self.items: collections.deque[Step] = collections.deque()
+        self.requests: list[ModelRequest] = []
+        self._lock = threading.Lock()
+
+    def set(self, *items: Step) -> None:
+        with self._lock:
+            self.items = collections.deque(items)
+            self.requests = []
+
+    def __call__(self, request: ModelRequest) -> ScriptItem:
+        with self._lock:
+            self.requests.append(request)
+            item = self.items.popleft() if self.items else reply("(script exhausted)")
+        return item(request) if callable(item) else item
+
+
+@dataclass
+class Cli:
+    """Runs ``stateloop ...`` with an environment that points at the fake and the db."""
+
+    env: dict[str, str]
+    db: Path
+
+    def __call__(self, *args: str, input: str | None = None, timeout: float = 30,
+                 env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*console_script(), *args], input=input, capture_output=True,
+                              text=True, timeout=timeout, env=self.environment(env))
+
+    def environment(self, changes: dict[str, str | None] | None = None) -> dict[str, str]:
+        merged = dict(self.env)
+        for key, value in (changes or {}).items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return merged
+
+    def json(self, *args: str) -> Any:
+        done = self(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def inline(self, *args: str, input: str | None = None,
+               env: dict[str, str | None] | None = None) -> Result:
+        """The same command run in this process: for setup and details, without the second
+        of imports each new process pays."""
+        from stateloop.cli.app import app
+
+        wanted = self.environment(env)
+        changes: dict[str, str | None] = {k: None for k in os.environ if k.startswith(_OURS)}
+        changes.update({k: v for k, v in wanted.items() if k.startswith(_OURS)})
+        return CliRunner().invoke(app, list(args), input=input, env=changes,
+                                  catch_exceptions=False)
+
+    def inline_json(self, *args: str) -> Any:
+        done = self.inline(*args, "--json")
+        assert done.exit_code == 0, done.output
+        return json.loads(done.stdout)
+
+    def create(self, name: str = "ada", *options: str) -> None:
+        """``stateloop agents create NAME OPTIONS`` (in this process)."""
+        done = self.inline("agents", "create", name, *options)
+        assert done.exit_code == 0, done.output
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """This environment without provider or stateloop settings, with HOME in ``home``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("STATELOOP_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(HOME=str(home), TERM="dumb", NO_COLOR="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def fake(script: Script) -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(script) as server:
+        yield server
+
+
+@pytest.fixture
+def cli(fake: FakeOpenAI, script: Script, tmp_path: Path) -> Cli:
+    script.set()
+    db = tmp_path / "agents.db"
+    env = base_env(tmp_path)
+    env.update(STATELOOP_DATABASE_URL=f"sqlite:///{db}", OPENAI_BASE_URL=fake.base_url,
+               OPENAI_API_KEY="test-key")
+    return Cli(env, db)
