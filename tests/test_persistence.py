@@ -292,3 +292,16 @@ def test_crash_mid_run_is_repaired_on_load(db, tmp_path):
     result = agent.run_sync("Are you ok?")
     assert result.output == "Recovered."
     assert_transcript_valid(model.requests[0].messages[1:])
+
+
+async def test_save_writes_a_reset_at_once(db):
+    agent = Agent(model=ScriptedModel([reply("hi")]), store=db, name="forgetful")
+    await agent.run("hello")
+    agent.reset()
+    await agent.save()
+    again = await Agent.aload("forgetful", store=db, model=ScriptedModel([]))
+    assert [m.role for m in again.messages] == ["system"]
+    store = again.store
+    assert store is not None
+    assert await store.count_messages(again.id) == 4  # the old system prompt, the exchange,
+    # and the new system prompt: history stays in recall

@@ -353,6 +353,12 @@ class Agent(AgentMemory):
             self._persist.unsaved.append(self._transcript[0])
             self._persist.pending_saved = True  # the next checkpoint clears it
 
+    async def save(self) -> None:
+        """Write what changed outside a run (a reset, a cancelled approval) to the store now;
+        otherwise it is written with the next step."""
+        if self._persist is not None and not self.running:
+            await self._checkpoint(StepRecord("", 0, []))
+
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""
         return {

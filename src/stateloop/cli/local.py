@@ -223,14 +223,8 @@ class LocalSession:
         self.backend.run(self._reset())
 
     async def _reset(self) -> None:
-        from ..hooks import StepRecord
-
         self.agent.reset()
-        # reset() is written with the next step; write it now so /reset then /quit sticks.
-        # (Uses the agent's persistence link until Agent offers a persisted reset.)
-        persist = getattr(self.agent, "_persist", None)
-        if persist is not None:
-            await persist.checkpoint(StepRecord("", 0, []), self.agent.messages)
+        await self.agent.save()  # so /reset then /quit sticks
 
     def close(self) -> None:
         pass
