@@ -85,8 +85,9 @@ async def measure(fn, steps: int, *args, repeat: int = 30) -> float:
 
 
 def import_cost() -> tuple[float, float]:
-    code = ("import time, resource; t = time.perf_counter(); import stateloop; "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    code = ("import time; t = time.perf_counter(); import stateloop; "
+            "rss = next(l for l in open('/proc/self/status') if l.startswith('VmRSS'));"
+            "print(time.perf_counter() - t, int(rss.split()[1]))")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout.split() for _ in range(5)]
     seconds = statistics.median(float(r[0]) for r in runs)

@@ -23,6 +23,7 @@ from .errors import ContextWindowExceeded, InvalidResponse, ModelError
 from .events import (
     AnyEvent,
     ApprovalRequest,
+    Compaction,
     MessageEvent,
     RunEnd,
     RunStart,
@@ -184,8 +185,9 @@ class _Run:
         overflow: ContextWindowExceeded | None = None  # the provider's last complaint
         overflows = 0  # provider overflows this step, each answered by a compaction
         while response is None:
-            async for event in self._fit_window(overflow):
-                yield event
+            compaction = await self._fit_window(overflow)
+            if compaction is not None:
+                yield compaction
             request = await self._request()
             attempt = 0
             overflow = None
@@ -359,13 +361,12 @@ class _Run:
 
     # -- the request ---------------------------------------------------------------------
 
-    async def _fit_window(self, overflow: ContextWindowExceeded | None
-                          ) -> AsyncGenerator[AnyEvent, None]:
+    async def _fit_window(self, overflow: ContextWindowExceeded | None) -> Compaction | None:
         """Compact before the call when the request would not fit (or the provider said
         it did not); the summary is persisted with the step."""
         context = self.config.context
         if context is None:
-            return
+            return None
         try:
             if overflow is not None:
                 result = await context.compact(self.transcript, self.tool_specs)
@@ -375,10 +376,11 @@ class _Run:
             raise _Stop("context_window_overflow_in_system_prompt", str(exc)) from exc
         if result is not None:
             self.pending.append(result.summary)
-            yield result.event
-        elif overflow is not None:
+            return result.event
+        if overflow is not None:
             raise _Stop("llm_api_error", _describe(overflow, 1) + " (nothing more can be "
                         "moved out of context)")
+        return None
 
     async def _request(self) -> ModelRequest:
         config, rules = self.config, self.rules

@@ -18,7 +18,7 @@ from ..errors import ModelError, StateloopError
 from ..events import Compaction
 from ..llm.base import Model, ModelRequest, ModelResponse, ToolSpec
 from ..llm.tokens import count_tokens, message_tokens
-from ..messages import Message, system, user
+from ..messages import ImagePart, Message, system, user
 
 Strategy = Literal["summarize", "sliding_window"]
 SUMMARY_KIND = "summary"
@@ -210,9 +210,12 @@ class ContextManager:
 
 
 def _upper_bound(message: Message) -> int:
+    """At least the message's token count, cheaply: a token is at least one character."""
     if message.token_count is not None:
         return message.token_count
-    size = len(message.text) + len(message.reasoning) + 16
+    size = 16
+    for part in message.content:
+        size += 2000 if isinstance(part, ImagePart) else len(part.text)
     for call in message.tool_calls:
         size += len(call.name) + len(call.raw_arguments or "") + 16
     return size
