@@ -386,9 +386,9 @@ class _Run:
         config, rules = self.config, self.rules
         tools, choice, forced = self.tool_specs, "auto", None
         if rules is not None:
-            allowed = set(rules.allowed_tools(self.tool_names))
+            names, choice, forced = rules.next_call(self.tool_names)
+            allowed = set(names)
             tools = [spec for spec in tools if spec.name in allowed]
-            choice, forced = rules.tool_choice(self.tool_names)
         request = ModelRequest(config.build_context(self.transcript), tools,
                                _as_choice(choice), forced, self.parallel, config.max_tokens)
         hooks = config.hooks

@@ -104,6 +104,7 @@ class Persistence:
     async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
         """Write one step in one transaction: its messages, the step row, usage, the
         in-context ids, edited blocks and the pending approval."""
+        from .store.history import KEEP
         from .store.records import StepRecord as StoredStep
 
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
@@ -112,15 +113,15 @@ class Persistence:
             step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
                               usage=record.usage, latency_ms=record.duration * 1000,
                               finish_reason=record.finish_reason)
-        pending: Any = ...  # unchanged
+        pending: Any = KEEP
         if record.pending_approval is not None:
             pending, self.pending_saved = record.pending_approval.to_dict(), True
-        elif self.pending_saved:
+        elif self.pending_saved:  # the stored one was answered: clear it
             pending, self.pending_saved = None, False
-        options: dict[str, Any] = {} if pending is ... else {"pending_approval": pending}
         await self.store.append_step(
             self.agent_id, messages, in_context_ids=[m.id for m in transcript], step=step,
-            run_id=record.run_id, block_values=self.dirty_blocks or None, **options)
+            run_id=record.run_id, block_values=self.dirty_blocks or None,
+            pending_approval=pending)
         self.unsaved = []
         self.dirty_blocks = {}
 

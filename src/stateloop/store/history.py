@@ -27,7 +27,7 @@ from stateloop.store.times import TimeLike, to_epoch
 a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
-_KEEP: Any = object()  # append_step leaves the pending approval as it is
+KEEP: Any = object()  # append_step leaves the pending approval as it is
 
 # The per-step write path, compiled once (see fastpath.py).
 _INSERT_MESSAGES = FastStatement.for_insert(m)
@@ -65,7 +65,7 @@ class HistoryMixin:
                           in_context_ids: Sequence[str] | None = None,
                           step: StepRecord | None = None, run_id: str | None = None,
                           block_values: Mapping[str, str] | None = None,
-                          pending_approval: Any = _KEEP) -> None:
+                          pending_approval: Any = KEEP) -> None:
         """Checkpoint one step atomically: new messages, the step record, the run's usage,
         and (if given) the new ordered in-context ids, block values (by block id, as memory
         tools left them) and pending approval. All of it or none of it lands."""
@@ -96,7 +96,7 @@ class HistoryMixin:
                 if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
                                                        "now": now}):
                     raise NotFoundError(f"no block with id {block_id!r}")
-            if pending_approval is not _KEEP:
+            if pending_approval is not KEEP:
                 _SET_PENDING.execute(conn, {"agent": agent_id, "pending": pending_approval})
 
         if block_values:

@@ -277,12 +277,17 @@ class ToolRulesSolver:
 
     def tool_choice(self, available: Sequence[str]) -> tuple[str, str | None]:
         """("auto" | "required" | "none", the forced tool's name when only one is allowed)."""
+        return self.next_call(available)[1:]
+
+    def next_call(self, available: Sequence[str]) -> tuple[list[str], str, str | None]:
+        """``allowed_tools`` and ``tool_choice`` together, solved once (the loop's per-step
+        question)."""
         allowed, forced = self._solve(available)
         if not allowed:
-            return "none", None
+            return allowed, "none", None
         if forced:
-            return "required", allowed[0] if len(allowed) == 1 else None
-        return "auto", None
+            return allowed, "required", allowed[0] if len(allowed) == 1 else None
+        return allowed, "auto", None
 
     def prefilled_args(self, tool_name: str) -> dict[str, Any]:
         """Arguments the active rules fix for ``tool_name``; they override the model's."""
