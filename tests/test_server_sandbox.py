@@ -45,14 +45,15 @@ def test_sandbox_returns_values_and_validates_arguments() -> None:
     assert schema["parameters"]["required"] == ["n"] and schema["description"] == "Twice n."
 
 
-@pytest.mark.parametrize(("name", "error", "within"), [
-    ("crash", "ToolCrashed", 5.0), ("hang", "TimeoutError", 4.0), ("hog", "MemoryError", 5.0)])
-def test_sandbox_failures_are_errors_of_that_call(name: str, error: str, within: float) -> None:
+@pytest.mark.parametrize(("name", "error"), [
+    ("crash", "ToolCrashed"), ("hang", "TimeoutError"), ("hog", "MemoryError")])
+def test_sandbox_failures_are_errors_of_that_call(name: str, error: str) -> None:
     started = time.time()
     with pytest.raises(SandboxedToolError) as info:
         asyncio.run(_run(name))
     assert type(info.value).__name__ == error
-    assert time.time() - started < within
+    # Bounded, not a benchmark: far above the limits, far below "hangs forever".
+    assert time.time() - started < 4 * LIMITS.timeout + 10
 
 
 def test_sandboxed_tool_refuses_unknown_arguments_before_spawning() -> None:

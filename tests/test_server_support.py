@@ -81,7 +81,7 @@ def settings_for(fake: FakeOpenAI, db: Path, **overrides: Any) -> ServerSettings
     values: dict[str, Any] = {
         "database_url": f"sqlite:///{db}", "model_base_url": fake.base_url,
         "model_api_key": "test", "embedding": "openai/text-embedding-3-small",
-        "tool_timeout": 2.0, "tool_memory_mb": 256, "ping_interval": 0.2}
+        "tool_timeout": 6.0, "tool_memory_mb": 256, "ping_interval": 0.2}
     values.update(overrides)
     return ServerSettings(**values)
 
