@@ -358,6 +358,7 @@ class Agent(AgentMemory):
         otherwise it is written with the next step."""
         if self._persist is not None and not self.running:
             await self._checkpoint(StepRecord("", 0, []))
+            await self._persist.flush()
 
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""
@@ -393,6 +394,7 @@ class Agent(AgentMemory):
             if self._persist is not None:
                 await self._persist.checkpoint(StepRecord("", 0, [result.summary]),
                                                self._transcript)
+                await self._persist.flush()
             return result.event
 
     # -- internals -----------------------------------------------------------------------

@@ -10,13 +10,32 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+_prefix = _uuid_prefix = ""
 _counter = itertools.count()
-_prefix = os.urandom(8).hex()  # per process: ids from many processes never collide
+
+
+def _reseed() -> None:
+    """A random prefix per process (re-drawn in a forked child): ids never collide."""
+    global _prefix, _uuid_prefix, _counter
+    _prefix = os.urandom(8).hex()
+    r = os.urandom(9).hex()  # 72 bits, with the version 4 and variant digits fixed
+    _uuid_prefix = f"{r[:8]}-{r[8:12]}-4{r[12:15]}-8{r[15:18]}-"
+    _counter = itertools.count()
+
+
+_reseed()
+os.register_at_fork(after_in_child=_reseed)
 
 
 def new_id(kind: str) -> str:
     """A unique id such as ``message-1a2b3c4d-7``, cheap enough for the hot path."""
     return f"{kind}-{_prefix}-{next(_counter)}"
+
+
+def new_uuid_id(kind: str) -> str:
+    """A unique id in Letta's ``kind-<uuid4>`` shape, at a fraction of uuid4's cost: 72
+    random bits per process, then a counter."""
+    return f"{kind}-{_uuid_prefix}{next(_counter):012x}"
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,7 +19,8 @@ from .memory.blocks import Block
 from .messages import Message
 
 if TYPE_CHECKING:
-    from .store.records import AgentRecord, BlockRecord
+    from .store.history import QueuedStep
+    from .store.records import AgentRecord, BlockRecord, RunRecord
     from .store.sql import SqlStore
 
 T = TypeVar("T")
@@ -81,6 +83,8 @@ class Persistence:
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self._token: tuple[int, int | None] | None = None
+        self._queued: deque[QueuedStep] = deque()  # checkpoints not yet seen to land
+        self._run: RunRecord | None = None  # the run in flight, as created
 
     @classmethod
     async def create(cls, store: str | SqlStore, record: AgentRecord, blocks: list[Block],
@@ -92,18 +96,40 @@ class Persistence:
         return cls(db, record.id)
 
     async def start_run(self) -> str:
-        run = await self.store.create_run(self.agent_id, status="running")
-        return run.id
+        self._run = await self.store.create_run(self.agent_id, status="running")
+        return self._run.id
 
     async def end_run(self, run_id: str, end: RunEnd | None) -> None:
         """Record how the run ended; ``end`` is None when it was cancelled from outside."""
         reason: StopReason = end.stop_reason if end is not None else "cancelled"
-        await self.store.update_run(run_id, status=run_status(reason), stop_reason=reason,
-                                    error=end.error if end is not None else "cancelled")
+        error = end.error if end is not None else "cancelled"
+        run = self._run
+        if run is not None and run.id == run_id:
+            await self.store.finish_run(run, run_status(reason), reason, error)
+        else:
+            await self.store.update_run(run_id, status=run_status(reason), stop_reason=reason,
+                                        error=error)
+        self.raise_failed()  # every checkpoint queued before the update has landed by now
+
+    async def flush(self) -> None:
+        """Wait for the queued checkpoints; raise if one failed."""
+        await self.store.flush()
+        self.raise_failed()
+
+    def raise_failed(self) -> None:
+        """Raise the error of the first queued checkpoint that failed to commit."""
+        queued = self._queued
+        while queued and queued[0].done():
+            error = queued.popleft().exception()
+            if error is not None:
+                queued.clear()  # later steps were written after a gap: report it once
+                raise error
 
     async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
-        """Write one step in one transaction: its messages, the step row, usage, the
-        in-context ids, edited blocks and the pending approval."""
+        """Queue one step's write, one transaction: its messages, the step row, usage, the
+        in-context ids, edited blocks and the pending approval. The run goes on while it
+        commits; a failed commit is raised at a later checkpoint or at the run's end."""
+        self.raise_failed()
         from .store.history import KEEP
         from .store.records import StepRecord as StoredStep
 
@@ -118,10 +144,10 @@ class Persistence:
             pending, self.pending_saved = record.pending_approval.to_dict(), True
         elif self.pending_saved:  # the stored one was answered: clear it
             pending, self.pending_saved = None, False
-        await self.store.append_step(
+        self._queued.append(self.store.queue_step(
             self.agent_id, messages, in_context_ids=[m.id for m in transcript], step=step,
             run_id=record.run_id, block_values=self.dirty_blocks or None,
-            pending_approval=pending)
+            pending_approval=pending))
         self.unsaved = []
         self.dirty_blocks = {}
 

@@ -82,7 +82,12 @@ def count_tokens(text: str, model: str | None = None) -> int:
     """Tokens in ``text`` for ``model``: exact for OpenAI models, an o200k estimate otherwise."""
     if not text:
         return 0
-    return len(get_encoding(encoding_name_for(model) or DEFAULT_ENCODING).encode_ordinary(text))
+    return len(_encoding_for(model).encode_ordinary(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _encoding_for(model: str | None) -> Encoding:
+    return get_encoding(encoding_name_for(model) or DEFAULT_ENCODING)
 
 
 def message_tokens(message: Message, model: str | None = None) -> int:
@@ -93,18 +98,18 @@ def message_tokens(message: Message, model: str | None = None) -> int:
 
 
 def _count_message(message: Message, model: str | None) -> int:
+    encode = _encoding_for(model).encode_ordinary
     total = MESSAGE_OVERHEAD
     for part in message.content:
         if type(part) is TextPart or type(part) is ReasoningPart:
-            total += count_tokens(part.text, model)
+            total += len(encode(part.text)) if part.text else 0
         elif type(part) is ImagePart:
             total += IMAGE_TOKENS
     for call in message.tool_calls:
         arguments = call.raw_arguments
         if arguments is None:
             arguments = json.dumps(call.arguments)
-        total += TOOL_CALL_OVERHEAD + count_tokens(call.name, model) + count_tokens(
-            arguments, model)
+        total += TOOL_CALL_OVERHEAD + len(encode(call.name)) + len(encode(arguments))
     if message.name:
         total += 1
     return total

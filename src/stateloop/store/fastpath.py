@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Insert, Table, bindparam, insert
@@ -80,3 +81,41 @@ def _run(conn: Connection, sql: str, rows: list[tuple[Any, ...]], *, many: bool)
         raise DBAPIError.instance(sql, rows, exc, dbapi.Error) from exc
     finally:
         cursor.close()
+
+
+class InsertRows:
+    """A multi-row INSERT: one statement per chunk of rows, so the database does a batch's
+    work in one call. Rows are tuples in ``columns`` order with JSON already encoded. Chunk
+    sizes are powers of two up to ``CHUNK``, so a handful of statements, each compiled once
+    per dialect, serve every batch size."""
+
+    CHUNK = 64
+
+    def __init__(self, table: Table, columns: Sequence[str]) -> None:
+        self._table = table
+        self.columns = tuple(columns)
+        self._compiled: dict[tuple[str, int], str] = {}
+
+    def _sql(self, conn: Connection, count: int) -> str:
+        key = (conn.dialect.name, count)
+        found = self._compiled.get(key)
+        if found is None:
+            stmt = insert(self._table).values([
+                {name: bindparam(f"r{i}_{name}") for name in self.columns}
+                for i in range(count)])
+            compiled = stmt.compile(dialect=conn.dialect)
+            order = list(getattr(compiled, "positiontup", None) or [])
+            if order != [f"r{i}_{name}" for i in range(count) for name in self.columns]:
+                raise NotImplementedError(
+                    f"multi-row insert needs row-major positional binds; {conn.dialect.name} "
+                    "compiles them otherwise")
+            found = self._compiled[key] = str(compiled)
+        return found
+
+    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+        start = 0
+        while start < len(rows):
+            size = min(self.CHUNK, 1 << ((len(rows) - start).bit_length() - 1))
+            params = tuple(chain.from_iterable(rows[start:start + size]))
+            _run(conn, self._sql(conn, size), [params], many=False)
+            start += size

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from stateloop.messages import Message
+from stateloop.messages import Message, Usage
 from stateloop.store import dialect, rows, schema
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
-from stateloop.store.fastpath import FastStatement
+from stateloop.store.fastpath import FastStatement, InsertRows
 from stateloop.store.records import (
     RUN_STATUSES,
     MessageHit,
@@ -21,7 +22,7 @@ from stateloop.store.records import (
     StepRecord,
     VectorBatch,
 )
-from stateloop.store.runner import Runner
+from stateloop.store.runner import Queued, Runner
 from stateloop.store.times import TimeLike, to_epoch
 
 a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
@@ -30,11 +31,19 @@ TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 KEEP: Any = object()  # append_step leaves the pending approval as it is
 
 # The per-step write path, compiled once (see fastpath.py).
-_INSERT_MESSAGES = FastStatement.for_insert(m)
-_INSERT_STEP = FastStatement.for_insert(s)
+_INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
+_INSERT_STEPS = InsertRows(s, rows.STEP_COLUMNS)
 _ADD_RUN_USAGE = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
-    step_count=r.c.step_count + 1,
+    step_count=r.c.step_count + bindparam("d_steps"),
     **{name: getattr(r.c, name) + bindparam(f"d_{name}") for name in rows.USAGE_COLUMNS}))
+_INSERT_RUN = FastStatement.for_insert(r)
+_FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
+    status=bindparam("status"), stop_reason=bindparam("stop_reason"),
+    error=bindparam("error"), completed_at=bindparam("now")))
+_SET_LAST_RUN = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
+    last_run_completion=bindparam("now"), last_run_duration_ms=bindparam("duration"),
+    last_stop_reason=bindparam("stop_reason")))
+_USAGE_DELTAS = ("d_steps", *(f"d_{name}" for name in rows.USAGE_COLUMNS))
 _SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     in_context_message_ids=bindparam("ids"), updated_at=bindparam("now")), ["ids"])
 _SET_BLOCK_VALUE = FastStatement(update(schema.blocks).where(
@@ -69,44 +78,38 @@ class HistoryMixin:
         """Checkpoint one step atomically: new messages, the step record, the run's usage,
         and (if given) the new ordered in-context ids, block values (by block id, as memory
         tools left them) and pending approval. All of it or none of it lands."""
-        now = time.time()
+        await self.queue_step(agent_id, messages, in_context_ids=in_context_ids, step=step,
+                              run_id=run_id, block_values=block_values,
+                              pending_approval=pending_approval).wait()
+
+    def queue_step(self, agent_id: str, messages: Sequence[Message], *,
+                   in_context_ids: Sequence[str] | None = None,
+                   step: StepRecord | None = None, run_id: str | None = None,
+                   block_values: Mapping[str, str] | None = None,
+                   pending_approval: Any = KEEP) -> QueuedStep:
+        """``append_step`` without waiting for the commit; reads made after this call see
+        the step. Rows are encoded here, so later changes to the objects do not leak in."""
         if step is not None:
             step.agent_id = agent_id
             run_id = run_id if run_id is not None else step.run_id
             step.run_id = run_id
         step_id = step.id if step is not None else None
-        values = [rows.message_values(agent_id, msg, run_id, step_id) for msg in messages]
-        unindexed = self._unindexed + len(values)
-
-        def txn(conn: Connection) -> None:
-            if values:
-                _INSERT_MESSAGES.execute_many(conn, values)
-                if unindexed >= dialect.RECALL_BATCH:
-                    dialect.catch_up_recall(conn)
-            if step is not None:
-                _INSERT_STEP.execute(conn, rows.step_values(step))
-                if run_id is not None:
-                    params: dict[str, Any] = {"run": run_id}
-                    params.update({f"d_{k}": v for k, v in rows.usage_values(step.usage).items()})
-                    if not _ADD_RUN_USAGE.execute(conn, params):
-                        raise NotFoundError(f"no run with id {run_id!r}")
-            if in_context_ids is not None:
-                set_in_context(conn, agent_id, in_context_ids)
-            for block_id, value in (block_values or {}).items():
-                if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
-                                                       "now": now}):
-                    raise NotFoundError(f"no block with id {block_id!r}")
-            if pending_approval is not KEEP:
-                _SET_PENDING.execute(conn, {"agent": agent_id, "pending": pending_approval})
-
+        catch_up = self._unindexed + len(messages) >= dialect.RECALL_BATCH
+        self._unindexed = 0 if catch_up else self._unindexed + len(messages)
         if block_values:
             self._block_writes += 1
-        try:
-            await self._runner.write(txn, raw=True)
-        except IntegrityError as exc:
-            raise StoreError(f"append_step for agent {agent_id!r} refused: {exc.orig} "
-                             "(unknown agent or run, or a duplicate message id)") from exc
-        self._unindexed = 0 if unindexed >= dialect.RECALL_BATCH else unindexed
+        write = StepWrite(
+            agent_id, [rows.message_row(agent_id, msg, run_id, step_id) for msg in messages],
+            None if step is None else rows.step_row(step),
+            None if step is None or run_id is None else (run_id, step.usage),
+            None if in_context_ids is None else list(in_context_ids),
+            None if block_values is None else dict(block_values), pending_approval, catch_up,
+            time.time())
+        return QueuedStep(self._runner, self._runner.submit_batched(write_steps, write))
+
+    async def flush(self) -> None:
+        """Wait until every queued write has committed (or failed)."""
+        await self._runner.barrier()
 
     async def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order given; unknown ids are an error."""
@@ -192,10 +195,34 @@ class HistoryMixin:
         if status == "running":
             run.started_at = run.created_at
         try:
-            await self._runner.write(lambda conn: conn.execute(insert(r), rows.run_values(run)))
+            await self._runner.write(lambda conn: _INSERT_RUN.execute(conn, rows.run_values(run)),
+                                     raw=True)
         except IntegrityError as exc:
             raise NotFoundError(f"no agent with id {agent_id!r}") from exc
         return run
+
+    async def finish_run(self, run: RunRecord, status: str, stop_reason: str | None,
+                         error: str | None) -> None:
+        """``update_run`` to a terminal status for a run this process holds, in one cheap
+        statement pair (the end of every agent run)."""
+        if status not in TERMINAL_STATUSES:
+            raise ValueError(f"finish_run needs a terminal status {TERMINAL_STATUSES}, "
+                             f"not {status!r}")
+        now = time.time()
+        began = run.started_at or run.created_at
+
+        def txn(conn: Connection) -> None:
+            if not _FINISH_RUN.execute(conn, {"run": run.id, "status": status,
+                                              "stop_reason": stop_reason, "error": error,
+                                              "now": now}):
+                raise NotFoundError(f"no run with id {run.id!r}")
+            _SET_LAST_RUN.execute(conn, {"agent": run.agent_id, "now": now,
+                                         "duration": (now - began) * 1000,
+                                         "stop_reason": stop_reason})
+
+        await self._runner.write(txn, raw=True)
+        run.status, run.stop_reason, run.error, run.completed_at = (
+            status, stop_reason, error, now)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run with this id."""
@@ -295,7 +322,7 @@ class HistoryMixin:
             return batch
 
         try:
-            return await self._runner.write(txn, offload=len(batch) > 256)
+            return await self._runner.write(txn)
         except IntegrityError as exc:
             raise StoreError(f"insert_passages for agent {agent_id!r} refused: {exc.orig}") \
                 from exc
@@ -361,6 +388,88 @@ class HistoryMixin:
                                created_at=[row.created_at for row in found])
 
         return await self._runner.read(txn)
+
+
+@dataclass(slots=True)
+class StepWrite:
+    """One step's checkpoint as queued: rows ready to insert and the updates it makes."""
+
+    agent_id: str
+    message_rows: list[tuple[Any, ...]]
+    step_row: tuple[Any, ...] | None
+    run_usage: tuple[str, Usage] | None  # the run this step's usage is added to
+    in_context_ids: list[str] | None
+    block_values: dict[str, str] | None
+    pending_approval: Any
+    catch_up: bool
+    now: float
+
+
+class QueuedStep:
+    """A queued step checkpoint: poll ``done()``/``exception()``, or await ``wait()``."""
+
+    def __init__(self, runner: Runner, queued: Queued) -> None:
+        self._runner = runner
+        self._queued = queued
+
+    def done(self) -> bool:
+        return self._queued.done()
+
+    def exception(self) -> BaseException | None:
+        return self._queued.exception()
+
+    async def wait(self) -> None:
+        """Wait for the commit; raise what made it fail."""
+        await self._runner.barrier()
+        error = self._queued.exception()
+        if error is not None:
+            raise error
+
+
+def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
+    """Write queued steps in order, each table's rows in one statement; later in-context
+    lists, block values and pending approvals replace earlier ones."""
+    try:
+        _write_steps(conn, writes)
+    except IntegrityError as exc:
+        agents = ", ".join(sorted({repr(w.agent_id) for w in writes}))
+        raise StoreError(f"append_step for agent {agents} refused: {exc.orig} (unknown agent "
+                         "or run, or a duplicate message id)") from exc
+
+
+def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
+    message_rows = [row for w in writes for row in w.message_rows]
+    if message_rows:
+        _INSERT_MESSAGES.execute(conn, message_rows)
+    if any(w.catch_up for w in writes):
+        dialect.catch_up_recall(conn)
+    step_rows = [w.step_row for w in writes if w.step_row is not None]
+    if step_rows:
+        _INSERT_STEPS.execute(conn, step_rows)
+    usage: dict[str, dict[str, Any]] = {}
+    for w in writes:
+        if w.run_usage is not None:
+            run_id, step_usage = w.run_usage
+            params = usage.setdefault(run_id, dict.fromkeys(_USAGE_DELTAS, 0))
+            params["d_steps"] += 1
+            for name, tokens in rows.usage_values(step_usage).items():
+                params[f"d_{name}"] += tokens
+    for run_id, params in usage.items():
+        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, **params}):
+            raise NotFoundError(f"no run with id {run_id!r}")
+    in_context = {w.agent_id: w.in_context_ids for w in writes if w.in_context_ids is not None}
+    for agent_id, ids in in_context.items():
+        set_in_context(conn, agent_id, ids)
+    blocks: dict[str, str] = {}
+    for w in writes:
+        blocks.update(w.block_values or {})
+    for block_id, value in blocks.items():
+        if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
+                                               "now": writes[-1].now}):
+            raise NotFoundError(f"no block with id {block_id!r}")
+    pending = {w.agent_id: w.pending_approval for w in writes if w.pending_approval is not KEEP}
+    for agent_id, value in pending.items():
+        _SET_PENDING.execute(conn, {"agent": agent_id, "pending": value})
 
 
 def _seq_of(message_id: str) -> Any:

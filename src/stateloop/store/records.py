@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from stateloop.messages import Message, Usage
+from stateloop.messages import Message, Usage, new_uuid_id
 
 DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT, as in the .af fixtures
 
@@ -16,7 +15,7 @@ RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 
 def new_record_id(kind: str) -> str:
     """A persistent id in Letta's format, e.g. ``agent-<uuid4>``."""
-    return f"{kind}-{uuid.uuid4()}"
+    return new_uuid_id(kind)
 
 
 @dataclass(slots=True)

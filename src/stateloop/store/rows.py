@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import orjson
 
 from stateloop.messages import Message, Usage
 from stateloop.store.records import (
@@ -13,6 +16,15 @@ from stateloop.store.records import (
     StepRecord,
     ToolRecord,
 )
+
+
+def to_json(value: Any) -> str:
+    """JSON text for a column; orjson is several times faster than json on the step path."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # what orjson cannot encode (such as integers over 64 bits)
+        return json.dumps(value)
+
 
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens",
                  "cache_write_tokens")
@@ -68,13 +80,16 @@ def search_texts(message: Message) -> tuple[str, str | None]:
     return message.text, "\n".join(pieces)
 
 
-def message_values(agent_id: str, message: Message, run_id: str | None,
-                   step_id: str | None) -> dict[str, Any]:
+MESSAGE_COLUMNS = ("id", "agent_id", "run_id", "step_id", "role", "created_at", "token_count",
+                   "text", "tool_text", "data")
+
+
+def message_row(agent_id: str, message: Message, run_id: str | None,
+                step_id: str | None) -> tuple[Any, ...]:
+    """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded."""
     text, tool_text = search_texts(message)
-    return {"id": message.id, "agent_id": agent_id, "run_id": run_id, "step_id": step_id,
-            "role": message.role, "created_at": message.created_at,
-            "token_count": message.token_count, "text": text, "tool_text": tool_text,
-            "data": message.to_dict()}
+    return (message.id, agent_id, run_id, step_id, message.role, message.created_at,
+            message.token_count, text, tool_text, to_json(message.to_dict()))
 
 
 def run_values(run: RunRecord) -> dict[str, Any]:
@@ -93,12 +108,17 @@ def run_from_row(row: Any) -> RunRecord:
                      completed_at=row.completed_at)
 
 
-def step_values(step: StepRecord) -> dict[str, Any]:
-    return {"id": step.id, "run_id": step.run_id, "agent_id": step.agent_id,
-            "step_index": step.index, "model": step.model, "provider": step.provider,
-            **usage_values(step.usage), "latency_ms": step.latency_ms,
-            "finish_reason": step.finish_reason, "error": step.error,
-            "metadata": step.metadata, "created_at": step.created_at}
+STEP_COLUMNS = ("id", "run_id", "agent_id", "step_index", "model", "provider", *USAGE_COLUMNS,
+                "latency_ms", "finish_reason", "error", "metadata", "created_at")
+
+
+def step_row(step: StepRecord) -> tuple[Any, ...]:
+    """A steps row in ``STEP_COLUMNS`` order, JSON already encoded."""
+    usage = step.usage
+    return (step.id, step.run_id, step.agent_id, step.index, step.model, step.provider,
+            usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
+            usage.reasoning_tokens, usage.cache_write_tokens, step.latency_ms,
+            step.finish_reason, step.error, to_json(step.metadata), step.created_at)
 
 
 def step_from_row(row: Any) -> StepRecord:

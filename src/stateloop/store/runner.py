@@ -5,8 +5,11 @@ they execute. Measured on this machine, one asyncio<->thread hop costs ~175 us w
 whole SQLite WAL step commit costs ~30 us, and aiosqlite makes several hops per
 statement (~4 ms for one persisted step). So the default SQLite runner commits writes
 inline on the event loop (serialised by a lock, never waiting on another in-process
-writer) and sends reads to a thread. ``AsyncRunner`` is the fully async path (aiosqlite
-now, asyncpg later) with the same semantics.
+writer) and sends reads to a thread. Step checkpoints are queued with ``submit_batched``
+and committed in groups (batching.py). A writer thread was measured too and lost: the
+GIL hand-offs between the two threads cost more than the commits they overlapped.
+``AsyncRunner`` is the fully async path (aiosqlite now, asyncpg later) with the same
+semantics.
 """
 
 from __future__ import annotations
@@ -18,16 +21,35 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from stateloop.store.batching import BatchFn, GroupCommit
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
 
 T = TypeVar("T")
 
 
+class Queued(Protocol):
+    """A write queued with ``submit_batched``; its outcome is known once ``done()``."""
+
+    def done(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+
 class Runner(Protocol):
-    """Runs a function of a sync Connection inside one transaction."""
+    """Runs functions of a sync Connection, each inside a transaction. Writes land in the
+    order they were made; a read sees every write made before it."""
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T: ...
+
+    def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
+        """Queue ``fn(conn, [item])`` without waiting. Consecutive items of one ``fn`` may
+        be written by one call of it; ``fn`` uses only the DBAPI connection."""
+        ...
+
+    async def barrier(self) -> None:
+        """Commit (or fail) everything queued so far."""
+        ...
 
     async def read(self, fn: Callable[[Connection], T]) -> T: ...
 
@@ -57,6 +79,7 @@ class SqliteRunner:
         _install_sqlite_events(self.engine)
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
+        self._queue = GroupCommit()
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
@@ -68,29 +91,45 @@ class SqliteRunner:
         with conn.begin():
             return fn(conn)
 
-    def _write_raw(self, fn: Callable[[Connection], T]) -> T:
-        """The per-step path: ``fn`` uses only the DBAPI connection (FastStatement), so the
-        transaction is opened and closed there too, without SQLAlchemy's bookkeeping."""
+    def _write_raw(self, fn: Callable[[Connection], T] | None) -> T:
+        """``fn`` (if any) after the queued steps, in one transaction opened on the DBAPI
+        connection, without SQLAlchemy's bookkeeping: ``fn`` must use only that."""
         conn = self._writer_conn()
-        dbapi = conn.connection.dbapi_connection
-        assert dbapi is not None
-        dbapi.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            dbapi.execute("ROLLBACK")
-            raise
-        dbapi.execute("COMMIT")
+        result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
         return result
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T:
         """Run ``fn`` in one write transaction; ``offload`` for big batches (imports);
-        ``raw`` when ``fn`` only touches the DBAPI connection."""
+        ``raw`` when ``fn`` only touches the DBAPI connection. Queued steps land first."""
         async with self._lock:
+            if raw:
+                return self._write_raw(fn)
+            self._commit_queued()
             if offload:
                 return await asyncio.to_thread(self._write_sync, fn)
-            return self._write_raw(fn) if raw else self._write_sync(fn)
+            return self._write_sync(fn)
+
+    def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
+        queued, due = self._queue.add(fn, item)
+        if len(self._queue) == 1:
+            asyncio.get_running_loop().call_soon(self._commit_soon)
+        elif due:
+            self._commit_soon()
+        return queued
+
+    async def barrier(self) -> None:
+        if len(self._queue):
+            async with self._lock:
+                self._commit_queued()
+
+    def _commit_soon(self) -> None:
+        if not self._lock.locked():  # else the write holding the lock commits the queue
+            self._commit_queued()
+
+    def _commit_queued(self) -> None:
+        if len(self._queue):
+            self._write_raw(None)
 
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn, conn.begin():
@@ -98,6 +137,7 @@ class SqliteRunner:
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a read transaction (a consistent snapshot) off the event loop."""
+        await self.barrier()
         return await asyncio.to_thread(self._read_sync, fn)
 
     def data_version(self) -> int | None:
@@ -108,6 +148,7 @@ class SqliteRunner:
 
     async def close(self) -> None:
         async with self._lock:
+            self._commit_queued()
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
@@ -121,6 +162,7 @@ class AsyncRunner:
         self.async_engine: AsyncEngine = create_async_engine(async_url)
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
+        self._queued: set[asyncio.Task[Any]] = set()
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T:
@@ -130,13 +172,40 @@ class AsyncRunner:
             async with conn.begin():
                 return await conn.run_sync(fn)
 
+    def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
+        task = asyncio.ensure_future(self.write(lambda conn: fn(conn, [item])))
+        self._queued.add(task)
+        task.add_done_callback(self._queued.discard)
+        return _TaskOutcome(task)
+
+    async def barrier(self) -> None:
+        if self._queued:
+            await asyncio.wait(list(self._queued))
+
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a read transaction."""
+        await self.barrier()
         async with self.async_engine.connect() as conn, conn.begin():
             return await conn.run_sync(fn)
 
     async def close(self) -> None:
+        await self.barrier()
         await self.async_engine.dispose()
 
     def data_version(self) -> int | None:
         return None  # no connection to ask without a round trip: callers re-read
+
+
+class _TaskOutcome:
+    """A task seen as a ``Queued`` write."""
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self._task = task
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    def exception(self) -> BaseException | None:
+        if not self._task.done() or self._task.cancelled():
+            return None
+        return self._task.exception()

@@ -1,0 +1,120 @@
+"""Group commit: step writes queued on the event loop and committed together.
+
+A step's checkpoint is queued, not committed on the spot; the queue is committed at the
+next turn of the event loop (so with a real model, whose call waits on the network, each
+step lands before the next response arrives), before any other read or write, and at the
+latest every ``MAX_QUEUED`` steps or ``COMMIT_DELAY`` seconds while a loop never yields.
+Consecutive items of one batch function are written by one call of it (each table's rows
+in one statement). Every step still lands whole or not at all: when a combined call fails,
+its items are retried one by one inside savepoints, so only the failing one is undone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+BatchFn = Callable[[Any, list[Any]], None]  # (sync Connection, items) -> None
+
+MAX_QUEUED = 64
+COMMIT_DELAY = 0.05
+
+
+class Queued:
+    """One queued item's outcome, filled in when its group commits."""
+
+    __slots__ = ("_done", "_error")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+
+class GroupCommit:
+    """The queue; ``commit`` writes it in one transaction on a DBAPI connection."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[BatchFn, Any, Queued]] = []
+        self._since = 0.0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, fn: BatchFn, item: Any) -> tuple[Queued, bool]:
+        """Queue ``item`` for ``fn``; True when the queue should be committed now."""
+        queued = Queued()
+        if not self._items:
+            self._since = time.monotonic()
+        self._items.append((fn, item, queued))
+        due = (len(self._items) >= MAX_QUEUED
+               or time.monotonic() - self._since >= COMMIT_DELAY)
+        return queued, due
+
+    def commit(self, conn: Any, dbapi: Any, then: Callable[[Any], Any] | None = None) -> Any:
+        """Write everything queued, then ``then(conn)`` if given, in one transaction; each
+        queued item's outcome is recorded. Returns what ``then`` returned, or raises what it
+        raised (the queued items still land)."""
+        items, self._items = self._items, []
+        units: list[list[tuple[BatchFn, Any, Queued]]] = []
+        for entry in items:
+            if units and units[-1][0][0] is entry[0]:
+                units[-1].append(entry)
+            else:
+                units.append([entry])
+        errors: dict[int, BaseException] = {}
+        result: Any = None
+        then_error: BaseException | None = None
+        try:
+            dbapi.execute("BEGIN IMMEDIATE")
+            for unit in units:
+                _guarded(conn, dbapi, unit, errors)
+            if then is not None:
+                if units:
+                    dbapi.execute("SAVEPOINT queued")
+                try:
+                    result = then(conn)
+                except Exception as exc:
+                    if not units:
+                        raise
+                    then_error = exc
+                    dbapi.execute("ROLLBACK TO queued")
+                if units:
+                    dbapi.execute("RELEASE queued")
+            dbapi.execute("COMMIT")
+        except BaseException as exc:  # nothing landed: every item reports why
+            if dbapi.in_transaction:
+                dbapi.execute("ROLLBACK")
+            for _, _, queued in items:
+                errors.setdefault(id(queued), exc)
+            then_error = exc
+        for _, _, queued in items:
+            queued._error = errors.get(id(queued))
+            queued._done = True
+        if then_error is not None and then is not None:
+            raise then_error
+        return result
+
+
+def _guarded(conn: Any, dbapi: Any, unit: list[tuple[BatchFn, Any, Queued]],
+             errors: dict[int, BaseException]) -> None:
+    """Run ``unit`` in a savepoint; if it fails, undo it and retry its items alone."""
+    dbapi.execute("SAVEPOINT queued")
+    try:
+        unit[0][0](conn, [item for _, item, _ in unit])
+    except Exception as exc:
+        dbapi.execute("ROLLBACK TO queued")
+        dbapi.execute("RELEASE queued")
+        if len(unit) == 1:
+            errors[id(unit[0][2])] = exc
+        else:
+            for entry in unit:
+                _guarded(conn, dbapi, [entry], errors)
+        return
+    dbapi.execute("RELEASE queued")
