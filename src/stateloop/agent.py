@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import OrderedDict
@@ -31,6 +32,8 @@ from .messages import Message, ToolCall, Usage, new_id, tool_result, unanswered_
 from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery, SteeringQueue, SteerMode
 from .tools import Tool
+
+logger = logging.getLogger("stateloop")
 
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
@@ -294,7 +297,7 @@ class Agent(AgentMemory):
                 return
             self._refresh_system()
             persist = self._persist
-            run_id = await persist.start_run() if persist is not None else new_id("run")
+            run_id = persist.start_run() if persist is not None else new_id("run")
             scope = self._scope = CancelScope()
             end: RunEnd | None = None
             try:
@@ -308,7 +311,15 @@ class Agent(AgentMemory):
             finally:
                 self._scope = None
                 if persist is not None:
-                    await asyncio.shield(self._end_run(persist, run_id, end))
+                    try:
+                        await asyncio.shield(self._end_run(persist, run_id, end))
+                    except Exception:
+                        if end is not None:
+                            raise
+                        # The run did not finish: what stopped it is already on its way
+                        # and says more than this failure to record it.
+                        logger.warning("could not record the end of run %s", run_id,
+                                       exc_info=True)
 
     def steer(self, text: str | Message, mode: SteerMode = "after_batch"
               ) -> asyncio.Task[RunResult] | None:

@@ -28,8 +28,10 @@ os.register_at_fork(after_in_child=_reseed)
 
 
 def new_id(kind: str) -> str:
-    """A unique id such as ``message-1a2b3c4d-7``, cheap enough for the hot path."""
-    return f"{kind}-{_prefix}-{next(_counter)}"
+    """A unique id such as ``message-1a2b3c4d5e6f7a8b-0000002a``, cheap enough for the hot
+    path. Ids of one process sort in creation order, so the store's id index grows at its
+    end instead of touching a random page per message."""
+    return f"{kind}-{_prefix}-{next(_counter):08x}"
 
 
 def new_uuid_id(kind: str) -> str:

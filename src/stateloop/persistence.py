@@ -17,10 +17,12 @@ from .events import RunEnd, StopReason
 from .hooks import StepRecord
 from .memory.blocks import Block
 from .messages import Message
+from .store.records import KEEP
+from .store.records import StepRecord as StoredStep
 
 if TYPE_CHECKING:
-    from .store.history import QueuedStep
     from .store.records import AgentRecord, BlockRecord, RunRecord
+    from .store.runner import Queued
     from .store.sql import SqlStore
 
 T = TypeVar("T")
@@ -83,7 +85,7 @@ class Persistence:
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self._token: tuple[int, int | None] | None = None
-        self._queued: deque[QueuedStep] = deque()  # checkpoints not yet seen to land
+        self._queued: deque[Queued] = deque()  # checkpoints not yet seen to land
         self._run: RunRecord | None = None  # the run in flight, as created
 
     @classmethod
@@ -95,21 +97,21 @@ class Persistence:
         await db.append_step(record.id, [system])
         return cls(db, record.id)
 
-    async def start_run(self) -> str:
-        self._run = await self.store.create_run(self.agent_id, status="running")
+    def start_run(self) -> str:
+        """A new run, queued: it lands with the run's first step."""
+        self._run, queued = self.store.queue_run(self.agent_id)
+        self._queued.append(queued)
         return self._run.id
 
     async def end_run(self, run_id: str, end: RunEnd | None) -> None:
         """Record how the run ended; ``end`` is None when it was cancelled from outside."""
+        assert self._run is not None and self._run.id == run_id
         reason: StopReason = end.stop_reason if end is not None else "cancelled"
-        error = end.error if end is not None else "cancelled"
-        run = self._run
-        if run is not None and run.id == run_id:
-            await self.store.finish_run(run, run_status(reason), reason, error)
-        else:
-            await self.store.update_run(run_id, status=run_status(reason), stop_reason=reason,
-                                        error=error)
-        self.raise_failed()  # every checkpoint queued before the update has landed by now
+        try:
+            await self.store.finish_run(self._run, run_status(reason), reason,
+                                        end.error if end is not None else "cancelled")
+        finally:
+            self.raise_failed()  # a lost step is the error to report; all have landed now
 
     async def flush(self) -> None:
         """Wait for the queued checkpoints; raise if one failed."""
@@ -130,9 +132,6 @@ class Persistence:
         in-context ids, edited blocks and the pending approval. The run goes on while it
         commits; a failed commit is raised at a later checkpoint or at the run's end."""
         self.raise_failed()
-        from .store.history import KEEP
-        from .store.records import StepRecord as StoredStep
-
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         step = None
         if record.step:
@@ -145,7 +144,7 @@ class Persistence:
         elif self.pending_saved:  # the stored one was answered: clear it
             pending, self.pending_saved = None, False
         self._queued.append(self.store.queue_step(
-            self.agent_id, messages, in_context_ids=[m.id for m in transcript], step=step,
+            self.agent_id, messages, in_context=transcript, step=step,
             run_id=record.run_id, block_values=self.dirty_blocks or None,
             pending_approval=pending))
         self.unsaved = []

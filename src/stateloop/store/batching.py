@@ -73,19 +73,28 @@ class GroupCommit:
         then_error: BaseException | None = None
         try:
             dbapi.execute("BEGIN IMMEDIATE")
-            for unit in units:
-                _guarded(conn, dbapi, unit, errors)
-            if then is not None:
-                if units:
-                    dbapi.execute("SAVEPOINT queued")
-                try:
+            try:  # no savepoints on the happy path: SQLite journals every page under one
+                for unit in units:
+                    unit[0][0](conn, [item for _, item, _ in unit])
+                if then is not None:
                     result = then(conn)
-                except Exception as exc:
-                    if not units:
-                        raise
-                    then_error = exc
-                    dbapi.execute("ROLLBACK TO queued")
-                if units:
+                failed = False
+            except Exception:
+                failed = True
+            if failed:
+                # Start over, each part in a savepoint of its own, so only what fails is
+                # undone (outside the except block: its errors are not chained to this one).
+                dbapi.execute("ROLLBACK")
+                dbapi.execute("BEGIN IMMEDIATE")
+                for unit in units:
+                    _guarded(conn, dbapi, unit, errors)
+                if then is not None:
+                    dbapi.execute("SAVEPOINT queued")
+                    try:
+                        result = then(conn)
+                    except Exception as exc:
+                        then_error = exc
+                        dbapi.execute("ROLLBACK TO queued")
                     dbapi.execute("RELEASE queued")
             dbapi.execute("COMMIT")
         except BaseException as exc:  # nothing landed: every item reports why

@@ -15,6 +15,7 @@ from stateloop.store import dialect, rows, schema
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
 from stateloop.store.records import (
+    KEEP,
     RUN_STATUSES,
     MessageHit,
     PassageRecord,
@@ -28,7 +29,6 @@ from stateloop.store.times import TimeLike, to_epoch
 a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
-KEEP: Any = object()  # append_step leaves the pending approval as it is
 
 # The per-step write path, compiled once (see fastpath.py).
 _INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
@@ -78,17 +78,22 @@ class HistoryMixin:
         """Checkpoint one step atomically: new messages, the step record, the run's usage,
         and (if given) the new ordered in-context ids, block values (by block id, as memory
         tools left them) and pending approval. All of it or none of it lands."""
-        await self.queue_step(agent_id, messages, in_context_ids=in_context_ids, step=step,
-                              run_id=run_id, block_values=block_values,
-                              pending_approval=pending_approval).wait()
+        queued = self.queue_step(agent_id, messages, in_context=in_context_ids, step=step,
+                                 run_id=run_id, block_values=block_values,
+                                 pending_approval=pending_approval)
+        await self._runner.barrier()
+        error = queued.exception()
+        if error is not None:
+            raise error
 
     def queue_step(self, agent_id: str, messages: Sequence[Message], *,
-                   in_context_ids: Sequence[str] | None = None,
+                   in_context: Sequence[str | Message] | None = None,
                    step: StepRecord | None = None, run_id: str | None = None,
                    block_values: Mapping[str, str] | None = None,
-                   pending_approval: Any = KEEP) -> QueuedStep:
+                   pending_approval: Any = KEEP) -> Queued:
         """``append_step`` without waiting for the commit; reads made after this call see
-        the step. Rows are encoded here, so later changes to the objects do not leak in."""
+        the step. ``in_context`` may be the messages themselves (their ids are taken when
+        the step is written). Rows are encoded here, so later changes do not leak in."""
         if step is not None:
             step.agent_id = agent_id
             run_id = run_id if run_id is not None else step.run_id
@@ -102,10 +107,10 @@ class HistoryMixin:
             agent_id, [rows.message_row(agent_id, msg, run_id, step_id) for msg in messages],
             None if step is None else rows.step_row(step),
             None if step is None or run_id is None else (run_id, step.usage),
-            None if in_context_ids is None else list(in_context_ids),
+            None if in_context is None else list(in_context),
             None if block_values is None else dict(block_values), pending_approval, catch_up,
             time.time())
-        return QueuedStep(self._runner, self._runner.submit_batched(write_steps, write))
+        return self._runner.submit_batched(write_steps, write)
 
     async def flush(self) -> None:
         """Wait until every queued write has committed (or failed)."""
@@ -200,6 +205,12 @@ class HistoryMixin:
         except IntegrityError as exc:
             raise NotFoundError(f"no agent with id {agent_id!r}") from exc
         return run
+
+    def queue_run(self, agent_id: str) -> tuple[RunRecord, Queued]:
+        """A new 'running' run, queued like a step (it lands with the run's first step)."""
+        run = RunRecord(agent_id=agent_id, status="running")
+        run.started_at = run.created_at
+        return run, self._runner.submit_batched(insert_runs, rows.run_values(run))
 
     async def finish_run(self, run: RunRecord, status: str, stop_reason: str | None,
                          error: str | None) -> None:
@@ -398,32 +409,20 @@ class StepWrite:
     message_rows: list[tuple[Any, ...]]
     step_row: tuple[Any, ...] | None
     run_usage: tuple[str, Usage] | None  # the run this step's usage is added to
-    in_context_ids: list[str] | None
+    in_context: list[str | Message] | None  # ids, or the messages (ids taken on write)
     block_values: dict[str, str] | None
     pending_approval: Any
     catch_up: bool
     now: float
 
 
-class QueuedStep:
-    """A queued step checkpoint: poll ``done()``/``exception()``, or await ``wait()``."""
-
-    def __init__(self, runner: Runner, queued: Queued) -> None:
-        self._runner = runner
-        self._queued = queued
-
-    def done(self) -> bool:
-        return self._queued.done()
-
-    def exception(self) -> BaseException | None:
-        return self._queued.exception()
-
-    async def wait(self) -> None:
-        """Wait for the commit; raise what made it fail."""
-        await self._runner.barrier()
-        error = self._queued.exception()
-        if error is not None:
-            raise error
+def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
+    """Queued run rows (``queue_run``)."""
+    try:
+        _INSERT_RUN.execute_many(conn, values)
+    except IntegrityError as exc:
+        agents = ", ".join(sorted({repr(v["agent_id"]) for v in values}))
+        raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -457,9 +456,9 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     for run_id, params in usage.items():
         if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, **params}):
             raise NotFoundError(f"no run with id {run_id!r}")
-    in_context = {w.agent_id: w.in_context_ids for w in writes if w.in_context_ids is not None}
-    for agent_id, ids in in_context.items():
-        set_in_context(conn, agent_id, ids)
+    in_context = {w.agent_id: w.in_context for w in writes if w.in_context is not None}
+    for agent_id, listed in in_context.items():  # only the newest list of each agent
+        set_in_context(conn, agent_id, [m if isinstance(m, str) else m.id for m in listed])
     blocks: dict[str, str] = {}
     for w in writes:
         blocks.update(w.block_values or {})

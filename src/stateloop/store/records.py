@@ -10,6 +10,8 @@ from stateloop.messages import Message, Usage, new_uuid_id
 
 DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT, as in the .af fixtures
 
+KEEP: Any = object()  # append_step leaves the pending approval as it is
+
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 
 

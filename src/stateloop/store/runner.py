@@ -79,6 +79,7 @@ class SqliteRunner:
         _install_sqlite_events(self.engine)
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
+        self._raw: Any = None  # the writer's DBAPI connection, for data_version
         self._queue = GroupCommit()
 
     def _writer_conn(self) -> Connection:
@@ -143,15 +144,16 @@ class SqliteRunner:
     def data_version(self) -> int | None:
         if self._lock.locked():  # an offloaded write holds the connection
             return None
-        raw = self._writer_conn().connection.dbapi_connection
-        return int(raw.execute("PRAGMA data_version").fetchone()[0])  # type: ignore[union-attr]
+        if self._raw is None:
+            self._raw = self._writer_conn().connection.dbapi_connection
+        return int(self._raw.execute("PRAGMA data_version").fetchone()[0])
 
     async def close(self) -> None:
         async with self._lock:
             self._commit_queued()
             if self._writer is not None:
                 self._writer.close()
-                self._writer = None
+                self._writer = self._raw = None
             self.engine.dispose()
 
 
