@@ -258,8 +258,12 @@ class _Run:
             for call in calls:
                 yield ToolExecutionStart(call)
             outputs = await self._run_tools(calls, offered, {})
-        async for event in self._finish(step, calls, outputs, response, started, cut_off):
+        results, events = self._answer(calls, outputs)
+        for event in events:
             yield event
+        yield await self._end_step(step, response, started)
+        for message in self._next_input(calls, results, cut_off):
+            yield self.append(message)
 
     async def resume(self, resume: Resume) -> AsyncGenerator[AnyEvent, None]:
         """Finish a step that paused for approval: run, deny or fill in each of its calls."""
@@ -280,15 +284,17 @@ class _Run:
         for call in calls:
             yield ToolExecutionStart(call)
         outputs = await self._run_tools(calls, None, verdicts)
-        async for event in self._finish(0, calls, outputs, None, started, False):
+        results, events = self._answer(calls, outputs)
+        for event in events:
             yield event
+        yield await self._end_step(0, None, started)
+        for message in self._next_input(calls, results, False):
+            yield self.append(message)
 
-    async def _finish(self, step: int, calls: list[ToolCall], outputs: list[ToolOutput],
-                      response: ModelResponse | None, started: float,
-                      cut_off: bool) -> AsyncGenerator[AnyEvent, None]:
-        """Append the step's results, persist it, and decide whether the run goes on."""
-        # All results are appended before any is yielded: a consumer that stops listening
-        # midway must not leave a call unanswered.
+    def _answer(self, calls: list[ToolCall], outputs: list[ToolOutput]
+                ) -> tuple[list[Message], list[AnyEvent]]:
+        """Append every result before any event is yielded: a consumer that stops listening
+        midway must not leave a call unanswered."""
         results: list[Message] = []
         events: list[AnyEvent] = []
         for call, output in zip(calls, outputs, strict=True):
@@ -297,24 +303,29 @@ class _Run:
             events.append(ToolExecutionEnd(call, result))
             events.append(self.append(result))
         self.open_calls = []
-        for event in events:
-            yield event
+        return results, events
+
+    async def _end_step(self, step: int, response: ModelResponse | None,
+                        started: float) -> StepEnd:
+        """Persist the step and run the after_step hook."""
         record = self._record(step, response, started)
         await self.checkpoint(record)
         if self.config.hooks and self.config.hooks.after_step:
             await call_hook(self.config.hooks.after_step, record)
-        yield StepEnd(step, record.usage, record.finish_reason)
-        self._check_cancel()
+        return StepEnd(step, record.usage, record.finish_reason)
 
+    def _next_input(self, calls: list[ToolCall], results: list[Message],
+                    cut_off: bool) -> list[Message]:
+        """Decide whether the run goes on, and with what input."""
+        self._check_cancel()
         if cut_off:
             self.length_cutoffs += 1
             if not calls or self.length_cutoffs > 1:
                 raise _Stop("max_tokens_exceeded",
                             "the model's response was cut off by the output token limit")
-            return
+            return []
         self._count_failures(calls, results)
-        for message in self._decide(calls, results):
-            yield self.append(message)
+        return self._decide(calls, results)
 
     def _count_failures(self, calls: list[ToolCall], results: list[Message]) -> None:
         if calls and all(r.is_error for r in results):

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _stores: dict[str, SqlStore] = {}
+CROSS_PROCESS_LAG = 0.005
 _FAILED_STOPS = frozenset({"error", "llm_api_error", "invalid_llm_response", "invalid_tool_call",
                            "context_window_overflow_in_system_prompt", "timeout",
                            "error_threshold"})
@@ -87,6 +88,7 @@ class Persistence:
         self._token: tuple[int, int | None] | None = None
         self._queued: deque[Queued] = deque()  # checkpoints not yet seen to land
         self._run: RunRecord | None = None  # the run in flight, as created
+        self._seen_this_run = False  # sync_blocks asked the database during this run
 
     @classmethod
     async def create(cls, store: str | SqlStore, record: AgentRecord, blocks: list[Block],
@@ -100,6 +102,7 @@ class Persistence:
     def start_run(self) -> str:
         """A new run, queued: it lands with the run's first step."""
         self._run, queued = self.store.queue_run(self.agent_id)
+        self._seen_this_run = False
         self._queued.append(queued)
         return self._run.id
 
@@ -152,8 +155,11 @@ class Persistence:
 
     async def sync_blocks(self, blocks: list[Block]) -> bool:
         """Bring ``blocks`` up to date with the store if anything may have changed them
-        (another agent sharing a block, another process); True when something changed."""
-        token = self.store.change_token()
+        (another agent sharing a block, another process); True when something changed.
+        A run's first step always asks the database; later steps see other processes'
+        commits within ``CROSS_PROCESS_LAG`` seconds (asking costs more than a fast step)."""
+        token = self.store.change_token(CROSS_PROCESS_LAG if self._seen_this_run else 0.0)
+        self._seen_this_run = True
         if token == self._token and token[1] is not None:
             return False
         self._token = token

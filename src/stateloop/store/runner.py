@@ -15,6 +15,7 @@ semantics.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -55,8 +56,9 @@ class Runner(Protocol):
 
     async def close(self) -> None: ...
 
-    def data_version(self) -> int | None:
-        """SQLite's data_version, which other connections' commits change; None if unknown."""
+    def data_version(self, max_age: float = 0.0) -> int | None:
+        """SQLite's data_version, which other connections' commits change, as read at most
+        ``max_age`` seconds ago; None if unknown."""
         ...
 
 
@@ -80,6 +82,7 @@ class SqliteRunner:
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
         self._raw: Any = None  # the writer's DBAPI connection, for data_version
+        self._version: tuple[float, int | None] = (-1e9, None)  # (when read, data_version)
         self._queue = GroupCommit()
 
     def _writer_conn(self) -> Connection:
@@ -141,12 +144,17 @@ class SqliteRunner:
         await self.barrier()
         return await asyncio.to_thread(self._read_sync, fn)
 
-    def data_version(self) -> int | None:
+    def data_version(self, max_age: float = 0.0) -> int | None:
+        now = time.monotonic()
+        if now - self._version[0] <= max_age:
+            return self._version[1]
         if self._lock.locked():  # an offloaded write holds the connection
             return None
         if self._raw is None:
             self._raw = self._writer_conn().connection.dbapi_connection
-        return int(self._raw.execute("PRAGMA data_version").fetchone()[0])
+        version = int(self._raw.execute("PRAGMA data_version").fetchone()[0])
+        self._version = (now, version)
+        return version
 
     async def close(self) -> None:
         async with self._lock:
@@ -194,7 +202,7 @@ class AsyncRunner:
         await self.barrier()
         await self.async_engine.dispose()
 
-    def data_version(self) -> int | None:
+    def data_version(self, max_age: float = 0.0) -> int | None:
         return None  # no connection to ask without a round trip: callers re-read
 
 

@@ -73,10 +73,11 @@ class SqlStore(HistoryMixin):
         self.url = url.raw
         self.path = url.path
 
-    def change_token(self) -> tuple[int, int | None]:
+    def change_token(self, max_age: float = 0.0) -> tuple[int, int | None]:
         """Cheap and synchronous: differs from an earlier token when a block may have changed
-        since (a block write through this store, or any commit from another connection)."""
-        return self._block_writes, self._runner.data_version()
+        since (a block write through this store, or any commit from another connection).
+        Other connections' commits are looked for at most every ``max_age`` seconds."""
+        return self._block_writes, self._runner.data_version(max_age)
 
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
