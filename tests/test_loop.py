@@ -149,6 +149,36 @@ async def test_tool_timeout():
     assert result.stop_reason == "end_turn"
 
 
+async def test_parallel_tool_timeouts_each_keep_their_own_deadline():
+    @tool(timeout=5)
+    async def patient() -> str:
+        """Finishes well within its deadline, after the hasty call has timed out."""
+        await asyncio.sleep(0.2)
+        return "done"
+
+    @tool(timeout=0.05)
+    async def hasty() -> str:
+        """Armed after a later deadline, times out first."""
+        await asyncio.sleep(5)
+        return "never"
+
+    @tool(timeout=1)
+    def sync_slow() -> str:
+        """A sync tool in a worker thread also times out."""
+        time.sleep(1.5)
+        return "never"
+
+    agent = agent_with([calls(call("patient"), call("hasty"), call("sync_slow")),
+                        reply("ok")], tools=[patient, hasty, sync_slow])
+    started = time.perf_counter()
+    result = await agent.run("go")
+    assert time.perf_counter() - started < 1.4
+    answers = {m.name: m for m in result.messages if m.role == "tool"}
+    assert answers["patient"].text == "done" and not answers["patient"].is_error
+    assert answers["hasty"].text == "Tool 'hasty' timed out after 0.05 s."
+    assert answers["sync_slow"].text == "Tool 'sync_slow' timed out after 1 s."
+
+
 async def test_sync_tool_runs_off_the_event_loop():
     seen: list[int] = []
 
