@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import Protocol
 
 from ..messages import ImagePart, Message, ReasoningPart, TextPart
@@ -90,6 +91,32 @@ def _encoding_for(model: str | None) -> Encoding:
     return get_encoding(encoding_name_for(model) or DEFAULT_ENCODING)
 
 
+@functools.lru_cache(maxsize=64)
+def _counter_for(model: str | None) -> Callable[[str], int]:
+    """Counts the tokens of a text for ``model``; short texts (tool names, small results)
+    recur step after step and are remembered."""
+    encoding = _encoding_for(model)
+    encode = encoding.encode_ordinary
+    core = getattr(getattr(encoding, "_core_bpe", None), "encode_ordinary", None)
+    known: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        found = known.get(text)
+        if found is not None:
+            return found
+        try:  # tiktoken's own wrapper only adds a fallback for unpaired surrogates
+            tokens = len(core(text)) if core is not None else len(encode(text))
+        except UnicodeEncodeError:
+            tokens = len(encode(text))
+        if len(text) <= 64:
+            if len(known) >= 4096:
+                known.clear()
+            known[text] = tokens
+        return tokens
+
+    return count
+
+
 def message_tokens(message: Message, model: str | None = None) -> int:
     """The message's token count, counted on first use and stored on it."""
     if message.token_count is None:
@@ -98,18 +125,18 @@ def message_tokens(message: Message, model: str | None = None) -> int:
 
 
 def _count_message(message: Message, model: str | None) -> int:
-    encode = _encoding_for(model).encode_ordinary
+    count = _counter_for(model)
     total = MESSAGE_OVERHEAD
     for part in message.content:
         if type(part) is TextPart or type(part) is ReasoningPart:
-            total += len(encode(part.text)) if part.text else 0
+            total += count(part.text) if part.text else 0
         elif type(part) is ImagePart:
             total += IMAGE_TOKENS
     for call in message.tool_calls:
         arguments = call.raw_arguments
         if arguments is None:
             arguments = json.dumps(call.arguments)
-        total += TOOL_CALL_OVERHEAD + len(encode(call.name)) + len(encode(arguments))
+        total += TOOL_CALL_OVERHEAD + count(call.name) + count(arguments)
     if message.name:
         total += 1
     return total
