@@ -311,8 +311,9 @@ class Agent(AgentMemory):
             finally:
                 self._scope = None
                 if persist is not None:
+                    persist.finish_run(end)  # queued: one transaction with the last steps
                     try:
-                        await asyncio.shield(self._end_run(persist, run_id, end))
+                        await asyncio.shield(self._end_run(persist))
                     except Exception:
                         if end is not None:
                             raise
@@ -451,8 +452,8 @@ class Agent(AgentMemory):
             asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
                                                   end.pending_approval)
 
-    async def _end_run(self, persist: Persistence, run_id: str, end: RunEnd | None) -> None:
-        await persist.end_run(run_id, end)
+    async def _end_run(self, persist: Persistence) -> None:
+        await persist.flush()
         if self.agent_type.clear_after_run and self.pending_approval is None:
             await persist.store.set_in_context(self.id, [m.id for m in self._transcript])
 

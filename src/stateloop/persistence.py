@@ -106,18 +106,17 @@ class Persistence:
         self._queued.append(queued)
         return self._run.id
 
-    async def end_run(self, run_id: str, end: RunEnd | None) -> None:
-        """Record how the run ended; ``end`` is None when it was cancelled from outside."""
-        assert self._run is not None and self._run.id == run_id
+    def finish_run(self, end: RunEnd | None) -> None:
+        """Queue how the run ended (``end`` is None when it was cancelled from outside); it
+        lands with the run's last step. ``flush`` waits for it."""
+        assert self._run is not None
         reason: StopReason = end.stop_reason if end is not None else "cancelled"
-        try:
-            await self.store.finish_run(self._run, run_status(reason), reason,
-                                        end.error if end is not None else "cancelled")
-        finally:
-            self.raise_failed()  # a lost step is the error to report; all have landed now
+        self._queued.append(self.store.queue_finish(
+            self._run, run_status(reason), reason,
+            end.error if end is not None else "cancelled"))
 
     async def flush(self) -> None:
-        """Wait for the queued checkpoints; raise if one failed."""
+        """Wait for the queued writes; raise the first failure (a lost step, say)."""
         await self.store.flush()
         self.raise_failed()
 

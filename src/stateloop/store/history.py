@@ -212,28 +212,22 @@ class HistoryMixin:
         run.started_at = run.created_at
         return run, self._runner.submit_batched(insert_runs, rows.run_values(run))
 
-    async def finish_run(self, run: RunRecord, status: str, stop_reason: str | None,
-                         error: str | None) -> None:
-        """``update_run`` to a terminal status for a run this process holds, in one cheap
-        statement pair (the end of every agent run)."""
+    def queue_finish(self, run: RunRecord, status: str, stop_reason: str | None,
+                     error: str | None) -> Queued:
+        """``update_run`` to a terminal status for a run this process holds, queued like a
+        step (it lands with the run's last step, in the same transaction)."""
         if status not in TERMINAL_STATUSES:
-            raise ValueError(f"finish_run needs a terminal status {TERMINAL_STATUSES}, "
+            raise ValueError(f"a finished run's status is one of {TERMINAL_STATUSES}, "
                              f"not {status!r}")
         now = time.time()
         began = run.started_at or run.created_at
-
-        def txn(conn: Connection) -> None:
-            if not _FINISH_RUN.execute(conn, {"run": run.id, "status": status,
-                                              "stop_reason": stop_reason, "error": error,
-                                              "now": now}):
-                raise NotFoundError(f"no run with id {run.id!r}")
-            _SET_LAST_RUN.execute(conn, {"agent": run.agent_id, "now": now,
-                                         "duration": (now - began) * 1000,
-                                         "stop_reason": stop_reason})
-
-        await self._runner.write(txn, raw=True)
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
+        return self._runner.submit_batched(finish_runs, (
+            {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
+             "now": now},
+            {"agent": run.agent_id, "now": now, "duration": (now - began) * 1000,
+             "stop_reason": stop_reason}))
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run with this id."""
@@ -423,6 +417,14 @@ def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
     except IntegrityError as exc:
         agents = ", ".join(sorted({repr(v["agent_id"]) for v in values}))
         raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc
+
+
+def finish_runs(conn: Connection, ends: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Queued run ends (``queue_finish``): the run's status and the agent's last-run fields."""
+    for run, agent in ends:
+        if not _FINISH_RUN.execute(conn, run):
+            raise NotFoundError(f"no run with id {run['run']!r}")
+        _SET_LAST_RUN.execute(conn, agent)
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:

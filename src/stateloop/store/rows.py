@@ -76,7 +76,9 @@ def search_texts(message: Message) -> tuple[str, str | None]:
     pieces = []
     for call in message.tool_calls:
         pieces.append(call.name)
-        pieces.extend(v for v in call.arguments.values() if isinstance(v, str))
+        for value in call.arguments.values():
+            if type(value) is str:
+                pieces.append(value)
     return message.text, "\n".join(pieces)
 
 
