@@ -112,9 +112,8 @@ async def run_loop(transcript: list[Message], new_input: list[Message], config: 
             for message in new_input:
                 yield run.append(message)
                 run.proceed = True
-            while run.proceed:
-                async for event in run.step():
-                    yield event
+            async for event in run.run_steps():
+                yield event
         except _Stop as reason:
             stop = reason
         await run.flush()
@@ -166,104 +165,107 @@ class _Run:
         self.pending.append(message)
         return MessageEvent(message)
 
-    # -- one step ------------------------------------------------------------------------
+    # -- the steps -----------------------------------------------------------------------
 
-    async def step(self) -> AsyncGenerator[AnyEvent, None]:
-        config = self.config
-        self._check_cancel()
-        for message in config.steering.take_steering():
-            yield self.append(message)
-        if self.steps >= config.max_steps:
-            raise _Stop("max_steps", f"stopped after {config.max_steps} steps (max_steps)")
-        if config.prepare_step is not None:
-            await config.prepare_step()
-        started = time.time()
-        step = self.steps + 1
-        yield StepStart(step)
+    async def run_steps(self) -> AsyncGenerator[AnyEvent, None]:
+        """Step while the run should go on: one generator for the whole run, not one a
+        step (each costs its creation and the event loop's async-generator hooks)."""
+        while self.proceed:
+            config = self.config
+            self._check_cancel()
+            for message in config.steering.take_steering():
+                yield self.append(message)
+            if self.steps >= config.max_steps:
+                raise _Stop("max_steps", f"stopped after {config.max_steps} steps (max_steps)")
+            if config.prepare_step is not None:
+                await config.prepare_step()
+            started = time.time()
+            step = self.steps + 1
+            yield StepStart(step)
 
-        response: ModelResponse | None = None
-        overflow: ContextWindowExceeded | None = None  # the provider's last complaint
-        overflows = 0  # provider overflows this step, each answered by a compaction
-        while response is None:
-            compaction = await self._fit_window(overflow)
-            if compaction is not None:
-                yield compaction
-            request = await self._request()
-            attempt = 0
-            overflow = None
-            while response is None and overflow is None:  # transient failures are retried
-                stream = config.model.stream(request)
-                try:
-                    while True:
-                        self.scope._armed = True
-                        try:
-                            item = await anext(stream)
-                        except StopAsyncIteration:
-                            break
-                        finally:
-                            self.scope._armed = False
-                        if isinstance(item, ModelResponse):
-                            _check_response(item)
-                            response = item
-                        else:
-                            yield item
-                            self._check_cancel()
-                except asyncio.CancelledError:
-                    if not self.scope.absorb():
-                        raise
-                    self._check_cancel()
-                except ContextWindowExceeded as exc:
-                    overflows += 1
-                    if config.context is None or overflows > 2:
-                        raise _Stop("llm_api_error", _describe(exc, 1) + (
-                            " (still too long after two compactions)" if overflows > 2
-                            else "")) from exc
-                    overflow = exc  # compact, then build the request again
-                except ModelError as exc:
-                    attempt += 1
-                    if not exc.transient or attempt > config.retry.retries:
-                        raise _Stop(_stop_reason_for(exc), _describe(exc, attempt)) from exc
-                    response = None
-                    await self._sleep(config.retry.delay(attempt, exc.retry_after))
-                finally:
-                    await stream.aclose()  # type: ignore[attr-defined]
-        if config.context is not None:
-            config.context.record_usage(self.transcript, response.usage.input_tokens)
-        if config.hooks and config.hooks.after_model_call:
-            response = await call_hook(config.hooks.after_model_call, response) or response
-        self.steps = step
-        self.usage.add(response.usage)
-        calls = response.message.tool_calls
-        for call in calls:
-            yield ToolCallEnd(call)
-        appended = self.append(response.message)
-        self.open_calls, self.outputs = list(calls), []
-        yield appended
-
-        offered = {spec.name for spec in request.tools}
-        cut_off = response.finish_reason == "length"
-        if cut_off and calls:
-            outputs = [ToolOutput(LENGTH_CUTOFF_NOTICE, True) for _ in calls]
-        else:
-            self.paused = self._approval_needed(calls, offered)
-            if self.paused is not None:
-                self.open_calls = []  # they stay open: a human decides
-                yield ApprovalRequest(self.paused.requested_calls)
-                record = self._record(step, response, started)
-                record.pending_approval = self.paused
-                await self.checkpoint(record)
-                yield StepEnd(step, response.usage, response.finish_reason)
-                raise _Stop("requires_approval", "waiting for approval of tool calls "
-                            f"{', '.join(self.paused.requested)}")
+            response: ModelResponse | None = None
+            overflow: ContextWindowExceeded | None = None  # the provider's last complaint
+            overflows = 0  # provider overflows this step, each answered by a compaction
+            while response is None:
+                compaction = await self._fit_window(overflow)
+                if compaction is not None:
+                    yield compaction
+                request = await self._request()
+                attempt = 0
+                overflow = None
+                while response is None and overflow is None:  # transient failures are retried
+                    stream = config.model.stream(request)
+                    try:
+                        while True:
+                            self.scope._armed = True
+                            try:
+                                item = await anext(stream)
+                            except StopAsyncIteration:
+                                break
+                            finally:
+                                self.scope._armed = False
+                            if isinstance(item, ModelResponse):
+                                _check_response(item)
+                                response = item
+                            else:
+                                yield item
+                                self._check_cancel()
+                    except asyncio.CancelledError:
+                        if not self.scope.absorb():
+                            raise
+                        self._check_cancel()
+                    except ContextWindowExceeded as exc:
+                        overflows += 1
+                        if config.context is None or overflows > 2:
+                            raise _Stop("llm_api_error", _describe(exc, 1) + (
+                                " (still too long after two compactions)" if overflows > 2
+                                else "")) from exc
+                        overflow = exc  # compact, then build the request again
+                    except ModelError as exc:
+                        attempt += 1
+                        if not exc.transient or attempt > config.retry.retries:
+                            raise _Stop(_stop_reason_for(exc), _describe(exc, attempt)) from exc
+                        response = None
+                        await self._sleep(config.retry.delay(attempt, exc.retry_after))
+                    finally:
+                        await stream.aclose()  # type: ignore[attr-defined]
+            if config.context is not None:
+                config.context.record_usage(self.transcript, response.usage.input_tokens)
+            if config.hooks and config.hooks.after_model_call:
+                response = await call_hook(config.hooks.after_model_call, response) or response
+            self.steps = step
+            self.usage.add(response.usage)
+            calls = response.message.tool_calls
             for call in calls:
-                yield ToolExecutionStart(call)
-            outputs = await self._run_tools(calls, offered, {})
-        results, events = self._answer(calls, outputs)
-        for event in events:
-            yield event
-        yield await self._end_step(step, response, started)
-        for message in self._next_input(calls, results, cut_off):
-            yield self.append(message)
+                yield ToolCallEnd(call)
+            appended = self.append(response.message)
+            self.open_calls, self.outputs = list(calls), []
+            yield appended
+
+            offered = {spec.name for spec in request.tools}
+            cut_off = response.finish_reason == "length"
+            if cut_off and calls:
+                outputs = [ToolOutput(LENGTH_CUTOFF_NOTICE, True) for _ in calls]
+            else:
+                self.paused = self._approval_needed(calls, offered)
+                if self.paused is not None:
+                    self.open_calls = []  # they stay open: a human decides
+                    yield ApprovalRequest(self.paused.requested_calls)
+                    record = self._record(step, response, started)
+                    record.pending_approval = self.paused
+                    await self.checkpoint(record)
+                    yield StepEnd(step, response.usage, response.finish_reason)
+                    raise _Stop("requires_approval", "waiting for approval of tool calls "
+                                f"{', '.join(self.paused.requested)}")
+                for call in calls:
+                    yield ToolExecutionStart(call)
+                outputs = await self._run_tools(calls, offered, {})
+            results, events = self._answer(calls, outputs)
+            for event in events:
+                yield event
+            yield await self._end_step(step, response, started)
+            for message in self._next_input(calls, results, cut_off):
+                yield self.append(message)
 
     async def resume(self, resume: Resume) -> AsyncGenerator[AnyEvent, None]:
         """Finish a step that paused for approval: run, deny or fill in each of its calls."""

@@ -22,8 +22,8 @@ import hashlib
 import json
 import os
 import tempfile
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from ..messages import ImagePart, Message, ReasoningPart, TextPart

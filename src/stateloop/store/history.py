@@ -43,7 +43,6 @@ _FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
 _SET_LAST_RUN = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     last_run_completion=bindparam("now"), last_run_duration_ms=bindparam("duration"),
     last_stop_reason=bindparam("stop_reason")))
-_USAGE_DELTAS = ("d_steps", *(f"d_{name}" for name in rows.USAGE_COLUMNS))
 _SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     in_context_message_ids=bindparam("ids"), updated_at=bindparam("now")), ["ids"])
 _SET_BLOCK_VALUE = FastStatement(update(schema.blocks).where(
@@ -447,16 +446,18 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
-    usage: dict[str, dict[str, Any]] = {}
+    totals: dict[str, tuple[list[int], Usage]] = {}  # run id -> ([steps], usage)
     for w in writes:
         if w.run_usage is not None:
             run_id, step_usage = w.run_usage
-            params = usage.setdefault(run_id, dict.fromkeys(_USAGE_DELTAS, 0))
-            params["d_steps"] += 1
-            for name, tokens in rows.usage_values(step_usage).items():
-                params[f"d_{name}"] += tokens
-    for run_id, params in usage.items():
-        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, **params}):
+            found = totals.get(run_id)
+            if found is None:
+                found = totals[run_id] = ([0], Usage())
+            found[0][0] += 1
+            found[1].add(step_usage)
+    for run_id, (steps, usage) in totals.items():
+        params = {f"d_{name}": tokens for name, tokens in rows.usage_values(usage).items()}
+        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps[0], **params}):
             raise NotFoundError(f"no run with id {run_id!r}")
     in_context = {w.agent_id: w.in_context for w in writes if w.in_context is not None}
     for agent_id, listed in in_context.items():  # only the newest list of each agent

@@ -98,7 +98,6 @@ messages = Table(
     Column("tool_text", Text),  # tool calls and results: searched only when asked
     Column("data", Json, nullable=False),
     Index("ix_messages_agent_seq", "agent_id", "seq"),
-    Index("ix_messages_run", "run_id"),
     sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
 )
 
@@ -142,7 +141,6 @@ steps = Table(
     Column("metadata", Json, nullable=False),
     Column("created_at", Float, nullable=False),
     Index("ix_steps_run", "run_id", "step_index"),
-    Index("ix_steps_agent", "agent_id"),
 )
 
 passages = Table(
