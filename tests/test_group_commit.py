@@ -114,3 +114,32 @@ async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> No
                   store=f"sqlite:///{path}", name="gone")
     with pytest.raises(StoreError, match=r"append_step .* refused: FOREIGN KEY"):
         await agent.run("go")
+
+
+async def test_a_runs_messages_are_found_by_any_process(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    agent = Agent(model=ScriptedModel([call("count"), reply("one"), reply("two")]),
+                  tools=[_count_tool()],
+                  store=url, name="runner")
+    first = await agent.run("one")
+    agent.reset()  # a recompiled system prompt is stored with the next run, not as its message
+    second = await agent.run("again")
+    other = await open_store(url)  # as another process would
+    try:
+        runs = {run.id: run for run in await other.list_runs(agent.id)}
+        assert [m.text for m in await other.list_run_messages(runs[second.run_id])] == [
+            "again", "two"]
+        added = await other.list_run_messages(runs[first.run_id])
+        assert [m.role for m in added] == ["user", "assistant", "tool", "assistant"]
+        assert [m.id for m in added] == [m.id for m in first.messages]
+    finally:
+        await other.close()
+
+
+def _count_tool() -> object:
+    @tool
+    async def count() -> str:
+        """Count."""
+        return "1"
+
+    return count

@@ -33,8 +33,6 @@ from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery, SteeringQueue, SteerMode
 from .tools import Tool
 
-logger = logging.getLogger("stateloop")
-
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
     from .memory.compaction import ContextManager, Strategy
@@ -42,6 +40,8 @@ if TYPE_CHECKING:
     from .store.records import AgentRecord
     from .store.sql import SqlStore
     from .tools.rules import BaseToolRule
+
+logger = logging.getLogger("stateloop")
 
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
 INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _stores: dict[str, SqlStore] = {}
-CROSS_PROCESS_LAG = 0.005
+CROSS_PROCESS_LAG = 0.005  # seconds a run may take to see another process's block edit
 _FAILED_STOPS = frozenset({"error", "llm_api_error", "invalid_llm_response", "invalid_tool_call",
                            "context_window_overflow_in_system_prompt", "timeout",
                            "error_threshold"})
@@ -86,7 +86,7 @@ class Persistence:
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self._token: tuple[int, int | None] | None = None
-        self._queued: deque[Queued] = deque()  # checkpoints not yet seen to land
+        self._queued: deque[Queued] = deque()  # writes not yet seen to land
         self._run: RunRecord | None = None  # the run in flight, as created
         self._seen_this_run = False  # sync_blocks asked the database during this run
 
@@ -121,7 +121,7 @@ class Persistence:
         self.raise_failed()
 
     def raise_failed(self) -> None:
-        """Raise the error of the first queued checkpoint that failed to commit."""
+        """Raise the error of the first queued write that failed to commit."""
         queued = self._queued
         while queued and queued[0].done():
             error = queued.popleft().exception()

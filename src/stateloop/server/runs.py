@@ -135,13 +135,6 @@ class RunRegistry:
             await channel.close()
             if not accepted.done():
                 accepted.cancel()
-        if channel.end is not None and channel.run_id is not None and agent.store is not None:
-            # Remember which messages the run added, for GET /v1/runs/{id}/messages.
-            try:
-                await agent.store.update_run(channel.run_id, metadata={
-                    "message_ids": [m.id for m in channel.end.messages]})
-            except Exception:
-                logger.exception("could not record the messages of run %s", channel.run_id)
 
     def _register(self, channel: RunChannel, run_id: str | None) -> None:
         channel.run_id = run_id

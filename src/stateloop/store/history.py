@@ -149,6 +149,14 @@ class HistoryMixin:
         return await self._runner.read(
             lambda conn: [Message.from_dict(d) for d in conn.execute(stmt).scalars()])
 
+    async def list_run_messages(self, run: RunRecord) -> list[Message]:
+        """The messages a run added (its input included; a recompiled system prompt is not
+        the run's), oldest first, whichever process ran it."""
+        stmt = (select(m.c.data).where(m.c.agent_id == run.agent_id)
+                .where(m.c.run_id == run.id).where(m.c.role != "system").order_by(m.c.seq))
+        return await self._runner.read(
+            lambda conn: [Message.from_dict(d) for d in conn.execute(stmt).scalars()])
+
     async def count_messages(self, agent_id: str) -> int:
         """How many messages the agent has ever stored (in context or not)."""
         stmt = select(func.count()).select_from(m).where(m.c.agent_id == agent_id)
@@ -326,7 +334,7 @@ class HistoryMixin:
             return batch
 
         try:
-            return await self._runner.write(txn)
+            return await self._runner.write(txn, offload=len(batch) > 256)
         except IntegrityError as exc:
             raise StoreError(f"insert_passages for agent {agent_id!r} refused: {exc.orig}") \
                 from exc

@@ -54,8 +54,7 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
                    order: Order = "asc") -> list[dict[str, Any]]:
     """The messages the run added (input included)."""
     run = await runtime.store.get_run(run_id)
-    ids = run.metadata.get("message_ids") or []
-    stored = await runtime.store.get_messages(ids)
+    stored = await runtime.store.list_run_messages(run)
     chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
                   order=order)
     return [frame for message in chosen for frame in to_letta(message, run_id=run_id)]
