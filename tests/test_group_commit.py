@@ -12,7 +12,14 @@ import pytest
 
 from stateloop import Agent, tool
 from stateloop.messages import Message, assistant, user
-from stateloop.store import AgentRecord, StepRecord, StoreError, batching, open_store
+from stateloop.store import (
+    AgentRecord,
+    NotFoundError,
+    StepRecord,
+    StoreError,
+    batching,
+    open_store,
+)
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, call, reply
 
@@ -76,6 +83,12 @@ async def test_a_write_after_queued_steps_commits_them_first_even_when_it_fails(
     with pytest.raises(StoreError):
         await store.append_step("agent-missing", [user("orphan")])
     assert queued.exception() is None and _stored_ids(store.path) == [hello.id]
+
+    again = user("again")
+    queued = store.queue_step(agent_id, [again])
+    with pytest.raises(NotFoundError):  # a write that shares the queued steps' transaction
+        await store.create_run("agent-missing")
+    assert queued.exception() is None and _stored_ids(store.path) == [hello.id, again.id]
 
 
 async def test_a_run_that_never_yields_still_commits_every_few_steps(tmp_path: Path) -> None:

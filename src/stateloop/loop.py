@@ -170,8 +170,8 @@ class _Run:
     async def run_steps(self) -> AsyncGenerator[AnyEvent, None]:
         """Step while the run should go on: one generator for the whole run, not one a
         step (each costs its creation and the event loop's async-generator hooks)."""
+        config = self.config
         while self.proceed:
-            config = self.config
             self._check_cancel()
             for message in config.steering.take_steering():
                 yield self.append(message)

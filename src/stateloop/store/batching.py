@@ -102,10 +102,13 @@ class GroupCommit:
                 dbapi.execute("ROLLBACK")
             for _, _, queued in items:
                 errors.setdefault(id(queued), exc)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like are not the items' to keep
             then_error = exc
-        for _, _, queued in items:
-            queued._error = errors.get(id(queued))
-            queued._done = True
+        finally:
+            for _, _, queued in items:
+                queued._error = errors.get(id(queued))
+                queued._done = True
         if then_error is not None and then is not None:
             raise then_error
         return result
