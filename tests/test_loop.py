@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from stateloop import Agent, Block, tool
+from stateloop import Agent, Block, ConfigError, tool
 from stateloop.events import RunEnd
 from stateloop.llm.retry import RetryPolicy
 from stateloop.loop import LENGTH_CUTOFF_NOTICE
@@ -438,3 +438,16 @@ async def test_run_end_is_always_last_and_carries_the_result():
     assert isinstance(end, RunEnd)
     assert end.stop_reason == "end_turn" and end.output == "3" and end.steps == 2
     assert agent.last_result is not None and agent.last_result.run_id == end.run_id
+
+
+async def test_max_steps_and_model_for_one_run():
+    agent = agent_with([call("add", a=1, b=2), call("add", a=3, b=4), reply("done")])
+    result = await agent.run("go", max_steps=1)
+    assert (result.stop_reason, result.steps, agent.max_steps) == ("max_steps", 1, 50)
+
+    other = ScriptedModel([reply("other model")])
+    result = await agent.run("again", model=other)
+    assert result.output == "other model" and len(other.requests) == 1
+    assert agent.model is not other  # the agent keeps its own model
+    with pytest.raises(ConfigError, match="max_steps must be a positive integer"):
+        await agent.run("x", max_steps=0)

@@ -263,3 +263,24 @@ def test_busy_mode_rejects_a_second_run_with_409(fake: FakeOpenAI, script: Scrip
             client.agents.messages.create(agent.id, input="two")
         while client.runs.retrieve(run.id).status == "running":
             time.sleep(0.05)
+
+
+def test_max_steps_and_override_model_apply_to_one_request(
+        client: Letta, script: Script, fake: FakeOpenAI, shout_tool: Any) -> None:
+    agent = new_agent(client, tools=["shout"])
+    script.set(call("shout", text="a"), call("shout", text="b"))
+    response = client.agents.messages.create(agent.id, input="go", max_steps=1)
+    assert response.stop_reason.stop_reason == "max_steps"
+    assert kinds(response.messages) == ["tool_call_message", "tool_return_message"]
+
+    script.set(reply("From the other model."))
+    seen = len(fake.requests)
+    response = client.agents.messages.create(agent.id, input="again",
+                                             override_model="openai/gpt-4.1-nano")
+    assert response.stop_reason.stop_reason == "end_turn"
+    models = [r.body.get("model") for r in fake.requests[seen:] if r.path.endswith("/completions")]
+    assert models == ["gpt-4.1-nano"]
+    assert client.agents.retrieve(agent.id).model == "openai/gpt-4o-mini"  # unchanged
+
+    with pytest.raises(letta_client.BadRequestError, match="unknown model"):
+        client.agents.messages.create(agent.id, input="x", override_model="nope/model")

@@ -260,13 +260,16 @@ class Agent(AgentMemory):
     # -- running -------------------------------------------------------------------------
 
     async def run(self, input: Input = None, *,
-                  approvals: Sequence[Approval] | None = None) -> RunResult:
+                  approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
+                  model: str | Model | None = None) -> RunResult:
         """Run until the agent stops; returns the result (never raises for model/tool failure).
 
-        ``approvals`` resumes a run paused with stop reason ``requires_approval``.
+        ``approvals`` resumes a run paused with stop reason ``requires_approval``;
+        ``max_steps`` and ``model`` replace the agent's own for this run only.
         """
         end: RunEnd | None = None
-        async for event in self.stream(input, approvals=approvals):
+        async for event in self.stream(input, approvals=approvals, max_steps=max_steps,
+                                       model=model):
             if type(event) is RunEnd:
                 end = event
         assert end is not None
@@ -283,9 +286,15 @@ class Agent(AgentMemory):
                            "use 'await agent.run(...)' instead")
 
     async def stream(self, input: Input = None, *,
-                     approvals: Sequence[Approval] | None = None) -> AsyncIterator[AnyEvent]:
-        """Run and yield every event; runs of one agent are queued in arrival order."""
+                     approvals: Sequence[Approval] | None = None,
+                     max_steps: int | None = None,
+                     model: str | Model | None = None) -> AsyncIterator[AnyEvent]:
+        """Run and yield every event; runs of one agent are queued in arrival order.
+        ``max_steps`` and ``model`` replace the agent's own for this run only."""
         new_input = options.as_messages(input)
+        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
+            raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
+        run_model = resolve_model(model, **self._model_options) if model is not None else None
         lock = self._run_lock()
         if self.busy == "reject" and lock.locked():
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
@@ -301,9 +310,13 @@ class Agent(AgentMemory):
             scope = self._scope = CancelScope()
             end: RunEnd | None = None
             try:
-                async for event in run_loop(self._transcript, new_input,
-                                            self._loop_config(resume), run_id=run_id,
-                                            agent_id=self.id, cancel=scope):
+                config = self._loop_config(resume)
+                if max_steps is not None:
+                    config.max_steps = max_steps
+                if run_model is not None:
+                    config.model = run_model
+                async for event in run_loop(self._transcript, new_input, config,
+                                            run_id=run_id, agent_id=self.id, cancel=scope):
                     if type(event) is RunEnd:
                         end = event
                         self._after_run(event, resume)

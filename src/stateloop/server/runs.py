@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
 from ..approvals import Approval
-from ..events import RunEnd
+from ..events import AnyEvent, RunEnd
 from ..messages import Message
 from .messages import Frame, StreamConverter
 
@@ -95,25 +95,26 @@ class RunRegistry:
         return self._channels.get(run_id)
 
     async def start(self, agent: Agent, messages: list[Message], approvals: list[Approval], *,
-                    stream_tokens: bool) -> RunChannel:
+                    stream_tokens: bool, max_steps: int | None = None,
+                    model: str | None = None) -> RunChannel:
         """Start a run in the background; returns once the agent accepted it (raises what
         the agent raises on refusal: busy, pending approval, approvals that do not fit)."""
         channel = RunChannel(agent.id, capacity=self.events_per_run)
         converter = StreamConverter(stream_tokens=stream_tokens,
                                     approval_names=approval_names(agent))
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(self._drive(agent, messages, approvals, channel, converter,
-                                               accepted))
+        run = agent.stream(messages or None, approvals=approvals or None, max_steps=max_steps,
+                           model=model)
+        task = asyncio.create_task(self._drive(agent, run, channel, converter, accepted))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         await accepted
         return channel
 
-    async def _drive(self, agent: Agent, messages: list[Message], approvals: list[Approval],
-                     channel: RunChannel, converter: StreamConverter,
-                     accepted: asyncio.Future[None]) -> None:
+    async def _drive(self, agent: Agent, run: AsyncIterator[AnyEvent], channel: RunChannel,
+                     converter: StreamConverter, accepted: asyncio.Future[None]) -> None:
         try:
-            async for event in agent.stream(messages or None, approvals=approvals or None):
+            async for event in run:
                 if not accepted.done():
                     run_id = getattr(event, "run_id", None)
                     self._register(channel, run_id)

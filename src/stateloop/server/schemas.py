@@ -164,6 +164,7 @@ class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
     input: str | list[TextContent] | None = None
     max_steps: int | None = Field(default=None, gt=0)
+    override_model: str | None = None  # a handle such as "openai/gpt-4o", for this run only
     use_assistant_message: bool = True
     include_return_message_types: list[str] | None = None
     enable_thinking: str | None = None

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
-from ...errors import AgentBusyError
+from ...errors import AgentBusyError, ConfigError
 from ...messages import Message, TextPart, user
 from ..creation import unprocessable
 from ..deps import RuntimeDep
@@ -90,7 +90,10 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
             f"{', '.join(pending.requested)}; send {{\"type\": \"approval\", \"approvals\": "
             "[...]} or cancel the run before sending a new message"))
     try:
-        return await runtime.runs.start(agent, messages, approvals, stream_tokens=stream_tokens)
+        return await runtime.runs.start(agent, messages, approvals, stream_tokens=stream_tokens,
+                                        max_steps=body.max_steps, model=body.override_model)
+    except ConfigError as exc:  # an unknown override_model, say
+        raise HTTPException(400, detail=str(exc)) from exc
     except AgentBusyError as exc:
         raise HTTPException(409, detail=str(exc)) from exc
     except ApprovalError as exc:
