@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -185,3 +186,48 @@ async def test_recall_indexes_in_batches_but_search_always_sees_everything(
     await reopened.append_step(other, [user("zanzibar again")])
     assert len(await reopened.search_messages(other, "zanzibar")) == 1
     await reopened.close()
+
+
+async def test_tool_noise_is_indexed_when_first_searched_and_edits_keep_the_index_whole(
+        tmp_path: Path) -> None:
+    path = tmp_path / "noise.db"
+    store = await open_store(f"sqlite:///{path}")
+    agent_id = await _agent(store)
+    call = ToolCall("c1", "lookup", {"query": "zebra"})
+    steps = [[assistant(tool_calls=[call]), tool_result(call, f"zebra fact {i}")]
+             for i in range(40)]
+    for step in steps:
+        await store.append_step(agent_id, [user("tell me about zebras"), *step])
+
+    def marks() -> tuple[int, int, int]:
+        with sqlite3.connect(path) as db:
+            text, tool = db.execute(
+                "SELECT indexed_seq, tool_indexed_seq FROM recall_index").fetchone()
+            return text, tool, db.execute("SELECT max(seq) FROM messages").fetchone()[0]
+
+    assert [h.message.role for h in await store.search_messages(agent_id, "zebras")] == [
+        "user"] * 10
+    text_mark, tool_mark, last = marks()
+    assert text_mark == last and tool_mark == 0  # tool noise not indexed yet
+    hits = await store.search_messages(agent_id, "fact 7", include_tool=True)
+    assert hits[0].message.text == "zebra fact 7"
+    assert marks()[1] == last
+
+    # Edits and deletes of indexed and unindexed rows alike leave a consistent index.
+    late = tool_result(call, "an unindexed okapi fact")
+    await store.append_step(agent_id, [late])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE messages SET text = 'now an okapi remark', tool_text = NULL "
+                   "WHERE id = ?", (late.id,))
+        db.execute("UPDATE messages SET text = '', tool_text = 'zebra fact 3 redacted' "
+                   "WHERE id = ?", (steps[3][1].id,))
+        db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+    okapi = await store.search_messages(agent_id, "okapi", roles=["tool"])  # by its text
+    assert [h.message.id for h in okapi] == [late.id]
+    redacted = await store.search_messages(agent_id, "redacted", include_tool=True)
+    assert [h.message.id for h in redacted] == [steps[3][1].id]
+    await store.delete_agent(agent_id)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    await store.close()

@@ -43,25 +43,29 @@ def begin_sqlite(conn: Any) -> None:
 
 _fts = table("messages_fts", column("rowid"), column("text"))
 RECALL_BATCH = 64  # index after this many new messages (and always before a search)
-_CATCH_UP = (
-    "INSERT INTO messages_fts(rowid, text, tool_text) SELECT seq, text, tool_text FROM messages "
-    "WHERE seq > (SELECT indexed_seq FROM recall_index WHERE id = 1)",
-    "UPDATE recall_index SET indexed_seq = "
-    "(SELECT coalesce(max(seq), 0) FROM messages) WHERE id = 1",
-)
+# Messages with text are indexed in batches; pure tool noise (tool calls and results with no
+# text) only when a search first includes it (migration 0005 states the rule).
+_BEHIND = ("SELECT coalesce(max(seq), 0) > (SELECT {mark} FROM recall_index WHERE id = 1) "
+           "FROM messages")
+_INDEX = ("INSERT INTO messages_fts(rowid, text, tool_text) SELECT seq, text, tool_text "
+          "FROM messages WHERE seq > (SELECT {mark} FROM recall_index WHERE id = 1) "
+          "AND text {test} ''")
+_MARK = "UPDATE recall_index SET {mark} = (SELECT coalesce(max(seq), 0) FROM messages) WHERE id = 1"
+_PASSES = {False: (("indexed_seq", "!="),),
+           True: (("indexed_seq", "!="), ("tool_indexed_seq", "="))}
 
 
-def catch_up_recall(conn: Connection) -> None:
-    """Index every message not yet in the recall index; call inside a write transaction.
-
-    It runs on the DBAPI connection, so the per-step write path can call it too."""
+def catch_up_recall(conn: Connection, include_tool: bool = False) -> None:
+    """Index what recall has not indexed yet (tool noise too with ``include_tool``); call
+    inside a write transaction. It runs on the DBAPI connection, so the per-step write path
+    can call it too."""
     dbapi: Any = conn.connection.dbapi_connection
-    behind = dbapi.execute(
-        "SELECT (SELECT coalesce(max(seq), 0) FROM messages) > "
-        "(SELECT indexed_seq FROM recall_index WHERE id = 1)").fetchone()[0]
-    if behind:
-        for sql in _CATCH_UP:
-            dbapi.execute(sql)
+    for mark, test in _PASSES[include_tool]:
+        if dbapi.execute(_BEHIND.format(mark=mark)).fetchone()[0]:
+            dbapi.execute(_INDEX.format(mark=mark, test=test))
+            dbapi.execute(_MARK.format(mark=mark))
+
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

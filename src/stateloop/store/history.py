@@ -188,7 +188,7 @@ class HistoryMixin:
             if end is not None:
                 stmt = stmt.where(m.c.created_at <= end)
 
-        await self._runner.write(dialect.catch_up_recall)
+        await self._runner.write(lambda conn: dialect.catch_up_recall(conn, include_tool))
 
         def txn(conn: Connection) -> list[MessageHit]:
             return [MessageHit(Message.from_dict(row.data), row.agent_id, row.run_id,
