@@ -32,11 +32,8 @@ def list_agents(
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """List agents, oldest first."""
-    backend = open_backend(db, server, token)
-    try:
+    with open_backend(db, server, token) as backend:
         agents = backend.list_agents(tag or [])
-    finally:
-        backend.close()
     if as_json:
         print_json(agents)
         return
@@ -80,11 +77,8 @@ def create(
                      tags=tag or [], approve=approve or [], agent_type=agent_type)
     if block:
         spec.blocks = parse_blocks(block)
-    backend = open_backend(db, server, token)
-    try:
+    with open_backend(db, server, token) as backend:
         agent = backend.create_agent(spec)
-    finally:
-        backend.close()
     if as_json:
         print_json(agent)
     else:
@@ -100,11 +94,8 @@ def show(
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """Show an agent: model, tags, tools, memory blocks, system prompt."""
-    backend = open_backend(db, server, token)
-    try:
+    with open_backend(db, server, token) as backend:
         found = backend.show_agent(agent)
-    finally:
-        backend.close()
     if as_json:
         print_json(found)
         return
@@ -142,9 +133,6 @@ def delete(
         if not typer.confirm(f"delete agent {agent!r} and its history?"):
             err.print("nothing deleted")
             return
-    backend = open_backend(db, server, token)
-    try:
+    with open_backend(db, server, token) as backend:
         gone = backend.delete_agent(agent)
-    finally:
-        backend.close()
     out.print(f"deleted agent {escape(gone['name'])} ({gone['id']})")

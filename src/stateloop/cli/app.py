@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -40,13 +42,15 @@ app.add_typer(agents.app, name="agents")
 DEFAULT_AGENT = "default"
 
 
+@contextmanager
 def open_session(backend: Backend, agent: str, *, model: str | None, base_url: str | None,
-                 check: bool = True) -> Session:
+                 check: bool = True) -> Iterator[Session]:
+    """The agent's session, closed when the block ends."""
+    session = backend.session(agent, model=model, base_url=base_url, check=check)
     try:
-        return backend.session(agent, model=model, base_url=base_url, check=check)
-    except BaseException:
-        backend.close()
-        raise
+        yield session
+    finally:
+        session.close()
 
 
 @app.command()
@@ -63,20 +67,16 @@ def chat(
 
     from .chat import Chat
 
-    backend = open_backend(db, server, token)
     name = agent or os.environ.get("STATELOOP_AGENT") or DEFAULT_AGENT
-    if agent is None:
-        ensure_default(backend, name, model)
-    session = open_session(backend, name, model=model, base_url=base_url)
-    try:
-        try:
-            import readline  # noqa: F401  (line editing and history for input())
-        except ImportError:
-            pass
-        Chat(session).run()
-    finally:
-        session.close()
-        backend.close()
+    with open_backend(db, server, token) as backend:
+        if agent is None:
+            ensure_default(backend, name, model)
+        with open_session(backend, name, model=model, base_url=base_url) as session:
+            try:
+                import readline  # noqa: F401  (line editing and history for input())
+            except ImportError:
+                pass
+            Chat(session).run()
 
 
 def ensure_default(backend: Backend, name: str, model: str | None) -> None:
@@ -114,9 +114,8 @@ def run(
     if approve and deny is not None:
         fail("give --approve or --deny, not both", USAGE)
     text = None if answering and message is None else read_message(message)
-    backend = open_backend(db, server, token)
-    session = open_session(backend, agent, model=model, base_url=base_url)
-    try:
+    with (open_backend(db, server, token) as backend,
+          open_session(backend, agent, model=model, base_url=base_url) as session):
         pending = session.pending()
         decisions = None
         if answering:
@@ -141,9 +140,6 @@ def run(
         end = turn(None if decisions else text, decisions)
         if decisions and text is not None and end.stop_reason == "end_turn":
             end = turn(text)  # the approvals are answered: now the message
-    finally:
-        session.close()
-        backend.close()
     raise typer.Exit(exit_code(end, session.name))
 
 
@@ -191,17 +187,13 @@ def context(
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """Show what the agent's context window holds: totals, then each message with tokens."""
-    backend = open_backend(db, server, token)
-    session = open_session(backend, agent, model=model, base_url=None, check=False)
-    try:
+    with (open_backend(db, server, token) as backend,
+          open_session(backend, agent, model=model, base_url=None, check=False) as session):
         if as_json:
             out.file.write(json.dumps(session.context_data(), ensure_ascii=False, indent=2,
                                       default=str) + "\n")
         else:
             out.print(session.context_view(), markup=False)
-    finally:
-        session.close()
-        backend.close()
 
 
 @app.command()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from .items import Session
@@ -20,12 +22,21 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def open_backend(db: str | None, server: str | None, token: str | None = None) -> Backend:
-    """The server at ``server`` if given, else the database ``db`` (or the default one)."""
+@contextmanager
+def open_backend(db: str | None, server: str | None,
+                 token: str | None = None) -> Iterator[Backend]:
+    """The server at ``server`` if given, else the database ``db`` (or the default one);
+    closed when the block ends."""
+    backend: Backend
     if server:
         from .remote import RemoteBackend
 
-        return RemoteBackend(server, token)
-    from .local import LocalBackend
+        backend = RemoteBackend(server, token)
+    else:
+        from .local import LocalBackend
 
-    return LocalBackend(db)
+        backend = LocalBackend(db)
+    try:
+        yield backend
+    finally:
+        backend.close()
