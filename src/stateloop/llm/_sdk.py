@@ -1,12 +1,15 @@
-"""What both SDK-based adapters need around their clients: one client per event loop, and
-telling network failures apart from everything else."""
+"""What both SDK-based adapters need around their clients: one client per event loop, a
+stream whose failures come out as ``ModelError``, and telling network failures apart."""
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+from ..errors import ModelError
+from .base import StreamItem
 
 Client = TypeVar("Client")
 
@@ -40,3 +43,24 @@ def is_transport_error(exc: BaseException) -> bool:
     """
     return any(cls.__name__ == "TransportError" and cls.__module__.startswith("httpx")
                for cls in type(exc).__mro__)
+
+
+async def model_stream(open_stream: Callable[[], Awaitable[Any]],
+                       read: Callable[[Any], AsyncIterator[StreamItem]],
+                       model_error: Callable[[BaseException, bool], ModelError | None],
+                       ) -> AsyncIterator[StreamItem]:
+    """``read`` the SDK stream ``open_stream`` returns; what fails becomes the ModelError
+    ``model_error`` makes of it (told whether the stream had opened), else goes on as is."""
+    opened = False
+    try:
+        events = await open_stream()
+        opened = True
+        async for item in read(events):
+            yield item
+    except ModelError:
+        raise
+    except Exception as exc:
+        error = model_error(exc, opened)
+        if error is None:
+            raise
+        raise error from exc

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AuthenticationError, InvalidResponse, ModelError, Unavailable
 from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, Usage
 from ._errors import classify, error_details, retry_after_seconds
-from ._sdk import ClientPerLoop, is_transport_error
+from ._sdk import ClientPerLoop, is_transport_error, model_stream
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
 from .models import model_limits
@@ -79,22 +79,11 @@ class AnthropicModel:
         return anthropic.AsyncAnthropic(api_key=key, base_url=self.base_url,
                                         timeout=self.timeout, max_retries=0)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one message: deltas as they arrive, then the ``ModelResponse``."""
-        opened = False
-        try:
-            client = self._clients.get()
-            events = await client.messages.create(**self.body(request))
-            opened = True
-            async for item in self._read(events):
-                yield item
-        except ModelError:
-            raise
-        except Exception as exc:
-            error = self._model_error(exc, opened)
-            if error is None:
-                raise
-            raise error from exc
+        return model_stream(
+            lambda: self._clients.get().messages.create(**self.body(request)), self._read,
+            self._model_error)
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request``."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import AuthenticationError, InvalidResponse, ModelError, Unavailable
 from ..messages import ImagePart, Message, TextPart, Usage
 from ._errors import classify, error_details, retry_after_seconds
-from ._sdk import ClientPerLoop, is_transport_error
+from ._sdk import ClientPerLoop, is_transport_error, model_stream
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem
 from .models import model_limits
@@ -92,22 +92,10 @@ class OpenAIModel:
         return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
                                   max_retries=0)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one completion: deltas as they arrive, then the ``ModelResponse``."""
-        opened = False
-        try:
-            client = self._clients.get()
-            chunks = await self._open(client, request)
-            opened = True
-            async for item in self._read(chunks):
-                yield item
-        except ModelError:
-            raise
-        except Exception as exc:
-            error = self._model_error(exc, opened)
-            if error is None:
-                raise
-            raise error from exc
+        return model_stream(lambda: self._open(self._clients.get(), request), self._read,
+                            self._model_error)
 
     async def _open(self, client: openai.AsyncOpenAI, request: ModelRequest) -> Any:
         import openai
