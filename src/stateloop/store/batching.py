@@ -1,12 +1,13 @@
 """Group commit: step writes queued on the event loop and committed together.
 
-A step's checkpoint is queued, not committed on the spot; the queue is committed at the
-next turn of the event loop (so with a real model, whose call waits on the network, each
-step lands before the next response arrives), before any other read or write, and at the
-latest every ``MAX_QUEUED`` steps or ``COMMIT_DELAY`` seconds while a loop never yields.
-Consecutive items of one batch function are written by one call of it (each table's rows
-in one statement). Every step still lands whole or not at all: when a combined call fails,
-its items are retried one by one inside savepoints, so only the failing one is undone.
+A step's checkpoint is queued, not committed on the spot. The queue is committed at the
+next turn of the event loop, before any other read or write, when the agent's next step
+begins (so a crash loses at most the step in flight), and at the latest every
+``MAX_QUEUED`` items or ``COMMIT_DELAY`` seconds. Steps of many agents stepping at once
+thus share one transaction. Consecutive items of one batch function are written by one call
+of it (each table's rows in one statement). Every step still lands whole or not at all: when
+a combined call fails, its items are retried one by one inside savepoints, so only the
+failing one is undone.
 """
 
 from __future__ import annotations
