@@ -6,7 +6,6 @@ the SQL text still comes from Core, compiled once per dialect, so it stays porta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any
@@ -14,6 +13,8 @@ from typing import Any
 from sqlalchemy import JSON, Connection, Insert, Table, bindparam, insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
+
+from stateloop.store.rows import to_json
 
 
 def insert_all(table: Table) -> Insert:
@@ -52,7 +53,7 @@ class FastStatement:
         defaults = self._defaults
         values = [params[k] if k in params else defaults[k] for k in order]
         if self._json:
-            values = [json.dumps(v) if k in self._json and v is not None else v
+            values = [to_json(v) if k in self._json and v is not None else v
                       for k, v in zip(order, values, strict=True)]
         return tuple(values)
 
