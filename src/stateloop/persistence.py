@@ -86,7 +86,7 @@ class Persistence:
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self._token: tuple[int, int | None] | None = None
-        self._queued: deque[Queued] = deque()  # writes not yet seen to land
+        self._queued: deque[Queued] = deque()  # writes whose outcome flush has not seen
         self._run: RunRecord | None = None  # the run in flight, as created
         self._seen_this_run = False  # sync_blocks asked the database during this run
 
@@ -116,12 +116,8 @@ class Persistence:
             end.error if end is not None else "cancelled"))
 
     async def flush(self) -> None:
-        """Wait for the queued writes; raise the first failure (a lost step, say)."""
+        """Commit the queued writes; raise the first failure (a lost step, say)."""
         await self.store.flush()
-        self.raise_failed()
-
-    def raise_failed(self) -> None:
-        """Raise the error of the first queued write that failed to commit."""
         queued = self._queued
         while queued and queued[0].done():
             error = queued.popleft().exception()
@@ -131,9 +127,8 @@ class Persistence:
 
     async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
         """Queue one step's write, one transaction: its messages, the step row, usage, the
-        in-context ids, edited blocks and the pending approval. The run goes on while it
-        commits; a failed commit is raised at a later checkpoint or at the run's end."""
-        self.raise_failed()
+        in-context ids, edited blocks and the pending approval. It is committed by ``flush``
+        (before the next step, at the run's end), which raises if it failed."""
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         step = None
         if record.step:
