@@ -3,13 +3,11 @@ a fake OpenAI-compatible server in this process, a temporary database and HOME."
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,38 +15,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from stateloop.llm.base import ModelRequest
+from fake_script import Script
 from stateloop.testing.fake_openai import FakeOpenAI
-from stateloop.testing.scripted import ScriptItem, reply
 
 _OURS = ("STATELOOP_", "OPENAI_", "ANTHROPIC_")  # the variables the CLI reads
-Step = ScriptItem | Callable[[ModelRequest], ScriptItem]
 
 
 def console_script() -> list[str]:
     """The installed ``stateloop`` script next to this interpreter, else ``python -m``."""
     script = Path(sys.executable).parent / "stateloop"
     return [str(script)] if script.exists() else [sys.executable, "-m", "stateloop"]
-
-
-class Script:
-    """What the fake model answers next; each test sets its own items."""
-
-    def __init__(self) -> None:
-        self.items: collections.deque[Step] = collections.deque()
-        self.requests: list[ModelRequest] = []
-        self._lock = threading.Lock()
-
-    def set(self, *items: Step) -> None:
-        with self._lock:
-            self.items = collections.deque(items)
-            self.requests = []
-
-    def __call__(self, request: ModelRequest) -> ScriptItem:
-        with self._lock:
-            self.requests.append(request)
-            item = self.items.popleft() if self.items else reply("(script exhausted)")
-        return item(request) if callable(item) else item
 
 
 @dataclass

@@ -3,11 +3,10 @@ sockets), the fake OpenAI server as every agent's model, a tmp SQLite file, lett
 
 from __future__ import annotations
 
-import collections
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,33 +14,11 @@ import pytest
 import uvicorn
 from letta_client import Letta
 
-from stateloop.llm.base import ModelRequest
+from fake_script import Script
 from stateloop.server import create_app
 from stateloop.server.settings import ServerSettings
 from stateloop.testing.fake_openai import FakeOpenAI
-from stateloop.testing.scripted import ScriptItem, reply
 from stateloop.tools import Tool
-
-
-class Script:
-    """What the fake model answers next; each test sets its own items (or a function)."""
-
-    def __init__(self) -> None:
-        self.items: collections.deque[ScriptItem | Callable[[ModelRequest], ScriptItem]] = (
-            collections.deque())
-        self.requests: list[ModelRequest] = []
-        self._lock = threading.Lock()
-
-    def set(self, *items: ScriptItem | Callable[[ModelRequest], ScriptItem]) -> None:
-        with self._lock:
-            self.items = collections.deque(items)
-            self.requests = []
-
-    def __call__(self, request: ModelRequest) -> ScriptItem:
-        with self._lock:
-            self.requests.append(request)
-            item = self.items.popleft() if self.items else reply("(script exhausted)")
-        return item(request) if callable(item) else item
 
 
 class Server:
