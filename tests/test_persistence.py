@@ -127,6 +127,33 @@ async def test_every_step_is_checkpointed_with_its_run(db):
     assert [m.id for m in stored] == [m.id for m in agent.messages]
     record = await store.get_agent(agent.id)
     assert record.in_context_message_ids == [m.id for m in agent.messages]
+    assert run.usage == result.usage  # summed from the steps when the run ended
+
+
+async def test_steps_that_only_append_leave_the_stored_context_list_alone(db, tmp_path):
+    import sqlite3
+
+    agent = Agent(model=ScriptedModel([call("add", a=1, b=1), reply("2"), reply("again"),
+                                       reply("anew")]),
+                  tools=[add], store=db, name="appends")
+
+    def stored_list() -> list[str]:
+        with sqlite3.connect(tmp_path / "agents.db") as raw:
+            return json.loads(raw.execute("SELECT in_context_message_ids FROM agents")
+                              .fetchone()[0])
+
+    await agent.run("go")
+    await agent.run("more")
+    assert stored_list() == []  # as created: each message since was appended
+    store = agent.store
+    assert store is not None
+    assert (await store.get_agent(agent.id)).in_context_message_ids == [
+        m.id for m in agent.messages]
+    agent.reset()
+    await agent.run("fresh")
+    assert stored_list() == [m.id for m in agent.messages[:3]]  # rewritten once: it shrank
+    loaded = await Agent.aload("appends", store=db, model=ScriptedModel([]), tools=[add])
+    assert [m.id for m in loaded.messages] == [m.id for m in agent.messages]
 
 
 async def test_memory_edits_are_persisted_with_their_step(db):

@@ -12,6 +12,7 @@ import pytest
 from stateloop.messages import Message, ToolCall, Usage, assistant, system, tool_result, user
 from stateloop.store import AgentRecord, NotFoundError, StepRecord, StoreError, open_store
 from stateloop.store import history as history_module
+from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 
 
@@ -54,6 +55,77 @@ async def test_append_step_writes_messages_step_usage_and_context(store: SqlStor
     assert await store.count_messages(agent_id) == 4
 
 
+async def test_the_context_grows_by_appended_steps_without_rewriting_its_list(
+        store: SqlStore, tmp_path: Path) -> None:
+    agent_id = await _agent(store)
+    first, second, aside, third, fourth, fifth = (user(t) for t in ("1", "2", "aside", "3",
+                                                                    "4", "5"))
+    await store.append_step(agent_id, [first], in_context_ids=[first.id])
+    await store.append_step(agent_id, [second], in_context_ids=APPEND)
+    await store.append_step(agent_id, [user("kept out")])  # stored, not in context
+    await store.append_step(agent_id, [third], in_context_ids=APPEND)
+    ids = [first.id, second.id, third.id]
+    assert (await store.get_agent(agent_id)).in_context_message_ids == ids
+    third = user("3 again")
+    # Queued together (on the inline runner: one transaction), applied in order.
+    store.queue_step(agent_id, [aside])  # stored, not in context
+    store.queue_step(agent_id, [third], in_context=APPEND)
+    store.queue_step(agent_id, [fourth], in_context=[first, fourth])
+    store.queue_step(agent_id, [], in_context=APPEND)
+    await store.flush()
+    assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id, fourth.id]
+    await store.append_step(agent_id, [fifth], in_context_ids=APPEND)
+    expected = [first.id, fourth.id, fifth.id]
+    assert (await store.get_agent(agent_id)).in_context_message_ids == expected
+    assert [a.in_context_message_ids for a in await store.list_agents()] == [expected]
+    with sqlite3.connect(tmp_path / "history.db") as raw:  # the list was written twice
+        stored = raw.execute("SELECT in_context_message_ids FROM agents").fetchone()[0]
+    assert stored == f'["{first.id}","{fourth.id}"]'
+    await store.set_in_context(agent_id, [third.id])
+    await store.append_step(agent_id, [user("6")], in_context_ids=APPEND)
+    assert (await store.get_agent(agent_id)).in_context_message_ids[0] == third.id
+    assert len((await store.get_agent(agent_id)).in_context_message_ids) == 2
+
+
+async def test_step_records_ride_on_messages_and_runs_sum_them_when_they_end(
+        store: SqlStore, tmp_path: Path) -> None:
+    agent_id = await _agent(store)
+    run = await store.create_run(agent_id, status="running")
+    before = await store.create_run(agent_id, status="running")  # earlier messages, other run
+    await store.append_step(agent_id, [user("other run")], step=StepRecord(before.id))
+    call = ToolCall("call-1", "add", {"a": 1, "b": 2})
+    answer, result = assistant(tool_calls=[call]), tool_result(call, "3")
+    first = StepRecord(run.id, model="m", provider="p", usage=Usage(10, 2, 1, 1, 3),
+                       latency_ms=5.0, finish_reason="tool_calls", metadata={"k": [1]})
+    await store.append_step(agent_id, [answer, result], step=first)
+    await store.append_step(agent_id, [], step=StepRecord(run.id, index=1, usage=Usage(4, 1),
+                                                          error="model unreachable"))
+    await store.append_step(agent_id, [assistant("done")],
+                            step=StepRecord(run.id, index=2, usage=Usage(20, 5)))
+
+    with sqlite3.connect(tmp_path / "history.db") as raw:
+        carried = raw.execute("SELECT id FROM messages WHERE step IS NOT NULL "
+                              "AND run_id = ?", (run.id,)).fetchall()
+        separate = raw.execute("SELECT count(*) FROM steps").fetchone()[0]
+    assert carried[0][0] == result.id  # on the step's last row
+    assert (len(carried), separate) == (2, 1)
+    steps = await store.list_steps(run.id)
+    assert [(s.index, s.error) for s in steps] == [(0, None), (1, "model unreachable"),
+                                                   (2, None)]
+    assert steps[0] == first  # every field kept
+    live = await store.get_run(run.id)  # summed from the steps so far
+    assert (live.step_count, live.usage) == (3, Usage(34, 8, 1, 1, 3))
+    ended = await store.update_run(run.id, status="completed")
+    assert (ended.step_count, ended.usage) == (3, Usage(34, 8, 1, 1, 3))
+    assert (await store.get_run(run.id)) == ended
+    with sqlite3.connect(tmp_path / "history.db") as raw:
+        stored = raw.execute("SELECT step_count, input_tokens FROM runs WHERE id = ?",
+                             (run.id,)).fetchone()
+    assert stored == (3, 34)
+    assert (await store.get_run(before.id)).step_count == 1
+    assert [m.text for m in await store.list_run_messages(ended)] == ["", "3", "done"]
+
+
 async def test_a_failing_step_leaves_nothing_written(store: SqlStore,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     agent_id = await _agent(store)
@@ -67,7 +139,7 @@ async def test_a_failing_step_leaves_nothing_written(store: SqlStore,
         await store.append_step(agent_id, [fresh, dup], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
     # A failure after every statement but the last.
-    def boom(*_: object) -> None:
+    def boom(*_: object, **__: object) -> None:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(history_module, "set_in_context", boom)

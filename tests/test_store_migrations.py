@@ -62,7 +62,7 @@ async def test_empty_database_upgrades_to_head_and_matches_the_schema(tmp_path: 
         assert compare_metadata(context, metadata) == []
 
 
-@pytest.mark.parametrize("revision", ["0001", "0002"])  # the oldest and the previous head
+@pytest.mark.parametrize("revision", ["0001", "0005"])  # the oldest and the previous head
 async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
         tmp_path: Path, revision: str) -> None:
     path = tmp_path / "old.db"
@@ -101,6 +101,7 @@ async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
         assert agent.pending_approval is None  # the column 0003 added
         assert (await store.get_agent_block(agent.id, "human")).value == "Ada"
         assert [m.text for m in await store.get_messages(["m1"])] == ["remember the zebra"]
+        assert agent.in_context_message_ids == ["m1"]
         hits = await store.search_messages(agent.id, "zebra")
         assert [h.message.id for h in hits] == ["m1"]
     finally:

@@ -468,7 +468,7 @@ class Agent(AgentMemory):
     async def _end_run(self, persist: Persistence) -> None:
         await persist.flush()
         if self.agent_type.clear_after_run and self.pending_approval is None:
-            await persist.store.set_in_context(self.id, [m.id for m in self._transcript])
+            await persist.set_context(self._transcript)
 
     def _expire(self, pending: PendingApproval) -> None:
         if self.pending_approval is pending:

@@ -17,7 +17,7 @@ from .events import RunEnd, StopReason
 from .hooks import StepRecord
 from .memory.blocks import Block
 from .messages import Message
-from .store.records import KEEP
+from .store.records import APPEND, KEEP
 from .store.records import StepRecord as StoredStep
 
 if TYPE_CHECKING:
@@ -89,15 +89,17 @@ class Persistence:
         self._queued: deque[Queued] = deque()  # writes whose outcome flush has not seen
         self._run: RunRecord | None = None  # the run in flight, as created
         self._seen_this_run = False  # sync_blocks asked the database during this run
+        self._context: list[Message] | None = None  # the context as last written, if known
 
     @classmethod
     async def create(cls, store: str | SqlStore, record: AgentRecord, blocks: list[Block],
                      system: Message) -> Persistence:
         db = await get_store(store)
-        record.in_context_message_ids = [system.id]
         await db.create_agent(record, [block_record(b) for b in blocks])
-        await db.append_step(record.id, [system])
-        return cls(db, record.id)
+        await db.append_step(record.id, [system], in_context_ids=APPEND)
+        persistence = cls(db, record.id)
+        persistence._context = [system]
+        return persistence
 
     def start_run(self) -> str:
         """A new run, queued: it lands with the run's first step."""
@@ -123,6 +125,7 @@ class Persistence:
             error = queued.popleft().exception()
             if error is not None:
                 queued.clear()  # later steps were written after a gap: report it once
+                self._context = None  # the stored context is not what was sent: rewrite it
                 raise error
 
     async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
@@ -141,11 +144,27 @@ class Persistence:
         elif self.pending_saved:  # the stored one was answered: clear it
             pending, self.pending_saved = None, False
         self._queued.append(self.store.queue_step(
-            self.agent_id, messages, in_context=transcript, step=step,
-            run_id=record.run_id, block_values=self.dirty_blocks or None,
+            self.agent_id, messages, in_context=self._context_change(transcript, messages),
+            step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
             pending_approval=pending))
         self.unsaved = []
         self.dirty_blocks = {}
+
+    def _context_change(self, transcript: list[Message], written: list[Message]) -> Any:
+        """``APPEND`` when the context grew by exactly the messages written (so the stored
+        list stays as it is), else the new context."""
+        before, self._context = self._context, list(transcript)
+        if before is None or len(transcript) != len(before) + len(written):
+            return self._context
+        kept = len(before)
+        if transcript[:kept] == before and transcript[kept:] == written:
+            return APPEND
+        return self._context
+
+    async def set_context(self, transcript: list[Message]) -> None:
+        """Store a new context outside a step (a cleared message buffer)."""
+        self._context = list(transcript)
+        await self.store.set_in_context(self.agent_id, [m.id for m in transcript])
 
     async def sync_blocks(self, blocks: list[Block]) -> bool:
         """Bring ``blocks`` up to date with the store if anything may have changed them

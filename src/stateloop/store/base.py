@@ -52,8 +52,8 @@ class Store(Protocol):
 
     # messages
     async def append_step(self, agent_id: str, messages: Sequence[Message], *,
-                          in_context_ids: Sequence[str] | None = None,
-                          step: StepRecord | None = None, run_id: str | None = None) -> None: ...
+                          in_context_ids: Any = None, step: StepRecord | None = None,
+                          run_id: str | None = None) -> None: ...
     async def get_messages(self, ids: Sequence[str]) -> list[Message]: ...
     async def list_messages(self, agent_id: str, *, before: str | None = None,
                             after: str | None = None, limit: int = 100, order: str = "asc",

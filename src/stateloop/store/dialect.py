@@ -10,7 +10,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, column, literal_column, select, table
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    column,
+    func,
+    literal_column,
+    select,
+    table,
+)
 
 from stateloop.store import schema
 
@@ -37,6 +46,11 @@ def begin_sqlite(conn: Any) -> None:
     fail with SQLITE_BUSY at once instead of waiting on the busy timeout."""
     write = conn.get_execution_options().get("stateloop_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def json_member(json_column: Any, key: str) -> ColumnElement[Any]:
+    """One member of a JSON object column, as a plain SQL value."""
+    return func.json_extract(json_column, f"$.{key}")
 
 
 # --- full-text recall (SQLite FTS5; the table and triggers are made in migration 0001) ---

@@ -7,6 +7,7 @@ the SQL text still comes from Core, compiled once per dialect, so it stays porta
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
 from itertools import chain
 from typing import Any
 
@@ -60,28 +61,35 @@ class FastStatement:
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run once; the number of rows it changed."""
         sql, order = self._sql(conn)
-        return _run(conn, sql, [self._row(order, params)], many=False)
+        with closing(_run(conn, sql, self._row(order, params))) as cursor:
+            return int(cursor.rowcount)
 
     def execute_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run once per row, in one call."""
         sql, order = self._sql(conn)
-        _run(conn, sql, [self._row(order, row) for row in rows], many=True)
+        _run(conn, sql, [self._row(order, row) for row in rows], many=True).close()
+
+    def fetch(self, conn: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a query once; its rows as plain tuples (JSON columns undecoded)."""
+        sql, order = self._sql(conn)
+        with closing(_run(conn, sql, self._row(order, params))) as cursor:
+            return cursor.fetchall()
 
 
-def _run(conn: Connection, sql: str, rows: list[tuple[Any, ...]], *, many: bool) -> int:
+def _run(conn: Connection, sql: str, params: Any, *, many: bool = False) -> Any:
+    """Execute on a new DBAPI cursor, which the caller closes."""
     dbapi = conn.dialect.loaded_dbapi
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         if many:
-            cursor.executemany(sql, rows)
+            cursor.executemany(sql, params)
         else:
-            cursor.execute(sql, rows[0])
-        return int(cursor.rowcount)
+            cursor.execute(sql, params)
     except dbapi.Error as exc:
-        # Raise what SQLAlchemy would (IntegrityError, OperationalError, ...).
-        raise DBAPIError.instance(sql, rows, exc, dbapi.Error) from exc
-    finally:
         cursor.close()
+        # Raise what SQLAlchemy would (IntegrityError, OperationalError, ...).
+        raise DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
+    return cursor
 
 
 class InsertRows:
@@ -122,10 +130,14 @@ class InsertRows:
             found = self._one[conn.dialect.name] = (head, group)
         return found
 
-    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-        start = 0
+    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Insert ``rows`` (at least one); the rowid of the last. The rowids given are
+        consecutive (each one past the table's highest), so this tells each row's."""
+        start = last = 0
         while start < len(rows):
             size = min(self.CHUNK, 1 << ((len(rows) - start).bit_length() - 1))
             params = tuple(chain.from_iterable(rows[start:start + size]))
-            _run(conn, self._sql(conn, size), [params], many=False)
+            with closing(_run(conn, self._sql(conn, size), params)) as cursor:
+                last = int(cursor.lastrowid)
             start += size
+        return last

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+import orjson
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, union_all, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message, Usage
@@ -15,6 +16,7 @@ from stateloop.store import dialect, rows, schema
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
 from stateloop.store.records import (
+    APPEND,
     KEEP,
     RUN_STATUSES,
     MessageHit,
@@ -29,35 +31,85 @@ from stateloop.store.times import TimeLike, to_epoch
 a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+LIVE_STATUSES = ("created", "running")
+
+_MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
 
 # The per-step write path, compiled once (see fastpath.py).
 _INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
 _INSERT_STEPS = InsertRows(s, rows.STEP_COLUMNS)
-_ADD_RUN_USAGE = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
-    step_count=r.c.step_count + bindparam("d_steps"),
-    **{name: getattr(r.c, name) + bindparam(f"d_{name}") for name in rows.USAGE_COLUMNS}))
-_INSERT_RUN = FastStatement.for_insert(r)
+_INSERT_RUN = FastStatement(insert(r).values(
+    {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
+    | {"first_seq": _MAX_SEQ}), ["metadata"])
 _FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
     status=bindparam("status"), stop_reason=bindparam("stop_reason"),
     error=bindparam("error"), completed_at=bindparam("now")))
+_SET_TOTALS = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
+    step_count=bindparam("step_count"),
+    **{name: bindparam(name) for name in rows.USAGE_COLUMNS}))
 _SET_LAST_RUN = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     last_run_completion=bindparam("now"), last_run_duration_ms=bindparam("duration"),
     last_stop_reason=bindparam("stop_reason")))
 _SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
-    in_context_message_ids=bindparam("ids"), updated_at=bindparam("now")), ["ids"])
+    in_context_message_ids=bindparam("ids"), in_context_after_seq=bindparam("after"),
+    updated_at=bindparam("now")), ["ids"])
 _SET_BLOCK_VALUE = FastStatement(update(schema.blocks).where(
     schema.blocks.c.id == bindparam("block")).values(
     value=bindparam("value"), updated_at=bindparam("now")))
 _SET_PENDING = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     pending_approval=bindparam("pending")), ["pending"])
+_STORED_CONTEXT = FastStatement(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
+                                .where(a.c.id == bindparam("agent")))
+_APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("agent"))
+                              .where(m.c.seq > bindparam("after"))
+                              .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
+_MAX_SEQ_NOW = FastStatement(select(_MAX_SEQ))
+_RUN_EXISTS = FastStatement(select(r.c.id).where(r.c.id == bindparam("run")))
 
 
-def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str]) -> None:
-    """Replace the agent's ordered in-context ids inside the caller's transaction."""
+def _carried_steps(*columns: Any) -> Any:
+    """The rows of run ``:run`` that carry a step record (through the agent's seq index)."""
+    run = r.c.id == bindparam("run")
+    return (select(*columns)
+            .where(m.c.agent_id == select(r.c.agent_id).where(run).scalar_subquery())
+            .where(m.c.seq > select(r.c.first_seq).where(run).scalar_subquery())
+            .where(m.c.run_id == bindparam("run")).where(m.c.step.is_not(None)))
+
+
+def _totals_statement() -> FastStatement:
+    """A run's step count and summed usage, from both places step records live."""
+    both = union_all(
+        _carried_steps(*[dialect.json_member(m.c.step, name).label(name)
+                         for name in rows.USAGE_COLUMNS]),
+        select(*[s.c[name] for name in rows.USAGE_COLUMNS]).where(
+            s.c.run_id == bindparam("run"))).subquery()
+    return FastStatement(select(func.count(), *[func.coalesce(func.sum(both.c[name]), 0)
+                                                for name in rows.USAGE_COLUMNS]))
+
+
+_STEP_TOTALS = _totals_statement()
+
+
+def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
+                   after_seq: int | None = None, now: float | None = None) -> None:
+    """Replace the agent's ordered in-context ids inside the caller's transaction. The
+    messages it stores after ``after_seq`` (by default: from now on) follow them."""
+    if after_seq is None:
+        after_seq = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     done = _SET_IN_CONTEXT.execute(conn, {"agent": agent_id, "ids": list(message_ids),
-                                          "now": time.time()})
+                                          "after": after_seq, "now": now or time.time()})
     if not done:
         raise NotFoundError(f"no agent with id {agent_id!r}")
+
+
+def context_ids(conn: Connection, agent_id: str, stored: list[str], after_seq: int,
+                through: int | None = None) -> list[str]:
+    """The agent's in-context ids: the stored list, then its messages stored after
+    ``after_seq`` (up to ``through``)."""
+    appended = _APPENDED_IDS.fetch(conn, {"agent": agent_id, "after": after_seq,
+                                          "through": through if through is not None
+                                          else 1 << 62})
+    return [*stored, *(row[0] for row in appended)] if appended else stored
 
 
 class HistoryMixin:
@@ -70,13 +122,17 @@ class HistoryMixin:
     # --- messages ---
 
     async def append_step(self, agent_id: str, messages: Sequence[Message], *,
-                          in_context_ids: Sequence[str] | None = None,
-                          step: StepRecord | None = None, run_id: str | None = None,
+                          in_context_ids: Any = None, step: StepRecord | None = None,
+                          run_id: str | None = None,
                           block_values: Mapping[str, str] | None = None,
                           pending_approval: Any = KEEP) -> None:
-        """Checkpoint one step atomically: new messages, the step record, the run's usage,
-        and (if given) the new ordered in-context ids, block values (by block id, as memory
-        tools left them) and pending approval. All of it or none of it lands."""
+        """Checkpoint one step atomically: new messages, the step record, and (if given)
+        the agent's context, block values (by block id, as memory tools left them) and
+        pending approval. All of it or none of it lands.
+
+        ``in_context_ids`` is the new ordered list of in-context ids, or ``APPEND`` when the
+        messages join the end of the context, or None to leave the context as it is.
+        """
         queued = self.queue_step(agent_id, messages, in_context=in_context_ids, step=step,
                                  run_id=run_id, block_values=block_values,
                                  pending_approval=pending_approval)
@@ -86,27 +142,34 @@ class HistoryMixin:
             raise error
 
     def queue_step(self, agent_id: str, messages: Sequence[Message], *,
-                   in_context: Sequence[str | Message] | None = None,
-                   step: StepRecord | None = None, run_id: str | None = None,
-                   block_values: Mapping[str, str] | None = None,
+                   in_context: Any = None, step: StepRecord | None = None,
+                   run_id: str | None = None, block_values: Mapping[str, str] | None = None,
                    pending_approval: Any = KEEP) -> Queued:
         """``append_step`` without waiting for the commit; reads made after this call see
-        the step. ``in_context`` may be the messages themselves (their ids are taken when
-        the step is written). Rows are encoded here, so later changes do not leak in."""
+        the step. A new ``in_context`` list may hold the messages themselves (their ids are
+        taken when the step is written). Rows are encoded here, so later changes do not
+        leak in. The step record rides on the last message row (``steps`` gets it only
+        when there is none)."""
+        step_id = step_data = step_row = None
         if step is not None:
             step.agent_id = agent_id
             run_id = run_id if run_id is not None else step.run_id
-            step.run_id = run_id
-        step_id = step.id if step is not None else None
+            step.run_id, step_id = run_id, step.id
+            if messages:
+                step_data = rows.step_json(step)
+            else:
+                step_row = rows.step_row(step)
         catch_up = self._unindexed + len(messages) >= dialect.RECALL_BATCH
         self._unindexed = 0 if catch_up else self._unindexed + len(messages)
         if block_values:
             self._block_writes += 1
+        last = len(messages) - 1
         write = StepWrite(
-            agent_id, [rows.message_row(agent_id, msg, run_id, step_id) for msg in messages],
-            None if step is None else rows.step_row(step),
-            None if step is None or run_id is None else (run_id, step.usage),
-            None if in_context is None else list(in_context),
+            agent_id, [rows.message_row(agent_id, msg, run_id, step_id,
+                                        step_data if i == last else None)
+                       for i, msg in enumerate(messages)],
+            step_row, None if step is None else run_id,
+            in_context if in_context is None or in_context is APPEND else list(in_context),
             None if block_values is None else dict(block_values), pending_approval, catch_up,
             time.time())
         return self._runner.submit_batched(write_steps, write)
@@ -153,7 +216,8 @@ class HistoryMixin:
         """The messages a run added (its input included; a recompiled system prompt is not
         the run's), oldest first, whichever process ran it."""
         stmt = (select(m.c.data).where(m.c.agent_id == run.agent_id)
-                .where(m.c.run_id == run.id).where(m.c.role != "system").order_by(m.c.seq))
+                .where(m.c.seq > run.first_seq).where(m.c.run_id == run.id)
+                .where(m.c.role != "system").order_by(m.c.seq))
         return await self._runner.read(
             lambda conn: [Message.from_dict(d) for d in conn.execute(stmt).scalars()])
 
@@ -268,6 +332,7 @@ class HistoryMixin:
                 metadata=run.metadata, started_at=run.started_at,
                 completed_at=run.completed_at))
             if status in TERMINAL_STATUSES:
+                store_totals(conn, run_id)
                 began = run.started_at or run.created_at
                 conn.execute(update(a).where(a.c.id == run.agent_id).values(
                     last_run_completion=now, last_run_duration_ms=(now - began) * 1000,
@@ -285,11 +350,12 @@ class HistoryMixin:
         if status is not None:
             stmt = stmt.where(r.c.status == status)
         return await self._runner.read(
-            lambda conn: [rows.run_from_row(row) for row in conn.execute(stmt)])
+            lambda conn: [_run_from_row(conn, row) for row in conn.execute(stmt)])
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
-        """Mark runs left 'created' or 'running' by a dead process as failed; their ids."""
-        live = r.c.status.in_(("created", "running"))
+        """Mark runs left 'created' or 'running' by a dead process as failed, with the usage
+        of the steps they recorded; their ids."""
+        live = r.c.status.in_(LIVE_STATUSES)
 
         def txn(conn: Connection) -> list[str]:
             query = select(r.c.id).where(live)
@@ -300,15 +366,24 @@ class HistoryMixin:
                 conn.execute(update(r).where(r.c.id.in_(ids)).values(
                     status="failed", stop_reason="error", completed_at=time.time(),
                     error="interrupted: the process stopped before the run finished"))
+                for run_id in ids:
+                    store_totals(conn, run_id)
             return ids
 
         return await self._runner.write(txn)
 
     async def list_steps(self, run_id: str) -> list[StepRecord]:
         """A run's steps in order."""
-        stmt = select(s).where(s.c.run_id == run_id).order_by(s.c.step_index, s.c.created_at)
-        return await self._runner.read(
-            lambda conn: [rows.step_from_row(row) for row in conn.execute(stmt)])
+
+        def txn(conn: Connection) -> list[StepRecord]:
+            run = _load_run(conn, run_id, totals=False)
+            carried = [rows.step_from_json(data, run.id, run.agent_id) for data in
+                       conn.execute(_carried_steps(m.c.step), {"run": run_id}).scalars()]
+            separate = [rows.step_from_row(row)
+                        for row in conn.execute(select(s).where(s.c.run_id == run_id))]
+            return sorted(carried + separate, key=lambda step: (step.index, step.created_at))
+
+        return await self._runner.read(txn)
 
     # --- archival passages ---
 
@@ -409,8 +484,8 @@ class StepWrite:
     agent_id: str
     message_rows: list[tuple[Any, ...]]
     step_row: tuple[Any, ...] | None
-    run_usage: tuple[str, Usage] | None  # the run this step's usage is added to
-    in_context: list[str | Message] | None  # ids, or the messages (ids taken on write)
+    run_id: str | None  # of the step record, if any
+    in_context: Any  # None, APPEND, or the new list: ids or messages (ids taken on write)
     block_values: dict[str, str] | None
     pending_approval: Any
     catch_up: bool
@@ -427,11 +502,25 @@ def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
 
 
 def finish_runs(conn: Connection, ends: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    """Queued run ends (``queue_finish``): the run's status and the agent's last-run fields."""
+    """Queued run ends (``queue_finish``): the run's status and summed usage, and the
+    agent's last-run fields."""
     for run, agent in ends:
         if not _FINISH_RUN.execute(conn, run):
             raise NotFoundError(f"no run with id {run['run']!r}")
+        store_totals(conn, run["run"])
         _SET_LAST_RUN.execute(conn, agent)
+
+
+def step_totals(conn: Connection, run_id: str) -> tuple[int, Usage]:
+    """How many steps the run has recorded, and their summed usage."""
+    count, *tokens = _STEP_TOTALS.fetch(conn, {"run": run_id})[0]
+    return count, Usage(**dict(zip(rows.USAGE_COLUMNS, tokens, strict=True)))
+
+
+def store_totals(conn: Connection, run_id: str) -> None:
+    """Write a run's step count and usage, summed from its steps (done when it ends)."""
+    count, usage = step_totals(conn, run_id)
+    _SET_TOTALS.execute(conn, {"run": run_id, "step_count": count, **rows.usage_values(usage)})
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -447,29 +536,19 @@ def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     message_rows = [row for w in writes for row in w.message_rows]
-    if message_rows:
-        _INSERT_MESSAGES.execute(conn, message_rows)
+    last_seq = _INSERT_MESSAGES.execute(conn, message_rows) if message_rows else None
     if any(w.catch_up for w in writes):
         dialect.catch_up_recall(conn)
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
-    totals: dict[str, tuple[list[int], Usage]] = {}  # run id -> ([steps], usage)
-    for w in writes:
-        if w.run_usage is not None:
-            run_id, step_usage = w.run_usage
-            found = totals.get(run_id)
-            if found is None:
-                found = totals[run_id] = ([0], Usage())
-            found[0][0] += 1
-            found[1].add(step_usage)
-    for run_id, (steps, usage) in totals.items():
-        params = {f"d_{name}": tokens for name, tokens in rows.usage_values(usage).items()}
-        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps[0], **params}):
+    for run_id in {w.run_id for w in writes if w.run_id is not None}:
+        if not _RUN_EXISTS.fetch(conn, {"run": run_id}):
             raise NotFoundError(f"no run with id {run_id!r}")
-    in_context = {w.agent_id: w.in_context for w in writes if w.in_context is not None}
-    for agent_id, listed in in_context.items():  # only the newest list of each agent
-        set_in_context(conn, agent_id, [m if isinstance(m, str) else m.id for m in listed])
+    if any(w.in_context is not APPEND for w in writes):
+        before = (last_seq - len(message_rows) if last_seq is not None
+                  else _MAX_SEQ_NOW.fetch(conn, {})[0][0])
+        _write_contexts(conn, writes, before)
     blocks: dict[str, str] = {}
     for w in writes:
         blocks.update(w.block_values or {})
@@ -482,6 +561,27 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
         _SET_PENDING.execute(conn, {"agent": agent_id, "pending": value})
 
 
+def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> None:
+    """Apply the writes' context changes in order; ``before`` is the seq just below the
+    batch's first message row (the rows got consecutive seqs, in write order)."""
+    seq = before
+    for w in writes:
+        first, seq = seq, seq + len(w.message_rows)
+        if w.in_context is APPEND:
+            continue
+        if w.in_context is None:  # stored outside the context: the context stops before
+            if not w.message_rows:
+                continue
+            found = _STORED_CONTEXT.fetch(conn, {"agent": w.agent_id})
+            if not found:
+                raise NotFoundError(f"no agent with id {w.agent_id!r}")
+            stored, after = found[0]
+            ids = context_ids(conn, w.agent_id, orjson.loads(stored), after, through=first)
+        else:
+            ids = [m if isinstance(m, str) else m.id for m in w.in_context]
+        set_in_context(conn, w.agent_id, ids, after_seq=seq)
+
+
 def _seq_of(message_id: str) -> Any:
     return select(m.c.seq).where(m.c.id == message_id).scalar_subquery()
 
@@ -491,11 +591,20 @@ def _check_status(status: str) -> None:
         raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
 
 
-def _load_run(conn: Connection, run_id: str) -> RunRecord:
+def _load_run(conn: Connection, run_id: str, *, totals: bool = True) -> RunRecord:
     row = conn.execute(select(r).where(r.c.id == run_id)).first()
     if row is None:
         raise NotFoundError(f"no run with id {run_id!r}")
-    return rows.run_from_row(row)
+    return _run_from_row(conn, row) if totals else rows.run_from_row(row)
+
+
+def _run_from_row(conn: Connection, row: Any) -> RunRecord:
+    """A run as stored; a live one's usage is summed from its steps so far (a finished
+    run's is stored when it ends)."""
+    run = rows.run_from_row(row)
+    if run.status in LIVE_STATUSES:
+        run.step_count, run.usage = step_totals(conn, run.id)
+    return run
 
 
 def _batch_model(agent_id: str, batch: list[PassageRecord]) -> tuple[str, int] | None:

@@ -11,6 +11,7 @@ from stateloop.messages import Message, Usage, new_uuid_id
 DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT, as in the .af fixtures
 
 KEEP: Any = object()  # append_step leaves the pending approval as it is
+APPEND: Any = object()  # append_step: the step's messages join the end of the context
 
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 
@@ -82,6 +83,7 @@ class RunRecord:
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
     completed_at: float | None = None
+    first_seq: int = 0  # its messages all have a higher seq (set by the store)
 
 
 @dataclass(slots=True)

@@ -83,15 +83,16 @@ def search_texts(message: Message) -> tuple[str, str | None]:
 
 
 MESSAGE_COLUMNS = ("id", "agent_id", "run_id", "step_id", "role", "created_at", "token_count",
-                   "text", "tool_text", "data")
+                   "text", "tool_text", "data", "step")
 
 
-def message_row(agent_id: str, message: Message, run_id: str | None,
-                step_id: str | None) -> tuple[Any, ...]:
-    """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded."""
+def message_row(agent_id: str, message: Message, run_id: str | None, step_id: str | None,
+                step: str | None = None) -> tuple[Any, ...]:
+    """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded; ``step`` is the
+    step record (``step_json``) on the step's last row."""
     text, tool_text = search_texts(message)
     return (message.id, agent_id, run_id, step_id, message.role, message.created_at,
-            message.token_count, text, tool_text, to_json(message.to_dict()))
+            message.token_count, text, tool_text, to_json(message.to_dict()), step)
 
 
 def run_values(run: RunRecord) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def run_from_row(row: Any) -> RunRecord:
                      stop_reason=row.stop_reason, error=row.error, usage=usage_from_row(row),
                      step_count=row.step_count, metadata=row.metadata,
                      created_at=row.created_at, started_at=row.started_at,
-                     completed_at=row.completed_at)
+                     completed_at=row.completed_at, first_seq=row.first_seq)
 
 
 STEP_COLUMNS = ("id", "run_id", "agent_id", "step_index", "model", "provider", *USAGE_COLUMNS,
@@ -121,6 +122,24 @@ def step_row(step: StepRecord) -> tuple[Any, ...]:
             usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
             usage.reasoning_tokens, usage.cache_write_tokens, step.latency_ms,
             step.finish_reason, step.error, to_json(step.metadata), step.created_at)
+
+
+def step_json(step: StepRecord) -> str:
+    """A step record as the JSON its last message row carries (run and agent are the row's)."""
+    return to_json({"id": step.id, "index": step.index, "model": step.model,
+                    "provider": step.provider, **usage_values(step.usage),
+                    "latency_ms": step.latency_ms, "finish_reason": step.finish_reason,
+                    "error": step.error, "metadata": step.metadata,
+                    "created_at": step.created_at})
+
+
+def step_from_json(data: dict[str, Any], run_id: str | None, agent_id: str) -> StepRecord:
+    return StepRecord(run_id=run_id, agent_id=agent_id, id=data["id"], index=data["index"],
+                      model=data["model"], provider=data["provider"],
+                      usage=Usage(**{name: data[name] for name in USAGE_COLUMNS}),
+                      latency_ms=data["latency_ms"], finish_reason=data["finish_reason"],
+                      error=data["error"], metadata=data["metadata"],
+                      created_at=data["created_at"])
 
 
 def step_from_row(row: Any) -> StepRecord:

@@ -47,6 +47,8 @@ agents = Table(
     Column("last_run_duration_ms", Float),
     Column("last_stop_reason", String),
     Column("pending_approval", Json),
+    # revision 0006: the agent's messages stored after this seq follow the list in context
+    Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
 )
 
 agent_tags = Table(
@@ -97,6 +99,7 @@ messages = Table(
     Column("text", Text, nullable=False),  # what recall searches by default
     Column("tool_text", Text),  # tool calls and results: searched only when asked
     Column("data", Json, nullable=False),
+    Column("step", Json),  # revision 0006: on a step's last row, the step's record
     Index("ix_messages_agent_seq", "agent_id", "seq"),
     sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
 )
@@ -118,10 +121,13 @@ runs = Table(
     Column("created_at", Float, nullable=False),
     Column("started_at", Float),
     Column("completed_at", Float),
+    Column("first_seq", Integer, nullable=False, server_default="0"),  # revision 0006
     Index("ix_runs_agent_created", "agent_id", "created_at"),
     Index("ix_runs_status", "status"),
 )
 
+# Records of steps that wrote no message (a failed model call), and of every step stored
+# before revision 0006; the others ride on their step's last message row (messages.step).
 steps = Table(
     "steps", metadata,
     Column("id", String, primary_key=True),

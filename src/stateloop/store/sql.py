@@ -17,7 +17,7 @@ from stateloop.store.errors import (
     DuplicateError,
     NotFoundError,
 )
-from stateloop.store.history import HistoryMixin, set_in_context
+from stateloop.store.history import HistoryMixin, context_ids, set_in_context
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord, ToolRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
@@ -103,6 +103,7 @@ class SqlStore(HistoryMixin):
         def txn(conn: Connection) -> None:
             self._ensure_name_free(conn, agent.name)
             conn.execute(insert(a), rows.agent_values(agent))
+            set_in_context(conn, agent.id, agent.in_context_message_ids)
             _write_tags(conn, agent.id, agent.tags)
             for block in blocks:
                 conn.execute(insert(b), rows.block_values(block))
@@ -140,7 +141,7 @@ class SqlStore(HistoryMixin):
         def txn(conn: Connection) -> list[AgentRecord]:
             found = conn.execute(stmt).all()
             tag_map = _tags_for(conn, [row.id for row in found])
-            return [rows.agent_from_row(row, tag_map.get(row.id, [])) for row in found]
+            return [_agent_from_row(conn, row, tag_map.get(row.id, [])) for row in found]
 
         return await self._runner.read(txn)
 
@@ -156,7 +157,11 @@ class SqlStore(HistoryMixin):
                 self._ensure_name_free(conn, changes["name"], agent_id)
             values = {k: v for k, v in changes.items() if k != "tags"}
             values["updated_at"] = time.time()
-            conn.execute(update(a).where(a.c.id == agent_id).values(**values))
+            columns = {k: v for k, v in values.items() if k != "in_context_message_ids"}
+            conn.execute(update(a).where(a.c.id == agent_id).values(**columns))
+            if "in_context_message_ids" in values:
+                set_in_context(conn, agent_id, values["in_context_message_ids"],
+                               now=values["updated_at"])
             if "tags" in changes:
                 conn.execute(delete(tags_t).where(tags_t.c.agent_id == agent_id))
                 _write_tags(conn, agent_id, changes["tags"])
@@ -332,7 +337,14 @@ def _load_agent(conn: Connection, id_or_name: str, *, by_name: bool = True) -> A
     row = conn.execute(select(a).where(cond)).first()
     if row is None:
         raise NotFoundError(f"no agent with id{' or name' if by_name else ''} {id_or_name!r}")
-    return rows.agent_from_row(row, _tags_for(conn, [row.id]).get(row.id, []))
+    return _agent_from_row(conn, row, _tags_for(conn, [row.id]).get(row.id, []))
+
+
+def _agent_from_row(conn: Connection, row: Any, tags: list[str]) -> AgentRecord:
+    agent = rows.agent_from_row(row, tags)
+    agent.in_context_message_ids = context_ids(conn, agent.id, agent.in_context_message_ids,
+                                               row.in_context_after_seq)
+    return agent
 
 
 def _tags_for(conn: Connection, agent_ids: list[str]) -> dict[str, list[str]]:
