@@ -4,7 +4,12 @@ with the step that failed."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,15 +17,17 @@ import pytest
 
 from stateloop import Agent, tool
 from stateloop.messages import Message, assistant, user
+from stateloop.persistence import run_blocking
 from stateloop.store import (
     AgentRecord,
     NotFoundError,
     StepRecord,
     StoreError,
+    batching,
     open_store,
 )
 from stateloop.store.sql import SqlStore
-from stateloop.testing import ScriptedModel, call, reply
+from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
 
 
 @pytest.fixture
@@ -90,26 +97,49 @@ async def test_a_write_after_queued_steps_commits_them_first_even_when_it_fails(
     assert queued.exception() is None and _stored_ids(store.path) == [hello.id, again.id]
 
 
-async def test_a_run_that_never_yields_commits_each_step_before_the_next(
-        tmp_path: Path) -> None:
+def _after_a_crash(path: Path, copy: Path) -> list[str]:
+    """The messages a process opening the database would find if this one died now: the
+    database files and step logs as they are, copied, then opened (replaying the logs)."""
+    copy.mkdir()
+    for found in path.parent.glob(path.name + "*"):
+        if not found.name.endswith("-shm"):
+            shutil.copy(found, copy / found.name)
+
+    async def reopen() -> None:
+        store = await open_store(f"sqlite:///{copy / path.name}")
+        await store.close()
+
+    run_blocking(reopen)  # in a thread: this event loop does not turn meanwhile
+    return _stored_ids(str(copy / path.name))
+
+
+async def test_a_run_that_never_yields_keeps_each_step_crash_safe_before_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batching, "COMMIT_DELAY", 3600.0)  # commit only when the run ends
     path = tmp_path / "busy.db"
-    seen: list[int] = []
+    committed: list[int] = []
+    survived: list[int] = []
 
     @tool
     async def count() -> str:
-        """Look at what is committed (never yields to the event loop)."""
-        seen.append(len(_stored_ids(str(path))))
+        """Look at what is committed and what a crash would leave (never yields)."""
+        committed.append(len(_stored_ids(str(path))))
+        survived.append(len(_after_a_crash(path, tmp_path / f"crash{len(committed)}")))
         return "ok"
 
-    steps = 100
+    steps = 8
     agent = Agent(model=ScriptedModel([call("count")] * steps + [reply("done")]),
                   tools=[count], store=f"sqlite:///{path}", name="busy", max_steps=steps + 1)
     result = await agent.run("go")
     assert result.steps == steps + 1
     # While step k runs, the system prompt, the input and steps 1..k-1 (two messages each)
-    # are committed: a crash would lose only the step in flight (DESIGN invariant 3).
-    assert seen == [1] + [2 * k for k in range(2, steps + 1)]
+    # would survive a crash (DESIGN invariant 3), from the step log: nothing committed yet.
+    assert survived == [1] + [2 * k for k in range(2, steps + 1)]
+    assert committed == [1] * steps
     assert len(_stored_ids(str(path))) == 2 + 2 * steps + 1  # system, input, steps, reply
+    assert sorted(p.name for p in tmp_path.glob("busy.db-steplog-*")) != []  # still open
+    await agent.store.close()  # type: ignore[union-attr]
+    assert list(tmp_path.glob("busy.db-steplog-*")) == []
 
 
 async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> None:
@@ -156,3 +186,70 @@ def _count_tool() -> object:
         return "1"
 
     return count
+
+
+def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> None:
+    path, marker = tmp_path / "killed.db", tmp_path / "hanging"
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from stateloop import Agent, tool
+        from stateloop.store import batching
+        from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
+
+        batching.COMMIT_DELAY = 3600.0  # nothing commits before the run ends
+
+        @tool
+        async def add(a: int, b: int) -> int:
+            '''Add (never yields to the event loop).'''
+            return a + b
+
+        @tool
+        async def hang() -> str:
+            '''Blocks the event loop until the process is killed.'''
+            Path({str(marker)!r}).write_text("started")
+            time.sleep(600)
+            return "unreachable"
+
+        script = [call("add", a=i, b=1) for i in range(3)] + [call("hang"), reply("x")]
+        agent = Agent(model=ScriptedModel(script), tools=[add, hang],
+                      store="sqlite:///{path}", name="killed")
+        agent.run_sync("go")
+    """)])
+    try:
+        for _ in range(600):
+            if marker.exists() or child.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert marker.exists(), "the child never reached the hanging tool"
+        child.kill()  # SIGKILL: the queued steps never committed
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert len(_stored_ids(str(path))) == 1  # only the system prompt, from the creation
+    assert list(tmp_path.glob("killed.db-steplog-*")) != []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    @tool
+    def hang() -> str:
+        """Fine now."""
+        return "done"
+
+    agent = Agent.load("killed", store=f"sqlite:///{path}", model=ScriptedModel([]),
+                       tools=[add, hang])
+    assert_transcript_valid(agent.messages)
+    # Three completed steps came back from the log; the step in flight was lost.
+    assert [m.role for m in agent.messages] == ["system", "user"] + ["assistant", "tool"] * 3
+    assert list(tmp_path.glob("killed.db-steplog-*")) == []
+
+    async def runs() -> list[tuple[str, int]]:
+        store = agent.store
+        assert store is not None
+        return [(r.status, r.step_count) for r in await store.list_runs(agent.id)]
+
+    assert asyncio.run(runs()) == [("failed", 3)]

@@ -92,7 +92,8 @@ async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
 
     store = await open_store(f"sqlite:///{path}")
     try:
-        assert _tables(path) == before
+        after = _tables(path)
+        assert {name: after[name] for name in before} == before  # new tables may appear
         agent = await store.get_agent("old")
         assert agent.agent_type == "memgpt_agent"
         assert agent.tool_names == ["send_message"]

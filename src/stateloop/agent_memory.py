@@ -124,7 +124,7 @@ class AgentMemory:
 
     async def _prepare_step(self) -> None:
         assert self._persist is not None
-        await self._persist.flush()  # a crash may lose the step in flight, never an earlier one
+        await self._persist.make_durable()  # a crash may lose the step in flight, not earlier
         if await self._persist.sync_blocks(self.blocks):
             self._refresh_system()
 

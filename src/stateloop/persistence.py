@@ -120,6 +120,15 @@ class Persistence:
     async def flush(self) -> None:
         """Commit the queued writes; raise the first failure (a lost step, say)."""
         await self.store.flush()
+        self._raise_failed()
+
+    async def make_durable(self) -> None:
+        """Before a step: earlier steps must survive a crash (DESIGN invariant 3), though
+        they may commit later; raise the first write that failed."""
+        await self.store.make_durable()
+        self._raise_failed()
+
+    def _raise_failed(self) -> None:
         queued = self._queued
         while queued and queued[0].done():
             error = queued.popleft().exception()
@@ -129,9 +138,10 @@ class Persistence:
                 raise error
 
     async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
-        """Queue one step's write, one transaction: its messages, the step row, usage, the
-        in-context ids, edited blocks and the pending approval. It is committed by ``flush``
-        (before the next step, at the run's end), which raises if it failed."""
+        """Queue one step's write, one transaction: its messages with the step record, the
+        in-context ids, edited blocks and the pending approval. It commits at the next turn
+        of the event loop or with later steps (``make_durable`` keeps it safe meanwhile),
+        at the latest in ``flush`` (at the run's end), which raises if it failed."""
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         step = None
         if record.step:

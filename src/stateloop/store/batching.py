@@ -1,13 +1,14 @@
 """Group commit: step writes queued on the event loop and committed together.
 
 A step's checkpoint is queued, not committed on the spot. The queue is committed at the
-next turn of the event loop, before any other read or write, when the agent's next step
-begins (so a crash loses at most the step in flight), and at the latest every
-``MAX_QUEUED`` items or ``COMMIT_DELAY`` seconds. Steps of many agents stepping at once
-thus share one transaction. Consecutive items of one batch function are written by one call
-of it (each table's rows in one statement). Every step still lands whole or not at all: when
-a combined call fails, its items are retried one by one inside savepoints, so only the
-failing one is undone.
+next turn of the event loop, before any other read or write, and at the latest every
+``MAX_QUEUED`` items or ``COMMIT_DELAY`` seconds; a step that begins while earlier writes
+are still queued first makes them crash-safe in the step log (steplog.py). Steps of many
+agents stepping at once, or of one agent whose steps never yield, thus share one
+transaction. Consecutive items of one batch function are written by one call of it (each
+table's rows in one statement). Every step still lands whole or not at all: when a combined
+call fails, its items are retried one by one inside savepoints, so only the failing one is
+undone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,28 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-BatchFn = Callable[[Any, list[Any]], None]  # (sync Connection, items) -> None
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class BatchFn:
+    """A batched write, ``fn(conn, items)``, and how one item is logged (as JSON) and read
+    back; ``name`` finds it again when a dead process's log is replayed."""
+
+    __slots__ = ("decode", "encode", "name", "write")
+
+    def __init__(self, name: str, write: Callable[[Any, list[Any]], None],
+                 encode: Callable[[Any], Any] = _same,
+                 decode: Callable[[Any], Any] = _same) -> None:
+        self.name, self.write, self.encode, self.decode = name, write, encode, decode
+        BATCH_FNS[name] = self
+
+    def __call__(self, conn: Any, items: list[Any]) -> None:
+        self.write(conn, items)
+
+
+BATCH_FNS: dict[str, BatchFn] = {}
 
 MAX_QUEUED = 64
 COMMIT_DELAY = 0.05
@@ -44,16 +66,26 @@ class GroupCommit:
     def __init__(self) -> None:
         self._items: list[tuple[BatchFn, Any, Queued]] = []
         self._since = 0.0
+        self._logged = 0  # how many of the items are in the step log
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, fn: BatchFn, item: Any) -> tuple[Queued, bool]:
-        """Queue ``item`` for ``fn``; True when the queue should be committed now."""
+    def unlogged(self) -> list[tuple[BatchFn, Any]]:
+        """The items not in the step log yet; from now on they count as logged."""
+        fresh = self._items[self._logged:]
+        self._logged = len(self._items)
+        return [(fn, item) for fn, item, _ in fresh]
+
+    def add(self, fn: BatchFn, item: Any, *, logged: bool = False) -> tuple[Queued, bool]:
+        """Queue ``item`` for ``fn``; True when the queue should be committed now.
+        ``logged``: it needs no place in the step log (right after ``unlogged``)."""
         queued = Queued()
         if not self._items:
             self._since = time.monotonic()
         self._items.append((fn, item, queued))
+        if logged and self._logged == len(self._items) - 1:
+            self._logged += 1
         due = (len(self._items) >= MAX_QUEUED
                or time.monotonic() - self._since >= COMMIT_DELAY)
         return queued, due
@@ -62,7 +94,7 @@ class GroupCommit:
         """Write everything queued, then ``then(conn)`` if given, in one transaction; each
         queued item's outcome is recorded. Returns what ``then`` returned, or raises what it
         raised (the queued items still land)."""
-        items, self._items = self._items, []
+        items, self._items, self._logged = self._items, [], 0
         units: list[list[tuple[BatchFn, Any, Queued]]] = []
         for entry in items:
             if units and units[-1][0][0] is entry[0]:

@@ -15,7 +15,6 @@ from sqlalchemy import (
     Connection,
     Select,
     column,
-    func,
     literal_column,
     select,
     table,
@@ -46,11 +45,6 @@ def begin_sqlite(conn: Any) -> None:
     fail with SQLITE_BUSY at once instead of waiting on the busy timeout."""
     write = conn.get_execution_options().get("stateloop_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def json_member(json_column: Any, key: str) -> ColumnElement[Any]:
-    """One member of a JSON object column, as a plain SQL value."""
-    return func.json_extract(json_column, f"$.{key}")
 
 
 # --- full-text recall (SQLite FTS5; the table and triggers are made in migration 0001) ---

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, union_all, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message, Usage
 from stateloop.store import dialect, rows, schema
+from stateloop.store.batching import BatchFn
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
 from stateloop.store.records import (
@@ -67,27 +68,14 @@ _MAX_SEQ_NOW = FastStatement(select(_MAX_SEQ))
 _RUN_EXISTS = FastStatement(select(r.c.id).where(r.c.id == bindparam("run")))
 
 
-def _carried_steps(*columns: Any) -> Any:
-    """The rows of run ``:run`` that carry a step record (through the agent's seq index)."""
-    run = r.c.id == bindparam("run")
-    return (select(*columns)
-            .where(m.c.agent_id == select(r.c.agent_id).where(run).scalar_subquery())
-            .where(m.c.seq > select(r.c.first_seq).where(run).scalar_subquery())
-            .where(m.c.run_id == bindparam("run")).where(m.c.step.is_not(None)))
-
-
-def _totals_statement() -> FastStatement:
-    """A run's step count and summed usage, from both places step records live."""
-    both = union_all(
-        _carried_steps(*[dialect.json_member(m.c.step, name).label(name)
-                         for name in rows.USAGE_COLUMNS]),
-        select(*[s.c[name] for name in rows.USAGE_COLUMNS]).where(
-            s.c.run_id == bindparam("run"))).subquery()
-    return FastStatement(select(func.count(), *[func.coalesce(func.sum(both.c[name]), 0)
-                                                for name in rows.USAGE_COLUMNS]))
-
-
-_STEP_TOTALS = _totals_statement()
+_RUN = r.c.id == bindparam("run")
+# The step records carried by run ``:run``'s messages (found through the agent's seq index).
+_CARRIED_STEPS = FastStatement(
+    select(m.c.step).where(m.c.agent_id == select(r.c.agent_id).where(_RUN).scalar_subquery())
+    .where(m.c.seq > select(r.c.first_seq).where(_RUN).scalar_subquery())
+    .where(m.c.run_id == bindparam("run")).where(m.c.step.is_not(None)))
+_SEPARATE_USAGE = FastStatement(select(*[s.c[name] for name in rows.USAGE_COLUMNS])
+                                .where(s.c.run_id == bindparam("run")))
 
 
 def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
@@ -169,14 +157,20 @@ class HistoryMixin:
                                         step_data if i == last else None)
                        for i, msg in enumerate(messages)],
             step_row, None if step is None else run_id,
-            in_context if in_context is None or in_context is APPEND else list(in_context),
+            in_context if in_context is None or in_context is APPEND else
+            [m if isinstance(m, str) else m.id for m in in_context],
             None if block_values is None else dict(block_values), pending_approval, catch_up,
             time.time())
-        return self._runner.submit_batched(write_steps, write)
+        return self._runner.submit_batched(WRITE_STEPS, write)
 
     async def flush(self) -> None:
         """Wait until every queued write has committed (or failed)."""
         await self._runner.barrier()
+
+    async def make_durable(self) -> None:
+        """Make every queued write survive a crash of this process (committed, or in the
+        step log until it is)."""
+        await self._runner.make_durable()
 
     async def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order given; unknown ids are an error."""
@@ -281,7 +275,7 @@ class HistoryMixin:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
         run = RunRecord(agent_id=agent_id, status="running")
         run.started_at = run.created_at
-        return run, self._runner.submit_batched(insert_runs, rows.run_values(run))
+        return run, self._runner.submit_batched(INSERT_RUNS, rows.run_values(run))
 
     def queue_finish(self, run: RunRecord, status: str, stop_reason: str | None,
                      error: str | None) -> Queued:
@@ -294,7 +288,7 @@ class HistoryMixin:
         began = run.started_at or run.created_at
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
-        return self._runner.submit_batched(finish_runs, (
+        return self._runner.submit_batched(FINISH_RUNS, (
             {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
              "now": now},
             {"agent": run.agent_id, "now": now, "duration": (now - began) * 1000,
@@ -354,7 +348,8 @@ class HistoryMixin:
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
         """Mark runs left 'created' or 'running' by a dead process as failed, with the usage
-        of the steps they recorded; their ids."""
+        of the steps they recorded (the steps it logged land first); their ids."""
+        await self._runner.recover()
         live = r.c.status.in_(LIVE_STATUSES)
 
         def txn(conn: Connection) -> list[str]:
@@ -377,8 +372,8 @@ class HistoryMixin:
 
         def txn(conn: Connection) -> list[StepRecord]:
             run = _load_run(conn, run_id, totals=False)
-            carried = [rows.step_from_json(data, run.id, run.agent_id) for data in
-                       conn.execute(_carried_steps(m.c.step), {"run": run_id}).scalars()]
+            carried = [rows.step_from_json(orjson.loads(data), run.id, run.agent_id)
+                       for (data,) in _CARRIED_STEPS.fetch(conn, {"run": run_id})]
             separate = [rows.step_from_row(row)
                         for row in conn.execute(select(s).where(s.c.run_id == run_id))]
             return sorted(carried + separate, key=lambda step: (step.index, step.created_at))
@@ -485,11 +480,26 @@ class StepWrite:
     message_rows: list[tuple[Any, ...]]
     step_row: tuple[Any, ...] | None
     run_id: str | None  # of the step record, if any
-    in_context: Any  # None, APPEND, or the new list: ids or messages (ids taken on write)
+    in_context: Any  # None, APPEND, or the new list of ids
     block_values: dict[str, str] | None
     pending_approval: Any
     catch_up: bool
     now: float
+
+    def encode(self) -> list[Any]:
+        """As JSON for the step log."""
+        return [self.agent_id, self.message_rows, self.step_row, self.run_id,
+                "append" if self.in_context is APPEND else self.in_context, self.block_values,
+                [] if self.pending_approval is KEEP else [self.pending_approval],
+                self.catch_up, self.now]
+
+    @classmethod
+    def decode(cls, data: list[Any]) -> StepWrite:
+        write = cls(*data)
+        if write.in_context == "append":
+            write.in_context = APPEND
+        write.pending_approval = write.pending_approval[0] if write.pending_approval else KEEP
+        return write
 
 
 def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
@@ -513,8 +523,15 @@ def finish_runs(conn: Connection, ends: list[tuple[dict[str, Any], dict[str, Any
 
 def step_totals(conn: Connection, run_id: str) -> tuple[int, Usage]:
     """How many steps the run has recorded, and their summed usage."""
-    count, *tokens = _STEP_TOTALS.fetch(conn, {"run": run_id})[0]
-    return count, Usage(**dict(zip(rows.USAGE_COLUMNS, tokens, strict=True)))
+    params = {"run": run_id}
+    carried = _CARRIED_STEPS.fetch(conn, params)
+    separate = _SEPARATE_USAGE.fetch(conn, params)
+    total = Usage()
+    for (data,) in carried:
+        total.add(rows.usage_from_json(orjson.loads(data)))
+    for tokens in separate:
+        total.add(Usage(*tokens))
+    return len(carried) + len(separate), total
 
 
 def store_totals(conn: Connection, run_id: str) -> None:
@@ -532,6 +549,11 @@ def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
         agents = ", ".join(sorted({repr(w.agent_id) for w in writes}))
         raise StoreError(f"append_step for agent {agents} refused: {exc.orig} (unknown agent "
                          "or run, or a duplicate message id)") from exc
+
+
+INSERT_RUNS = BatchFn("runs", insert_runs)
+FINISH_RUNS = BatchFn("run_ends", finish_runs, decode=tuple)
+WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode)
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -578,7 +600,7 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> N
             stored, after = found[0]
             ids = context_ids(conn, w.agent_id, orjson.loads(stored), after, through=first)
         else:
-            ids = [m if isinstance(m, str) else m.id for m in w.in_context]
+            ids = w.in_context
         set_in_context(conn, w.agent_id, ids, after_seq=seq)
 
 

@@ -126,20 +126,28 @@ def step_row(step: StepRecord) -> tuple[Any, ...]:
 
 def step_json(step: StepRecord) -> str:
     """A step record as the JSON its last message row carries (run and agent are the row's)."""
-    return to_json({"id": step.id, "index": step.index, "model": step.model,
-                    "provider": step.provider, **usage_values(step.usage),
-                    "latency_ms": step.latency_ms, "finish_reason": step.finish_reason,
-                    "error": step.error, "metadata": step.metadata,
-                    "created_at": step.created_at})
+    usage = step.usage
+    return to_json({
+        "id": step.id, "index": step.index, "model": step.model, "provider": step.provider,
+        "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "cache_write_tokens": usage.cache_write_tokens, "latency_ms": step.latency_ms,
+        "finish_reason": step.finish_reason, "error": step.error, "metadata": step.metadata,
+        "created_at": step.created_at})
+
+
+def usage_from_json(data: dict[str, Any]) -> Usage:
+    return Usage(data["input_tokens"], data["output_tokens"], data["cached_input_tokens"],
+                 data["reasoning_tokens"], data["cache_write_tokens"])
 
 
 def step_from_json(data: dict[str, Any], run_id: str | None, agent_id: str) -> StepRecord:
     return StepRecord(run_id=run_id, agent_id=agent_id, id=data["id"], index=data["index"],
                       model=data["model"], provider=data["provider"],
-                      usage=Usage(**{name: data[name] for name in USAGE_COLUMNS}),
-                      latency_ms=data["latency_ms"], finish_reason=data["finish_reason"],
-                      error=data["error"], metadata=data["metadata"],
-                      created_at=data["created_at"])
+                      usage=usage_from_json(data), latency_ms=data["latency_ms"],
+                      finish_reason=data["finish_reason"], error=data["error"],
+                      metadata=data["metadata"], created_at=data["created_at"])
 
 
 def step_from_row(row: Any) -> StepRecord:

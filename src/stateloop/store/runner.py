@@ -6,7 +6,9 @@ whole SQLite WAL step commit costs ~30 us, and aiosqlite makes several hops per
 statement (~4 ms for one persisted step). So the default SQLite runner commits writes
 inline on the event loop (serialised by a lock, never waiting on another in-process
 writer) and sends reads to a thread. Step checkpoints are queued with ``submit_batched``
-and committed in groups (batching.py). A writer thread was measured too and lost: the
+and committed in groups (batching.py), made crash-safe meanwhile by the step log
+(steplog.py) when a step begins before they commit. A writer thread was measured too and
+lost: the
 GIL hand-offs between the two threads cost more than the commits they overlapped.
 ``AsyncRunner`` is the fully async path (aiosqlite now, asyncpg later) with the same
 semantics.
@@ -15,17 +17,22 @@ semantics.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from stateloop.store.batching import BatchFn, GroupCommit
+from stateloop.store import steplog
+from stateloop.store.batching import BATCH_FNS, BatchFn, GroupCommit
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
 
 T = TypeVar("T")
+logger = logging.getLogger("stateloop.store")
 
 
 class Queued(Protocol):
@@ -52,6 +59,15 @@ class Runner(Protocol):
         """Commit (or fail) everything queued so far."""
         ...
 
+    async def make_durable(self) -> None:
+        """Make everything queued so far survive a crash of this process."""
+        ...
+
+    async def recover(self) -> int:
+        """Apply the step logs (steplog.py) of dead processes whose last batch never
+        committed, then delete them; how many writes were applied."""
+        ...
+
     async def read(self, fn: Callable[[Connection], T]) -> T: ...
 
     async def close(self) -> None: ...
@@ -75,7 +91,7 @@ def _install_sqlite_events(engine: Engine) -> None:
 class SqliteRunner:
     """Writes inline on one long-lived connection; reads on pooled connections in a thread."""
 
-    def __init__(self, sync_url: str) -> None:
+    def __init__(self, sync_url: str, path: Path) -> None:
         self.engine = create_engine(
             sync_url, connect_args={"check_same_thread": False}, pool_size=4, max_overflow=4)
         _install_sqlite_events(self.engine)
@@ -84,6 +100,8 @@ class SqliteRunner:
         self._raw: Any = None  # the writer's DBAPI connection, for data_version
         self._version: tuple[float, int | None] = (-1e9, None)  # (when read, data_version)
         self._queue = GroupCommit()
+        self._log = steplog.StepLog(path)
+        self._path = path
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
@@ -99,7 +117,10 @@ class SqliteRunner:
         """``fn`` (if any) after the queued steps, in one transaction opened on the DBAPI
         connection, without SQLAlchemy's bookkeeping: ``fn`` must use only that."""
         conn = self._writer_conn()
-        result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
+        try:
+            result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
+        finally:
+            self._log.committed()
         return result
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
@@ -126,6 +147,45 @@ class SqliteRunner:
         if len(self._queue):
             async with self._lock:
                 self._commit_queued()
+
+    async def make_durable(self) -> None:
+        log = self._log
+        try:
+            for fn, item in self._queue.unlogged():
+                if log.append(fn.name, fn.encode(item)):
+                    self._queue.add(steplog.RECORD_BATCH, (log.token, log.batch), logged=True)
+        except OSError:
+            logger.warning("cannot write the step log %s; committing instead", log.path,
+                           exc_info=True)
+            await self.barrier()
+
+    async def recover(self) -> int:
+        async with self._lock:
+            self._commit_queued()
+            return self._recover_sync()
+
+    def _recover_sync(self) -> int:
+        conn = self._writer_conn()
+        dbapi = conn.connection.dbapi_connection
+        applied = 0
+        for dead in steplog.dead_logs(self._path):
+            try:
+                queue, outcomes = GroupCommit(), []
+                if steplog.committed_batch(conn, dead.token) != dead.batch:
+                    for name, payload in dead.writes:
+                        fn = BATCH_FNS[name]
+                        outcomes.append(queue.add(fn, fn.decode(payload))[0])
+                queue.commit(conn, dbapi, then=functools.partial(steplog.forget, token=dead.token))
+                dead.path.unlink(missing_ok=True)  # only once its writes have landed
+            finally:
+                dead.release()
+            for queued in outcomes:
+                error = queued.exception()
+                if error is None:
+                    applied += 1
+                else:  # it would have failed in its own process too
+                    logger.warning("a logged write of a stopped process failed: %s", error)
+        return applied
 
     def _commit_soon(self) -> None:
         if not self._lock.locked():  # else the write holding the lock commits the queue
@@ -159,6 +219,9 @@ class SqliteRunner:
     async def close(self) -> None:
         async with self._lock:
             self._commit_queued()
+            if self._log.path.exists():
+                self._write_raw(lambda c: steplog.forget(c, self._log.token))
+                self._log.close()
             if self._writer is not None:
                 self._writer.close()
                 self._writer = self._raw = None
@@ -168,8 +231,9 @@ class SqliteRunner:
 class AsyncRunner:
     """Everything through an AsyncEngine (aiosqlite today; the shape PostgreSQL will use)."""
 
-    def __init__(self, async_url: str) -> None:
+    def __init__(self, async_url: str, sync_url: str, path: Path) -> None:
         self.async_engine: AsyncEngine = create_async_engine(async_url)
+        self._sync_url, self._path = sync_url, path
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
         self._queued: set[asyncio.Task[Any]] = set()
@@ -191,6 +255,16 @@ class AsyncRunner:
     async def barrier(self) -> None:
         if self._queued:
             await asyncio.wait(list(self._queued))
+
+    async def make_durable(self) -> None:
+        await self.barrier()  # no step log here: commit
+
+    async def recover(self) -> int:
+        helper = SqliteRunner(self._sync_url, self._path)  # logs are the inline runner's
+        try:
+            return await helper.recover()
+        finally:
+            await helper.close()
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a read transaction."""

@@ -41,12 +41,14 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
         parsed.path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
-    runner: Runner = (AsyncRunner(parsed.async_url()) if parsed.driver == "aiosqlite"
-                      else SqliteRunner(parsed.sync_url()))
+    runner: Runner = (AsyncRunner(parsed.async_url(), parsed.sync_url(), parsed.path)
+                      if parsed.driver == "aiosqlite"
+                      else SqliteRunner(parsed.sync_url(), parsed.path))
     store = SqlStore(runner, parsed)
     try:
         if migrate:
             await runner.write(lambda conn: upgrade(conn, parsed.raw))
+            await runner.recover()
         else:
             await runner.read(lambda conn: conn.exec_driver_sql("SELECT 1").all())
     except DBAPIError as exc:

@@ -5,6 +5,7 @@
 - ``messages.step``: a step's record rides on the last message row it wrote.
 - ``runs.first_seq``: the run's messages all have a higher seq; its usage is summed from
   its steps when it ends.
+- ``step_logs``: which batch of each process's step log (steplog.py) last committed.
 
 Revision ID: 0006
 Revises: 0005
@@ -30,9 +31,12 @@ def upgrade() -> None:
     op.add_column("messages", sa.Column("step", sa.JSON))
     op.add_column("runs", sa.Column("first_seq", sa.Integer, nullable=False,
                                     server_default="0"))
+    op.create_table("step_logs", sa.Column("token", sa.String, primary_key=True),
+                    sa.Column("batch", sa.Integer, nullable=False))
 
 
 def downgrade() -> None:
+    op.drop_table("step_logs")
     # Fold the implied messages back into the lists and the inline step records into steps.
     op.execute("""
         UPDATE agents SET in_context_message_ids = (

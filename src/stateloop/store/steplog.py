@@ -1,0 +1,162 @@
+"""The step log: queued writes made crash-safe before their transaction commits.
+
+A run whose steps never yield to the event loop (tools that compute, a fast local model)
+would otherwise pay a whole SQLite transaction per step to keep DESIGN invariant 3, "a crash
+loses at most the step in flight". Instead, when a step begins while earlier writes are
+still queued, those writes are appended to this process's log file (one ``write`` each, no
+fsync: like SQLite's WAL with ``synchronous=NORMAL``, it survives the process, not the
+machine), and the queue commits later in one transaction. That transaction also records
+the log's batch number in ``step_logs``; the log is emptied once it has committed.
+
+A log file sits next to the database and is locked by its process while that lives. A
+process opening the database applies the logs of dead processes whose batch never
+committed, then deletes them. A record cut short by the crash is the step in flight and is
+dropped (each record carries its length and checksum).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import os
+import secrets
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import bindparam, delete, insert, select, update
+
+from stateloop.store.batching import BatchFn
+from stateloop.store.fastpath import FastStatement
+from stateloop.store.schema import step_logs
+
+_HEADER = struct.Struct("<II")  # payload length, crc32
+
+_FORGET = FastStatement(delete(step_logs).where(step_logs.c.token == bindparam("token")))
+_RECORD = FastStatement(insert(step_logs).values(token=bindparam("token"),
+                                                 batch=bindparam("batch")))
+_ADVANCE = FastStatement(update(step_logs).where(step_logs.c.token == bindparam("token"))
+                         .values(batch=bindparam("batch")))
+_COMMITTED = FastStatement(select(step_logs.c.batch).where(
+    step_logs.c.token == bindparam("token")))
+
+
+def _record_batches(conn: Any, batches: list[tuple[str, int]]) -> None:
+    for token, batch in batches:
+        params = {"token": token, "batch": batch}
+        if not _ADVANCE.execute(conn, params):
+            _RECORD.execute(conn, params)
+
+
+# Queued with a batch's first logged write, so the batch's transaction records it.
+RECORD_BATCH = BatchFn("step_log_batch", _record_batches)
+
+
+def forget(conn: Any, token: str) -> None:
+    """Drop a log's row (its process closed the log, or its log was recovered)."""
+    _FORGET.execute(conn, {"token": token})
+
+
+def committed_batch(conn: Any, token: str) -> int | None:
+    """The log's last batch whose transaction committed, if any."""
+    found = _COMMITTED.fetch(conn, {"token": token})
+    return found[0][0] if found else None
+
+
+class StepLog:
+    """This process's log for one database; the file is created at the first append."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._db_path = db_path
+        self._fd: int | None = None
+        self._start()
+
+    def _start(self) -> None:
+        self.token = secrets.token_hex(8)
+        self.path = self._db_path.with_name(f"{self._db_path.name}-steplog-{self.token}")
+        self.batch = 0  # the batch being logged; ``step_logs`` records it when it commits
+        self.records = 0  # records in this batch
+
+    def append(self, name: str, payload: Any) -> bool:
+        """Log one queued write; True when it starts a batch (whose commit must record it)."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        first = self.records == 0
+        data = _frame([name, payload])
+        if first:
+            data = _frame(["batch", [self.batch]]) + data
+        os.write(self._fd, data)
+        self.records += 1
+        return first
+
+    def committed(self) -> None:
+        """The batch's transaction ended (its writes landed or failed for good): empty it."""
+        if self.records and self._fd is not None:
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:  # a log that cannot be emptied is dropped: a new one starts
+                self.close()
+                self._start()
+                return
+            self.records = 0
+            self.batch += 1
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            self.path.unlink(missing_ok=True)
+
+
+@dataclass(slots=True)
+class DeadLog:
+    """The log of a process that died: its batch number and the writes it logged."""
+
+    path: Path
+    token: str
+    batch: int
+    writes: list[tuple[str, Any]]
+    fd: int
+
+    def release(self) -> None:
+        os.close(self.fd)
+
+
+def dead_logs(db_path: Path) -> Iterator[DeadLog]:
+    """Logs next to ``db_path`` whose process is gone (held locked while yielded)."""
+    prefix = f"{db_path.name}-steplog-"
+    for name in sorted(glob.glob(glob.escape(str(db_path)) + "-steplog-*")):
+        path = Path(name)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # recovered by another process meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)  # its process is alive
+            continue
+        records = list(_records(os.pread(fd, os.fstat(fd).st_size, 0)))
+        batch = records[0][1][0] if records and records[0][0] == "batch" else 0
+        yield DeadLog(path, path.name[len(prefix):], batch, records[1:], fd)
+
+
+def _frame(record: list[Any]) -> bytes:
+    data = orjson.dumps(record)
+    return _HEADER.pack(len(data), zlib.crc32(data)) + data
+
+
+def _records(data: bytes) -> Iterator[Any]:
+    offset = 0
+    while offset + _HEADER.size <= len(data):
+        length, crc = _HEADER.unpack_from(data, offset)
+        body = data[offset + _HEADER.size:offset + _HEADER.size + length]
+        if len(body) != length or zlib.crc32(body) != crc:
+            return  # cut short by the crash: the step in flight
+        yield orjson.loads(body)
+        offset += _HEADER.size + length

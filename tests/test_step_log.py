@@ -1,0 +1,119 @@
+"""The step log: queued writes survive a crash before they commit, exactly once."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from stateloop.messages import user
+from stateloop.store import AgentRecord, StepRecord, open_store, steplog
+from stateloop.store.records import APPEND
+from stateloop.store.sql import SqlStore
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    s = await open_store(f"sqlite:///{tmp_path / 'log.db'}")
+    yield s
+    await s.close()
+
+
+def _logs(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*-steplog-*"))
+
+
+def _crash_copy(source: Path, folder: Path) -> Path:
+    """The database files and step logs as a process killed now would leave them."""
+    folder.mkdir()
+    for found in source.parent.glob(source.name + "*"):
+        if not found.name.endswith("-shm"):
+            shutil.copy(found, folder / found.name)
+    return folder / source.name
+
+
+def _texts(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT text FROM messages ORDER BY seq")]
+
+
+async def _logged_steps(store: SqlStore, texts: list[str]) -> str:
+    agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    run, _ = store.queue_run(agent_id)
+    for index, text in enumerate(texts):
+        store.queue_step(agent_id, [user(text)], in_context=APPEND,
+                         step=StepRecord(run.id, index=index))
+        await store.make_durable()  # what a step does before the next begins
+    return agent_id
+
+
+async def test_logged_steps_are_replayed_once_by_the_next_process(store: SqlStore,
+                                                                  tmp_path: Path) -> None:
+    agent_id = await _logged_steps(store, ["one", "two", "three"])
+    assert _texts(store.path) == []  # nothing committed yet
+    copy = _crash_copy(store.path, tmp_path / "crashed")
+
+    reopened = await open_store(f"sqlite:///{copy}")
+    try:
+        assert _texts(copy) == ["one", "two", "three"]
+        assert (await reopened.get_agent(agent_id)).in_context_message_ids != []
+        assert _logs(copy.parent) == []
+        runs = await reopened.list_runs(agent_id)
+        assert [(r.status, r.step_count) for r in runs] == [("running", 3)]
+    finally:
+        await reopened.close()
+    again = await open_store(f"sqlite:///{copy}")  # nothing left to replay
+    await again.close()
+    assert _texts(copy) == ["one", "two", "three"]
+
+
+async def test_a_batch_that_committed_is_not_replayed(store: SqlStore, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    await _logged_steps(store, ["one", "two"])
+    # Killed after the commit, before the log was emptied.
+    monkeypatch.setattr(steplog.StepLog, "committed", lambda self: None)
+    await store.flush()
+    assert _texts(store.path) == ["one", "two"] and _logs(tmp_path) != []
+    copy = _crash_copy(store.path, tmp_path / "crashed")
+
+    reopened = await open_store(f"sqlite:///{copy}")
+    await reopened.close()
+    assert _texts(copy) == ["one", "two"]
+    assert _logs(copy.parent) == []
+
+
+async def test_a_record_cut_short_is_the_step_in_flight(store: SqlStore, tmp_path: Path) -> None:
+    await _logged_steps(store, ["one", "two"])
+    copy = _crash_copy(store.path, tmp_path / "crashed")
+    (log,) = _logs(copy.parent)
+    log.write_bytes(log.read_bytes()[:-5])
+
+    reopened = await open_store(f"sqlite:///{copy}")
+    await reopened.close()
+    assert _texts(copy) == ["one"]
+
+
+async def test_the_log_of_a_live_process_is_left_alone(store: SqlStore, tmp_path: Path) -> None:
+    await _logged_steps(store, ["one"])
+    other = await open_store(f"sqlite:///{store.path}")  # recovers on open
+    await other.close()
+    assert _texts(store.path) == [] and len(_logs(tmp_path)) == 1
+    await store.flush()
+    assert _texts(store.path) == ["one"]
+    await store.close()
+    assert _logs(tmp_path) == []
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT count(*) FROM step_logs").fetchone()[0] == 0
+
+
+async def test_a_step_log_that_cannot_be_written_means_committing_at_once(
+        store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full_disk(*_: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(steplog.os, "write", full_disk)
+    await _logged_steps(store, ["one", "two"])
+    assert _texts(store.path) == ["one", "two"]  # each committed before the next step
