@@ -67,7 +67,6 @@ _APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("ag
 _MAX_SEQ_NOW = FastStatement(select(_MAX_SEQ))
 _RUN_EXISTS = FastStatement(select(r.c.id).where(r.c.id == bindparam("run")))
 
-
 _RUN = r.c.id == bindparam("run")
 # The step records carried by run ``:run``'s messages (found through the agent's seq index).
 _CARRIED_STEPS = FastStatement(
@@ -134,10 +133,9 @@ class HistoryMixin:
                    run_id: str | None = None, block_values: Mapping[str, str] | None = None,
                    pending_approval: Any = KEEP) -> Queued:
         """``append_step`` without waiting for the commit; reads made after this call see
-        the step. A new ``in_context`` list may hold the messages themselves (their ids are
-        taken when the step is written). Rows are encoded here, so later changes do not
-        leak in. The step record rides on the last message row (``steps`` gets it only
-        when there is none)."""
+        the step. A new ``in_context`` list may hold the messages themselves. Rows are
+        encoded here, so later changes do not leak in. The step record rides on the last
+        message row (``steps`` gets it only when there is none)."""
         step_id = step_data = step_row = None
         if step is not None:
             step.agent_id = agent_id
@@ -541,8 +539,8 @@ def store_totals(conn: Connection, run_id: str) -> None:
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
-    """Write queued steps in order, each table's rows in one statement; later in-context
-    lists, block values and pending approvals replace earlier ones."""
+    """Write queued steps in order, each table's rows in one statement; context changes
+    apply in order, and later block values and pending approvals replace earlier ones."""
     try:
         _write_steps(conn, writes)
     except IntegrityError as exc:
@@ -588,7 +586,7 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> N
     batch's first message row (the rows got consecutive seqs, in write order)."""
     seq = before
     for w in writes:
-        first, seq = seq, seq + len(w.message_rows)
+        below, seq = seq, seq + len(w.message_rows)
         if w.in_context is APPEND:
             continue
         if w.in_context is None:  # stored outside the context: the context stops before
@@ -598,7 +596,7 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> N
             if not found:
                 raise NotFoundError(f"no agent with id {w.agent_id!r}")
             stored, after = found[0]
-            ids = context_ids(conn, w.agent_id, orjson.loads(stored), after, through=first)
+            ids = context_ids(conn, w.agent_id, orjson.loads(stored), after, through=below)
         else:
             ids = w.in_context
         set_in_context(conn, w.agent_id, ids, after_seq=seq)

@@ -8,8 +8,7 @@ inline on the event loop (serialised by a lock, never waiting on another in-proc
 writer) and sends reads to a thread. Step checkpoints are queued with ``submit_batched``
 and committed in groups (batching.py), made crash-safe meanwhile by the step log
 (steplog.py) when a step begins before they commit. A writer thread was measured too and
-lost: the
-GIL hand-offs between the two threads cost more than the commits they overlapped.
+lost: the GIL hand-offs between the two threads cost more than the commits they overlapped.
 ``AsyncRunner`` is the fully async path (aiosqlite now, asyncpg later) with the same
 semantics.
 """
