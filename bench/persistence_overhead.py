@@ -6,7 +6,7 @@ stateloop writes its full checkpoint: messages with token counts and recall inde
 step record (on the step's last message row) and the in-context list (which a step that
 only appends extends without rewriting). Each step is crash-safe before the next begins:
 these tools never yield to the event loop, so each step goes to the step log and the run's
-steps commit together with its end, which sums the run's usage. The same agent without a
+steps commit together with its end (adding their usage to the run's). The same agent without a
 store shows what the loop itself costs. Then: per-step cost with 100 and 10,000 stored messages.
 
 The machine's speed drifts by up to 1.5x between runs; ratios are taken per round of

@@ -127,7 +127,7 @@ async def test_every_step_is_checkpointed_with_its_run(db):
     assert [m.id for m in stored] == [m.id for m in agent.messages]
     record = await store.get_agent(agent.id)
     assert record.in_context_message_ids == [m.id for m in agent.messages]
-    assert run.usage == result.usage  # summed from the steps when the run ended
+    assert run.usage == result.usage
 
 
 async def test_steps_that_only_append_leave_the_stored_context_list_alone(db, tmp_path):
@@ -318,6 +318,22 @@ def test_crash_mid_run_is_repaired_on_load(db, tmp_path):
     result = agent.run_sync("Are you ok?")
     assert result.output == "Recovered."
     assert_transcript_valid(model.requests[0].messages[1:])
+
+
+async def test_a_reset_clears_a_stored_pending_approval(db):
+    @tool(requires_approval=True)
+    def launch(target: str) -> str:
+        """Launch."""
+        return f"launched at {target}"
+
+    agent = Agent(model=ScriptedModel([call("launch", target="moon")]), tools=[launch],
+                  store=db, name="resetter")
+    await agent.run("go")
+    agent.reset()
+    await agent.save()
+    again = await Agent.aload("resetter", store=db, model=ScriptedModel([]), tools=[launch])
+    assert again.pending_approval is None
+    assert [m.role for m in again.messages] == ["system"]
 
 
 async def test_save_writes_a_reset_at_once(db):

@@ -87,7 +87,7 @@ async def test_the_context_grows_by_appended_steps_without_rewriting_its_list(
     assert len((await store.get_agent(agent_id)).in_context_message_ids) == 2
 
 
-async def test_step_records_ride_on_messages_and_runs_sum_them_when_they_end(
+async def test_step_records_ride_on_messages_and_add_up_on_their_run(
         store: SqlStore, tmp_path: Path) -> None:
     agent_id = await _agent(store)
     run = await store.create_run(agent_id, status="running")
@@ -113,7 +113,7 @@ async def test_step_records_ride_on_messages_and_runs_sum_them_when_they_end(
     assert [(s.index, s.error) for s in steps] == [(0, None), (1, "model unreachable"),
                                                    (2, None)]
     assert steps[0] == first  # every field kept
-    live = await store.get_run(run.id)  # summed from the steps so far
+    live = await store.get_run(run.id)
     assert (live.step_count, live.usage) == (3, Usage(34, 8, 1, 1, 3))
     ended = await store.update_run(run.id, status="completed")
     assert (ended.step_count, ended.usage) == (3, Usage(34, 8, 1, 1, 3))

@@ -374,9 +374,8 @@ class Agent(AgentMemory):
         self._compiled = None
         self._transcript[:] = [self._compile_system()]
         self.pending_approval = None
-        if self._persist is not None:
+        if self._persist is not None:  # a stored pending approval is cleared with it
             self._persist.unsaved.append(self._transcript[0])
-            self._persist.pending_saved = True  # the next checkpoint clears it
 
     async def save(self) -> None:
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;

@@ -50,7 +50,7 @@ def begin_sqlite(conn: Any) -> None:
 # --- full-text recall (SQLite FTS5; the table and triggers are made in migration 0001) ---
 
 _fts = table("messages_fts", column("rowid"), column("text"))
-RECALL_BATCH = 64  # index after this many new messages (and always before a search)
+RECALL_BATCH = 256  # index after this many new messages (and always before a search)
 # Messages with text are indexed in batches; pure tool noise (tool calls and results with no
 # text) only when a search first includes it (migration 0005 states the rule).
 _BEHIND = ("SELECT coalesce(max(seq), 0) > (SELECT {mark} FROM recall_index WHERE id = 1) "

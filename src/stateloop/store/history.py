@@ -11,7 +11,7 @@ import orjson
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from stateloop.messages import Message, Usage
+from stateloop.messages import Message
 from stateloop.store import dialect, rows, schema
 from stateloop.store.batching import BatchFn
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
@@ -32,7 +32,6 @@ from stateloop.store.times import TimeLike, to_epoch
 a, m, r, s, p = schema.agents, schema.messages, schema.runs, schema.steps, schema.passages
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
-LIVE_STATUSES = ("created", "running")
 
 _MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
 
@@ -45,9 +44,9 @@ _INSERT_RUN = FastStatement(insert(r).values(
 _FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
     status=bindparam("status"), stop_reason=bindparam("stop_reason"),
     error=bindparam("error"), completed_at=bindparam("now")))
-_SET_TOTALS = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
-    step_count=bindparam("step_count"),
-    **{name: bindparam(name) for name in rows.USAGE_COLUMNS}))
+_ADD_RUN_USAGE = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
+    step_count=r.c.step_count + bindparam("d_steps"),
+    **{name: getattr(r.c, name) + bindparam(f"d_{name}") for name in rows.USAGE_COLUMNS}))
 _SET_LAST_RUN = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     last_run_completion=bindparam("now"), last_run_duration_ms=bindparam("duration"),
     last_stop_reason=bindparam("stop_reason")))
@@ -65,7 +64,6 @@ _APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("ag
                               .where(m.c.seq > bindparam("after"))
                               .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
 _MAX_SEQ_NOW = FastStatement(select(_MAX_SEQ))
-_RUN_EXISTS = FastStatement(select(r.c.id).where(r.c.id == bindparam("run")))
 
 _RUN = r.c.id == bindparam("run")
 # The step records carried by run ``:run``'s messages (found through the agent's seq index).
@@ -73,8 +71,6 @@ _CARRIED_STEPS = FastStatement(
     select(m.c.step).where(m.c.agent_id == select(r.c.agent_id).where(_RUN).scalar_subquery())
     .where(m.c.seq > select(r.c.first_seq).where(_RUN).scalar_subquery())
     .where(m.c.run_id == bindparam("run")).where(m.c.step.is_not(None)))
-_SEPARATE_USAGE = FastStatement(select(*[s.c[name] for name in rows.USAGE_COLUMNS])
-                                .where(s.c.run_id == bindparam("run")))
 
 
 def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
@@ -154,7 +150,8 @@ class HistoryMixin:
             agent_id, [rows.message_row(agent_id, msg, run_id, step_id,
                                         step_data if i == last else None)
                        for i, msg in enumerate(messages)],
-            step_row, None if step is None else run_id,
+            step_row, None if step is None or run_id is None else
+            (run_id, list(rows.usage_values(step.usage).values())),
             in_context if in_context is None or in_context is APPEND else
             [m if isinstance(m, str) else m.id for m in in_context],
             None if block_values is None else dict(block_values), pending_approval, catch_up,
@@ -324,7 +321,6 @@ class HistoryMixin:
                 metadata=run.metadata, started_at=run.started_at,
                 completed_at=run.completed_at))
             if status in TERMINAL_STATUSES:
-                store_totals(conn, run_id)
                 began = run.started_at or run.created_at
                 conn.execute(update(a).where(a.c.id == run.agent_id).values(
                     last_run_completion=now, last_run_duration_ms=(now - began) * 1000,
@@ -342,13 +338,13 @@ class HistoryMixin:
         if status is not None:
             stmt = stmt.where(r.c.status == status)
         return await self._runner.read(
-            lambda conn: [_run_from_row(conn, row) for row in conn.execute(stmt)])
+            lambda conn: [rows.run_from_row(row) for row in conn.execute(stmt)])
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
-        """Mark runs left 'created' or 'running' by a dead process as failed, with the usage
-        of the steps they recorded (the steps it logged land first); their ids."""
+        """Mark runs left 'created' or 'running' by a dead process as failed (the steps it
+        logged land first); their ids."""
         await self._runner.recover()
-        live = r.c.status.in_(LIVE_STATUSES)
+        live = r.c.status.in_(("created", "running"))
 
         def txn(conn: Connection) -> list[str]:
             query = select(r.c.id).where(live)
@@ -359,8 +355,6 @@ class HistoryMixin:
                 conn.execute(update(r).where(r.c.id.in_(ids)).values(
                     status="failed", stop_reason="error", completed_at=time.time(),
                     error="interrupted: the process stopped before the run finished"))
-                for run_id in ids:
-                    store_totals(conn, run_id)
             return ids
 
         return await self._runner.write(txn)
@@ -369,7 +363,7 @@ class HistoryMixin:
         """A run's steps in order."""
 
         def txn(conn: Connection) -> list[StepRecord]:
-            run = _load_run(conn, run_id, totals=False)
+            run = _load_run(conn, run_id)
             carried = [rows.step_from_json(orjson.loads(data), run.id, run.agent_id)
                        for (data,) in _CARRIED_STEPS.fetch(conn, {"run": run_id})]
             separate = [rows.step_from_row(row)
@@ -477,7 +471,7 @@ class StepWrite:
     agent_id: str
     message_rows: list[tuple[Any, ...]]
     step_row: tuple[Any, ...] | None
-    run_id: str | None  # of the step record, if any
+    run_usage: tuple[str, list[int]] | None  # the step's run and tokens (USAGE_COLUMNS)
     in_context: Any  # None, APPEND, or the new list of ids
     block_values: dict[str, str] | None
     pending_approval: Any
@@ -486,7 +480,7 @@ class StepWrite:
 
     def encode(self) -> list[Any]:
         """As JSON for the step log."""
-        return [self.agent_id, self.message_rows, self.step_row, self.run_id,
+        return [self.agent_id, self.message_rows, self.step_row, self.run_usage,
                 "append" if self.in_context is APPEND else self.in_context, self.block_values,
                 [] if self.pending_approval is KEEP else [self.pending_approval],
                 self.catch_up, self.now]
@@ -510,32 +504,11 @@ def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
 
 
 def finish_runs(conn: Connection, ends: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    """Queued run ends (``queue_finish``): the run's status and summed usage, and the
-    agent's last-run fields."""
+    """Queued run ends (``queue_finish``): the run's status and the agent's last-run fields."""
     for run, agent in ends:
         if not _FINISH_RUN.execute(conn, run):
             raise NotFoundError(f"no run with id {run['run']!r}")
-        store_totals(conn, run["run"])
         _SET_LAST_RUN.execute(conn, agent)
-
-
-def step_totals(conn: Connection, run_id: str) -> tuple[int, Usage]:
-    """How many steps the run has recorded, and their summed usage."""
-    params = {"run": run_id}
-    carried = _CARRIED_STEPS.fetch(conn, params)
-    separate = _SEPARATE_USAGE.fetch(conn, params)
-    total = Usage()
-    for (data,) in carried:
-        total.add(rows.usage_from_json(orjson.loads(data)))
-    for tokens in separate:
-        total.add(Usage(*tokens))
-    return len(carried) + len(separate), total
-
-
-def store_totals(conn: Connection, run_id: str) -> None:
-    """Write a run's step count and usage, summed from its steps (done when it ends)."""
-    count, usage = step_totals(conn, run_id)
-    _SET_TOTALS.execute(conn, {"run": run_id, "step_count": count, **rows.usage_values(usage)})
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -562,8 +535,18 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
-    for run_id in {w.run_id for w in writes if w.run_id is not None}:
-        if not _RUN_EXISTS.fetch(conn, {"run": run_id}):
+    totals: dict[str, list[int]] = {}  # run id -> [steps, *tokens], once per run a batch
+    for w in writes:
+        if w.run_usage is not None:
+            run_id, tokens = w.run_usage
+            found = totals.setdefault(run_id, [0] * (1 + len(tokens)))
+            found[0] += 1
+            for i, count in enumerate(tokens, 1):
+                found[i] += count
+    for run_id, (steps, *tokens) in totals.items():
+        params = {f"d_{name}": count for name, count in zip(rows.USAGE_COLUMNS, tokens,
+                                                            strict=True)}
+        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps, **params}):
             raise NotFoundError(f"no run with id {run_id!r}")
     if any(w.in_context is not APPEND for w in writes):
         before = (last_seq - len(message_rows) if last_seq is not None
@@ -611,20 +594,11 @@ def _check_status(status: str) -> None:
         raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
 
 
-def _load_run(conn: Connection, run_id: str, *, totals: bool = True) -> RunRecord:
+def _load_run(conn: Connection, run_id: str) -> RunRecord:
     row = conn.execute(select(r).where(r.c.id == run_id)).first()
     if row is None:
         raise NotFoundError(f"no run with id {run_id!r}")
-    return _run_from_row(conn, row) if totals else rows.run_from_row(row)
-
-
-def _run_from_row(conn: Connection, row: Any) -> RunRecord:
-    """A run as stored; a live one's usage is summed from its steps so far (a finished
-    run's is stored when it ends)."""
-    run = rows.run_from_row(row)
-    if run.status in LIVE_STATUSES:
-        run.step_count, run.usage = step_totals(conn, run.id)
-    return run
+    return rows.run_from_row(row)
 
 
 def _batch_model(agent_id: str, batch: list[PassageRecord]) -> tuple[str, int] | None:

@@ -3,8 +3,8 @@
 - ``agents.in_context_after_seq``: the agent's messages stored after this seq follow the
   stored list in context, so a step that appends to the context rewrites no list.
 - ``messages.step``: a step's record rides on the last message row it wrote.
-- ``runs.first_seq``: the run's messages all have a higher seq; its usage is summed from
-  its steps when it ends.
+- ``runs.first_seq``: the run's messages all have a higher seq, so finding them (and
+  their step records) reads only those.
 - ``step_logs``: which batch of each process's step log (steplog.py) last committed.
 
 Revision ID: 0006
