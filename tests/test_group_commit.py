@@ -4,26 +4,20 @@ with the step that failed."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sqlite3
-import subprocess
-import sys
-import textwrap
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from killed_child import kill_when_hanging
 from stateloop import Agent, tool
 from stateloop.messages import Message, assistant, user
-from stateloop.persistence import run_blocking
 from stateloop.store import (
     AgentRecord,
     NotFoundError,
     StepRecord,
     StoreError,
-    batching,
     open_store,
 )
 from stateloop.store.sql import SqlStore
@@ -97,51 +91,6 @@ async def test_a_write_after_queued_steps_commits_them_first_even_when_it_fails(
     assert queued.exception() is None and _stored_ids(store.path) == [hello.id, again.id]
 
 
-def _after_a_crash(path: Path, copy: Path) -> list[str]:
-    """The messages a process opening the database would find if this one died now: the
-    database files and step logs as they are, copied, then opened (replaying the logs)."""
-    copy.mkdir()
-    for found in path.parent.glob(path.name + "*"):
-        if not found.name.endswith("-shm"):
-            shutil.copy(found, copy / found.name)
-
-    async def reopen() -> None:
-        store = await open_store(f"sqlite:///{copy / path.name}")
-        await store.close()
-
-    run_blocking(reopen)  # in a thread: this event loop does not turn meanwhile
-    return _stored_ids(str(copy / path.name))
-
-
-async def test_a_run_that_never_yields_keeps_each_step_crash_safe_before_the_next(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batching, "COMMIT_DELAY", 3600.0)  # commit only when the run ends
-    path = tmp_path / "busy.db"
-    committed: list[int] = []
-    survived: list[int] = []
-
-    @tool
-    async def count() -> str:
-        """Look at what is committed and what a crash would leave (never yields)."""
-        committed.append(len(_stored_ids(str(path))))
-        survived.append(len(_after_a_crash(path, tmp_path / f"crash{len(committed)}")))
-        return "ok"
-
-    steps = 8
-    agent = Agent(model=ScriptedModel([call("count")] * steps + [reply("done")]),
-                  tools=[count], store=f"sqlite:///{path}", name="busy", max_steps=steps + 1)
-    result = await agent.run("go")
-    assert result.steps == steps + 1
-    # While step k runs, the system prompt, the input and steps 1..k-1 (two messages each)
-    # would survive a crash (DESIGN invariant 3), from the step log: nothing committed yet.
-    assert survived == [1] + [2 * k for k in range(2, steps + 1)]
-    assert committed == [1] * steps
-    assert len(_stored_ids(str(path))) == 2 + 2 * steps + 1  # system, input, steps, reply
-    assert sorted(p.name for p in tmp_path.glob("busy.db-steplog-*")) != []  # still open
-    await agent.store.close()  # type: ignore[union-attr]
-    assert list(tmp_path.glob("busy.db-steplog-*")) == []
-
-
 async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> None:
     path = tmp_path / "gone.db"
 
@@ -190,7 +139,7 @@ def _count_tool() -> object:
 
 def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> None:
     path, marker = tmp_path / "killed.db", tmp_path / "hanging"
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    kill_when_hanging(f"""
         import time
         from pathlib import Path
         from stateloop import Agent, tool
@@ -215,18 +164,7 @@ def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> 
         agent = Agent(model=ScriptedModel(script), tools=[add, hang],
                       store="sqlite:///{path}", name="killed")
         agent.run_sync("go")
-    """)])
-    try:
-        for _ in range(600):
-            if marker.exists() or child.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert marker.exists(), "the child never reached the hanging tool"
-        child.kill()  # SIGKILL: the queued steps never committed
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    """, marker)  # the queued steps never committed
     assert len(_stored_ids(str(path))) == 1  # only the system prompt, from the creation
     assert list(tmp_path.glob("killed.db-steplog-*")) != []
 

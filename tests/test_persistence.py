@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
+from killed_child import kill_when_hanging
 from stateloop import Agent, Approval, Block, ConfigError, tool
 from stateloop.errors import AgentBusyError
 from stateloop.store import (
@@ -30,6 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
+
+
+@tool(requires_approval=True)
+def launch(target: str) -> str:
+    """Launch."""
+    return f"launched at {target}"
 
 
 @pytest.fixture
@@ -240,11 +246,6 @@ async def test_archival_memory_insert_and_search(db):
 
 
 async def test_pending_approval_survives_a_reload(db):
-    @tool(requires_approval=True)
-    def launch(target: str) -> str:
-        """Launch."""
-        return f"launched at {target}"
-
     agent = Agent(model=ScriptedModel([call("launch", target="moon")]), tools=[launch],
                   store=db, name="launcher")
     paused = await agent.run("go")
@@ -263,7 +264,7 @@ async def test_pending_approval_survives_a_reload(db):
 
 def test_crash_mid_run_is_repaired_on_load(db, tmp_path):
     marker = tmp_path / "tool-started"
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    kill_when_hanging(f"""
         import time
         from pathlib import Path
         from stateloop import Agent, tool
@@ -284,18 +285,7 @@ def test_crash_mid_run_is_repaired_on_load(db, tmp_path):
         agent = Agent(model=ScriptedModel([call("add", a=1, b=1), call("hang"), reply("x")]),
                       tools=[add, hang], store={db!r}, name="crashy")
         agent.run_sync("go")
-    """)], cwd=ROOT)
-    try:
-        for _ in range(600):
-            if marker.exists() or child.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert marker.exists(), "the child never reached the hanging tool"
-        child.kill()  # SIGKILL: no cleanup of any kind
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    """, marker)
 
     @tool
     def hang() -> str:
@@ -321,11 +311,6 @@ def test_crash_mid_run_is_repaired_on_load(db, tmp_path):
 
 
 async def test_a_reset_clears_a_stored_pending_approval(db):
-    @tool(requires_approval=True)
-    def launch(target: str) -> str:
-        """Launch."""
-        return f"launched at {target}"
-
     agent = Agent(model=ScriptedModel([call("launch", target="moon")]), tools=[launch],
                   store=db, name="resetter")
     await agent.run("go")

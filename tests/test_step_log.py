@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from stateloop import Agent, tool
 from stateloop.messages import user
-from stateloop.store import AgentRecord, StepRecord, open_store, steplog
+from stateloop.persistence import run_blocking
+from stateloop.store import AgentRecord, StepRecord, batching, open_store, steplog
 from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
+from stateloop.testing import ScriptedModel, call, reply
 
 
 @pytest.fixture
@@ -38,6 +41,11 @@ def _crash_copy(source: Path, folder: Path) -> Path:
 def _texts(path: Path) -> list[str]:
     with sqlite3.connect(path) as db:
         return [row[0] for row in db.execute("SELECT text FROM messages ORDER BY seq")]
+
+
+async def _reopen(path: Path) -> None:
+    store = await open_store(f"sqlite:///{path}")  # replays the logs of dead processes
+    await store.close()
 
 
 async def _logged_steps(store: SqlStore, texts: list[str]) -> str:
@@ -117,3 +125,36 @@ async def test_a_step_log_that_cannot_be_written_means_committing_at_once(
     monkeypatch.setattr(steplog.os, "write", full_disk)
     await _logged_steps(store, ["one", "two"])
     assert _texts(store.path) == ["one", "two"]  # each committed before the next step
+
+
+async def test_a_run_that_never_yields_keeps_each_step_crash_safe_before_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batching, "COMMIT_DELAY", 3600.0)  # commit only when the run ends
+    path = tmp_path / "busy.db"
+    committed: list[int] = []
+    survived: list[int] = []
+
+    @tool
+    async def count() -> str:
+        """Look at what is committed and what a crash would leave (never yields)."""
+        committed.append(len(_texts(path)))
+        copy = _crash_copy(path, tmp_path / f"crash{len(committed)}")
+        run_blocking(lambda: _reopen(copy))  # in a thread: this event loop does not turn
+        survived.append(len(_texts(copy)))
+        return "ok"
+
+    steps = 8
+    agent = Agent(model=ScriptedModel([call("count")] * steps + [reply("done")]),
+                  tools=[count], store=f"sqlite:///{path}", name="busy", max_steps=steps + 1)
+    result = await agent.run("go")
+    assert result.steps == steps + 1
+    # While step k runs, the system prompt, the input and steps 1..k-1 (two messages each)
+    # would survive a crash (DESIGN invariant 3), from the step log: nothing committed yet.
+    assert survived == [1] + [2 * k for k in range(2, steps + 1)]
+    assert committed == [1] * steps
+    assert len(_texts(path)) == 2 + 2 * steps + 1  # system, input, steps, reply
+    assert _logs(tmp_path) != []  # open while the store is
+    store = agent.store
+    assert store is not None
+    await store.close()
+    assert _logs(tmp_path) == []
