@@ -127,6 +127,13 @@ async def test_a_step_log_that_cannot_be_written_means_committing_at_once(
     assert _texts(store.path) == ["one", "two"]  # each committed before the next step
 
 
+async def test_without_file_locks_each_step_commits_before_the_next(
+        store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(steplog, "AVAILABLE", False)
+    await _logged_steps(store, ["one", "two"])
+    assert _texts(store.path) == ["one", "two"] and _logs(tmp_path) == []
+
+
 async def test_a_run_that_never_yields_keeps_each_step_crash_safe_before_the_next(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(batching, "COMMIT_DELAY", 3600.0)  # commit only when the run ends

@@ -16,7 +16,6 @@ dropped (each record carries its length and checksum).
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import os
 import secrets
@@ -34,6 +33,12 @@ from stateloop.store.batching import BatchFn
 from stateloop.store.fastpath import FastStatement
 from stateloop.store.schema import step_logs
 
+try:
+    import fcntl
+except ImportError:  # no file locks (Windows): no step log, a step commits before the next
+    fcntl = None  # type: ignore[assignment]
+
+AVAILABLE = fcntl is not None
 _HEADER = struct.Struct("<II")  # payload length, crc32
 
 _FORGET = FastStatement(delete(step_logs).where(step_logs.c.token == bindparam("token")))
@@ -129,6 +134,8 @@ class DeadLog:
 
 def dead_logs(db_path: Path) -> Iterator[DeadLog]:
     """Logs next to ``db_path`` whose process is gone (held locked while yielded)."""
+    if not AVAILABLE:
+        return
     prefix = f"{db_path.name}-steplog-"
     for name in sorted(glob.glob(glob.escape(str(db_path)) + "-steplog-*")):
         path = Path(name)
