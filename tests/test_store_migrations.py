@@ -170,3 +170,43 @@ async def test_env_var_and_default_path(tmp_path: Path, monkeypatch: pytest.Monk
     await store.create_block(BlockRecord(label="x"))
     await store.close()
     assert (tmp_path / "home" / ".stateloop" / "stateloop.db").exists()
+
+
+async def test_revision_0006_downgrades_keeping_the_context_and_the_step_records(
+        tmp_path: Path) -> None:
+    from alembic import command
+
+    from stateloop.messages import Usage, user
+    from stateloop.store import StepRecord
+    from stateloop.store.migrate import _alembic_config
+    from stateloop.store.records import APPEND
+
+    path = tmp_path / "down.db"
+    store = await open_store(f"sqlite:///{path}")
+    agent = await store.create_agent(AgentRecord(name="a"))
+    run = await store.create_run(agent.id, status="running")
+    first, second = user("one"), user("two")
+    await store.append_step(agent.id, [first], in_context_ids=[first.id])
+    await store.append_step(agent.id, [second], in_context_ids=APPEND,
+                            step=StepRecord(run.id, model="m", usage=Usage(7, 2)))
+    await store.close()
+
+    engine = _sync_engine(path)
+    with engine.connect() as conn:
+        conn = conn.execution_options(stateloop_write=True)
+        with conn.begin():
+            command.downgrade(_alembic_config(conn), "0005")
+    engine.dispose()
+    with sqlite3.connect(path) as raw:
+        listed = raw.execute("SELECT in_context_message_ids FROM agents").fetchone()[0]
+        steps = raw.execute("SELECT model, input_tokens, output_tokens FROM steps").fetchall()
+    assert listed == f'["{first.id}","{second.id}"]'
+    assert steps == [("m", 7, 2)]
+
+    store = await open_store(f"sqlite:///{path}")  # and up again
+    try:
+        assert (await store.get_agent(agent.id)).in_context_message_ids == [first.id,
+                                                                           second.id]
+        assert [s.model for s in await store.list_steps(run.id)] == ["m"]
+    finally:
+        await store.close()
