@@ -149,8 +149,10 @@ def dead_logs(db_path: Path) -> Iterator[DeadLog]:
             os.close(fd)  # its process is alive
             continue
         records = list(_records(os.pread(fd, os.fstat(fd).st_size, 0)))
-        batch = records[0][1][0] if records and records[0][0] == "batch" else 0
-        yield DeadLog(path, path.name[len(prefix):], batch, records[1:], fd)
+        batch = 0  # each batch begins with a record of its number
+        if records and records[0][0] == "batch":
+            batch = records.pop(0)[1][0]
+        yield DeadLog(path, path.name[len(prefix):], batch, records, fd)
 
 
 def _frame(record: list[Any]) -> bytes:
