@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 from stateloop.messages import Message, ToolCall, Usage, assistant, system, tool_result, user
-from stateloop.store import AgentRecord, NotFoundError, StepRecord, StoreError, open_store
-from stateloop.store import history as history_module
+from stateloop.store import (
+    AgentRecord,
+    NotFoundError,
+    StepRecord,
+    StoreError,
+    checkpoints,
+    open_store,
+)
 from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 
@@ -142,7 +148,7 @@ async def test_a_failing_step_leaves_nothing_written(store: SqlStore,
     def boom(*_: object, **__: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(history_module, "set_in_context", boom)
+    monkeypatch.setattr(checkpoints, "set_in_context", boom)
     with pytest.raises(RuntimeError, match="disk on fire"):
         await store.append_step(agent_id, [fresh], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))

@@ -1,4 +1,5 @@
-"""The SQL store: agents, blocks and tools here; messages, runs and passages in history.py."""
+"""The SQL store: agents, blocks and tools here; messages, runs and steps in history.py (their
+queued writes in checkpoints.py), archival passages in archive.py."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from sqlalchemy import Connection, delete, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from stateloop.store import rows, schema
+from stateloop.store.archive import ArchiveMixin
+from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.errors import (
     BlockLimitError,
     DatabaseOpenError,
     DuplicateError,
     NotFoundError,
 )
-from stateloop.store.history import HistoryMixin, context_ids, set_in_context
+from stateloop.store.history import HistoryMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord, ToolRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
@@ -67,7 +70,7 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin):
+class SqlStore(HistoryMixin, ArchiveMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

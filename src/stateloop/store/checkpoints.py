@@ -1,0 +1,230 @@
+"""The queued write path: a step's checkpoint and a run's start and end, as batch functions
+(batching.py) that commit in groups and that the step log (steplog.py) can replay.
+
+An agent's in-context list is stored as a list plus ``agents.in_context_after_seq``: the
+agent's messages stored after that seq follow the list, so a step that only appends to the
+context rewrites nothing. Statements are compiled once (fastpath.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from stateloop.messages import Message
+from stateloop.store import dialect, rows, schema
+from stateloop.store.batching import BatchFn
+from stateloop.store.errors import NotFoundError, StoreError
+from stateloop.store.fastpath import FastStatement, InsertRows
+from stateloop.store.records import APPEND, KEEP, StepRecord
+
+a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
+
+_MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
+
+_INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
+_INSERT_STEPS = InsertRows(s, rows.STEP_COLUMNS)
+INSERT_RUN = FastStatement(insert(r).values(
+    {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
+    | {"first_seq": _MAX_SEQ}), ["metadata"])
+_FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
+    status=bindparam("status"), stop_reason=bindparam("stop_reason"),
+    error=bindparam("error"), completed_at=bindparam("now")))
+_ADD_RUN_USAGE = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
+    step_count=r.c.step_count + bindparam("d_steps"),
+    **{name: getattr(r.c, name) + bindparam(f"d_{name}") for name in rows.USAGE_COLUMNS}))
+_SET_LAST_RUN = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
+    last_run_completion=bindparam("now"), last_run_duration_ms=bindparam("duration"),
+    last_stop_reason=bindparam("stop_reason")))
+_SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
+    in_context_message_ids=bindparam("ids"), in_context_after_seq=bindparam("after"),
+    updated_at=bindparam("now")), ["ids"])
+_SET_BLOCK_VALUE = FastStatement(update(schema.blocks).where(
+    schema.blocks.c.id == bindparam("block")).values(
+    value=bindparam("value"), updated_at=bindparam("now")))
+_SET_PENDING = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
+    pending_approval=bindparam("pending")), ["pending"])
+_STORED_CONTEXT = FastStatement(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
+                                .where(a.c.id == bindparam("agent")))
+_APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("agent"))
+                              .where(m.c.seq > bindparam("after"))
+                              .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
+_MAX_SEQ_NOW = FastStatement(select(_MAX_SEQ))
+
+
+def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
+                   after_seq: int | None = None, now: float | None = None) -> None:
+    """Replace the agent's ordered in-context ids inside the caller's transaction. The
+    messages it stores after ``after_seq`` (by default: from now on) follow them."""
+    if after_seq is None:
+        after_seq = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
+    done = _SET_IN_CONTEXT.execute(conn, {"agent": agent_id, "ids": list(message_ids),
+                                          "after": after_seq, "now": now or time.time()})
+    if not done:
+        raise NotFoundError(f"no agent with id {agent_id!r}")
+
+
+def context_ids(conn: Connection, agent_id: str, stored: list[str], after_seq: int,
+                through: int | None = None) -> list[str]:
+    """The agent's in-context ids: the stored list, then its messages stored after
+    ``after_seq`` (up to ``through``)."""
+    appended = _APPENDED_IDS.fetch(conn, {"agent": agent_id, "after": after_seq,
+                                          "through": through if through is not None
+                                          else 1 << 62})
+    return [*stored, *(row[0] for row in appended)] if appended else stored
+
+
+@dataclass(slots=True)
+class StepWrite:
+    """One step's checkpoint as queued: rows ready to insert and the updates it makes."""
+
+    agent_id: str
+    message_rows: list[tuple[Any, ...]]
+    step_row: tuple[Any, ...] | None
+    run_usage: tuple[str, list[int]] | None  # the step's run and tokens (USAGE_COLUMNS)
+    in_context: Any  # None, APPEND, or the new list of ids
+    block_values: dict[str, str] | None
+    pending_approval: Any
+    catch_up: bool
+    now: float
+
+    @classmethod
+    def build(cls, agent_id: str, messages: Sequence[Message], in_context: Any,
+              step: StepRecord | None, run_id: str | None,
+              block_values: Mapping[str, str] | None, pending_approval: Any,
+              catch_up: bool) -> StepWrite:
+        """Encode a step's rows now, so later changes to its messages do not leak in. The
+        step record rides on the last message row (``steps`` gets it only when there is
+        none). A new ``in_context`` list may hold the messages themselves."""
+        step_id = step_data = step_row = None
+        if step is not None:
+            step.agent_id = agent_id
+            run_id = run_id if run_id is not None else step.run_id
+            step.run_id, step_id = run_id, step.id
+            if messages:
+                step_data = rows.step_json(step)
+            else:
+                step_row = rows.step_row(step)
+        last = len(messages) - 1
+        return cls(
+            agent_id, [rows.message_row(agent_id, msg, run_id, step_id,
+                                        step_data if i == last else None)
+                       for i, msg in enumerate(messages)],
+            step_row, None if step is None or run_id is None else
+            (run_id, [getattr(step.usage, name) for name in rows.USAGE_COLUMNS]),
+            in_context if in_context is None or in_context is APPEND else
+            [m if isinstance(m, str) else m.id for m in in_context],
+            None if block_values is None else dict(block_values), pending_approval, catch_up,
+            time.time())
+
+    def encode(self) -> list[Any]:
+        """As JSON for the step log."""
+        return [self.agent_id, self.message_rows, self.step_row, self.run_usage,
+                "append" if self.in_context is APPEND else self.in_context, self.block_values,
+                [] if self.pending_approval is KEEP else [self.pending_approval],
+                self.catch_up, self.now]
+
+    @classmethod
+    def decode(cls, data: list[Any]) -> StepWrite:
+        write = cls(*data)
+        if write.in_context == "append":
+            write.in_context = APPEND
+        write.pending_approval = write.pending_approval[0] if write.pending_approval else KEEP
+        return write
+
+
+def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
+    """Queued run rows (``queue_run``)."""
+    try:
+        INSERT_RUN.execute_many(conn, values)
+    except IntegrityError as exc:
+        agents = ", ".join(sorted({repr(v["agent_id"]) for v in values}))
+        raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc
+
+
+def finish_runs(conn: Connection, ends: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Queued run ends (``queue_finish``): the run's status and the agent's last-run fields."""
+    for run, agent in ends:
+        if not _FINISH_RUN.execute(conn, run):
+            raise NotFoundError(f"no run with id {run['run']!r}")
+        _SET_LAST_RUN.execute(conn, agent)
+
+
+def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
+    """Write queued steps in order, each table's rows in one statement; context changes
+    apply in order, and later block values and pending approvals replace earlier ones."""
+    try:
+        _write_steps(conn, writes)
+    except IntegrityError as exc:
+        agents = ", ".join(sorted({repr(w.agent_id) for w in writes}))
+        raise StoreError(f"append_step for agent {agents} refused: {exc.orig} (unknown agent "
+                         "or run, or a duplicate message id)") from exc
+
+
+INSERT_RUNS = BatchFn("runs", insert_runs)
+FINISH_RUNS = BatchFn("run_ends", finish_runs, decode=tuple)
+WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode)
+
+
+def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
+    message_rows = [row for w in writes for row in w.message_rows]
+    last_seq = _INSERT_MESSAGES.execute(conn, message_rows) if message_rows else None
+    if any(w.catch_up for w in writes):
+        dialect.catch_up_recall(conn)
+    step_rows = [w.step_row for w in writes if w.step_row is not None]
+    if step_rows:
+        _INSERT_STEPS.execute(conn, step_rows)
+    totals: dict[str, list[int]] = {}  # run id -> [steps, *tokens], once per run a batch
+    for w in writes:
+        if w.run_usage is not None:
+            run_id, tokens = w.run_usage
+            found = totals.setdefault(run_id, [0] * (1 + len(tokens)))
+            found[0] += 1
+            for i, count in enumerate(tokens, 1):
+                found[i] += count
+    for run_id, (steps, *tokens) in totals.items():
+        params = {f"d_{name}": count for name, count in zip(rows.USAGE_COLUMNS, tokens,
+                                                            strict=True)}
+        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps, **params}):
+            raise NotFoundError(f"no run with id {run_id!r}")
+    if any(w.in_context is not APPEND for w in writes):
+        before = (last_seq - len(message_rows) if last_seq is not None
+                  else _MAX_SEQ_NOW.fetch(conn, {})[0][0])
+        _write_contexts(conn, writes, before)
+    blocks: dict[str, str] = {}
+    for w in writes:
+        blocks.update(w.block_values or {})
+    for block_id, value in blocks.items():
+        if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
+                                               "now": writes[-1].now}):
+            raise NotFoundError(f"no block with id {block_id!r}")
+    pending = {w.agent_id: w.pending_approval for w in writes if w.pending_approval is not KEEP}
+    for agent_id, value in pending.items():
+        _SET_PENDING.execute(conn, {"agent": agent_id, "pending": value})
+
+
+def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> None:
+    """Apply the writes' context changes in order; ``before`` is the seq just below the
+    batch's first message row (the rows got consecutive seqs, in write order)."""
+    seq = before
+    for w in writes:
+        below, seq = seq, seq + len(w.message_rows)
+        if w.in_context is APPEND:
+            continue
+        if w.in_context is None:  # stored outside the context: the context stops before
+            if not w.message_rows:
+                continue
+            found = _STORED_CONTEXT.fetch(conn, {"agent": w.agent_id})
+            if not found:
+                raise NotFoundError(f"no agent with id {w.agent_id!r}")
+            stored, after = found[0]
+            ids = context_ids(conn, w.agent_id, orjson.loads(stored), after, through=below)
+        else:
+            ids = w.in_context
+        set_in_context(conn, w.agent_id, ids, after_seq=seq)
