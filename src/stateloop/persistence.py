@@ -163,12 +163,14 @@ class Persistence:
     def _context_change(self, transcript: list[Message], written: list[Message]) -> Any:
         """``APPEND`` when the context grew by exactly the messages written (so the stored
         list stays as it is), else the new context."""
-        before, self._context = self._context, list(transcript)
-        if before is None or len(transcript) != len(before) + len(written):
-            return self._context
-        kept = len(before)
-        if transcript[:kept] == before and transcript[kept:] == written:
-            return APPEND
+        before = self._context
+        if before is not None:
+            kept = len(before)
+            if (len(transcript) == kept + len(written) and transcript[kept:] == written
+                    and transcript[:kept] == before):
+                before.extend(written)  # the snapshot follows without a copy
+                return APPEND
+        self._context = list(transcript)
         return self._context
 
     async def set_context(self, transcript: list[Message]) -> None:
