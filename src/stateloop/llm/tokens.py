@@ -81,9 +81,7 @@ def is_exact(model: str | None) -> bool:
 
 def count_tokens(text: str, model: str | None = None) -> int:
     """Tokens in ``text`` for ``model``: exact for OpenAI models, an o200k estimate otherwise."""
-    if not text:
-        return 0
-    return len(_encoding_for(model).encode_ordinary(text))
+    return _counter_for(model)(text) if text else 0
 
 
 @functools.lru_cache(maxsize=64)
