@@ -11,7 +11,7 @@ import pytest
 from stateloop import Agent, Block, ConfigError, tool
 from stateloop.events import RunEnd
 from stateloop.llm.retry import RetryPolicy
-from stateloop.loop import LENGTH_CUTOFF_NOTICE
+from stateloop.loop import CANCELLED_NOTICE, LENGTH_CUTOFF_NOTICE
 from stateloop.testing import (
     ScriptedModel,
     assert_transcript_valid,
@@ -147,6 +147,70 @@ async def test_tool_timeout():
     answer = result.messages[2]
     assert answer.is_error and answer.text == "Tool 'slow' timed out after 0.05 s."
     assert result.stop_reason == "end_turn"
+
+
+async def test_tool_deadline_counts_from_the_call_not_from_its_first_await():
+    @tool(timeout=0.05)
+    async def crunch() -> str:
+        """Computes past its deadline, then waits."""
+        time.sleep(0.1)
+        await asyncio.sleep(5)
+        return "never"
+
+    agent = agent_with([call("crunch"), reply("gave up")], tools=[crunch])
+    started = time.perf_counter()
+    result = await agent.run("go")
+    assert time.perf_counter() - started < 1
+    assert result.messages[2].text == "Tool 'crunch' timed out after 0.05 s."
+
+
+async def test_async_tools_that_wait_several_times_return_their_value():
+    @tool(timeout=5)
+    async def relay(text: str) -> dict:
+        """Waits on a future, then twice on the event loop."""
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.set_result, text.upper())
+        value = await future
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
+        return {"echo": value}
+
+    @tool(timeout=5)
+    async def at_once(n: int) -> int:
+        """Finishes without waiting."""
+        return n * 2
+
+    agent = agent_with([calls(call("relay", text="hi"), call("at_once", n=21)), reply("ok")],
+                       tools=[relay, at_once])
+    result = await agent.run("go")
+    assert [(m.text, m.is_error) for m in result.messages if m.role == "tool"] == [
+        ('{"echo":"HI"}', False), ("42", False)]
+
+
+async def test_a_cancel_reaches_a_waiting_tool_which_may_clean_up():
+    cleaned: list[str] = []
+    started = asyncio.Event()
+
+    @tool(timeout=5)
+    async def hold() -> str:
+        """Waits until cancelled, then cleans up."""
+        try:
+            started.set()
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0)  # cleanup may itself wait
+            cleaned.append("hold")
+            raise
+        return "never"
+
+    agent = agent_with([call("hold"), reply("unused")], tools=[hold])
+    task = asyncio.create_task(agent.run("go"))
+    await started.wait()
+    agent.cancel()
+    result = await task
+    assert cleaned == ["hold"] and result.stop_reason == "cancelled"
+    assert result.messages[2].text == CANCELLED_NOTICE and result.messages[2].is_error
+    assert_transcript_valid(agent.messages)
 
 
 async def test_parallel_tool_timeouts_each_keep_their_own_deadline():

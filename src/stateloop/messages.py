@@ -139,6 +139,8 @@ class Message:
         parts = self.content
         if len(parts) == 1 and type(parts[0]) is TextPart:
             return parts[0].text
+        if not parts:  # a tool call without text: on the step path, so no generator
+            return ""
         return "".join(p.text for p in parts if type(p) is TextPart)
 
     @property

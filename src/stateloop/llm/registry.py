@@ -14,11 +14,14 @@ PROVIDERS: dict[str, str] = {
     "anthropic": "stateloop.llm.anthropic:AnthropicModel",
 }
 
+# What ``isinstance(model, Model)`` checks, at a fraction of a runtime protocol check's cost.
+_MODEL_ATTRIBUTES = ("stream", "name", "context_window", "max_output_tokens")
+
 
 def resolve_model(model: str | Model, **options: Any) -> Model:
     """A ``Model`` for ``model``: an object is returned as is, a string names provider and model."""
     if not isinstance(model, str):
-        if not isinstance(model, Model):
+        if not all(hasattr(model, attr) for attr in _MODEL_ATTRIBUTES):
             raise ConfigError(f"model must be a string like 'openai/gpt-4o-mini' or a Model, "
                               f"not {type(model).__name__}")
         return model

@@ -9,6 +9,7 @@ previous one; ``sliding_window`` needs no model and leaves a notice instead.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +59,13 @@ def tool_tokens(tools: list[ToolSpec], model: str | None) -> int:
     """Tokens of the tool definitions as a provider receives them."""
     if not tools:
         return 0
-    return count_tokens(json.dumps([t.to_dict() for t in tools]), model)
+    return _definition_tokens(json.dumps([t.to_dict() for t in tools]), model)
+
+
+@functools.lru_cache(maxsize=64)
+def _definition_tokens(definitions: str, model: str | None) -> int:
+    """Counted once per tool set and model: a run's first step measures them again."""
+    return count_tokens(definitions, model)
 
 
 class ContextManager:

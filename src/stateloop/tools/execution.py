@@ -6,10 +6,14 @@ import asyncio
 import functools
 import itertools
 import json
+import time
+import types
 import weakref
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import to_json
 
 from ..messages import ToolCall
 from .base import Tool, ToolContext
@@ -44,7 +48,7 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
         kwargs[tool.context_parameter] = ToolContext(agent, call)
     try:
         if tool.is_async:
-            value = await _within(tool.function(**kwargs), tool.timeout)
+            value = await _run_async(tool.function(**kwargs), tool.timeout)
         else:
             # Sync tools run in a worker thread so a slow one cannot stall other agents.
             value = await _within(asyncio.get_running_loop().run_in_executor(
@@ -54,6 +58,42 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
     except Exception as exc:
         return ToolOutput(f"Error: {type(exc).__name__}: {exc}", True)
     return ToolOutput(format_return(value))
+
+
+async def _run_async(coro: Coroutine[Any, Any, Any], seconds: float | None) -> Any:
+    """``await _within(coro, seconds)``, without a deadline to watch for a tool that finishes
+    without suspending (one that computes): its first step runs here."""
+    if seconds is None:
+        return await coro
+    deadline = time.monotonic() + seconds
+    try:
+        waiting = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    return await _within(_resumed(coro, waiting), deadline - time.monotonic())
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
+    """Await ``coro``, whose first step already ran and left it waiting on ``waiting``:
+    what ``yield from`` does, one step late. A cancel is thrown into the tool, as ``await``
+    would."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 async def _within(awaitable: Awaitable[Any], seconds: float | None) -> Any:
@@ -125,8 +165,6 @@ def format_return(value: Any) -> str:
     """``str`` as is; anything else as JSON (pydantic models, dataclasses and dates included)."""
     if isinstance(value, str):
         return value
-    from pydantic_core import to_json
-
     try:
         return to_json(value).decode()
     except Exception:
