@@ -123,9 +123,10 @@ class AgentMemory:
         self._refresh_system()
 
     async def _prepare_step(self) -> None:
-        assert self._persist is not None
-        await self._persist.make_durable()  # a crash may lose the step in flight, not earlier
-        if await self._persist.sync_blocks(self.blocks):
+        persist = self._persist
+        assert persist is not None
+        await persist.make_durable()  # a crash may lose the step in flight, not earlier
+        if persist.blocks_may_have_changed() and await persist.sync_blocks(self.blocks):
             self._refresh_system()
 
     def _compile_key(self) -> tuple[Any, ...]:

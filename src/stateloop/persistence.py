@@ -88,7 +88,7 @@ class Persistence:
         self._token: tuple[int, int | None] | None = None
         self._queued: deque[Queued] = deque()  # writes whose outcome flush has not seen
         self._run: RunRecord | None = None  # the run in flight, as created
-        self._seen_this_run = False  # sync_blocks asked the database during this run
+        self._seen_this_run = False  # blocks_may_have_changed asked the database this run
         self._context: list[Message] | None = None  # the context as last written, if known
 
     @classmethod
@@ -125,7 +125,8 @@ class Persistence:
     async def make_durable(self) -> None:
         """Before a step: earlier steps must survive a crash (DESIGN invariant 3), though
         they may commit later; raise the first write that failed."""
-        await self.store.make_durable()
+        if not self.store.log_queued():
+            await self.store.flush()
         self._raise_failed()
 
     def _raise_failed(self) -> None:
@@ -178,16 +179,20 @@ class Persistence:
         self._context = list(transcript)
         await self.store.set_in_context(self.agent_id, [m.id for m in transcript])
 
-    async def sync_blocks(self, blocks: list[Block]) -> bool:
-        """Bring ``blocks`` up to date with the store if anything may have changed them
-        (another agent sharing a block, another process); True when something changed.
-        A run's first step always asks the database; later steps see other processes'
-        commits within ``CROSS_PROCESS_LAG`` seconds (asking costs more than a fast step)."""
+    def blocks_may_have_changed(self) -> bool:
+        """Whether anything may have changed the agent's blocks since the last look (another
+        agent sharing a block, another process): cheap, so it runs before every step. A
+        run's first step always asks the database; later steps see other processes' commits
+        within ``CROSS_PROCESS_LAG`` seconds (asking costs more than a fast step)."""
         token = self.store.change_token(CROSS_PROCESS_LAG if self._seen_this_run else 0.0)
         self._seen_this_run = True
         if token == self._token and token[1] is not None:
             return False
         self._token = token
+        return True
+
+    async def sync_blocks(self, blocks: list[Block]) -> bool:
+        """Bring ``blocks`` up to date with the store; True when something changed."""
         stored = await self.store.list_blocks(self.agent_id)
         by_id = {block.id: block for block in blocks}
         fresh = []

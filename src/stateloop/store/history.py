@@ -82,7 +82,13 @@ class HistoryMixin:
     async def make_durable(self) -> None:
         """Make every queued write survive a crash of this process (committed, or in the
         step log until it is)."""
-        await self._runner.make_durable()
+        if not self.log_queued():
+            await self._runner.barrier()
+
+    def log_queued(self) -> bool:
+        """``make_durable`` without waiting: False when the queued writes must be committed
+        (``flush``) to survive a crash."""
+        return self._runner.log_queued()
 
     async def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order given; unknown ids are an error."""

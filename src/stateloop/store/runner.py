@@ -58,8 +58,9 @@ class Runner(Protocol):
         """Commit (or fail) everything queued so far."""
         ...
 
-    async def make_durable(self) -> None:
-        """Make everything queued so far survive a crash of this process."""
+    def log_queued(self) -> bool:
+        """Put everything queued so far in the step log (steplog.py), so that it survives a
+        crash of this process; False when this runner cannot (then commit it: ``barrier``)."""
         ...
 
     async def recover(self) -> int:
@@ -147,9 +148,9 @@ class SqliteRunner:
             async with self._lock:
                 self._commit_queued()
 
-    async def make_durable(self) -> None:
+    def log_queued(self) -> bool:
         if not steplog.AVAILABLE:
-            return await self.barrier()
+            return not len(self._queue)
         log = self._log
         try:
             for fn, item in self._queue.unlogged():
@@ -158,7 +159,8 @@ class SqliteRunner:
         except OSError:
             logger.warning("cannot write the step log %s; committing instead", log.path,
                            exc_info=True)
-            await self.barrier()
+            return False
+        return True
 
     async def recover(self) -> int:
         async with self._lock:
@@ -257,8 +259,8 @@ class AsyncRunner:
         if self._queued:
             await asyncio.wait(list(self._queued))
 
-    async def make_durable(self) -> None:
-        await self.barrier()  # no step log here: commit
+    def log_queued(self) -> bool:
+        return not self._queued  # no step log here: what is queued must commit
 
     async def recover(self) -> int:
         helper = SqliteRunner(self._sync_url, self._path)  # logs are the inline runner's
