@@ -18,6 +18,7 @@ from .agent_options import Input
 from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, ApprovalError, PendingApproval, denial_text
 from .cancellation import CancelScope
+from .eager import shielded
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, Compaction, RunEnd, StopReason
 from .hooks import Hooks, StepRecord
@@ -326,7 +327,7 @@ class Agent(AgentMemory):
                 if persist is not None:
                     persist.finish_run(end)  # queued: one transaction with the last steps
                     try:
-                        await asyncio.shield(self._end_run(persist))
+                        await shielded(self._end_run(persist))
                     except Exception:
                         if end is not None:
                             raise

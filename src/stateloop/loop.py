@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .approvals import Approval, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .continuation import Continuation, LettaV1
+from .eager import shielded
 from .errors import ContextWindowExceeded, InvalidResponse, ModelError
 from .events import (
     AnyEvent,
@@ -123,7 +124,7 @@ async def run_loop(transcript: list[Message], new_input: list[Message], config: 
         # is open, persist, and let the cancellation go on.
         run.scope.reason = run.scope.reason or "cancelled"
         run.answer_open_calls()
-        await asyncio.shield(run.flush())
+        await shielded(run.flush())
         raise
     except BaseException:
         run.answer_open_calls()

@@ -7,14 +7,14 @@ import functools
 import itertools
 import json
 import time
-import types
 import weakref
-from collections.abc import Awaitable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import to_json
 
+from ..eager import first_step
 from ..messages import ToolCall
 from .base import Tool, ToolContext
 
@@ -61,39 +61,13 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
 
 
 async def _run_async(coro: Coroutine[Any, Any, Any], seconds: float | None) -> Any:
-    """``await _within(coro, seconds)``, without a deadline to watch for a tool that finishes
-    without suspending (one that computes): its first step runs here."""
+    """``await _within(coro, seconds)``, with no deadline to watch for a tool that finishes
+    without suspending (one that computes)."""
     if seconds is None:
         return await coro
     deadline = time.monotonic() + seconds
-    try:
-        waiting = coro.send(None)
-    except StopIteration as done:
-        return done.value
-    return await _within(_resumed(coro, waiting), deadline - time.monotonic())
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
-    """Await ``coro``, whose first step already ran and left it waiting on ``waiting``:
-    what ``yield from`` does, one step late. A cancel is thrown into the tool, as ``await``
-    would."""
-    while True:
-        try:
-            sent = yield waiting
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waiting = coro.send(sent)
-            except StopIteration as done:
-                return done.value
+    finished, value = first_step(coro)
+    return value if finished else await _within(value, deadline - time.monotonic())
 
 
 async def _within(awaitable: Awaitable[Any], seconds: float | None) -> Any:
