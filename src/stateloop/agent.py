@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -66,6 +67,19 @@ class RunResult:
         pending = end.pending_approval.requested_calls if end.pending_approval else []
         return cls(end.output, end.stop_reason, end.steps, end.usage, end.messages, end.run_id,
                    end.error, pending)
+
+
+@dataclass(slots=True)
+class _Running:
+    """A run in flight, as ``Agent._running`` hands it out."""
+
+    events: AsyncIterator[AnyEvent]
+    end: RunEnd | None = None  # set as the loop yields it
+
+
+async def _once(*events: AnyEvent) -> AsyncIterator[AnyEvent]:
+    for event in events:
+        yield event
 
 
 class Agent(AgentMemory):
@@ -268,13 +282,11 @@ class Agent(AgentMemory):
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
         ``max_steps`` and ``model`` replace the agent's own for this run only.
         """
-        end: RunEnd | None = None
-        async for event in self.stream(input, approvals=approvals, max_steps=max_steps,
-                                       model=model):
-            if type(event) is RunEnd:
-                end = event
-        assert end is not None
-        return RunResult.from_event(end)
+        async with self._running(input, approvals, max_steps, model) as running:
+            async for _ in running.events:  # straight from the loop: no generator between
+                pass
+        assert running.end is not None
+        return RunResult.from_event(running.end)
 
     def run_sync(self, input: Input = None, *,
                  approvals: Sequence[Approval] | None = None) -> RunResult:
@@ -292,6 +304,15 @@ class Agent(AgentMemory):
                      model: str | Model | None = None) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order.
         ``max_steps`` and ``model`` replace the agent's own for this run only."""
+        async with self._running(input, approvals, max_steps, model) as running:
+            async for event in running.events:
+                yield event
+
+    @contextlib.asynccontextmanager
+    async def _running(self, input: Input, approvals: Sequence[Approval] | None,
+                       max_steps: int | None, model: str | Model | None
+                       ) -> AsyncIterator[_Running]:
+        """A run whose turn has come: its events, then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
@@ -303,28 +324,33 @@ class Agent(AgentMemory):
         async with lock:
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
-                yield resume
+                yield _Running(_once(resume), resume)
                 return
             self._refresh_system()
             persist = self._persist
             run_id = persist.start_run() if persist is not None else new_id("run")
             scope = self._scope = CancelScope()
-            end: RunEnd | None = None
+            running: _Running | None = None
             try:
                 config = self._loop_config(resume)
                 if max_steps is not None:
                     config.max_steps = max_steps
                 if run_model is not None:
                     config.model = run_model
-                async for event in run_loop(self._transcript, new_input, config,
-                                            run_id=run_id, agent_id=self.id, cancel=scope):
-                    if type(event) is RunEnd:
-                        end = event
-                        self._after_run(event, resume)
-                    yield event
+
+                def ended(end: RunEnd) -> None:
+                    assert running is not None
+                    running.end = end
+                    self._after_run(end, resume)
+
+                config.on_end = ended
+                running = _Running(run_loop(self._transcript, new_input, config, run_id=run_id,
+                                            agent_id=self.id, cancel=scope))
+                yield running
             finally:
                 self._scope = None
                 if persist is not None:
+                    end = running.end if running is not None else None
                     persist.finish_run(end)  # queued: one transaction with the last steps
                     try:
                         await shielded(self._end_run(persist))

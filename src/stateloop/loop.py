@@ -84,6 +84,7 @@ class LoopConfig:
     steering: SteeringQueue = field(default_factory=SteeringQueue)
     resume: Resume | None = None
     agent: Any = None  # given to tools that take a ToolContext
+    on_end: Callable[[RunEnd], None] | None = None  # sees the RunEnd before it is yielded
 
 
 class _Stop(Exception):
@@ -94,44 +95,11 @@ class _Stop(Exception):
         self.error = error
 
 
-async def run_loop(transcript: list[Message], new_input: list[Message], config: LoopConfig, *,
-                   run_id: str, agent_id: str,
-                   cancel: CancelScope | None = None) -> AsyncGenerator[AnyEvent, None]:
+def run_loop(transcript: list[Message], new_input: list[Message], config: LoopConfig, *,
+             run_id: str, agent_id: str,
+             cancel: CancelScope | None = None) -> AsyncGenerator[AnyEvent, None]:
     """Run the agent on ``new_input``, appending to ``transcript``; yields every event."""
-    run = _Run(transcript, config, run_id, cancel or CancelScope())
-    run.scope.bind()
-    timer = None
-    if config.timeout is not None:
-        timer = asyncio.get_running_loop().call_later(config.timeout, run.scope.cancel, "timeout")
-    yield RunStart(run_id, agent_id)
-    try:
-        stop = _Stop("end_turn")
-        try:
-            if config.resume is not None:
-                async for event in run.resume(config.resume):
-                    yield event
-            for message in new_input:
-                yield run.append(message)
-                run.proceed = True
-            async for event in run.run_steps():
-                yield event
-        except _Stop as reason:
-            stop = reason
-        await run.flush()
-        yield run.end(stop.reason, stop.error)
-    except (asyncio.CancelledError, GeneratorExit):
-        # Cancelled from outside (the consumer's task, or the consumer left): answer what
-        # is open, persist, and let the cancellation go on.
-        run.scope.reason = run.scope.reason or "cancelled"
-        run.answer_open_calls()
-        await shielded(run.flush())
-        raise
-    except BaseException:
-        run.answer_open_calls()
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
+    return _Run(transcript, config, run_id, cancel or CancelScope()).events(new_input, agent_id)
 
 
 class _Run:
@@ -168,105 +136,145 @@ class _Run:
 
     # -- the steps -----------------------------------------------------------------------
 
-    async def run_steps(self) -> AsyncGenerator[AnyEvent, None]:
-        """Step while the run should go on: one generator for the whole run, not one a
-        step (each costs its creation and the event loop's async-generator hooks)."""
+    async def events(self, new_input: list[Message], agent_id: str
+                     ) -> AsyncGenerator[AnyEvent, None]:
+        """The whole run as one generator: each generator between the steps and the consumer
+        would cost every event a hop."""
         config = self.config
-        while self.proceed:
-            self._check_cancel()
-            for message in config.steering.take_steering():
-                yield self.append(message)
-            if self.steps >= config.max_steps:
-                raise _Stop("max_steps", f"stopped after {config.max_steps} steps (max_steps)")
-            if config.prepare_step is not None:
-                await config.prepare_step()
-            started = time.time()
-            step = self.steps + 1
-            yield StepStart(step)
+        self.scope.bind()
+        timer = None
+        if config.timeout is not None:
+            timer = asyncio.get_running_loop().call_later(config.timeout, self.scope.cancel,
+                                                          "timeout")
+        yield RunStart(self.run_id, agent_id)
+        try:
+            stop = _Stop("end_turn")
+            try:
+                if config.resume is not None:
+                    async for event in self.resume(config.resume):
+                        yield event
+                for message in new_input:
+                    yield self.append(message)
+                    self.proceed = True
+                while self.proceed:
+                    self._check_cancel()
+                    for message in config.steering.take_steering():
+                        yield self.append(message)
+                    if self.steps >= config.max_steps:
+                        raise _Stop("max_steps",
+                                    f"stopped after {config.max_steps} steps (max_steps)")
+                    if config.prepare_step is not None:
+                        await config.prepare_step()
+                    started = time.time()
+                    step = self.steps + 1
+                    yield StepStart(step)
 
-            response: ModelResponse | None = None
-            overflow: ContextWindowExceeded | None = None  # the provider's last complaint
-            overflows = 0  # provider overflows this step, each answered by a compaction
-            while response is None:
-                compaction = await self._fit_window(overflow)
-                if compaction is not None:
-                    yield compaction
-                request = await self._request()
-                attempt = 0
-                overflow = None
-                while response is None and overflow is None:  # transient failures are retried
-                    stream = config.model.stream(request)
-                    try:
-                        while True:
-                            self.scope._armed = True
+                    response: ModelResponse | None = None
+                    overflow: ContextWindowExceeded | None = None  # the provider's last complaint
+                    overflows = 0  # provider overflows this step, each answered by a compaction
+                    while response is None:
+                        compaction = await self._fit_window(overflow)
+                        if compaction is not None:
+                            yield compaction
+                        request = await self._request()
+                        attempt = 0
+                        overflow = None
+                        # Transient failures are retried.
+                        while response is None and overflow is None:
+                            stream = config.model.stream(request)
                             try:
-                                item = await anext(stream)
-                            except StopAsyncIteration:
-                                break
-                            finally:
-                                self.scope._armed = False
-                            if isinstance(item, ModelResponse):
-                                _check_response(item)
-                                response = item
-                            else:
-                                yield item
+                                while True:
+                                    self.scope._armed = True
+                                    try:
+                                        item = await anext(stream)
+                                    except StopAsyncIteration:
+                                        break
+                                    finally:
+                                        self.scope._armed = False
+                                    if isinstance(item, ModelResponse):
+                                        _check_response(item)
+                                        response = item
+                                    else:
+                                        yield item
+                                        self._check_cancel()
+                            except asyncio.CancelledError:
+                                if not self.scope.absorb():
+                                    raise
                                 self._check_cancel()
-                    except asyncio.CancelledError:
-                        if not self.scope.absorb():
-                            raise
-                        self._check_cancel()
-                    except ContextWindowExceeded as exc:
-                        overflows += 1
-                        if config.context is None or overflows > 2:
-                            raise _Stop("llm_api_error", _describe(exc, 1) + (
-                                " (still too long after two compactions)" if overflows > 2
-                                else "")) from exc
-                        overflow = exc  # compact, then build the request again
-                    except ModelError as exc:
-                        attempt += 1
-                        if not exc.transient or attempt > config.retry.retries:
-                            raise _Stop(_stop_reason_for(exc), _describe(exc, attempt)) from exc
-                        response = None
-                        await self._sleep(config.retry.delay(attempt, exc.retry_after))
-                    finally:
-                        await stream.aclose()  # type: ignore[attr-defined]
-            if config.context is not None:
-                config.context.record_usage(self.transcript, response.usage.input_tokens)
-            if config.hooks and config.hooks.after_model_call:
-                response = await call_hook(config.hooks.after_model_call, response) or response
-            self.steps = step
-            self.usage.add(response.usage)
-            calls = response.message.tool_calls
-            for call in calls:
-                yield ToolCallEnd(call)
-            appended = self.append(response.message)
-            self.open_calls, self.outputs = list(calls), []
-            yield appended
+                            except ContextWindowExceeded as exc:
+                                overflows += 1
+                                if config.context is None or overflows > 2:
+                                    raise _Stop("llm_api_error", _describe(exc, 1) + (
+                                        " (still too long after two compactions)" if overflows > 2
+                                        else "")) from exc
+                                overflow = exc  # compact, then build the request again
+                            except ModelError as exc:
+                                attempt += 1
+                                if not exc.transient or attempt > config.retry.retries:
+                                    raise _Stop(_stop_reason_for(exc),
+                                                _describe(exc, attempt)) from exc
+                                response = None
+                                await self._sleep(config.retry.delay(attempt, exc.retry_after))
+                            finally:
+                                await stream.aclose()  # type: ignore[attr-defined]
+                    if config.context is not None:
+                        config.context.record_usage(self.transcript, response.usage.input_tokens)
+                    if config.hooks and config.hooks.after_model_call:
+                        changed = await call_hook(config.hooks.after_model_call, response)
+                        response = changed or response
+                    self.steps = step
+                    self.usage.add(response.usage)
+                    calls = response.message.tool_calls
+                    for call in calls:
+                        yield ToolCallEnd(call)
+                    appended = self.append(response.message)
+                    self.open_calls, self.outputs = list(calls), []
+                    yield appended
 
-            offered = {spec.name for spec in request.tools}
-            cut_off = response.finish_reason == "length"
-            if cut_off and calls:
-                outputs = [ToolOutput(LENGTH_CUTOFF_NOTICE, True) for _ in calls]
-            else:
-                self.paused = self._approval_needed(calls, offered)
-                if self.paused is not None:
-                    self.open_calls = []  # they stay open: a human decides
-                    yield ApprovalRequest(self.paused.requested_calls)
-                    record = self._record(step, response, started)
-                    record.pending_approval = self.paused
-                    await self.checkpoint(record)
-                    yield StepEnd(step, response.usage, response.finish_reason)
-                    raise _Stop("requires_approval", "waiting for approval of tool calls "
-                                f"{', '.join(self.paused.requested)}")
-                for call in calls:
-                    yield ToolExecutionStart(call)
-                outputs = await self._run_tools(calls, offered, {})
-            results, events = self._answer(calls, outputs)
-            for event in events:
-                yield event
-            yield await self._end_step(step, response, started)
-            for message in self._next_input(calls, results, cut_off):
-                yield self.append(message)
+                    offered = {spec.name for spec in request.tools}
+                    cut_off = response.finish_reason == "length"
+                    if cut_off and calls:
+                        outputs = [ToolOutput(LENGTH_CUTOFF_NOTICE, True) for _ in calls]
+                    else:
+                        self.paused = self._approval_needed(calls, offered)
+                        if self.paused is not None:
+                            self.open_calls = []  # they stay open: a human decides
+                            yield ApprovalRequest(self.paused.requested_calls)
+                            record = self._record(step, response, started)
+                            record.pending_approval = self.paused
+                            await self.checkpoint(record)
+                            yield StepEnd(step, response.usage, response.finish_reason)
+                            raise _Stop("requires_approval", "waiting for approval of tool calls "
+                                        f"{', '.join(self.paused.requested)}")
+                        for call in calls:
+                            yield ToolExecutionStart(call)
+                        outputs = await self._run_tools(calls, offered, {})
+                    results, events = self._answer(calls, outputs)
+                    for event in events:
+                        yield event
+                    yield await self._end_step(step, response, started)
+                    for message in self._next_input(calls, results, cut_off):
+                        yield self.append(message)
+            except _Stop as reason:
+                stop = reason
+            await self.flush()
+            end = self.end(stop.reason, stop.error)
+            if config.on_end is not None:
+                config.on_end(end)
+            yield end
+        except (asyncio.CancelledError, GeneratorExit):
+            # Cancelled from outside (the consumer's task, or the consumer left): answer what
+            # is open, persist, and let the cancellation go on.
+            self.scope.reason = self.scope.reason or "cancelled"
+            self.answer_open_calls()
+            await shielded(self.flush())
+            raise
+        except BaseException:
+            self.answer_open_calls()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     async def resume(self, resume: Resume) -> AsyncGenerator[AnyEvent, None]:
         """Finish a step that paused for approval: run, deny or fill in each of its calls."""
