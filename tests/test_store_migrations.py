@@ -62,7 +62,7 @@ async def test_empty_database_upgrades_to_head_and_matches_the_schema(tmp_path: 
         assert compare_metadata(context, metadata) == []
 
 
-@pytest.mark.parametrize("revision", ["0001", "0005"])  # the oldest and the previous head
+@pytest.mark.parametrize("revision", ["0001", "0006"])  # the oldest and the previous head
 async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
         tmp_path: Path, revision: str) -> None:
     path = tmp_path / "old.db"
@@ -88,6 +88,9 @@ async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
                     "preserve_on_migration, metadata, extra, created_at, updated_at) VALUES "
                     "('block-1', 'human', 'Ada', 100, 0, 0, '{}', '{}', 1.0, 1.0)")
         raw.execute("INSERT INTO blocks_agents VALUES ('agent-1', 'block-1', 'human', 0)")
+        if revision >= "0006":  # the stored list is the whole context: nothing follows it
+            raw.execute("UPDATE agents SET in_context_after_seq = "
+                        "(SELECT max(seq) FROM messages)")
     before = _tables(path)
 
     store = await open_store(f"sqlite:///{path}")
@@ -210,3 +213,55 @@ async def test_revision_0006_downgrades_keeping_the_context_and_the_step_records
         assert [s.model for s in await store.list_steps(run.id)] == ["m"]
     finally:
         await store.close()
+
+
+async def test_revision_0006_step_records_become_arrays_with_every_field_kept(
+        tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "steps.db"
+    engine = _sync_engine(path)
+    with engine.connect() as conn:
+        conn = conn.execution_options(stateloop_write=True)
+        with conn.begin():
+            upgrade(conn, str(path), "0006")
+    engine.dispose()
+    record = {"id": "step-1", "index": 2, "model": "gpt-4o", "provider": "openai",
+              "input_tokens": 11, "output_tokens": 3, "cached_input_tokens": 5,
+              "reasoning_tokens": 1, "cache_write_tokens": 2, "latency_ms": 12.5,
+              "finish_reason": "tool_calls", "error": None, "metadata": {"k": [1, "v"]},
+              "created_at": 1796135406.3883808}
+    with sqlite3.connect(path) as raw:
+        raw.execute(
+            "INSERT INTO agents (id, name, agent_type, system, llm_config, embedding_config, "
+            "tool_rules, tool_names, metadata, in_context_message_ids, message_buffer_autoclear,"
+            " enable_sleeptime, timezone, extra, created_at, updated_at) VALUES ('agent-1', "
+            "'old', 'letta_v1_agent', 'sys', '{}', '{}', '[]', '[]', '{}', '[]', 0, 0, 'UTC', "
+            "'{}', 1.0, 2.0)")
+        raw.execute("INSERT INTO runs (id, agent_id, status, input_tokens, output_tokens, "
+                    "cached_input_tokens, reasoning_tokens, cache_write_tokens, step_count, "
+                    "metadata, created_at) VALUES ('run-1', 'agent-1', 'completed', 0, 0, 0, "
+                    "0, 0, 1, '{}', 1.0)")
+        raw.execute("INSERT INTO messages (id, agent_id, run_id, step_id, role, created_at, "
+                    "text, data, step) VALUES ('m1', 'agent-1', 'run-1', 'step-1', 'user', 1.0,"
+                    " 'hi', '{\"id\": \"m1\", \"role\": \"user\", \"content\": [], "
+                    "\"created_at\": 1.0}', ?)", (json.dumps(record),))
+
+    store = await open_store(f"sqlite:///{path}")
+    try:
+        [step] = await store.list_steps("run-1")
+    finally:
+        await store.close()
+    assert (step.id, step.run_id, step.agent_id) == ("step-1", "run-1", "agent-1")
+    assert {name: getattr(step, name) for name in ("index", "model", "provider", "latency_ms",
+                                                   "finish_reason", "error", "metadata",
+                                                   "created_at")} == {
+        name: record[name] for name in ("index", "model", "provider", "latency_ms",
+                                        "finish_reason", "error", "metadata", "created_at")}
+    assert step.usage.to_dict() == {name: record[name] for name in step.usage.to_dict()}
+    with sqlite3.connect(path) as raw:
+        stored = json.loads(raw.execute("SELECT step FROM messages").fetchone()[0])
+    assert stored == [record[name] for name in (
+        "index", "model", "provider", "input_tokens", "output_tokens", "cached_input_tokens",
+        "reasoning_tokens", "cache_write_tokens", "latency_ms", "finish_reason", "error",
+        "metadata", "created_at")]

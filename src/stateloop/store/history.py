@@ -27,7 +27,8 @@ TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 _RUN = r.c.id == bindparam("run")
 # The step records carried by run ``:run``'s messages (found through the agent's seq index).
 _CARRIED_STEPS = FastStatement(
-    select(m.c.step).where(m.c.agent_id == select(r.c.agent_id).where(_RUN).scalar_subquery())
+    select(m.c.step_id, m.c.step)
+    .where(m.c.agent_id == select(r.c.agent_id).where(_RUN).scalar_subquery())
     .where(m.c.seq > select(r.c.first_seq).where(_RUN).scalar_subquery())
     .where(m.c.run_id == bindparam("run")).where(m.c.step.is_not(None)))
 
@@ -287,8 +288,8 @@ class HistoryMixin:
 
         def txn(conn: Connection) -> list[StepRecord]:
             run = _load_run(conn, run_id)
-            carried = [rows.step_from_json(orjson.loads(data), run.id, run.agent_id)
-                       for (data,) in _CARRIED_STEPS.fetch(conn, {"run": run_id})]
+            carried = [rows.step_from_json(orjson.loads(data), step_id, run.id, run.agent_id)
+                       for step_id, data in _CARRIED_STEPS.fetch(conn, {"run": run_id})]
             separate = [rows.step_from_row(row)
                         for row in conn.execute(select(s).where(s.c.run_id == run_id))]
             return sorted(carried + separate, key=lambda step: (step.index, step.created_at))

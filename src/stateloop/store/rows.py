@@ -124,30 +124,32 @@ def step_row(step: StepRecord) -> tuple[Any, ...]:
             step.finish_reason, step.error, to_json(step.metadata), step.created_at)
 
 
+# A step record on its step's last message row: a JSON array of these fields in this order
+# (revision 0007). The row holds the step's id (``step_id``), run and agent.
+STEP_RECORD_FIELDS = ("index", "model", "provider", *USAGE_COLUMNS, "latency_ms",
+                      "finish_reason", "error", "metadata", "created_at")
+
+
 def step_json(step: StepRecord) -> str:
-    """A step record as the JSON its last message row carries (run and agent are the row's)."""
+    """A step record as its message row carries it (``STEP_RECORD_FIELDS``)."""
     usage = step.usage
-    return to_json({
-        "id": step.id, "index": step.index, "model": step.model, "provider": step.provider,
-        "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-        "cached_input_tokens": usage.cached_input_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-        "cache_write_tokens": usage.cache_write_tokens, "latency_ms": step.latency_ms,
-        "finish_reason": step.finish_reason, "error": step.error, "metadata": step.metadata,
-        "created_at": step.created_at})
+    return to_json([step.index, step.model, step.provider, usage.input_tokens,
+                    usage.output_tokens, usage.cached_input_tokens, usage.reasoning_tokens,
+                    usage.cache_write_tokens, step.latency_ms, step.finish_reason, step.error,
+                    step.metadata, step.created_at])
 
 
-def usage_from_json(data: dict[str, Any]) -> Usage:
-    return Usage(data["input_tokens"], data["output_tokens"], data["cached_input_tokens"],
-                 data["reasoning_tokens"], data["cache_write_tokens"])
-
-
-def step_from_json(data: dict[str, Any], run_id: str | None, agent_id: str) -> StepRecord:
-    return StepRecord(run_id=run_id, agent_id=agent_id, id=data["id"], index=data["index"],
-                      model=data["model"], provider=data["provider"],
-                      usage=usage_from_json(data), latency_ms=data["latency_ms"],
-                      finish_reason=data["finish_reason"], error=data["error"],
-                      metadata=data["metadata"], created_at=data["created_at"])
+def step_from_json(data: list[Any], step_id: str, run_id: str | None,
+                   agent_id: str) -> StepRecord:
+    (index, model, provider, input_tokens, output_tokens, cached_input_tokens,
+     reasoning_tokens, cache_write_tokens, latency_ms, finish_reason, error, metadata,
+     created_at) = data
+    return StepRecord(run_id=run_id, agent_id=agent_id, id=step_id, index=index, model=model,
+                      provider=provider,
+                      usage=Usage(input_tokens, output_tokens, cached_input_tokens,
+                                  reasoning_tokens, cache_write_tokens),
+                      latency_ms=latency_ms, finish_reason=finish_reason, error=error,
+                      metadata=metadata, created_at=created_at)
 
 
 def step_from_row(row: Any) -> StepRecord:
