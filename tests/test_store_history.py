@@ -61,6 +61,39 @@ async def test_append_step_writes_messages_step_usage_and_context(store: SqlStor
     assert await store.count_messages(agent_id) == 4
 
 
+async def test_every_kind_of_message_reads_back_whole_from_a_row_without_repeats(
+        store: SqlStore) -> None:
+    from stateloop.messages import ImagePart, ReasoningPart, TextPart
+
+    agent_id = await _agent(store)
+    run = await store.create_run(agent_id, status="running")
+    call = ToolCall("call-9", "lookup", {"q": "zebra"}, '{"q": "zebra"}')
+    broken = ToolCall("call-10", "lookup", {}, '{"q": ', "not valid JSON")
+    messages = [
+        Message("user", [TextPart("find the zebra"), ImagePart("data:image/png;base64,AA",
+                                                              "image/png")]),
+        Message("assistant", [ReasoningPart("think", "sig", "m", False), TextPart("zebra?")],
+                [call, broken], metadata={"kind": "note", "n": [1, 2]}, token_count=42),
+        tool_result(call, "a zebra was found", is_error=False),
+        tool_result(broken, "bad zebra arguments", is_error=True),
+    ]
+    messages[2].token_count = 7
+    await store.append_step(agent_id, messages, in_context_ids=APPEND,
+                            step=StepRecord(run.id, model="m"))
+    expected = [m.to_dict() for m in messages]
+    ids = [m.id for m in messages]
+    assert [m.to_dict() for m in await store.get_messages(ids)] == expected
+    assert [m.to_dict() for m in await store.list_messages(agent_id)] == expected
+    assert [m.to_dict() for m in
+            await store.list_run_messages(await store.get_run(run.id))] == expected
+    hits = await store.search_messages(agent_id, "zebra", include_tool=True, limit=10)
+    assert sorted(h.message.id for h in hits) == sorted(ids)
+    assert all(h.message.to_dict() == expected[ids.index(h.message.id)] for h in hits)
+    with sqlite3.connect(store.path) as raw:
+        stored = [row[0] for row in raw.execute("SELECT data FROM messages ORDER BY seq")]
+    assert all('"role"' not in data and '"created_at"' not in data for data in stored)
+
+
 async def test_the_context_grows_by_appended_steps_without_rewriting_its_list(
         store: SqlStore, tmp_path: Path) -> None:
     agent_id = await _agent(store)

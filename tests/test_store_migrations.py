@@ -177,6 +177,8 @@ async def test_env_var_and_default_path(tmp_path: Path, monkeypatch: pytest.Monk
 
 async def test_revision_0006_downgrades_keeping_the_context_and_the_step_records(
         tmp_path: Path) -> None:
+    import json
+
     from alembic import command
 
     from stateloop.messages import Usage, user
@@ -203,8 +205,10 @@ async def test_revision_0006_downgrades_keeping_the_context_and_the_step_records
     with sqlite3.connect(path) as raw:
         listed = raw.execute("SELECT in_context_message_ids FROM agents").fetchone()[0]
         steps = raw.execute("SELECT model, input_tokens, output_tokens FROM steps").fetchall()
+        data = [json.loads(row[0]) for row in raw.execute("SELECT data FROM messages")]
     assert listed == f'["{first.id}","{second.id}"]'
     assert steps == [("m", 7, 2)]
+    assert data == [first.to_dict(), second.to_dict()]  # whole again, as 0006 reads them
 
     store = await open_store(f"sqlite:///{path}")  # and up again
     try:

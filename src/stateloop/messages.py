@@ -149,18 +149,20 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``Message.from_dict`` reverses it."""
-        data: dict[str, Any] = {
-            "id": self.id,
-            "role": self.role,
-            "content": [_part_to_dict(p) for p in self.content],
-            "created_at": self.created_at,
-        }
+        data: dict[str, Any] = {"id": self.id, "role": self.role, "created_at": self.created_at,
+                                **self.body()}
+        if self.token_count is not None:
+            data["token_count"] = self.token_count
+        return data
+
+    def body(self) -> dict[str, Any]:
+        """``to_dict`` without the id, role, creation time and token count (which a store
+        keeps in columns of their own)."""
+        data: dict[str, Any] = {"content": [_part_to_dict(p) for p in self.content]}
         if self.tool_calls:
             data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         if self.role == "tool":
             data.update(tool_call_id=self.tool_call_id, name=self.name, is_error=self.is_error)
-        if self.token_count is not None:
-            data["token_count"] = self.token_count
         if self.metadata:
             data["metadata"] = self.metadata
         return data

@@ -96,7 +96,7 @@ def message_search(agent_id: str, query: str, roles: Sequence[str], include_tool
     m = schema.messages
     # bm25() is lower-is-better; negate it so callers get higher-is-better scores.
     score: ColumnElement[Any] = (-literal_column("bm25(messages_fts)")).label("score")
-    stmt = (select(m.c.data, m.c.agent_id, m.c.run_id, score)
+    stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id, score)
             .select_from(_fts.join(m, m.c.seq == _fts.c.rowid))
             .where(literal_column("messages_fts").op("MATCH")(expr))
             .where(m.c.agent_id == agent_id)

@@ -98,12 +98,12 @@ class HistoryMixin:
             return []
 
         def txn(conn: Connection) -> list[Message]:
-            found = {row.id: row.data for row in
-                     conn.execute(select(m.c.id, m.c.data).where(m.c.id.in_(wanted)))}
+            found = {row.id: row for row in
+                     conn.execute(select(*schema.MESSAGE_READ).where(m.c.id.in_(wanted)))}
             missing = [i for i in wanted if i not in found]
             if missing:
                 raise NotFoundError(f"no messages with ids {missing[:10]}")
-            return [Message.from_dict(found[i]) for i in wanted]
+            return [rows.message_from_row(found[i]) for i in wanted]
 
         return await self._runner.read(txn)
 
@@ -114,7 +114,7 @@ class HistoryMixin:
         """A page of an agent's stored messages; ``before``/``after`` are message-id cursors."""
         if order not in ("asc", "desc"):
             raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
-        stmt = select(m.c.data).where(m.c.agent_id == agent_id)
+        stmt = select(*schema.MESSAGE_READ).where(m.c.agent_id == agent_id)
         if before is not None:
             stmt = stmt.where(m.c.seq < _seq_of(before))
         if after is not None:
@@ -123,16 +123,16 @@ class HistoryMixin:
             stmt = stmt.where(m.c.role.in_(list(roles)))
         stmt = stmt.order_by(m.c.seq.asc() if order == "asc" else m.c.seq.desc()).limit(limit)
         return await self._runner.read(
-            lambda conn: [Message.from_dict(d) for d in conn.execute(stmt).scalars()])
+            lambda conn: [rows.message_from_row(row) for row in conn.execute(stmt)])
 
     async def list_run_messages(self, run: RunRecord) -> list[Message]:
         """The messages a run added (its input included; a recompiled system prompt is not
         the run's), oldest first, whichever process ran it."""
-        stmt = (select(m.c.data).where(m.c.agent_id == run.agent_id)
+        stmt = (select(*schema.MESSAGE_READ).where(m.c.agent_id == run.agent_id)
                 .where(m.c.seq > run.first_seq).where(m.c.run_id == run.id)
                 .where(m.c.role != "system").order_by(m.c.seq))
         return await self._runner.read(
-            lambda conn: [Message.from_dict(d) for d in conn.execute(stmt).scalars()])
+            lambda conn: [rows.message_from_row(row) for row in conn.execute(stmt)])
 
     async def count_messages(self, agent_id: str) -> int:
         """How many messages the agent has ever stored (in context or not)."""
@@ -157,7 +157,7 @@ class HistoryMixin:
         stmt: Any = dialect.message_search(agent_id, query, roles, include_tool, start, end,
                                           limit)
         if stmt is None:
-            stmt = (select(m.c.data, m.c.agent_id, m.c.run_id)
+            stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id)
                     .where(m.c.agent_id == agent_id).where(m.c.role.in_(list(roles)))
                     .order_by(m.c.seq.desc()).limit(limit))
             if start is not None:
@@ -168,7 +168,7 @@ class HistoryMixin:
         await self._runner.write(lambda conn: dialect.catch_up_recall(conn, include_tool))
 
         def txn(conn: Connection) -> list[MessageHit]:
-            return [MessageHit(Message.from_dict(row.data), row.agent_id, row.run_id,
+            return [MessageHit(rows.message_from_row(row), row.agent_id, row.run_id,
                                float(getattr(row, "score", 0.0)))
                     for row in conn.execute(stmt)]
 

@@ -88,11 +88,18 @@ MESSAGE_COLUMNS = ("id", "agent_id", "run_id", "step_id", "role", "created_at", 
 
 def message_row(agent_id: str, message: Message, run_id: str | None, step_id: str | None,
                 step: str | None = None) -> tuple[Any, ...]:
-    """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded; ``step`` is the
-    step record (``step_json``) on the step's last row."""
+    """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded: ``data`` is the
+    message's body (revision 0007; rows stored before also repeat the columns in it), and
+    ``step`` the step record (``step_json``) on the step's last row."""
     text, tool_text = search_texts(message)
     return (message.id, agent_id, run_id, step_id, message.role, message.created_at,
-            message.token_count, text, tool_text, to_json(message.to_dict()), step)
+            message.token_count, text, tool_text, to_json(message.body()), step)
+
+
+def message_from_row(row: Any) -> Message:
+    """A message from a row with ``MESSAGE_READ``'s columns."""
+    return Message.from_dict({**row.data, "id": row.id, "role": row.role,
+                              "created_at": row.created_at, "token_count": row.token_count})
 
 
 def run_values(run: RunRecord) -> dict[str, Any]:

@@ -98,11 +98,14 @@ messages = Table(
     Column("token_count", Integer),
     Column("text", Text, nullable=False),  # what recall searches by default
     Column("tool_text", Text),  # tool calls and results: searched only when asked
-    Column("data", Json, nullable=False),
-    Column("step", Json),  # revision 0006: on a step's last row, the step's record
+    Column("data", Json, nullable=False),  # the message less its columns (rows.message_row)
+    Column("step", Json),  # on a step's last row, the step's record (rows.step_json)
     Index("ix_messages_agent_seq", "agent_id", "seq"),
     sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
 )
+# What a message is read back from (rows.message_from_row).
+MESSAGE_READ = (messages.c.id, messages.c.role, messages.c.created_at, messages.c.token_count,
+                messages.c.data)
 
 runs = Table(
     "runs", metadata,
