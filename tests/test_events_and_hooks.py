@@ -48,6 +48,31 @@ async def test_exact_event_sequence_of_a_two_step_run():
     assert events[-1].to_dict()["stop_reason"] == "end_turn"
 
 
+async def test_a_run_without_events_does_exactly_what_a_streamed_run_does():
+    from stateloop.loop import LoopConfig, run_loop
+    from stateloop.messages import system, user
+
+    async def run(events: bool) -> tuple[list[str], list[tuple], list[str]]:
+        log: list[str] = []
+        model = ScriptedModel([call("add", a=1, b=2), call("add", a=3, b=4), reply("done")],
+                              chunk_size=4)
+        config = LoopConfig(model=model, tools={"add": add}, build_context=list,
+                            hooks=Hooks(after_step=lambda record: log.append(
+                                f"step {record.step}: {len(record.messages)} messages")),
+                            events=events)
+        transcript = [system("sys")]
+        seen = [e.type async for e in run_loop(transcript, [user("go")], config,
+                                               run_id="run-1", agent_id="agent-1")]
+        return seen, [(m.role, m.text, [(c.name, c.arguments) for c in m.tool_calls], m.name,
+                       m.is_error) for m in transcript], log
+
+    streamed, quiet = await run(True), await run(False)
+    assert quiet[0] == ["run_start", "run_end"] and len(streamed[0]) > 10
+    assert quiet[1:] == streamed[1:]  # the same transcript and the same hook calls
+    assert len(quiet[1]) == 7 and quiet[2] == ["step 1: 3 messages", "step 2: 2 messages",
+                                               "step 3: 1 messages"]
+
+
 async def test_hooks_fire_in_order_on_every_step_including_the_last():
     log: list[str] = []
 

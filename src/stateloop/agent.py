@@ -282,7 +282,7 @@ class Agent(AgentMemory):
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
         ``max_steps`` and ``model`` replace the agent's own for this run only.
         """
-        async with self._running(input, approvals, max_steps, model) as running:
+        async with self._running(input, approvals, max_steps, model, events=False) as running:
             async for _ in running.events:  # straight from the loop: no generator between
                 pass
         assert running.end is not None
@@ -310,9 +310,10 @@ class Agent(AgentMemory):
 
     @contextlib.asynccontextmanager
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
-                       max_steps: int | None, model: str | Model | None
-                       ) -> AsyncIterator[_Running]:
-        """A run whose turn has come: its events, then how it ended, recorded on exit."""
+                       max_steps: int | None, model: str | Model | None, *,
+                       events: bool = True) -> AsyncIterator[_Running]:
+        """A run whose turn has come: its events (with ``events=False``, little more than its
+        end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
@@ -337,6 +338,7 @@ class Agent(AgentMemory):
                     config.max_steps = max_steps
                 if run_model is not None:
                     config.model = run_model
+                config.events = events
 
                 def ended(end: RunEnd) -> None:
                     assert running is not None

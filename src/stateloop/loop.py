@@ -85,6 +85,7 @@ class LoopConfig:
     resume: Resume | None = None
     agent: Any = None  # given to tools that take a ToolContext
     on_end: Callable[[RunEnd], None] | None = None  # sees the RunEnd before it is yielded
+    events: bool = True  # False: a step yields nothing (for callers that want the end only)
 
 
 class _Stop(Exception):
@@ -139,8 +140,10 @@ class _Run:
     async def events(self, new_input: list[Message], agent_id: str
                      ) -> AsyncGenerator[AnyEvent, None]:
         """The whole run as one generator: each generator between the steps and the consumer
-        would cost every event a hop."""
+        would cost every event a hop (and without ``config.events``, only the run's start,
+        end and approval requests are yielded)."""
         config = self.config
+        emit = config.events
         self.scope.bind()
         timer = None
         if config.timeout is not None:
@@ -152,14 +155,19 @@ class _Run:
             try:
                 if config.resume is not None:
                     async for event in self.resume(config.resume):
-                        yield event
+                        if emit:
+                            yield event
                 for message in new_input:
-                    yield self.append(message)
+                    appended = self.append(message)
                     self.proceed = True
+                    if emit:
+                        yield appended
                 while self.proceed:
                     self._check_cancel()
                     for message in config.steering.take_steering():
-                        yield self.append(message)
+                        appended = self.append(message)
+                        if emit:
+                            yield appended
                     if self.steps >= config.max_steps:
                         raise _Stop("max_steps",
                                     f"stopped after {config.max_steps} steps (max_steps)")
@@ -167,7 +175,8 @@ class _Run:
                         await config.prepare_step()
                     started = time.time()
                     step = self.steps + 1
-                    yield StepStart(step)
+                    if emit:
+                        yield StepStart(step)
 
                     response: ModelResponse | None = None
                     overflow: ContextWindowExceeded | None = None  # the provider's last complaint
@@ -194,7 +203,7 @@ class _Run:
                                     if isinstance(item, ModelResponse):
                                         _check_response(item)
                                         response = item
-                                    else:
+                                    elif emit:
                                         yield item
                                         self._check_cancel()
                             except asyncio.CancelledError:
@@ -225,11 +234,13 @@ class _Run:
                     self.steps = step
                     self.usage.add(response.usage)
                     calls = response.message.tool_calls
-                    for call in calls:
-                        yield ToolCallEnd(call)
+                    if emit:
+                        for call in calls:
+                            yield ToolCallEnd(call)
                     appended = self.append(response.message)
                     self.open_calls, self.outputs = list(calls), []
-                    yield appended
+                    if emit:
+                        yield appended
 
                     offered = {spec.name for spec in request.tools}
                     cut_off = response.finish_reason == "length"
@@ -246,15 +257,21 @@ class _Run:
                             yield StepEnd(step, response.usage, response.finish_reason)
                             raise _Stop("requires_approval", "waiting for approval of tool calls "
                                         f"{', '.join(self.paused.requested)}")
-                        for call in calls:
-                            yield ToolExecutionStart(call)
+                        if emit:
+                            for call in calls:
+                                yield ToolExecutionStart(call)
                         outputs = await self._run_tools(calls, offered, {})
                     results, events = self._answer(calls, outputs)
-                    for event in events:
-                        yield event
-                    yield await self._end_step(step, response, started)
+                    if emit:
+                        for event in events:
+                            yield event
+                    ended = await self._end_step(step, response, started)
+                    if emit:
+                        yield ended
                     for message in self._next_input(calls, results, cut_off):
-                        yield self.append(message)
+                        appended = self.append(message)
+                        if emit:
+                            yield appended
             except _Stop as reason:
                 stop = reason
             await self.flush()
