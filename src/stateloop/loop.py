@@ -129,11 +129,10 @@ class _Run:
         self.parallel = config.parallel_tool_calls and not (
             self.rules is not None and self.rules.disables_parallel_calls)
 
-    def append(self, message: Message) -> MessageEvent:
+    def append(self, message: Message) -> None:
         self.transcript.append(message)
         self.added.append(message)
         self.pending.append(message)
-        return MessageEvent(message)
 
     # -- the steps -----------------------------------------------------------------------
 
@@ -158,16 +157,16 @@ class _Run:
                         if emit:
                             yield event
                 for message in new_input:
-                    appended = self.append(message)
+                    self.append(message)
                     self.proceed = True
                     if emit:
-                        yield appended
+                        yield MessageEvent(message)
                 while self.proceed:
                     self._check_cancel()
                     for message in config.steering.take_steering():
-                        appended = self.append(message)
+                        self.append(message)
                         if emit:
-                            yield appended
+                            yield MessageEvent(message)
                     if self.steps >= config.max_steps:
                         raise _Stop("max_steps",
                                     f"stopped after {config.max_steps} steps (max_steps)")
@@ -237,10 +236,10 @@ class _Run:
                     if emit:
                         for call in calls:
                             yield ToolCallEnd(call)
-                    appended = self.append(response.message)
+                    self.append(response.message)
                     self.open_calls, self.outputs = list(calls), []
                     if emit:
-                        yield appended
+                        yield MessageEvent(response.message)
 
                     offered = {spec.name for spec in request.tools}
                     cut_off = response.finish_reason == "length"
@@ -261,17 +260,18 @@ class _Run:
                             for call in calls:
                                 yield ToolExecutionStart(call)
                         outputs = await self._run_tools(calls, offered, {})
-                    results, events = self._answer(calls, outputs)
+                    results = self._answer(calls, outputs)
                     if emit:
-                        for event in events:
-                            yield event
-                    ended = await self._end_step(step, response, started)
+                        for call, result in zip(calls, results, strict=True):
+                            yield ToolExecutionEnd(call, result)
+                            yield MessageEvent(result)
+                    record = await self._end_step(step, response, started)
                     if emit:
-                        yield ended
+                        yield StepEnd(step, record.usage, record.finish_reason)
                     for message in self._next_input(calls, results, cut_off):
-                        appended = self.append(message)
+                        self.append(message)
                         if emit:
-                            yield appended
+                            yield MessageEvent(message)
             except _Stop as reason:
                 stop = reason
             await self.flush()
@@ -312,35 +312,34 @@ class _Run:
         for call in calls:
             yield ToolExecutionStart(call)
         outputs = await self._run_tools(calls, None, verdicts)
-        results, events = self._answer(calls, outputs)
-        for event in events:
-            yield event
-        yield await self._end_step(0, None, started)
+        results = self._answer(calls, outputs)
+        for call, result in zip(calls, results, strict=True):
+            yield ToolExecutionEnd(call, result)
+            yield MessageEvent(result)
+        record = await self._end_step(0, None, started)
+        yield StepEnd(0, record.usage, record.finish_reason)
         for message in self._next_input(calls, results, False):
-            yield self.append(message)
+            self.append(message)
+            yield MessageEvent(message)
 
-    def _answer(self, calls: list[ToolCall], outputs: list[ToolOutput]
-                ) -> tuple[list[Message], list[AnyEvent]]:
-        """Append every result before any event is yielded: a consumer that stops listening
-        midway must not leave a call unanswered."""
-        results: list[Message] = []
-        events: list[AnyEvent] = []
-        for call, output in zip(calls, outputs, strict=True):
-            result = tool_result(call, output.text, is_error=output.is_error)
-            results.append(result)
-            events.append(ToolExecutionEnd(call, result))
-            events.append(self.append(result))
+    def _answer(self, calls: list[ToolCall], outputs: list[ToolOutput]) -> list[Message]:
+        """Every call's result, appended before any event about them is yielded: a consumer
+        that stops listening midway must not leave a call unanswered."""
+        results = [tool_result(call, output.text, is_error=output.is_error)
+                   for call, output in zip(calls, outputs, strict=True)]
+        for result in results:
+            self.append(result)
         self.open_calls = []
-        return results, events
+        return results
 
     async def _end_step(self, step: int, response: ModelResponse | None,
-                        started: float) -> StepEnd:
+                        started: float) -> StepRecord:
         """Persist the step and run the after_step hook."""
         record = self._record(step, response, started)
         await self.checkpoint(record)
         if self.config.hooks and self.config.hooks.after_step:
             await call_hook(self.config.hooks.after_step, record)
-        return StepEnd(step, record.usage, record.finish_reason)
+        return record
 
     def _next_input(self, calls: list[ToolCall], results: list[Message],
                     cut_off: bool) -> list[Message]:
