@@ -93,15 +93,54 @@ async def test_a_batch_that_committed_is_not_replayed(store: SqlStore, tmp_path:
     assert _logs(copy.parent) == []
 
 
+def _record_ends(data: bytes) -> list[int]:
+    """Where each record of a log ends."""
+    ends, offset = [], 0
+    while (length := int.from_bytes(data[offset:offset + 4], "little")) != 0:
+        offset += 8 + length
+        ends.append(offset)
+    return ends
+
+
 async def test_a_record_cut_short_is_the_step_in_flight(store: SqlStore, tmp_path: Path) -> None:
     await _logged_steps(store, ["one", "two"])
     copy = _crash_copy(store.path, tmp_path / "crashed")
     (log,) = _logs(copy.parent)
-    log.write_bytes(log.read_bytes()[:-5])
+    data = bytearray(log.read_bytes())
+    last = _record_ends(bytes(data))[-1]
+    data[last - 5:last] = bytes(5)  # its copy into the mapped file was not finished
+    log.write_bytes(bytes(data))
 
     reopened = await open_store(f"sqlite:///{copy}")
     await reopened.close()
     assert _texts(copy) == ["one"]
+
+
+def test_a_batch_shorter_than_the_one_before_ends_where_it_ends(tmp_path: Path) -> None:
+    log = steplog.StepLog(tmp_path / "x.db")
+    for text in ("one", "two", "six"):
+        log.append("steps", [text])
+    log.committed()  # the file is kept, its records overwritten from the start
+    log.append("steps", ["ten"])  # as long as "one": it ends exactly where "two" begins
+    try:
+        assert list(steplog._records(log.path.read_bytes())) == [["batch", [1]],
+                                                                   ["steps", ["ten"]]]
+    finally:
+        log.close()
+    assert not log.path.exists()
+
+
+def test_the_log_grows_for_records_larger_than_its_file(tmp_path: Path) -> None:
+    log = steplog.StepLog(tmp_path / "x.db")
+    big = "z" * (3 << 20)  # a long tool result
+    try:
+        log.append("steps", ["small"])
+        log.append("steps", [big])
+        log.append("steps", ["after"])
+        assert list(steplog._records(log.path.read_bytes())) == [
+            ["batch", [0]], ["steps", ["small"]], ["steps", [big]], ["steps", ["after"]]]
+    finally:
+        log.close()
 
 
 async def test_the_log_of_a_live_process_is_left_alone(store: SqlStore, tmp_path: Path) -> None:
@@ -119,10 +158,10 @@ async def test_the_log_of_a_live_process_is_left_alone(store: SqlStore, tmp_path
 
 async def test_a_step_log_that_cannot_be_written_means_committing_at_once(
         store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def full_disk(*_: object) -> int:
+    def full_disk(*_: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(steplog.os, "write", full_disk)
+    monkeypatch.setattr(steplog, "_allocate", full_disk)
     await _logged_steps(store, ["one", "two"])
     assert _texts(store.path) == ["one", "two"]  # each committed before the next step
 

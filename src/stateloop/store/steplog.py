@@ -3,10 +3,11 @@
 A run whose steps never yield to the event loop (tools that compute, a fast local model)
 would otherwise pay a whole SQLite transaction per step to keep DESIGN invariant 3, "a crash
 loses at most the step in flight". Instead, when a step begins while earlier writes are
-still queued, those writes are appended to this process's log file (one ``write`` each, no
-fsync: like SQLite's WAL with ``synchronous=NORMAL``, it survives the process, not the
-machine), and the queue commits later in one transaction. That transaction also records
-the log's batch number in ``step_logs``; the log is emptied once it has committed.
+still queued, those writes are appended to this process's log file, and the queue commits
+later in one transaction. The file is mapped into memory, so an append is a copy rather than
+a system call; like SQLite's WAL with ``synchronous=NORMAL`` (no fsync), it survives the
+process, not the machine. The transaction also records the log's batch number in
+``step_logs``; the log is emptied once it has committed.
 
 A log file sits next to the database and is locked by its process while that lives. A
 process opening the database applies the logs of dead processes whose batch never
@@ -17,6 +18,7 @@ dropped (each record carries its length and checksum).
 from __future__ import annotations
 
 import glob
+import mmap
 import os
 import secrets
 import struct
@@ -40,6 +42,8 @@ except ImportError:  # no file locks (Windows): no step log, a step commits befo
 
 AVAILABLE = fcntl is not None
 _HEADER = struct.Struct("<II")  # payload length, crc32
+_END = _HEADER.pack(0, 0)  # a record of length 0: where the log ends
+_INITIAL_SIZE = 1 << 20
 
 _FORGET = FastStatement(delete(step_logs).where(step_logs.c.token == bindparam("token")))
 _RECORD = FastStatement(insert(step_logs).values(token=bindparam("token"),
@@ -78,6 +82,7 @@ class StepLog:
     def __init__(self, db_path: Path) -> None:
         self._db_path = db_path
         self._fd: int | None = None
+        self._map: mmap.mmap | None = None
         self._start()
 
     def _start(self) -> None:
@@ -85,37 +90,64 @@ class StepLog:
         self.path = self._db_path.with_name(f"{self._db_path.name}-steplog-{self.token}")
         self.batch = 0  # the batch being logged; ``step_logs`` records it when it commits
         self.records = 0  # records in this batch
+        self._end = 0  # where the next record goes
 
     def append(self, name: str, payload: Any) -> bool:
         """Log one queued write; True when it starts a batch (whose commit must record it)."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
         first = self.records == 0
         data = _frame([name, payload])
         if first:
             data = _frame(["batch", [self.batch]]) + data
-        os.write(self._fd, data)
+        start, end = self._end, self._end + len(data)
+        log = self._mapped(end + len(_END))
+        log[end:end + len(_END)] = _END  # first: a record cut short is followed by no older one
+        log[start:end] = data
+        self._end = end
         self.records += 1
         return first
 
+    def _mapped(self, size: int) -> mmap.mmap:
+        """The file's mapping, at least ``size`` bytes long. Its blocks are allocated first,
+        so a full disk is an OSError here rather than a SIGBUS when the mapping is written."""
+        if self._map is not None and size <= len(self._map):
+            return self._map
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        length = max(_INITIAL_SIZE, 2 * len(self._map) if self._map is not None else 0,
+                     size + mmap.PAGESIZE)
+        _allocate(self._fd, length)
+        if self._map is not None:
+            self._map.close()
+        self._map = mmap.mmap(self._fd, length)
+        return self._map
+
     def committed(self) -> None:
         """The batch's transaction ended (its writes landed or failed for good): empty it."""
-        if self.records and self._fd is not None:
-            try:
-                os.ftruncate(self._fd, 0)
-            except OSError:  # a log that cannot be emptied is dropped: a new one starts
-                self.close()
-                self._start()
-                return
-            self.records = 0
+        if self.records and self._map is not None:
+            self._map[:len(_END)] = _END
+            self._end = self.records = 0
             self.batch += 1
 
     def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
             self.path.unlink(missing_ok=True)
+
+
+def _allocate(fd: int, length: int) -> None:
+    """Give the file ``length`` bytes of allocated blocks (zeros)."""
+    size = os.fstat(fd).st_size
+    if size >= length:
+        return
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, size, length - size)
+    else:  # macOS: write the zeros
+        os.pwrite(fd, bytes(length - size), size)
 
 
 @dataclass(slots=True)
@@ -164,6 +196,8 @@ def _records(data: bytes) -> Iterator[Any]:
     offset = 0
     while offset + _HEADER.size <= len(data):
         length, crc = _HEADER.unpack_from(data, offset)
+        if length == 0:
+            return  # the end
         body = data[offset + _HEADER.size:offset + _HEADER.size + length]
         if len(body) != length or zlib.crc32(body) != crc:
             return  # cut short by the crash: the step in flight
