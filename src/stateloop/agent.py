@@ -77,9 +77,8 @@ class _Running:
     end: RunEnd | None = None  # set as the loop yields it
 
 
-async def _once(*events: AnyEvent) -> AsyncIterator[AnyEvent]:
-    for event in events:
-        yield event
+async def _once(event: AnyEvent) -> AsyncIterator[AnyEvent]:
+    yield event
 
 
 class Agent(AgentMemory):
@@ -312,7 +311,7 @@ class Agent(AgentMemory):
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
                        max_steps: int | None, model: str | Model | None, *,
                        events: bool = True) -> AsyncIterator[_Running]:
-        """A run whose turn has come: its events (with ``events=False``, little more than its
+        """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):

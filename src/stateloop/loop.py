@@ -85,7 +85,7 @@ class LoopConfig:
     resume: Resume | None = None
     agent: Any = None  # given to tools that take a ToolContext
     on_end: Callable[[RunEnd], None] | None = None  # sees the RunEnd before it is yielded
-    events: bool = True  # False: a step yields nothing (for callers that want the end only)
+    events: bool = True  # False: only RunStart and RunEnd (for callers that want the end)
 
 
 class _Stop(Exception):
@@ -139,8 +139,8 @@ class _Run:
     async def events(self, new_input: list[Message], agent_id: str
                      ) -> AsyncGenerator[AnyEvent, None]:
         """The whole run as one generator: each generator between the steps and the consumer
-        would cost every event a hop (and without ``config.events``, only the run's start,
-        end and approval requests are yielded)."""
+        would cost every event a hop. Without ``config.events`` only the run's start and end
+        are yielded."""
         config = self.config
         emit = config.events
         self.scope.bind()
@@ -182,7 +182,7 @@ class _Run:
                     overflows = 0  # provider overflows this step, each answered by a compaction
                     while response is None:
                         compaction = await self._fit_window(overflow)
-                        if compaction is not None:
+                        if compaction is not None and emit:
                             yield compaction
                         request = await self._request()
                         attempt = 0
@@ -249,11 +249,13 @@ class _Run:
                         self.paused = self._approval_needed(calls, offered)
                         if self.paused is not None:
                             self.open_calls = []  # they stay open: a human decides
-                            yield ApprovalRequest(self.paused.requested_calls)
+                            if emit:
+                                yield ApprovalRequest(self.paused.requested_calls)
                             record = self._record(step, response, started)
                             record.pending_approval = self.paused
                             await self.checkpoint(record)
-                            yield StepEnd(step, response.usage, response.finish_reason)
+                            if emit:
+                                yield StepEnd(step, response.usage, response.finish_reason)
                             raise _Stop("requires_approval", "waiting for approval of tool calls "
                                         f"{', '.join(self.paused.requested)}")
                         if emit:
