@@ -80,17 +80,13 @@ class StepLog:
     """This process's log for one database; the file is created at the first append."""
 
     def __init__(self, db_path: Path) -> None:
-        self._db_path = db_path
-        self._fd: int | None = None
-        self._map: mmap.mmap | None = None
-        self._start()
-
-    def _start(self) -> None:
         self.token = secrets.token_hex(8)
-        self.path = self._db_path.with_name(f"{self._db_path.name}-steplog-{self.token}")
+        self.path = db_path.with_name(f"{db_path.name}-steplog-{self.token}")
         self.batch = 0  # the batch being logged; ``step_logs`` records it when it commits
         self.records = 0  # records in this batch
         self._end = 0  # where the next record goes
+        self._fd: int | None = None
+        self._map: mmap.mmap | None = None
 
     def append(self, name: str, payload: Any) -> bool:
         """Log one queued write; True when it starts a batch (whose commit must record it)."""
