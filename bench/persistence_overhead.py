@@ -116,7 +116,7 @@ async def main() -> None:
             agent.reset()
         stored = await store.count_messages(agent.id)
         rounds = []
-        for _ in range(11):
+        for _ in range(ROUNDS):
             bare = await bare_run(raw, STEPS) / STEPS * 1e6
             ours = await stateloop_run(agent, STEPS) / STEPS * 1e6
             agent.reset()
