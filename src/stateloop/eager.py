@@ -26,7 +26,11 @@ def first_step(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
 async def shielded(coro: Coroutine[Any, Any, Any]) -> Any:
     """``await asyncio.shield(coro)``, with no task when ``coro`` finishes without suspending."""
     finished, value = first_step(coro)
-    return value if finished else await asyncio.shield(value)
+    return value if finished else await asyncio.shield(_awaited(value))
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable  # a native coroutine, which any asyncio version makes a task of
 
 
 @types.coroutine
