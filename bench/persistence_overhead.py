@@ -6,12 +6,16 @@ stateloop writes its full checkpoint: messages with token counts and recall inde
 step record (on the step's last message row) and the in-context list (which a step that
 only appends extends without rewriting). Each step is crash-safe before the next begins:
 these tools never yield to the event loop, so each step goes to the step log and the run's
-steps commit together with its end (adding their usage to the run's). The same agent without a
-store shows what the loop itself costs. Then: the same ratio for a new agent once it has
-about 100 and then 10,000 stored messages (the cost of a step must not grow with history).
+steps commit together with its end (adding their usage to the run's). The same agent without
+a store shows what the loop itself costs, and runs of 20 steps what a run's own writes (its
+row, its end, the system prompt recompiled by each reset) weigh. Then: the same ratio for a
+new agent once it has about 100 and then 10,000 stored messages (the cost of a step must not
+grow with history).
 
-The machine's speed drifts by up to 1.5x between runs; ratios are taken per round of
-interleaved runs, so each compares like with like, and the median round is reported.
+The machine's speed drifts by up to 1.5x between runs; ratios are taken per round of the
+bare loop and the agent run one after the other, so each compares like with like (and each
+follows the other: what ran just before matters to CPU caches), and the median round is
+reported.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from stateloop.messages import system, tool_result, user
 from stateloop.testing import ScriptedModel, call, reply
 
 STEPS = 50
+SHORT_RUN = 20
 ROUNDS = 21
 
 
@@ -75,6 +80,26 @@ async def stateloop_run(agent: Agent, steps: int) -> float:
     return elapsed
 
 
+async def against_bare(raw: sqlite3.Connection, agent: Agent,
+                       steps: int = STEPS) -> tuple[float, float, float]:
+    """(ratio, bare us/step, agent us/step) of the median round: each round runs the bare
+    loop, then the agent, so each follows the other and sees the same machine."""
+    rounds = []
+    for _ in range(ROUNDS):
+        bare = await bare_run(raw, steps) / steps * 1e6
+        ours = await stateloop_run(agent, steps) / steps * 1e6
+        agent.reset()
+        rounds.append((ours / bare, bare, ours))
+    return sorted(rounds)[len(rounds) // 2]
+
+
+def new_agent(folder: Path | None, name: str) -> Agent:
+    """An agent on a SQLite file in ``folder``, or (None) without a store."""
+    store = {} if folder is None else {"store": f"sqlite:///{folder / name}.db", "name": name}
+    return Agent(model=ScriptedModel([]), tools=[add], system="You add numbers.",
+                 max_steps=STEPS + 1, **store)
+
+
 async def main() -> None:
     folder = Path(tempfile.mkdtemp())
     raw = sqlite3.connect(folder / "bare.db", isolation_level=None)
@@ -83,30 +108,19 @@ async def main() -> None:
     raw.execute("CREATE TABLE messages (seq INTEGER PRIMARY KEY, id TEXT UNIQUE, data TEXT)")
     raw.isolation_level = ""  # transactions via `with db:`
 
-    agent = Agent(model=ScriptedModel([]), tools=[add], system="You add numbers.",
-                  store=f"sqlite:///{folder / 'stateloop.db'}", name="bench",
-                  max_steps=STEPS + 1)
-    in_memory = Agent(model=ScriptedModel([]), tools=[add], system="You add numbers.",
-                      max_steps=STEPS + 1)
-    rounds = []
-    for _ in range(ROUNDS):  # interleaved, so all three see the same machine
-        bare = await bare_run(raw, STEPS) / STEPS * 1e6
-        ours = await stateloop_run(agent, STEPS) / STEPS * 1e6
-        loop = await stateloop_run(in_memory, STEPS) / STEPS * 1e6
-        agent.reset()
-        in_memory.reset()
-        rounds.append((ours / bare, bare, ours, loop))
-    ratio, bare_us, ours_us, loop_us = sorted(rounds)[len(rounds) // 2]
+    agent = new_agent(folder, "bench")
+    ratio, bare_us, ours_us = await against_bare(raw, agent)
+    loop_ratio, _, loop_us = await against_bare(raw, new_agent(None, "in_memory"))
+    short_ratio, _, short_us = await against_bare(raw, agent, SHORT_RUN)
     print(f"persisted step, microseconds (the median of {ROUNDS} rounds of {STEPS} steps)")
     print(f"  bare loop + 1 SQLite commit/step: {bare_us:8.1f}")
     print(f"  stateloop with SQLite store:      {ours_us:8.1f}   {ratio:.2f}x (target within 2x)")
-    print(f"  stateloop without a store:        {loop_us:8.1f}   {loop_us / bare_us:.2f}x")
+    print(f"  stateloop without a store:        {loop_us:8.1f}   {loop_ratio:.2f}x")
+    print(f"  with the store, runs of {SHORT_RUN} steps: {short_us:8.1f}   {short_ratio:.2f}x "
+          "(each run's own writes weigh more)")
 
-    # Flat with history: a new agent's run once it has 100 and 10,000 stored messages,
-    # against the bare loop in the same rounds.
-    agent = Agent(model=ScriptedModel([]), tools=[add], system="You add numbers.",
-                  store=f"sqlite:///{folder / 'history.db'}", name="history",
-                  max_steps=STEPS + 1)
+    # Flat with history: a new agent's run once it has 100 and 10,000 stored messages.
+    agent = new_agent(folder, "history")
     store = agent.store
     assert store is not None
     print("per-step cost against stored history")
@@ -115,13 +129,7 @@ async def main() -> None:
             await stateloop_run(agent, STEPS)
             agent.reset()
         stored = await store.count_messages(agent.id)
-        rounds = []
-        for _ in range(ROUNDS):
-            bare = await bare_run(raw, STEPS) / STEPS * 1e6
-            ours = await stateloop_run(agent, STEPS) / STEPS * 1e6
-            agent.reset()
-            rounds.append((ours / bare, ours))
-        ratio, ours_us = sorted(rounds)[len(rounds) // 2]
+        ratio, _, ours_us = await against_bare(raw, agent)
         print(f"  {stored:>6} stored messages: {ours_us:8.1f} us/step   {ratio:.2f}x the bare loop")
 
 
