@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,6 @@ from stateloop.store import (
 )
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"sqlite:///{tmp_path / 'queue.db'}")
-    yield s
-    await s.close()
 
 
 def _stored_ids(path: str) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,6 @@ from stateloop.store import AgentRecord, StepRecord, batching, open_store, stepl
 from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, call, reply
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"sqlite:///{tmp_path / 'log.db'}")
-    yield s
-    await s.close()
 
 
 def _logs(folder: Path) -> list[Path]:
