@@ -35,13 +35,14 @@ from .events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from .hooks import Blocked, Hooks, StepRecord, call_hook
+from .hooks import Hooks, StepRecord, call_hook
 from .llm.base import Model, ModelRequest, ModelResponse, ToolChoice, ToolSpec
 from .llm.retry import RetryPolicy
 from .memory.compaction import SystemPromptTooLarge
 from .messages import Message, ToolCall, Usage, tool_result, user
-from .steering import SKIPPED_NOTICE, SteeringQueue
-from .tools import Tool, ToolOutput, execute_tool
+from .steering import SteeringQueue
+from .tool_calls import CANCELLED_NOTICE, ToolCalls
+from .tools import Tool, ToolOutput
 
 if TYPE_CHECKING:
     from .memory.compaction import ContextManager
@@ -51,7 +52,6 @@ LENGTH_CUTOFF_NOTICE = (
     "Your response was cut off by the output token limit before this tool call's arguments "
     "were complete, so it was not executed. Call the tool again with complete arguments "
     "(shorter, if needed).")
-CANCELLED_NOTICE = "Tool call was cancelled before it finished."
 
 
 @dataclass(slots=True)
@@ -88,6 +88,15 @@ class LoopConfig:
     events: bool = True  # False: only RunStart and RunEnd (for callers that want the end)
 
 
+@dataclass(slots=True)
+class _Tries:
+    """A step's failed model calls: errors since the request was built (each retried after a
+    delay), and provider overflows (each answered by a compaction)."""
+
+    errors: int = 0
+    overflows: int = 0
+
+
 class _Stop(Exception):
     """Ends the run with a stop reason; internal to the loop."""
 
@@ -103,7 +112,7 @@ def run_loop(transcript: list[Message], new_input: list[Message], config: LoopCo
     return _Run(transcript, config, run_id, cancel or CancelScope()).events(new_input, agent_id)
 
 
-class _Run:
+class _Run(ToolCalls):
     """The state of one run; ``step`` is one model call and the tool calls it makes."""
 
     def __init__(self, transcript: list[Message], config: LoopConfig, run_id: str,
@@ -179,15 +188,14 @@ class _Run:
 
                     response: ModelResponse | None = None
                     overflow: ContextWindowExceeded | None = None  # the provider's last complaint
-                    overflows = 0  # provider overflows this step, each answered by a compaction
+                    tries = _Tries()
                     while response is None:
                         compaction = await self._fit_window(overflow)
                         if compaction is not None and emit:
                             yield compaction
                         request = await self._request()
-                        attempt = 0
+                        tries.errors = 0
                         overflow = None
-                        # Transient failures are retried.
                         while response is None and overflow is None:
                             stream = config.model.stream(request)
                             try:
@@ -205,24 +213,10 @@ class _Run:
                                     elif emit:
                                         yield item
                                         self._check_cancel()
-                            except asyncio.CancelledError:
-                                if not self.scope.absorb():
-                                    raise
-                                self._check_cancel()
-                            except ContextWindowExceeded as exc:
-                                overflows += 1
-                                if config.context is None or overflows > 2:
-                                    raise _Stop("llm_api_error", _describe(exc, 1) + (
-                                        " (still too long after two compactions)" if overflows > 2
-                                        else "")) from exc
-                                overflow = exc  # compact, then build the request again
-                            except ModelError as exc:
-                                attempt += 1
-                                if not exc.transient or attempt > config.retry.retries:
-                                    raise _Stop(_stop_reason_for(exc),
-                                                _describe(exc, attempt)) from exc
-                                response = None
-                                await self._sleep(config.retry.delay(attempt, exc.retry_after))
+                            except (asyncio.CancelledError, ModelError) as exc:
+                                overflow = await self._model_failed(exc, tries)
+                                if overflow is None:
+                                    response = None  # a failed call's answer is not used
                             finally:
                                 await stream.aclose()  # type: ignore[attr-defined]
                     if config.context is not None:
@@ -399,6 +393,31 @@ class _Run:
             return [user(reminder)]
         return []
 
+    async def _model_failed(self, exc: BaseException, tries: _Tries
+                            ) -> ContextWindowExceeded | None:
+        """After a model call failed: the overflow to compact for, or None to call again
+        (after a delay, for a transient error). Raises what ends the run, and a cancel of the
+        task itself."""
+        if isinstance(exc, asyncio.CancelledError):
+            if not self.scope.absorb():
+                raise exc
+            self._check_cancel()
+            return None
+        retry = self.config.retry
+        if isinstance(exc, ContextWindowExceeded):
+            tries.overflows += 1
+            if self.config.context is None or tries.overflows > 2:
+                raise _Stop("llm_api_error", _describe(exc, 1) + (
+                    " (still too long after two compactions)" if tries.overflows > 2
+                    else "")) from exc
+            return exc  # compact, then build the request again
+        assert isinstance(exc, ModelError)
+        tries.errors += 1
+        if not exc.transient or tries.errors > retry.retries:
+            raise _Stop(_stop_reason_for(exc), _describe(exc, tries.errors)) from exc
+        await self._sleep(retry.delay(tries.errors, exc.retry_after))
+        return None
+
     # -- the request ---------------------------------------------------------------------
 
     async def _fit_window(self, overflow: ContextWindowExceeded | None) -> Compaction | None:
@@ -440,98 +459,6 @@ class _Run:
             if hooks.before_model_call:
                 request = await call_hook(hooks.before_model_call, request) or request
         return request
-
-    # -- tools ---------------------------------------------------------------------------
-
-    def _approval_needed(self, calls: list[ToolCall], offered: set[str]) -> PendingApproval | None:
-        requested = [call.id for call in calls
-                     if self._requires_approval(call.name) and not self._refusal(call, offered)]
-        if not requested:
-            return None
-        state = self.rules.to_state() if self.rules is not None else None
-        return PendingApproval(self.run_id, list(calls), requested, state)
-
-    def _requires_approval(self, name: str) -> bool:
-        tool = self.config.tools.get(name)
-        return (tool is not None and tool.requires_approval) or (
-            self.rules is not None and self.rules.requires_approval(name))
-
-    def _refusal(self, call: ToolCall, offered: set[str] | None) -> str | None:
-        """Why a call may not run now (rules, or a tool not offered this step), or None."""
-        if self.rules is not None:
-            return self.rules.check_call(call.name, self.tool_names)
-        if offered is not None and call.name not in offered and call.name in self.config.tools:
-            return (f"Tool {call.name!r} is not available at this step. Available tools: "
-                    f"{', '.join(sorted(offered)) or 'none'}.")
-        return None
-
-    async def _run_tools(self, calls: list[ToolCall], offered: set[str] | None,
-                         verdicts: dict[str, ToolOutput]) -> list[ToolOutput]:
-        """Run a step's calls, concurrently unless order matters; outputs in call order.
-        ``verdicts`` answers calls without running them. A cancel answers unfinished calls."""
-        outputs: list[ToolOutput | None] = [verdicts.get(call.id) for call in calls]
-        self.outputs = outputs
-        if calls and self.scope.reason is None:
-            self.scope._armed = True
-            try:
-                batch: list[int] = []
-                for index, call in enumerate(calls):
-                    if outputs[index] is not None:
-                        continue  # answered by a human: denied, or run by the client
-                    tool = self.config.tools.get(call.name)
-                    if not self.parallel or (tool is not None and tool.sequential):
-                        await self._run_batch(batch, calls, outputs, offered)
-                        batch = []
-                        await self._run_batch([index], calls, outputs, offered)
-                    else:
-                        batch.append(index)
-                await self._run_batch(batch, calls, outputs, offered)
-            except asyncio.CancelledError:
-                if not self.scope.absorb():
-                    raise
-            finally:
-                self.scope._armed = False
-        return [output or ToolOutput(CANCELLED_NOTICE, True) for output in outputs]
-
-    async def _run_batch(self, indexes: list[int], calls: list[ToolCall],
-                         outputs: list[ToolOutput | None], offered: set[str] | None) -> None:
-        if self.config.steering.interrupt:  # the user steered: calls not started are skipped
-            for i in indexes:
-                outputs[i] = ToolOutput(SKIPPED_NOTICE, True)
-        elif len(indexes) == 1:
-            i = indexes[0]
-            outputs[i] = await self._run_one(calls[i], offered)
-        elif indexes:
-            async def run_into(i: int) -> None:
-                outputs[i] = await self._run_one(calls[i], offered)
-            await asyncio.gather(*(run_into(i) for i in indexes))
-
-    async def _run_one(self, call: ToolCall, offered: set[str] | None) -> ToolOutput:
-        config, rules, hooks = self.config, self.rules, self.config.hooks
-        refusal = self._refusal(call, offered)
-        if refusal is not None:
-            return ToolOutput(refusal, True)
-        arguments = config.continuation.arguments(call)
-        if rules is not None:
-            prefilled = rules.prefilled_args(call.name)
-            if prefilled:
-                arguments = {**arguments, **prefilled}
-        if hooks and hooks.before_tool_call:
-            verdict = await call_hook(hooks.before_tool_call, call, arguments)
-            if isinstance(verdict, Blocked):
-                return ToolOutput(f"Tool call to {call.name!r} was blocked: {verdict.reason}", True)
-            if isinstance(verdict, dict):
-                arguments = verdict
-        output = await execute_tool(call, arguments, config.tools, config.agent)
-        if hooks and hooks.after_tool_call:
-            changed = await call_hook(hooks.after_tool_call, call, output)
-            if isinstance(changed, str):
-                output = ToolOutput(changed, output.is_error)
-            elif isinstance(changed, ToolOutput):
-                output = changed
-        if rules is not None:
-            rules.record_call(call.name, output.text)
-        return output
 
     # -- cancellation and persistence ----------------------------------------------------
 
