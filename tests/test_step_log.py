@@ -46,7 +46,8 @@ async def _logged_steps(store: SqlStore, texts: list[str]) -> str:
     for index, text in enumerate(texts):
         store.queue_step(agent_id, [user(text)], in_context=APPEND,
                          step=StepRecord(run.id, index=index))
-        await store.make_durable()  # what a step does before the next begins
+        if not store.log_queued():  # what a step does before the next begins
+            await store.flush()
     return agent_id
 
 

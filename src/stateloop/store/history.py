@@ -80,15 +80,9 @@ class HistoryMixin:
         """Wait until every queued write has committed (or failed)."""
         await self._runner.barrier()
 
-    async def make_durable(self) -> None:
-        """Make every queued write survive a crash of this process (committed, or in the
-        step log until it is)."""
-        if not self.log_queued():
-            await self._runner.barrier()
-
     def log_queued(self) -> bool:
-        """``make_durable`` without waiting: False when the queued writes must be committed
-        (``flush``) to survive a crash."""
+        """Put every queued write in the step log, so that it survives a crash of this
+        process; False when they must be committed (``flush``) instead."""
         return self._runner.log_queued()
 
     async def get_messages(self, ids: Sequence[str]) -> list[Message]:
