@@ -444,8 +444,7 @@ class Agent(AgentMemory):
             if result is None:
                 return None
             if self._persist is not None:
-                await self._persist.checkpoint(StepRecord("", 0, [result.summary]),
-                                               self._transcript)
+                self._persist.checkpoint(StepRecord("", 0, [result.summary]), self._transcript)
                 await self._persist.flush()
             return result.event
 
@@ -557,9 +556,12 @@ class Agent(AgentMemory):
 
     async def _checkpoint(self, record: StepRecord) -> None:
         assert self._persist is not None
-        for message in (*self._persist.unsaved, *record.messages):
-            message_tokens(message, self._model.name)  # stored with the message, counted once
-        await self._persist.checkpoint(record, self._transcript)
+        model = self._model.name
+        for message in self._persist.unsaved:
+            message_tokens(message, model)  # stored with the message, counted once
+        for message in record.messages:
+            message_tokens(message, model)
+        self._persist.checkpoint(record, self._transcript)
 
     def _record(self) -> AgentRecord:
         from .store.records import AgentRecord

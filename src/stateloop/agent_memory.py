@@ -125,7 +125,8 @@ class AgentMemory:
     async def _prepare_step(self) -> None:
         persist = self._persist
         assert persist is not None
-        await persist.make_durable()  # a crash may lose the step in flight, not earlier
+        if not persist.make_durable():  # a crash may lose the step in flight, not earlier
+            await persist.flush()
         if persist.blocks_may_have_changed() and await persist.sync_blocks(self.blocks):
             self._refresh_system()
 

@@ -122,12 +122,13 @@ class Persistence:
         await self.store.flush()
         self._raise_failed()
 
-    async def make_durable(self) -> None:
+    def make_durable(self) -> bool:
         """Before a step: earlier steps must survive a crash (DESIGN invariant 3), though
-        they may commit later; raise the first write that failed."""
-        if not self.store.log_queued():
-            await self.store.flush()
+        they may commit later. False when they must be committed first (``flush``); raises
+        the first write that failed."""
+        logged = self.store.log_queued()
         self._raise_failed()
+        return logged
 
     def _raise_failed(self) -> None:
         queued = self._queued
@@ -138,7 +139,7 @@ class Persistence:
                 self._context = None  # the stored context is not what was sent: rewrite it
                 raise error
 
-    async def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
+    def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
         """Queue one step's write, one transaction: its messages with the step record, the
         in-context ids, edited blocks and the pending approval. It commits at the next turn
         of the event loop or with later steps (``make_durable`` keeps it safe meanwhile),
