@@ -11,7 +11,7 @@ import pytest
 
 from killed_child import kill_when_hanging
 from stateloop import Agent, tool
-from stateloop.messages import Message, assistant, user
+from stateloop.messages import Message, Usage, assistant, user
 from stateloop.store import (
     AgentRecord,
     NotFoundError,
@@ -183,3 +183,37 @@ def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> 
         return [(r.status, r.step_count) for r in await store.list_runs(agent.id)]
 
     assert asyncio.run(runs()) == [("failed", 3)]
+
+
+async def _one_run(store: SqlStore, agent_id: str, *, commit_each: bool) -> str:
+    run, _ = store.queue_run(agent_id)
+    for index in range(3):
+        if commit_each:
+            await store.flush()
+        store.queue_step(agent_id, [user(f"step {index}")], run_id=run.id,
+                         step=StepRecord(run.id, index=index, usage=Usage(10 + index, 2, 1)))
+    store.queue_finish(run, "completed", "end_turn", None)
+    await store.flush()
+    return run.id
+
+
+async def test_a_run_in_one_transaction_has_its_row_written_once(store: SqlStore) -> None:
+    agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    stepwise = await store.get_run(await _one_run(store, agent_id, commit_each=True))
+
+    statements: list[str] = []
+    writer = store._runner._writer_conn().connection.dbapi_connection  # type: ignore[attr-defined]
+    writer.set_trace_callback(statements.append)
+    run = await store.get_run(await _one_run(store, agent_id, commit_each=False))
+    writer.set_trace_callback(None)
+
+    assert [s.split()[0] for s in statements if " runs " in f"{s} "] == ["INSERT"]
+    assert (run.status, run.stop_reason, run.step_count, run.usage) == (
+        "completed", "end_turn", 3, Usage(33, 6, 3))
+    assert (stepwise.status, stepwise.stop_reason, stepwise.step_count, stepwise.usage) == (
+        run.status, run.stop_reason, run.step_count, run.usage)
+    assert run.completed_at is not None and run.completed_at >= run.created_at
+    assert [m.text for m in await store.list_run_messages(run)] == [
+        "step 0", "step 1", "step 2"]
+    agent = await store.get_agent(agent_id)
+    assert (agent.last_stop_reason, agent.last_run_completion) == ("end_turn", run.completed_at)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,8 @@ import pytest
 from stateloop import Agent, tool
 from stateloop.messages import user
 from stateloop.persistence import run_blocking
-from stateloop.store import AgentRecord, StepRecord, batching, open_store, steplog
-from stateloop.store.records import APPEND
+from stateloop.store import AgentRecord, StepRecord, batching, open_store, rows, steplog
+from stateloop.store.records import APPEND, RunRecord
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, call, reply
 
@@ -84,6 +85,28 @@ async def test_a_batch_that_committed_is_not_replayed(store: SqlStore, tmp_path:
     await reopened.close()
     assert _texts(copy) == ["one", "two"]
     assert _logs(copy.parent) == []
+
+
+async def test_a_log_from_before_runs_joined_the_step_writes_is_replayed(
+        store: SqlStore, tmp_path: Path) -> None:
+    agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    run = RunRecord(agent_id, status="running")
+    hello = user("hello")
+    hello.token_count = 1
+    log = steplog.StepLog(store.path)  # as a process of the earlier version wrote it
+    log.append("runs", rows.run_values(run))
+    log.append("steps", [agent_id, [rows.message_row(agent_id, hello, run.id, None)], None,
+                         [run.id, [5, 1, 0, 0, 0]], "append", None, [], False, time.time()])
+    copy = _crash_copy(store.path, tmp_path / "crashed")
+    log.close()
+
+    reopened = await open_store(f"sqlite:///{copy}")
+    try:
+        stored = await reopened.get_run(run.id)
+        assert (stored.status, stored.step_count, stored.usage.input_tokens) == ("running", 1, 5)
+        assert [m.text for m in await reopened.list_run_messages(stored)] == ["hello"]
+    finally:
+        await reopened.close()
 
 
 def _record_ends(data: bytes) -> list[int]:

@@ -1,9 +1,11 @@
-"""The queued write path: a step's checkpoint and a run's start and end, as batch functions
-(batching.py) that commit in groups and that the step log (steplog.py) can replay.
+"""The queued write path: a step's checkpoint and a run's start and end, as one batch function
+(batching.py) that commits in groups and that the step log (steplog.py) can replay.
 
 An agent's in-context list is stored as a list plus ``agents.in_context_after_seq``: the
 agent's messages stored after that seq follow the list, so a step that only appends to the
-context rewrites nothing. Statements are compiled once (fastpath.py).
+context rewrites nothing. A run whose start, steps and end share a transaction (one that
+never yields) has its row written once, with its usage and how it ended. Statements are
+compiled once (fastpath.py).
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def context_ids(conn: Connection, agent_id: str, stored: list[str], after_seq: i
 
 @dataclass(slots=True)
 class StepWrite:
-    """One step's checkpoint as queued: rows ready to insert and the updates it makes."""
+    """One queued write: a step's checkpoint (rows ready to insert and the updates it makes),
+    or a run's start or end."""
 
     agent_id: str
     message_rows: list[tuple[Any, ...]]
@@ -93,6 +96,20 @@ class StepWrite:
     pending_approval: Any
     catch_up: bool
     now: float
+    run_start: dict[str, Any] | None = None  # a new run's row
+    run_end: list[dict[str, Any]] | None = None  # [run's fields, agent's last-run fields]
+
+    @classmethod
+    def started(cls, run: dict[str, Any]) -> StepWrite:
+        """A run's start: its row (``rows.run_values``)."""
+        return cls(run["agent_id"], [], None, None, APPEND, None, KEEP, False,
+                   run["created_at"], run_start=run)
+
+    @classmethod
+    def ended(cls, agent_id: str, run: dict[str, Any], agent: dict[str, Any]) -> StepWrite:
+        """A run's end: its status (``_FINISH_RUN``) and the agent's last-run fields."""
+        return cls(agent_id, [], None, None, APPEND, None, KEEP, False, run["now"],
+                   run_end=[run, agent])
 
     @classmethod
     def build(cls, agent_id: str, messages: Sequence[Message], in_context: Any,
@@ -128,7 +145,7 @@ class StepWrite:
         return [self.agent_id, self.message_rows, self.step_row, self.run_usage,
                 "append" if self.in_context is APPEND else self.in_context, self.block_values,
                 [] if self.pending_approval is KEEP else [self.pending_approval],
-                self.catch_up, self.now]
+                self.catch_up, self.now, self.run_start, self.run_end]
 
     @classmethod
     def decode(cls, data: list[Any]) -> StepWrite:
@@ -137,23 +154,6 @@ class StepWrite:
             write.in_context = APPEND
         write.pending_approval = write.pending_approval[0] if write.pending_approval else KEEP
         return write
-
-
-def insert_runs(conn: Connection, values: list[dict[str, Any]]) -> None:
-    """Queued run rows (``queue_run``)."""
-    try:
-        INSERT_RUN.execute_many(conn, values)
-    except IntegrityError as exc:
-        agents = ", ".join(sorted({repr(v["agent_id"]) for v in values}))
-        raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc
-
-
-def finish_runs(conn: Connection, ends: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    """Queued run ends (``queue_finish``): the run's status and the agent's last-run fields."""
-    for run, agent in ends:
-        if not _FINISH_RUN.execute(conn, run):
-            raise NotFoundError(f"no run with id {run['run']!r}")
-        _SET_LAST_RUN.execute(conn, agent)
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -167,12 +167,15 @@ def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                          "or run, or a duplicate message id)") from exc
 
 
-INSERT_RUNS = BatchFn("runs", insert_runs)
-FINISH_RUNS = BatchFn("run_ends", finish_runs, decode=tuple)
 WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode)
+# Step logs written before runs' starts and ends became step writes name them so.
+BatchFn("runs", write_steps, decode=StepWrite.started)
+BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(end[1]["agent"], *end))
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
+    usage = _usage_by_run(writes)
+    started = _insert_started_runs(conn, writes, usage)
     message_rows = [row for w in writes for row in w.message_rows]
     last_seq = _INSERT_MESSAGES.execute(conn, message_rows) if message_rows else None
     if any(w.catch_up for w in writes):
@@ -180,15 +183,9 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
-    totals: dict[str, list[int]] = {}  # run id -> [steps, *tokens], once per run a batch
-    for w in writes:
-        if w.run_usage is not None:
-            run_id, tokens = w.run_usage
-            found = totals.setdefault(run_id, [0] * (1 + len(tokens)))
-            found[0] += 1
-            for i, count in enumerate(tokens, 1):
-                found[i] += count
-    for run_id, (steps, *tokens) in totals.items():
+    for run_id, (steps, *tokens) in usage.items():
+        if run_id in started:
+            continue  # inserted with it
         params = {f"d_{name}": count for name, count in zip(rows.USAGE_COLUMNS, tokens,
                                                             strict=True)}
         if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps, **params}):
@@ -207,6 +204,52 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     pending = {w.agent_id: w.pending_approval for w in writes if w.pending_approval is not KEEP}
     for agent_id, value in pending.items():
         _SET_PENDING.execute(conn, {"agent": agent_id, "pending": value})
+    for w in writes:
+        if w.run_end is not None:
+            run, agent = w.run_end
+            if run["run"] not in started and not _FINISH_RUN.execute(conn, run):
+                raise NotFoundError(f"no run with id {run['run']!r}")
+            _SET_LAST_RUN.execute(conn, agent)
+
+
+def _usage_by_run(writes: list[StepWrite]) -> dict[str, list[int]]:
+    """Run id -> [steps, *tokens] of the writes' steps."""
+    totals: dict[str, list[int]] = {}
+    for w in writes:
+        if w.run_usage is not None:
+            run_id, tokens = w.run_usage
+            found = totals.setdefault(run_id, [0] * (1 + len(tokens)))
+            found[0] += 1
+            for i, count in enumerate(tokens, 1):
+                found[i] += count
+    return totals
+
+
+def _insert_started_runs(conn: Connection, writes: list[StepWrite],
+                         usage: dict[str, list[int]]) -> set[str]:
+    """Insert the runs these writes start, each with the ``usage`` of its steps among them
+    and how it ended if it did; their ids. First, so a run's ``first_seq`` is below its
+    messages."""
+    started = {w.run_start["id"]: dict(w.run_start) for w in writes if w.run_start is not None}
+    if not started:
+        return set()
+    for run_id, (steps, *tokens) in usage.items():
+        row = started.get(run_id)
+        if row is not None:
+            row["step_count"] += steps
+            for name, count in zip(rows.USAGE_COLUMNS, tokens, strict=True):
+                row[name] += count
+    for w in writes:
+        if w.run_end is not None and w.run_end[0]["run"] in started:
+            end = w.run_end[0]
+            started[end["run"]].update(status=end["status"], stop_reason=end["stop_reason"],
+                                       error=end["error"], completed_at=end["now"])
+    try:
+        INSERT_RUN.execute_many(conn, list(started.values()))
+    except IntegrityError as exc:
+        agents = ", ".join(sorted({repr(v["agent_id"]) for v in started.values()}))
+        raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc
+    return set(started)
 
 
 def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> None:

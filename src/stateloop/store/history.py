@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
 from stateloop.store import dialect, rows, schema
-from stateloop.store.checkpoints import FINISH_RUNS, INSERT_RUN, INSERT_RUNS, WRITE_STEPS, StepWrite
+from stateloop.store.checkpoints import INSERT_RUN, WRITE_STEPS, StepWrite
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import FastStatement
 from stateloop.store.records import KEEP, RUN_STATUSES, MessageHit, RunRecord, StepRecord
@@ -188,7 +188,8 @@ class HistoryMixin:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
         run = RunRecord(agent_id=agent_id, status="running")
         run.started_at = run.created_at
-        return run, self._runner.submit_batched(INSERT_RUNS, rows.run_values(run))
+        return run, self._runner.submit_batched(WRITE_STEPS, StepWrite.started(
+            rows.run_values(run)))
 
     def queue_finish(self, run: RunRecord, status: str, stop_reason: str | None,
                      error: str | None) -> Queued:
@@ -201,7 +202,8 @@ class HistoryMixin:
         began = run.started_at or run.created_at
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
-        return self._runner.submit_batched(FINISH_RUNS, (
+        return self._runner.submit_batched(WRITE_STEPS, StepWrite.ended(
+            run.agent_id,
             {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
              "now": now},
             {"agent": run.agent_id, "now": now, "duration": (now - began) * 1000,

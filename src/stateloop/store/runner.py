@@ -117,10 +117,13 @@ class SqliteRunner:
         """``fn`` (if any) after the queued steps, in one transaction opened on the DBAPI
         connection, without SQLAlchemy's bookkeeping: ``fn`` must use only that."""
         conn = self._writer_conn()
+        log = self._log
+        if log.records:  # the logged writes land with this transaction: so does their batch
+            self._queue.add(steplog.RECORD_BATCH, (log.token, log.batch), logged=True)
         try:
             result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
         finally:
-            self._log.committed()
+            log.committed()
         return result
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
@@ -154,8 +157,7 @@ class SqliteRunner:
         log = self._log
         try:
             for fn, item in self._queue.unlogged():
-                if log.append(fn.name, fn.encode(item)):
-                    self._queue.add(steplog.RECORD_BATCH, (log.token, log.batch), logged=True)
+                log.append(fn.name, fn.encode(item))
         except OSError:
             logger.warning("cannot write the step log %s; committing instead", log.path,
                            exc_info=True)

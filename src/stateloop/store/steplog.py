@@ -61,7 +61,7 @@ def _record_batches(conn: Any, batches: list[tuple[str, int]]) -> None:
             _RECORD.execute(conn, params)
 
 
-# Queued with a batch's first logged write, so the batch's transaction records it.
+# Queued last in a transaction that commits logged writes: it records their batch.
 RECORD_BATCH = BatchFn("step_log_batch", _record_batches)
 
 
@@ -88,11 +88,10 @@ class StepLog:
         self._fd: int | None = None
         self._map: mmap.mmap | None = None
 
-    def append(self, name: str, payload: Any) -> bool:
-        """Log one queued write; True when it starts a batch (whose commit must record it)."""
-        first = self.records == 0
+    def append(self, name: str, payload: Any) -> None:
+        """Log one queued write (the transaction that commits it records its batch)."""
         data = _frame([name, payload])
-        if first:
+        if not self.records:
             data = _frame(["batch", [self.batch]]) + data
         start, end = self._end, self._end + len(data)
         log = self._mapped(end + len(_END))
@@ -100,7 +99,6 @@ class StepLog:
         log[start:end] = data
         self._end = end
         self.records += 1
-        return first
 
     def _mapped(self, size: int) -> mmap.mmap:
         """The file's mapping, at least ``size`` bytes long. Its blocks are allocated first,
