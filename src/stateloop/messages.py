@@ -162,7 +162,9 @@ class Message:
         if self.tool_calls:
             data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         if self.role == "tool":
-            data.update(tool_call_id=self.tool_call_id, name=self.name, is_error=self.is_error)
+            data["tool_call_id"] = self.tool_call_id
+            data["name"] = self.name
+            data["is_error"] = self.is_error
         if self.metadata:
             data["metadata"] = self.metadata
         return data

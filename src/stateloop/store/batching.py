@@ -71,24 +71,24 @@ class GroupCommit:
     def __len__(self) -> int:
         return len(self._items)
 
-    def unlogged(self) -> list[tuple[BatchFn, Any]]:
+    def unlogged(self) -> list[tuple[BatchFn, Any, Queued]]:
         """The items not in the step log yet; from now on they count as logged."""
         fresh = self._items[self._logged:]
         self._logged = len(self._items)
-        return [(fn, item) for fn, item, _ in fresh]
+        return fresh
 
     def add(self, fn: BatchFn, item: Any, *, logged: bool = False) -> tuple[Queued, bool]:
         """Queue ``item`` for ``fn``; True when the queue should be committed now.
         ``logged``: it needs no place in the step log (right after ``unlogged``)."""
         queued = Queued()
-        if not self._items:
-            self._since = time.monotonic()
-        self._items.append((fn, item, queued))
-        if logged and self._logged == len(self._items) - 1:
+        items = self._items
+        now = time.monotonic()
+        if not items:
+            self._since = now
+        items.append((fn, item, queued))
+        if logged and self._logged == len(items) - 1:
             self._logged += 1
-        due = (len(self._items) >= MAX_QUEUED
-               or time.monotonic() - self._since >= COMMIT_DELAY)
-        return queued, due
+        return queued, len(items) >= MAX_QUEUED or now - self._since >= COMMIT_DELAY
 
     def commit(self, conn: Any, dbapi: Any, then: Callable[[Any], Any] | None = None) -> Any:
         """Write everything queued, then ``then(conn)`` if given, in one transaction; each

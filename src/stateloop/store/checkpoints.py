@@ -134,7 +134,7 @@ class StepWrite:
                                         step_data if i == last else None)
                        for i, msg in enumerate(messages)],
             step_row, None if step is None or run_id is None else
-            (run_id, [getattr(step.usage, name) for name in rows.USAGE_COLUMNS]),
+            (run_id, rows.usage_list(step.usage)),
             in_context if in_context is None or in_context is APPEND else
             [m if isinstance(m, str) else m.id for m in in_context],
             None if block_values is None else dict(block_values), pending_approval, catch_up,

@@ -21,8 +21,15 @@ from stateloop.store.records import (
 def to_json(value: Any) -> str:
     """JSON text for a column; orjson is several times faster than json on the step path."""
     try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # keys that are not strings, integers over 64 bits
+        return _to_json_slowly(value)
+
+
+def _to_json_slowly(value: Any) -> str:
+    try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:  # what orjson cannot encode (such as integers over 64 bits)
+    except TypeError:
         return json.dumps(value)
 
 
@@ -32,6 +39,12 @@ USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_input_tokens", "reason
 
 def usage_values(usage: Usage) -> dict[str, int]:
     return {name: getattr(usage, name) for name in USAGE_COLUMNS}
+
+
+def usage_list(usage: Usage) -> list[int]:
+    """The counts in ``USAGE_COLUMNS`` order."""
+    return [usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
+            usage.reasoning_tokens, usage.cache_write_tokens]
 
 
 def usage_from_row(row: Any) -> Usage:
@@ -124,11 +137,9 @@ STEP_COLUMNS = ("id", "run_id", "agent_id", "step_index", "model", "provider", *
 
 def step_row(step: StepRecord) -> tuple[Any, ...]:
     """A steps row in ``STEP_COLUMNS`` order, JSON already encoded."""
-    usage = step.usage
     return (step.id, step.run_id, step.agent_id, step.index, step.model, step.provider,
-            usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
-            usage.reasoning_tokens, usage.cache_write_tokens, step.latency_ms,
-            step.finish_reason, step.error, to_json(step.metadata), step.created_at)
+            *usage_list(step.usage), step.latency_ms, step.finish_reason, step.error,
+            to_json(step.metadata), step.created_at)
 
 
 # A step record on its step's last message row: a JSON array of these fields in this order
@@ -139,11 +150,9 @@ STEP_RECORD_FIELDS = ("index", "model", "provider", *USAGE_COLUMNS, "latency_ms"
 
 def step_json(step: StepRecord) -> str:
     """A step record as its message row carries it (``STEP_RECORD_FIELDS``)."""
-    usage = step.usage
-    return to_json([step.index, step.model, step.provider, usage.input_tokens,
-                    usage.output_tokens, usage.cached_input_tokens, usage.reasoning_tokens,
-                    usage.cache_write_tokens, step.latency_ms, step.finish_reason, step.error,
-                    step.metadata, step.created_at])
+    return to_json([step.index, step.model, step.provider, *usage_list(step.usage),
+                    step.latency_ms, step.finish_reason, step.error, step.metadata,
+                    step.created_at])
 
 
 def step_from_json(data: list[Any], step_id: str, run_id: str | None,

@@ -156,7 +156,7 @@ class SqliteRunner:
             return not len(self._queue)
         log = self._log
         try:
-            for fn, item in self._queue.unlogged():
+            for fn, item, _ in self._queue.unlogged():
                 log.append(fn.name, fn.encode(item))
         except OSError:
             logger.warning("cannot write the step log %s; committing instead", log.path,
