@@ -9,11 +9,12 @@ previous one; ``sliding_window`` needs no model and leaves a notice instead.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+import orjson
 
 from ..errors import ModelError, StateloopError
 from ..events import Compaction
@@ -55,17 +56,25 @@ def is_summary(message: Message) -> bool:
     return message.metadata.get("kind") == SUMMARY_KIND
 
 
+_definition_tokens: dict[tuple[bytes, str | None], int] = {}
+
+
 def tool_tokens(tools: list[ToolSpec], model: str | None) -> int:
-    """Tokens of the tool definitions as a provider receives them."""
+    """Tokens of the tool definitions as a provider receives them, counted once per tool set
+    and model (each run's first step measures them again)."""
     if not tools:
         return 0
-    return _definition_tokens(json.dumps([t.to_dict() for t in tools]), model)
-
-
-@functools.lru_cache(maxsize=64)
-def _definition_tokens(definitions: str, model: str | None) -> int:
-    """Counted once per tool set and model: a run's first step measures them again."""
-    return count_tokens(definitions, model)
+    definitions = [t.to_dict() for t in tools]
+    try:
+        key = (orjson.dumps(definitions), model)  # several times faster than the text counted
+    except TypeError:  # what orjson cannot encode
+        key = (json.dumps(definitions).encode(), model)
+    found = _definition_tokens.get(key)
+    if found is None:
+        if len(_definition_tokens) >= 64:
+            _definition_tokens.clear()
+        found = _definition_tokens[key] = count_tokens(json.dumps(definitions), model)
+    return found
 
 
 class ContextManager:
