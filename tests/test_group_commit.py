@@ -19,6 +19,7 @@ from stateloop.store import (
     StoreError,
     open_store,
 )
+from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
 
@@ -217,3 +218,19 @@ async def test_a_run_in_one_transaction_has_its_row_written_once(store: SqlStore
         "step 0", "step 1", "step 2"]
     agent = await store.get_agent(agent_id)
     assert (agent.last_stop_reason, agent.last_run_completion) == ("end_turn", run.completed_at)
+
+
+async def test_a_batch_larger_than_one_statement_keeps_order_and_contexts(
+        store: SqlStore) -> None:
+    agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    first = [user(f"a{i}") for i in range(100)]  # more rows than one insert statement takes
+    second, aside, last = [user("b1"), user("b2")], assistant("aside"), [user("c")]
+    store.queue_step(agent_id, first, in_context=first)
+    store.queue_step(agent_id, second, in_context=APPEND)
+    store.queue_step(agent_id, [aside])  # stored, not in context
+    store.queue_step(agent_id, last, in_context=APPEND)
+    await store.flush()
+
+    assert _stored_ids(store.path) == [m.id for m in [*first, *second, aside, *last]]
+    context = (await store.get_agent(agent_id)).in_context_message_ids
+    assert context == [m.id for m in [*first, *second, *last]]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
@@ -28,13 +28,11 @@ from stateloop.store.records import APPEND, KEEP, StepRecord
 
 a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 
-_MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
+MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
 
 _INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
 _INSERT_STEPS = InsertRows(s, rows.STEP_COLUMNS)
-INSERT_RUN = FastStatement(insert(r).values(
-    {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
-    | {"first_seq": _MAX_SEQ}), ["metadata"])
+_INSERT_STARTED_RUNS = FastStatement.for_insert(r)
 _FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
     status=bindparam("status"), stop_reason=bindparam("stop_reason"),
     error=bindparam("error"), completed_at=bindparam("now")))
@@ -57,7 +55,7 @@ _STORED_CONTEXT = FastStatement(select(a.c.in_context_message_ids, a.c.in_contex
 _APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("agent"))
                               .where(m.c.seq > bindparam("after"))
                               .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
-_MAX_SEQ_NOW = FastStatement(select(_MAX_SEQ))
+_MAX_SEQ_NOW = FastStatement(select(MAX_SEQ))
 
 
 def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
@@ -174,12 +172,16 @@ BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(end[1]["agen
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
-    usage = _usage_by_run(writes)
-    started = _insert_started_runs(conn, writes, usage)
     message_rows = [row for w in writes for row in w.message_rows]
-    last_seq = _INSERT_MESSAGES.execute(conn, message_rows) if message_rows else None
+    before = 0  # the seq just below the batch's messages, where runs and contexts need it
+    if message_rows:  # their rows get consecutive seqs, in order
+        before = _INSERT_MESSAGES.execute(conn, message_rows) - len(message_rows)
+    elif any(w.run_start is not None or w.in_context is not APPEND for w in writes):
+        before = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     if any(w.catch_up for w in writes):
         dialect.catch_up_recall(conn)
+    usage = _usage_by_run(writes)
+    started = _insert_started_runs(conn, writes, usage, before)
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
@@ -191,8 +193,6 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
         if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps, **params}):
             raise NotFoundError(f"no run with id {run_id!r}")
     if any(w.in_context is not APPEND for w in writes):
-        before = (last_seq - len(message_rows) if last_seq is not None
-                  else _MAX_SEQ_NOW.fetch(conn, {})[0][0])
         _write_contexts(conn, writes, before)
     blocks: dict[str, str] = {}
     for w in writes:
@@ -226,11 +226,12 @@ def _usage_by_run(writes: list[StepWrite]) -> dict[str, list[int]]:
 
 
 def _insert_started_runs(conn: Connection, writes: list[StepWrite],
-                         usage: dict[str, list[int]]) -> set[str]:
+                         usage: dict[str, list[int]], first_seq: int) -> set[str]:
     """Insert the runs these writes start, each with the ``usage`` of its steps among them
-    and how it ended if it did; their ids. First, so a run's ``first_seq`` is below its
-    messages."""
-    started = {w.run_start["id"]: dict(w.run_start) for w in writes if w.run_start is not None}
+    and how it ended if it did; their ids. Their messages all have a seq past
+    ``first_seq``."""
+    started = {w.run_start["id"]: {**w.run_start, "first_seq": first_seq}
+               for w in writes if w.run_start is not None}
     if not started:
         return set()
     for run_id, (steps, *tokens) in usage.items():
@@ -245,7 +246,7 @@ def _insert_started_runs(conn: Connection, writes: list[StepWrite],
             started[end["run"]].update(status=end["status"], stop_reason=end["stop_reason"],
                                        error=end["error"], completed_at=end["now"])
     try:
-        INSERT_RUN.execute_many(conn, list(started.values()))
+        _INSERT_STARTED_RUNS.execute_many(conn, list(started.values()))
     except IntegrityError as exc:
         agents = ", ".join(sorted({repr(v["agent_id"]) for v in started.values()}))
         raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc

@@ -93,10 +93,10 @@ def _run(conn: Connection, sql: str, params: Any, *, many: bool = False) -> Any:
 
 
 class InsertRows:
-    """A multi-row INSERT: one statement per chunk of rows, so the database does a batch's
-    work in one call. Rows are tuples in ``columns`` order with JSON already encoded. Chunk
-    sizes are powers of two up to ``CHUNK``, so a handful of statements serve every batch
-    size (and SQLite's statement cache keeps them prepared)."""
+    """A multi-row INSERT: one statement per ``CHUNK`` rows, so the database does a batch's
+    work in one call (each statement costs more than its rows' share of the work). Rows are
+    tuples in ``columns`` order with JSON already encoded. There is a statement per batch
+    size up to ``CHUNK``; the driver's statement cache keeps the ones in use prepared."""
 
     CHUNK = 64
 
@@ -135,7 +135,7 @@ class InsertRows:
         consecutive (each one past the table's highest), so this tells each row's."""
         start = last = 0
         while start < len(rows):
-            size = min(self.CHUNK, 1 << ((len(rows) - start).bit_length() - 1))
+            size = min(self.CHUNK, len(rows) - start)
             params = tuple(chain.from_iterable(rows[start:start + size]))
             with closing(_run(conn, self._sql(conn, size), params)) as cursor:
                 last = int(cursor.lastrowid)

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
 from stateloop.store import dialect, rows, schema
-from stateloop.store.checkpoints import INSERT_RUN, WRITE_STEPS, StepWrite
+from stateloop.store.checkpoints import MAX_SEQ, WRITE_STEPS, StepWrite
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import FastStatement
 from stateloop.store.records import KEEP, RUN_STATUSES, MessageHit, RunRecord, StepRecord
@@ -24,6 +24,9 @@ a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 
+_INSERT_RUN = FastStatement(insert(r).values(
+    {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
+    | {"first_seq": MAX_SEQ}), ["metadata"])
 _RUN = r.c.id == bindparam("run")
 # The step records carried by run ``:run``'s messages (found through the agent's seq index).
 _CARRIED_STEPS = FastStatement(
@@ -178,7 +181,7 @@ class HistoryMixin:
         if status == "running":
             run.started_at = run.created_at
         try:
-            await self._runner.write(lambda conn: INSERT_RUN.execute(conn, rows.run_values(run)),
+            await self._runner.write(lambda conn: _INSERT_RUN.execute(conn, rows.run_values(run)),
                                      raw=True)
         except IntegrityError as exc:
             raise NotFoundError(f"no agent with id {agent_id!r}") from exc
