@@ -20,6 +20,7 @@ from stateloop.store import (
     DatabaseOpenError,
     DuplicateError,
     NotFoundError,
+    steplog,
 )
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
 
@@ -175,7 +176,9 @@ async def test_memory_edits_are_persisted_with_their_step(db):
     assert "Name: Ada" in again.messages[0].text
 
 
-async def test_a_shared_block_is_consistent_between_agents(db):
+@pytest.mark.parametrize("step_log", [True, False], ids=["step log", "commit each step"])
+async def test_a_shared_block_is_consistent_between_agents(db, step_log, monkeypatch):
+    monkeypatch.setattr(steplog, "AVAILABLE", step_log)
     writer = Agent(model=ScriptedModel([call("memory_rethink", label="org",
                                              new_memory="Acme moved to Oslo"),
                                         reply("noted")]),

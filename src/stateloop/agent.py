@@ -409,7 +409,7 @@ class Agent(AgentMemory):
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
         if self._persist is not None and not self.running:
-            await self._checkpoint(StepRecord("", 0, []))
+            self._checkpoint(StepRecord("", 0, []))
             await self._persist.flush()
 
     def export_state(self) -> dict[str, Any]:
@@ -554,7 +554,7 @@ class Agent(AgentMemory):
             agent=self,
         )
 
-    async def _checkpoint(self, record: StepRecord) -> None:
+    def _checkpoint(self, record: StepRecord) -> None:
         assert self._persist is not None
         model = self._model.name
         for message in self._persist.unsaved:

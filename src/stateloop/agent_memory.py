@@ -3,6 +3,7 @@ and the recall and archival stores its tools reach."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from .agent_types import AgentType
@@ -122,12 +123,25 @@ class AgentMemory:
         self._compiled = None  # the memory metadata counts them: recompile
         self._refresh_system()
 
-    async def _prepare_step(self) -> None:
+    def _prepare_step(self) -> Awaitable[None] | None:
+        """Before a step: earlier steps are made crash-safe (a crash may lose the step in
+        flight, not earlier) and shared blocks brought up to date; something to await only
+        when that needs the database."""
         persist = self._persist
         assert persist is not None
-        if not persist.make_durable():  # a crash may lose the step in flight, not earlier
-            await persist.flush()
-        if persist.blocks_may_have_changed() and await persist.sync_blocks(self.blocks):
+        if not persist.make_durable():
+            return self._flush_and_sync_blocks()
+        return self._sync_blocks() if persist.blocks_may_have_changed() else None
+
+    async def _flush_and_sync_blocks(self) -> None:
+        assert self._persist is not None
+        await self._persist.flush()
+        if self._persist.blocks_may_have_changed():
+            await self._sync_blocks()
+
+    async def _sync_blocks(self) -> None:
+        assert self._persist is not None
+        if await self._persist.sync_blocks(self.blocks):
             self._refresh_system()
 
     def _compile_key(self) -> tuple[Any, ...]:

@@ -71,8 +71,9 @@ class LoopConfig:
     build_context: Callable[[list[Message]], list[Message]]  # transcript -> request messages
     continuation: Continuation = field(default_factory=LettaV1)
     hooks: Hooks | None = None
-    checkpoint: Callable[[StepRecord], Awaitable[None]] | None = None
-    prepare_step: Callable[[], Awaitable[None]] | None = None  # e.g. re-read shared memory
+    # These two return an awaitable only when they have to wait (None otherwise).
+    checkpoint: Callable[[StepRecord], Awaitable[None] | None] | None = None
+    prepare_step: Callable[[], Awaitable[None] | None] | None = None  # re-read shared memory
     max_steps: int = 50
     error_threshold: int | None = 3  # consecutive all-failing tool steps; None: off
     timeout: float | None = None  # whole run, seconds
@@ -180,7 +181,9 @@ class _Run(ToolCalls):
                         raise _Stop("max_steps",
                                     f"stopped after {config.max_steps} steps (max_steps)")
                     if config.prepare_step is not None:
-                        await config.prepare_step()
+                        waiting = config.prepare_step()
+                        if waiting is not None:
+                            await waiting
                     started = time.time()
                     step = self.steps + 1
                     if emit:
@@ -497,7 +500,9 @@ class _Run(ToolCalls):
     async def checkpoint(self, record: StepRecord) -> None:
         self.pending = []
         if self.config.checkpoint is not None:
-            await self.config.checkpoint(record)
+            waiting = self.config.checkpoint(record)
+            if waiting is not None:
+                await waiting
 
     async def flush(self) -> None:
         """Persist what no step persisted (input before a failed call, answers at a cancel)."""
