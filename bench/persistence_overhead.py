@@ -6,7 +6,7 @@ stateloop writes its full checkpoint: messages with token counts and recall inde
 step record (on the step's last message row) and the in-context list (which a step that
 only appends extends without rewriting). Each step is crash-safe before the next begins:
 these tools never yield to the event loop, so each step goes to the step log and the run's
-steps commit together with its end (adding their usage to the run's). The same agent without
+steps commit together with its end (its row written once, with their usage). The same agent without
 a store shows what the loop itself costs, and runs of 20 steps what a run's own writes (its
 row, its end, the system prompt recompiled by each reset) weigh. Then: the same ratio for a
 new agent once it has about 100 and then 10,000 stored messages (the cost of a step must not

@@ -77,17 +77,14 @@ class GroupCommit:
         self._logged = len(self._items)
         return fresh
 
-    def add(self, fn: BatchFn, item: Any, *, logged: bool = False) -> tuple[Queued, bool]:
-        """Queue ``item`` for ``fn``; True when the queue should be committed now.
-        ``logged``: it needs no place in the step log (right after ``unlogged``)."""
+    def add(self, fn: BatchFn, item: Any) -> tuple[Queued, bool]:
+        """Queue ``item`` for ``fn``; True when the queue should be committed now."""
         queued = Queued()
         items = self._items
         now = time.monotonic()
         if not items:
             self._since = now
         items.append((fn, item, queued))
-        if logged and self._logged == len(items) - 1:
-            self._logged += 1
         return queued, len(items) >= MAX_QUEUED or now - self._since >= COMMIT_DELAY
 
     def commit(self, conn: Any, dbapi: Any, then: Callable[[Any], Any] | None = None) -> Any:

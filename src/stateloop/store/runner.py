@@ -119,7 +119,7 @@ class SqliteRunner:
         conn = self._writer_conn()
         log = self._log
         if log.records:  # the logged writes land with this transaction: so does their batch
-            self._queue.add(steplog.RECORD_BATCH, (log.token, log.batch), logged=True)
+            self._queue.add(steplog.RECORD_BATCH, (log.token, log.batch))
         try:
             result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
         finally:
