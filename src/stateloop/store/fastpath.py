@@ -7,7 +7,6 @@ the SQL text still comes from Core, compiled once per dialect, so it stays porta
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import closing
 from itertools import chain
 from typing import Any
 
@@ -61,8 +60,11 @@ class FastStatement:
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run once; the number of rows it changed."""
         sql, order = self._sql(conn)
-        with closing(_run(conn, sql, self._row(order, params))) as cursor:
+        cursor = _run(conn, sql, self._row(order, params))
+        try:
             return int(cursor.rowcount)
+        finally:
+            cursor.close()
 
     def execute_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run once per row, in one call."""
@@ -72,23 +74,25 @@ class FastStatement:
     def fetch(self, conn: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run a query once; its rows as plain tuples (JSON columns undecoded)."""
         sql, order = self._sql(conn)
-        with closing(_run(conn, sql, self._row(order, params))) as cursor:
+        cursor = _run(conn, sql, self._row(order, params))
+        try:
             return cursor.fetchall()
+        finally:
+            cursor.close()
 
 
 def _run(conn: Connection, sql: str, params: Any, *, many: bool = False) -> Any:
     """Execute on a new DBAPI cursor, which the caller closes."""
-    dbapi = conn.dialect.loaded_dbapi
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         if many:
             cursor.executemany(sql, params)
         else:
             cursor.execute(sql, params)
-    except dbapi.Error as exc:
+    except conn.dialect.loaded_dbapi.Error as exc:
         cursor.close()
         # Raise what SQLAlchemy would (IntegrityError, OperationalError, ...).
-        raise DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
+        raise DBAPIError.instance(sql, params, exc, conn.dialect.loaded_dbapi.Error) from exc
     return cursor
 
 
@@ -137,7 +141,8 @@ class InsertRows:
         while start < len(rows):
             size = min(self.CHUNK, len(rows) - start)
             params = tuple(chain.from_iterable(rows[start:start + size]))
-            with closing(_run(conn, self._sql(conn, size), params)) as cursor:
-                last = int(cursor.lastrowid)
+            cursor = _run(conn, self._sql(conn, size), params)
+            last = int(cursor.lastrowid)
+            cursor.close()
             start += size
         return last
