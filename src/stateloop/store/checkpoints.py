@@ -155,8 +155,9 @@ class StepWrite:
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
-    """Write queued steps in order, each table's rows in one statement; context changes
-    apply in order, and later block values and pending approvals replace earlier ones."""
+    """Write queued steps (and runs' starts and ends) in order, each table's rows in one
+    statement; context changes apply in order, and later block values and pending approvals
+    replace earlier ones."""
     try:
         _write_steps(conn, writes)
     except IntegrityError as exc:
