@@ -37,10 +37,6 @@ USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_input_tokens", "reason
                  "cache_write_tokens")
 
 
-def usage_values(usage: Usage) -> dict[str, int]:
-    return {name: getattr(usage, name) for name in USAGE_COLUMNS}
-
-
 def usage_list(usage: Usage) -> list[int]:
     """The counts in ``USAGE_COLUMNS`` order."""
     return [usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
@@ -117,7 +113,7 @@ def message_from_row(row: Any) -> Message:
 
 def run_values(run: RunRecord) -> dict[str, Any]:
     return {"id": run.id, "agent_id": run.agent_id, "status": run.status,
-            "stop_reason": run.stop_reason, "error": run.error, **usage_values(run.usage),
+            "stop_reason": run.stop_reason, "error": run.error, **run.usage.to_dict(),
             "step_count": run.step_count, "metadata": run.metadata,
             "created_at": run.created_at, "started_at": run.started_at,
             "completed_at": run.completed_at}
