@@ -176,6 +176,31 @@ async def test_memory_edits_are_persisted_with_their_step(db):
     assert "Name: Ada" in again.messages[0].text
 
 
+async def test_a_workflow_agent_clears_its_stored_buffer_with_the_run_end(db):
+    agent = Agent(model=ScriptedModel([call("add", a=1, b=2), reply("3")]), tools=[add],
+                  agent_type="workflow_agent", store=db, name="flow")
+    store = agent.store
+    assert store is not None
+    statements: list[str] = []
+    writer = store._runner._writer_conn().connection.dbapi_connection
+    writer.set_trace_callback(statements.append)
+    await agent.run("first")
+    writer.set_trace_callback(None)
+
+    last = " ".join(statements[len(statements) - statements[::-1].index("BEGIN IMMEDIATE"):])
+    assert "SET status='completed'" in last and "SET in_context_message_ids" in last  # together
+    system = agent.messages[0]
+    assert (await store.get_agent(agent.id)).in_context_message_ids == [system.id]
+    assert await store.count_messages(agent.id) == 5  # all of it stays in recall
+    again = await Agent.aload("flow", store=db, model=ScriptedModel([reply("again")]),
+                              tools=[add])
+    assert [m.id for m in again.messages] == [system.id]
+    await again.run("second")
+    assert (await store.get_agent(agent.id)).in_context_message_ids == [system.id]
+    assert [m.text for m in (await store.list_messages(agent.id, limit=10))[-2:]] == [
+        "second", "again"]
+
+
 @pytest.mark.parametrize("step_log", [True, False], ids=["step log", "commit each step"])
 async def test_a_shared_block_is_consistent_between_agents(db, step_log, monkeypatch):
     monkeypatch.setattr(steplog, "AVAILABLE", step_log)

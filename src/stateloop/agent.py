@@ -492,9 +492,9 @@ class Agent(AgentMemory):
                                                   end.pending_approval)
 
     async def _end_run(self, persist: Persistence) -> None:
-        await persist.flush()
         if self.agent_type.clear_after_run and self.pending_approval is None:
-            await persist.set_context(self._transcript)
+            persist.queue_context(self._transcript)  # one transaction with the run's end
+        await persist.flush()
 
     def _expire(self, pending: PendingApproval) -> None:
         if self.pending_approval is pending:

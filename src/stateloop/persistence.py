@@ -175,10 +175,11 @@ class Persistence:
         self._context = list(transcript)
         return self._context
 
-    async def set_context(self, transcript: list[Message]) -> None:
-        """Store a new context outside a step (a cleared message buffer)."""
+    def queue_context(self, transcript: list[Message]) -> None:
+        """Queue a new context outside a step (a cleared message buffer); it lands with the
+        writes queued before it (the run's end)."""
         self._context = list(transcript)
-        await self.store.set_in_context(self.agent_id, [m.id for m in transcript])
+        self._queued.append(self.store.queue_step(self.agent_id, [], in_context=transcript))
 
     def blocks_may_have_changed(self) -> bool:
         """Whether anything may have changed the agent's blocks since the last look (another
