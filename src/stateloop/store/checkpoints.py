@@ -104,9 +104,10 @@ class StepWrite:
                    run["created_at"], run_start=run)
 
     @classmethod
-    def ended(cls, agent_id: str, run: dict[str, Any], agent: dict[str, Any]) -> StepWrite:
-        """A run's end: its status (``_FINISH_RUN``) and the agent's last-run fields."""
-        return cls(agent_id, [], None, None, APPEND, None, KEEP, False, run["now"],
+    def ended(cls, run: dict[str, Any], agent: dict[str, Any]) -> StepWrite:
+        """A run's end: its status (``_FINISH_RUN``) and the agent's last-run fields
+        (``_SET_LAST_RUN``)."""
+        return cls(agent["agent"], [], None, None, APPEND, None, KEEP, False, run["now"],
                    run_end=[run, agent])
 
     @classmethod
@@ -169,7 +170,7 @@ def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
 WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode)
 # Step logs written before runs' starts and ends became step writes name them so.
 BatchFn("runs", write_steps, decode=StepWrite.started)
-BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(end[1]["agent"], *end))
+BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(*end))
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -182,7 +183,8 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     if any(w.catch_up for w in writes):
         dialect.catch_up_recall(conn)
     usage = _usage_by_run(writes)
-    started = _insert_started_runs(conn, writes, usage, before)
+    ends = [w.run_end for w in writes if w.run_end is not None]
+    started = _insert_started_runs(conn, writes, usage, ends, before)
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
@@ -205,12 +207,10 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     pending = {w.agent_id: w.pending_approval for w in writes if w.pending_approval is not KEEP}
     for agent_id, value in pending.items():
         _SET_PENDING.execute(conn, {"agent": agent_id, "pending": value})
-    for w in writes:
-        if w.run_end is not None:
-            run, agent = w.run_end
-            if run["run"] not in started and not _FINISH_RUN.execute(conn, run):
-                raise NotFoundError(f"no run with id {run['run']!r}")
-            _SET_LAST_RUN.execute(conn, agent)
+    for run, agent in ends:
+        if run["run"] not in started and not _FINISH_RUN.execute(conn, run):
+            raise NotFoundError(f"no run with id {run['run']!r}")
+        _SET_LAST_RUN.execute(conn, agent)
 
 
 def _usage_by_run(writes: list[StepWrite]) -> dict[str, list[int]]:
@@ -227,9 +227,10 @@ def _usage_by_run(writes: list[StepWrite]) -> dict[str, list[int]]:
 
 
 def _insert_started_runs(conn: Connection, writes: list[StepWrite],
-                         usage: dict[str, list[int]], first_seq: int) -> set[str]:
+                         usage: dict[str, list[int]], ends: list[list[dict[str, Any]]],
+                         first_seq: int) -> set[str]:
     """Insert the runs these writes start, each with the ``usage`` of its steps among them
-    and how it ended if it did; their ids. Their messages all have a seq past
+    and its end among ``ends`` if it ended; their ids. Their messages all have a seq past
     ``first_seq``."""
     started = {w.run_start["id"]: {**w.run_start, "first_seq": first_seq}
                for w in writes if w.run_start is not None}
@@ -241,11 +242,11 @@ def _insert_started_runs(conn: Connection, writes: list[StepWrite],
             row["step_count"] += steps
             for name, count in zip(rows.USAGE_COLUMNS, tokens, strict=True):
                 row[name] += count
-    for w in writes:
-        if w.run_end is not None and w.run_end[0]["run"] in started:
-            end = w.run_end[0]
-            started[end["run"]].update(status=end["status"], stop_reason=end["stop_reason"],
-                                       error=end["error"], completed_at=end["now"])
+    for end, _ in ends:
+        row = started.get(end["run"])
+        if row is not None:
+            row.update(status=end["status"], stop_reason=end["stop_reason"],
+                       error=end["error"], completed_at=end["now"])
     try:
         _INSERT_STARTED_RUNS.execute_many(conn, list(started.values()))
     except IntegrityError as exc:

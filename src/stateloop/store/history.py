@@ -206,7 +206,6 @@ class HistoryMixin:
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
         return self._runner.submit_batched(WRITE_STEPS, StepWrite.ended(
-            run.agent_id,
             {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
              "now": now},
             {"agent": run.agent_id, "now": now, "duration": (now - began) * 1000,
