@@ -409,7 +409,7 @@ class Agent(AgentMemory):
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
         if self._persist is not None and not self.running:
-            self._checkpoint(StepRecord("", 0, []))
+            self._persist.checkpoint(StepRecord("", 0, []), self._transcript, self._model.name)
             await self._persist.flush()
 
     def export_state(self) -> dict[str, Any]:
@@ -444,7 +444,8 @@ class Agent(AgentMemory):
             if result is None:
                 return None
             if self._persist is not None:
-                self._persist.checkpoint(StepRecord("", 0, [result.summary]), self._transcript)
+                self._persist.checkpoint(StepRecord("", 0, [result.summary]), self._transcript,
+                                         self._model.name)
                 await self._persist.flush()
             return result.event
 
@@ -556,12 +557,7 @@ class Agent(AgentMemory):
 
     def _checkpoint(self, record: StepRecord) -> None:
         assert self._persist is not None
-        model = self._model.name
-        for message in self._persist.unsaved:
-            message_tokens(message, model)  # stored with the message, counted once
-        for message in record.messages:
-            message_tokens(message, model)
-        self._persist.checkpoint(record, self._transcript)
+        self._persist.checkpoint(record, self._transcript, self._model.name)
 
     def _record(self) -> AgentRecord:
         from .store.records import AgentRecord

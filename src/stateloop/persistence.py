@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .approvals import PendingApproval
 from .events import RunEnd, StopReason
 from .hooks import StepRecord
+from .llm.tokens import message_tokens
 from .memory.blocks import Block
 from .messages import Message
 from .store.records import APPEND, KEEP
@@ -139,12 +140,15 @@ class Persistence:
                 self._context = None  # the stored context is not what was sent: rewrite it
                 raise error
 
-    def checkpoint(self, record: StepRecord, transcript: list[Message]) -> None:
-        """Queue one step's write, one transaction: its messages with the step record, the
-        in-context ids, edited blocks and the pending approval. It commits at the next turn
-        of the event loop or with later steps (``make_durable`` keeps it safe meanwhile),
-        at the latest in ``flush`` (at the run's end), which raises if it failed."""
+    def checkpoint(self, record: StepRecord, transcript: list[Message], model: str) -> None:
+        """Queue one step's write, one transaction: its messages (with their token counts
+        for ``model``) and the step record, the in-context ids, edited blocks and the
+        pending approval. It commits at the next turn of the event loop or with later steps
+        (``make_durable`` keeps it safe meanwhile), at the latest in ``flush`` (at the run's
+        end), which raises if it failed."""
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
+        for message in messages:
+            message_tokens(message, model)  # stored with the message, counted once
         step = None
         if record.step:
             step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
