@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from stateloop.llm.tokens import (
     is_exact,
     message_tokens,
 )
-from stateloop.messages import ImagePart, Message, TextPart, ToolCall, assistant, user
+from stateloop.messages import ImagePart, Message, TextPart, ToolCall, assistant, system, user
 
 # Token ids published for these encodings (tiktoken's README and cookbook).
 KNOWN = {"cl100k_base": ("hello world", [15339, 1917]),
@@ -76,6 +77,31 @@ def test_message_count_covers_calls_reasoning_and_images() -> None:
     assert message_tokens(message, "gpt-4o") == expected
     picture = Message("user", [ImagePart("data:image/png;base64," + "A" * 100_000)])
     assert message_tokens(picture) == MESSAGE_OVERHEAD + IMAGE_TOKENS  # not the base64 text
+
+
+# Pieces that meet at a line break in every way the encodings' pre-tokenizers treat differently:
+# whitespace runs, "/" after a newline (o200k joins it to the punctuation before), contractions,
+# punctuation, digits, other scripts.
+_PIECES = ["\n", "\n\n", " ", "  ", "\t", "\r\n", "\r", "\u00a0", "\u2028", "\x1c", "/",
+           "/path", " /x", "\n/", "\n ", " \n", ".", "...", "!!", ":", "-", "'", "'s", "'S",
+           "\u2019", "a", "Word", "ABC", "abC", "UTC", "123", "4567", "é", "\u0301", "中文",
+           "🎉", "<tag>", "</tag>"]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+def test_system_prompts_counted_by_line_count_exactly(model: str) -> None:
+    """A system prompt is counted line by line (only changed lines are encoded again); the
+    lines' counts add up to the whole text's, whatever meets at the line breaks."""
+    encoding = get_encoding(encoding_name_for(model) or "")
+    rng = random.Random(5)
+    texts = ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 40)))
+             for _ in range(3000)]
+    texts += ["You add numbers.\n\n<memory_metadata>\n- The current system date is: "
+              f"2026-12-01 18:26:{second:02d} UTC\n- {second * 41} previous messages are "
+              "stored in recall memory\n</memory_metadata>" for second in range(60)]
+    for text in texts:
+        expected = MESSAGE_OVERHEAD + len(encoding.encode_ordinary(text))
+        assert message_tokens(system(text), model) == expected, repr(text)
 
 
 def _count_in_fresh_process(env: dict[str, str]) -> str:

@@ -21,6 +21,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -90,15 +91,15 @@ def _encoding_for(model: str | None) -> Encoding:
 
 
 @functools.lru_cache(maxsize=64)
-def _counter_for(model: str | None) -> Callable[[str], int]:
-    """Counts the tokens of a text for ``model``; short texts (tool names, small results)
-    recur step after step and are remembered."""
+def _counter_for(model: str | None) -> Callable[..., int]:
+    """Counts the tokens of a text for ``model``. Texts up to ``remember`` characters (64 by
+    default: tool names, small results) recur step after step and are remembered."""
     encoding = _encoding_for(model)
     encode = encoding.encode_ordinary
     core = getattr(getattr(encoding, "_core_bpe", None), "encode_ordinary", None)
     known: dict[str, int] = {}
 
-    def count(text: str) -> int:
+    def count(text: str, remember: int = 64) -> int:
         found = known.get(text)
         if found is not None:
             return found
@@ -106,13 +107,26 @@ def _counter_for(model: str | None) -> Callable[[str], int]:
             tokens = len(core(text)) if core is not None else len(encode(text))
         except UnicodeEncodeError:
             tokens = len(encode(text))
-        if len(text) <= 64:
+        if len(text) <= remember:
             if len(known) >= 4096:
                 known.clear()
             known[text] = tokens
         return tokens
 
     return count
+
+
+# Where both encodings' pre-tokenizers always cut a text: after a newline, before a character
+# that is neither whitespace nor "/" (no pre-token pattern reaches across such a point). The
+# pieces of a text cut there have token counts that add up to the text's.
+_LINE_START = re.compile(r"(?<=\n)(?=[^\s/])")
+
+
+def _count_by_line(count: Callable[..., int], text: str) -> int:
+    """A text recompiled with small changes (a system prompt: the date, the recall count, one
+    block edited) counted piece by piece, remembering the pieces: only changed lines are
+    encoded again."""
+    return sum(count(line, 1024) for line in _LINE_START.split(text))
 
 
 def message_tokens(message: Message, model: str | None = None) -> int:
@@ -127,7 +141,10 @@ def _count_message(message: Message, model: str | None) -> int:
     total = MESSAGE_OVERHEAD
     for part in message.content:
         if type(part) is TextPart or type(part) is ReasoningPart:
-            total += count(part.text) if part.text else 0
+            if message.role == "system":
+                total += _count_by_line(count, part.text)
+            elif part.text:
+                total += count(part.text)
         elif type(part) is ImagePart:
             total += IMAGE_TOKENS
     for call in message.tool_calls:
