@@ -193,10 +193,13 @@ class _Run(ToolCalls):
                     overflow: ContextWindowExceeded | None = None  # the provider's last complaint
                     tries = _Tries()
                     while response is None:
-                        compaction = await self._fit_window(overflow)
-                        if compaction is not None and emit:
-                            yield compaction
-                        request = await self._request()
+                        if overflow is not None or not self._surely_fits():
+                            compaction = await self._fit_window(overflow)
+                            if compaction is not None and emit:
+                                yield compaction
+                        request = self._request()
+                        if config.hooks is not None:
+                            request = await self._hooked_request(request)
                         tries.errors = 0
                         overflow = None
                         while response is None and overflow is None:
@@ -444,23 +447,31 @@ class _Run(ToolCalls):
                         "moved out of context)")
         return None
 
-    async def _request(self) -> ModelRequest:
+    def _surely_fits(self) -> bool:
+        """No compaction to consider before this call (``_fit_window`` would do nothing)."""
+        context = self.config.context
+        return context is None or context.surely_fits(self.transcript, self.tool_specs)
+
+    def _request(self) -> ModelRequest:
         config, rules = self.config, self.rules
         tools, choice, forced = self.tool_specs, "auto", None
         if rules is not None:
             names, choice, forced = rules.next_call(self.tool_names)
             allowed = set(names)
             tools = [spec for spec in tools if spec.name in allowed]
-        request = ModelRequest(config.build_context(self.transcript), tools,
-                               _as_choice(choice), forced, self.parallel, config.max_tokens)
-        hooks = config.hooks
-        if hooks is not None:
-            if hooks.transform_context:
-                changed = await call_hook(hooks.transform_context, request.messages)
-                if changed is not None:
-                    request.messages = changed  # this request only: never persisted
-            if hooks.before_model_call:
-                request = await call_hook(hooks.before_model_call, request) or request
+        return ModelRequest(config.build_context(self.transcript), tools, _as_choice(choice),
+                            forced, self.parallel, config.max_tokens)
+
+    async def _hooked_request(self, request: ModelRequest) -> ModelRequest:
+        """The request as the hooks that see it leave it."""
+        hooks = self.config.hooks
+        assert hooks is not None
+        if hooks.transform_context:
+            changed = await call_hook(hooks.transform_context, request.messages)
+            if changed is not None:
+                request.messages = changed  # this request only: never persisted
+        if hooks.before_model_call:
+            request = await call_hook(hooks.before_model_call, request) or request
         return request
 
     # -- cancellation and persistence ----------------------------------------------------

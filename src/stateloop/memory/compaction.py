@@ -136,14 +136,22 @@ class ContextManager:
                 f"{self.reserve} reserved for the answer that exceeds the context window "
                 f"of {self.window}")
 
+    def surely_fits(self, transcript: list[Message], tools: list[ToolSpec]) -> bool:
+        """Whether the next request stays under the threshold by a cheap upper bound (the
+        last report plus a bound on what came after it): then ``before_call`` has nothing
+        to do, and the loop skips it."""
+        return self.request_tokens(transcript, tools, bound=True) <= self._limit()
+
+    def _limit(self) -> float:
+        return self.threshold * self.window - self.reserve
+
     async def before_call(self, transcript: list[Message],
                           tools: list[ToolSpec]) -> CompactionResult | None:
         """Compact first when the request would pass the threshold."""
-        limit = self.threshold * self.window - self.reserve
-        if self.request_tokens(transcript, tools, bound=True) <= limit:
+        if self.surely_fits(transcript, tools):
             return None
         tokens = self.request_tokens(transcript, tools)
-        if tokens <= limit:
+        if tokens <= self._limit():
             return None
         self.check_fits(transcript, tools)
         return await self.compact(transcript, tools, tokens_before=tokens)
