@@ -338,7 +338,9 @@ class _Run(ToolCalls):
                         started: float) -> StepRecord:
         """Persist the step and run the after_step hook."""
         record = self._record(step, response, started)
-        await self.checkpoint(record)
+        waiting = self._checkpoint(record)  # a plain call: this runs at every step
+        if waiting is not None:
+            await waiting
         if self.config.hooks and self.config.hooks.after_step:
             await call_hook(self.config.hooks.after_step, record)
         return record
@@ -508,12 +510,15 @@ class _Run(ToolCalls):
         return StepRecord(self.run_id, step, self.pending, response.usage, response.model,
                           response.finish_reason, started, time.time() - started)
 
-    async def checkpoint(self, record: StepRecord) -> None:
+    def _checkpoint(self, record: StepRecord) -> Awaitable[None] | None:
+        """Hand ``record`` to ``config.checkpoint``: something to await only if it must wait."""
         self.pending = []
-        if self.config.checkpoint is not None:
-            waiting = self.config.checkpoint(record)
-            if waiting is not None:
-                await waiting
+        return self.config.checkpoint(record) if self.config.checkpoint is not None else None
+
+    async def checkpoint(self, record: StepRecord) -> None:
+        waiting = self._checkpoint(record)
+        if waiting is not None:
+            await waiting
 
     async def flush(self) -> None:
         """Persist what no step persisted (input before a failed call, answers at a cancel)."""

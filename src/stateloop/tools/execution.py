@@ -48,7 +48,9 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
         kwargs[tool.context_parameter] = ToolContext(agent, call)
     try:
         if tool.is_async:
-            value = await _run_async(tool.function(**kwargs), tool.timeout)
+            finished, value = _start(tool.function(**kwargs), tool.timeout)
+            if not finished:
+                value = await value
         else:
             # Sync tools run in a worker thread so a slow one cannot stall other agents.
             value = await _within(asyncio.get_running_loop().run_in_executor(
@@ -60,14 +62,15 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
     return ToolOutput(format_return(value))
 
 
-async def _run_async(coro: Coroutine[Any, Any, Any], seconds: float | None) -> Any:
-    """``await _within(coro, seconds)``, with no deadline to watch for a tool that finishes
-    without suspending (one that computes)."""
+def _start(coro: Coroutine[Any, Any, Any], seconds: float | None) -> tuple[bool, Any]:
+    """``coro`` run until it first suspends (``first_step``), no deadline watched for a tool
+    that finishes without suspending (one that computes); else what is left to await, which
+    raises TimeoutError ``seconds`` after the start."""
     if seconds is None:
-        return await coro
+        return False, coro
     deadline = time.monotonic() + seconds
     finished, value = first_step(coro)
-    return value if finished else await _within(value, deadline - time.monotonic())
+    return (True, value) if finished else (False, _within(value, deadline - time.monotonic()))
 
 
 async def _within(awaitable: Awaitable[Any], seconds: float | None) -> Any:
