@@ -63,9 +63,9 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
 
 
 def _start(coro: Coroutine[Any, Any, Any], seconds: float | None) -> tuple[bool, Any]:
-    """``coro`` run until it first suspends (``first_step``), no deadline watched for a tool
-    that finishes without suspending (one that computes); else what is left to await, which
-    raises TimeoutError ``seconds`` after the start."""
+    """Start ``coro``: ``(True, its value)`` when it finishes without suspending (a tool that
+    computes: no deadline to watch), else ``(False, the rest to await)``, which raises
+    TimeoutError ``seconds`` after the start."""
     if seconds is None:
         return False, coro
     deadline = time.monotonic() + seconds
