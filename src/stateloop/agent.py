@@ -409,7 +409,7 @@ class Agent(AgentMemory):
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
         if self._persist is not None and not self.running:
-            self._persist.checkpoint(StepRecord("", 0, []), self._transcript, self._model.name)
+            self._checkpoint(StepRecord("", 0, []))
             await self._persist.flush()
 
     def export_state(self) -> dict[str, Any]:
@@ -444,8 +444,7 @@ class Agent(AgentMemory):
             if result is None:
                 return None
             if self._persist is not None:
-                self._persist.checkpoint(StepRecord("", 0, [result.summary]), self._transcript,
-                                         self._model.name)
+                self._checkpoint(StepRecord("", 0, [result.summary]))
                 await self._persist.flush()
             return result.event
 

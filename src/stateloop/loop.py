@@ -432,8 +432,7 @@ class _Run(ToolCalls):
         """Compact before the call when the request would not fit (or the provider said
         it did not); the summary is persisted with the step."""
         context = self.config.context
-        if context is None:
-            return None
+        assert context is not None  # else the request surely fits, and an overflow ends the run
         try:
             if overflow is not None:
                 result = await context.compact(self.transcript, self.tool_specs)
