@@ -22,6 +22,7 @@ from stateloop.store import (
 from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
+from store_trace import traced
 
 
 def _stored_ids(path: str) -> list[str]:
@@ -202,11 +203,8 @@ async def test_a_run_in_one_transaction_has_its_row_written_once(store: SqlStore
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
     stepwise = await store.get_run(await _one_run(store, agent_id, commit_each=True))
 
-    statements: list[str] = []
-    writer = store._runner._writer_conn().connection.dbapi_connection  # type: ignore[attr-defined]
-    writer.set_trace_callback(statements.append)
-    run = await store.get_run(await _one_run(store, agent_id, commit_each=False))
-    writer.set_trace_callback(None)
+    with traced(store) as statements:
+        run = await store.get_run(await _one_run(store, agent_id, commit_each=False))
 
     assert [s.split()[0] for s in statements if " runs " in f"{s} "] == ["INSERT"]
     assert (run.status, run.stop_reason, run.step_count, run.usage) == (

@@ -23,6 +23,7 @@ from stateloop.store import (
     steplog,
 )
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
+from store_trace import traced
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -181,11 +182,8 @@ async def test_a_workflow_agent_clears_its_stored_buffer_with_the_run_end(db):
                   agent_type="workflow_agent", store=db, name="flow")
     store = agent.store
     assert store is not None
-    statements: list[str] = []
-    writer = store._runner._writer_conn().connection.dbapi_connection
-    writer.set_trace_callback(statements.append)
-    await agent.run("first")
-    writer.set_trace_callback(None)
+    with traced(store) as statements:
+        await agent.run("first")
 
     last = " ".join(statements[len(statements) - statements[::-1].index("BEGIN IMMEDIATE"):])
     assert "SET status='completed'" in last and "SET in_context_message_ids" in last  # together
