@@ -24,7 +24,7 @@ from stateloop.store import dialect, rows, schema
 from stateloop.store.batching import BatchFn
 from stateloop.store.errors import NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
-from stateloop.store.records import APPEND, KEEP, StepRecord
+from stateloop.store.records import APPEND, KEEP, RunRecord, StepRecord
 
 a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 
@@ -68,6 +68,19 @@ def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
                                           "after": after_seq, "now": now or time.time()})
     if not done:
         raise NotFoundError(f"no agent with id {agent_id!r}")
+
+
+def last_run_fields(run: RunRecord) -> dict[str, Any]:
+    """The agent's last-run fields (``_SET_LAST_RUN``'s parameters) for a finished run."""
+    assert run.completed_at is not None
+    began = run.started_at or run.created_at
+    return {"agent": run.agent_id, "now": run.completed_at,
+            "duration": (run.completed_at - began) * 1000, "stop_reason": run.stop_reason}
+
+
+def set_last_run(conn: Connection, run: RunRecord) -> None:
+    """Stamp a finished run on its agent, inside the caller's transaction."""
+    _SET_LAST_RUN.execute(conn, last_run_fields(run))
 
 
 def context_ids(conn: Connection, agent_id: str, stored: list[str], after_seq: int,

@@ -13,7 +13,13 @@ from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
 from stateloop.store import dialect, rows, schema
-from stateloop.store.checkpoints import MAX_SEQ, WRITE_STEPS, StepWrite
+from stateloop.store.checkpoints import (
+    MAX_SEQ,
+    WRITE_STEPS,
+    StepWrite,
+    last_run_fields,
+    set_last_run,
+)
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import FastStatement
 from stateloop.store.records import KEEP, RUN_STATUSES, MessageHit, RunRecord, StepRecord
@@ -202,14 +208,11 @@ class HistoryMixin:
             raise ValueError(f"a finished run's status is one of {TERMINAL_STATUSES}, "
                              f"not {status!r}")
         now = time.time()
-        began = run.started_at or run.created_at
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
         return self._runner.submit_batched(WRITE_STEPS, StepWrite.ended(
             {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
-             "now": now},
-            {"agent": run.agent_id, "now": now, "duration": (now - began) * 1000,
-             "stop_reason": stop_reason}))
+             "now": now}, last_run_fields(run)))
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run with this id."""
@@ -243,10 +246,7 @@ class HistoryMixin:
                 metadata=run.metadata, started_at=run.started_at,
                 completed_at=run.completed_at))
             if status in TERMINAL_STATUSES:
-                began = run.started_at or run.created_at
-                conn.execute(update(a).where(a.c.id == run.agent_id).values(
-                    last_run_completion=now, last_run_duration_ms=(now - began) * 1000,
-                    last_stop_reason=run.stop_reason))
+                set_last_run(conn, run)
             return run
 
         return await self._runner.write(txn)
