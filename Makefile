@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo chat test lint bench install clean
+COMPILED := .compiled
+SOURCES := $(shell find src -name '*.py')
+
+.PHONY: run demo chat test lint bench install compiled clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -15,6 +18,20 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The package as a release wheel ships it, with the per-step path compiled by mypyc (see
+# pyproject.toml), installed apart: PYTHONPATH=$(COMPILED) puts it before the sources.
+# Built from a copy: the build leaves the compiled modules next to the sources it compiles.
+$(COMPILED)/.built: $(STAMP) $(SOURCES)
+	rm -rf $(COMPILED) build/compiled
+	mkdir -p build/compiled/tree
+	cp -r src pyproject.toml README.md build/compiled/tree
+	HATCH_BUILD_HOOK_ENABLE_MYPYC=1 $(BIN)/pip wheel --quiet --no-deps -w build/compiled \
+		build/compiled/tree
+	$(BIN)/pip install --quiet --no-deps --target $(COMPILED) build/compiled/stateloop-*.whl
+	touch $@
+
+compiled: $(COMPILED)/.built
 
 # The server on SQLite with a ready agent "assistant" (Ctrl-C stops it).
 run: $(STAMP)
@@ -27,16 +44,20 @@ demo: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 
-test: $(STAMP)
+# Every test on the sources, then again on the compiled build.
+test: $(COMPILED)/.built
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest
+	PYTHONPATH=$(COMPILED) $(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
+# On the compiled build, as a release wheel ships it.
+bench: export PYTHONPATH := $(COMPILED)
+bench: $(COMPILED)/.built
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/persistence_overhead.py
@@ -44,4 +65,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/server_load.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(COMPILED) build .pytest_cache .mypy_cache .ruff_cache

@@ -15,7 +15,6 @@ from stateloop.store import (
     NotFoundError,
     StepRecord,
     StoreError,
-    checkpoints,
     open_store,
 )
 from stateloop.store.records import APPEND
@@ -31,6 +30,15 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 async def _agent(store: SqlStore, name: str = "a") -> str:
     return (await store.create_agent(AgentRecord(name=name))).id
+
+
+def _sql(store: SqlStore, statement: str) -> None:
+    """Change the database from outside the store, as another process would."""
+    db = sqlite3.connect(store.path)
+    try:
+        db.execute(statement)
+    finally:
+        db.close()
 
 
 async def test_append_step_writes_messages_step_usage_and_context(store: SqlStore) -> None:
@@ -165,8 +173,7 @@ async def test_step_records_ride_on_messages_and_add_up_on_their_run(
     assert [m.text for m in await store.list_run_messages(ended)] == ["", "3", "done"]
 
 
-async def test_a_failing_step_leaves_nothing_written(store: SqlStore,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failing_step_leaves_nothing_written(store: SqlStore) -> None:
     agent_id = await _agent(store)
     run = await store.create_run(agent_id, status="running")
     first = user("hello")
@@ -177,15 +184,13 @@ async def test_a_failing_step_leaves_nothing_written(store: SqlStore,
     with pytest.raises(StoreError, match="append_step"):
         await store.append_step(agent_id, [fresh, dup], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
-    # A failure after every statement but the last.
-    def boom(*_: object, **__: object) -> None:
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(checkpoints, "set_in_context", boom)
-    with pytest.raises(RuntimeError, match="disk on fire"):
+    # A failure in the last statement (the context's), after every other went in.
+    _sql(store, "CREATE TRIGGER fail_context BEFORE UPDATE OF in_context_message_ids ON agents "
+                "BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+    with pytest.raises(StoreError, match="disk on fire"):
         await store.append_step(agent_id, [fresh], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
-    monkeypatch.undo()
+    _sql(store, "DROP TRIGGER fail_context")
 
     assert await store.count_messages(agent_id) == 1
     assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]

@@ -161,11 +161,14 @@ class StepWrite:
 
     @classmethod
     def decode(cls, data: list[Any]) -> StepWrite:
-        write = cls(*data)
-        if write.in_context == "append":
-            write.in_context = APPEND
-        write.pending_approval = write.pending_approval[0] if write.pending_approval else KEEP
-        return write
+        """From ``encode``'s JSON, which turned the tuples into lists."""
+        (agent_id, message_rows, step_row, run_usage, in_context, block_values, pending,
+         *rest) = data
+        return cls(agent_id, [tuple(row) for row in message_rows],
+                   None if step_row is None else tuple(step_row),
+                   None if run_usage is None else (run_usage[0], run_usage[1]),
+                   APPEND if in_context == "append" else in_context, block_values,
+                   pending[0] if pending else KEEP, *rest)
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -218,8 +221,8 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                                                "now": writes[-1].now}):
             raise NotFoundError(f"no block with id {block_id!r}")
     pending = {w.agent_id: w.pending_approval for w in writes if w.pending_approval is not KEEP}
-    for agent_id, value in pending.items():
-        _SET_PENDING.execute(conn, {"agent": agent_id, "pending": value})
+    for agent_id, approval in pending.items():
+        _SET_PENDING.execute(conn, {"agent": agent_id, "pending": approval})
     for run, agent in ends:
         if run["run"] not in started and not _FINISH_RUN.execute(conn, run):
             raise NotFoundError(f"no run with id {run['run']!r}")

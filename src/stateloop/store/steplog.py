@@ -178,7 +178,8 @@ def dead_logs(db_path: Path) -> Iterator[DeadLog]:
         batch = 0  # each batch begins with a record of its number
         if records and records[0][0] == "batch":
             batch = records.pop(0)[1][0]
-        yield DeadLog(path, path.name[len(prefix):], batch, records, fd)
+        writes = [(name, payload) for name, payload in records]  # JSON gave lists
+        yield DeadLog(path, path.name[len(prefix):], batch, writes, fd)
 
 
 def _frame(record: list[Any]) -> bytes:
