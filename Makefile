@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The package as a release wheel ships it, with the per-step path compiled by mypyc (see
-# pyproject.toml), installed apart: PYTHONPATH=$(COMPILED) puts it before the sources.
+# The wheel with the per-step path compiled by mypyc (see pyproject.toml), installed apart:
+# PYTHONPATH=$(COMPILED) puts it before the sources.
 # Built from a copy: the build leaves the compiled modules next to the sources it compiles.
 $(COMPILED)/.built: $(STAMP) $(SOURCES)
 	rm -rf $(COMPILED) build/compiled
@@ -55,7 +55,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-# On the compiled build, as a release wheel ships it.
+# On the compiled build: the fastest form of the package.
 bench: export PYTHONPATH := $(COMPILED)
 bench: $(COMPILED)/.built
 	$(BIN)/python bench/loop_overhead.py

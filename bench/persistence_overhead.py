@@ -12,8 +12,8 @@ row, its end, the system prompt recompiled by each reset) weigh. Then: the same 
 new agent once it has about 100 and then 10,000 stored messages (the cost of a step must not
 grow with history).
 
-`make bench` measures the compiled build (mypyc, see pyproject.toml), as a release wheel ships
-it; run the script without ``PYTHONPATH=.compiled`` for the sources.
+`make bench` measures the compiled build (the wheel with the per-step path compiled by mypyc,
+see pyproject.toml); run the script without ``PYTHONPATH=.compiled`` for the sources.
 
 The machine's speed drifts by up to 1.5x between runs; ratios are taken per round of the
 bare loop and the agent run one after the other, so each compares like with like (and each
