@@ -32,15 +32,6 @@ async def _agent(store: SqlStore, name: str = "a") -> str:
     return (await store.create_agent(AgentRecord(name=name))).id
 
 
-def _sql(store: SqlStore, statement: str) -> None:
-    """Change the database from outside the store, as another process would."""
-    db = sqlite3.connect(store.path)
-    try:
-        db.execute(statement)
-    finally:
-        db.close()
-
-
 async def test_append_step_writes_messages_step_usage_and_context(store: SqlStore) -> None:
     agent_id = await _agent(store)
     run = await store.create_run(agent_id, status="running")
@@ -185,12 +176,14 @@ async def test_a_failing_step_leaves_nothing_written(store: SqlStore) -> None:
         await store.append_step(agent_id, [fresh, dup], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
     # A failure in the last statement (the context's), after every other went in.
-    _sql(store, "CREATE TRIGGER fail_context BEFORE UPDATE OF in_context_message_ids ON agents "
-                "BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+    with sqlite3.connect(store.path) as raw:
+        raw.execute("CREATE TRIGGER fail_context BEFORE UPDATE OF in_context_message_ids "
+                    "ON agents BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
     with pytest.raises(StoreError, match="disk on fire"):
         await store.append_step(agent_id, [fresh], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
-    _sql(store, "DROP TRIGGER fail_context")
+    with sqlite3.connect(store.path) as raw:
+        raw.execute("DROP TRIGGER fail_context")
 
     assert await store.count_messages(agent_id) == 1
     assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
