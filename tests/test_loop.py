@@ -503,3 +503,12 @@ async def test_max_steps_and_model_for_one_run():
     assert agent.model is not other  # the agent keeps its own model
     with pytest.raises(ConfigError, match="max_steps must be a positive integer"):
         await agent.run("x", max_steps=0)
+
+
+@pytest.mark.parametrize(("bad", "named"), [(5, "int"), ({"hello": 1}, "dict"),
+                                            (["hi", 3], "int")])
+async def test_run_input_that_is_not_messages_is_refused_by_name(bad, named):
+    agent = agent_with([reply("never")])
+    with pytest.raises(TypeError, match=f"a Message or a list of them, not {named}$"):
+        await agent.run(bad)
+    assert [m.role for m in agent.messages] == ["system"]  # nothing went in

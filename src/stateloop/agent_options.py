@@ -31,6 +31,8 @@ def as_messages(input: Input) -> list[Message]:
         return []
     if isinstance(input, str | Message):
         input = [input]
+    elif not isinstance(input, list | tuple):  # a dict or a set would pass as its keys
+        raise _bad_input(input)
     messages = []
     for item in input:
         if isinstance(item, str):
@@ -38,9 +40,13 @@ def as_messages(input: Input) -> list[Message]:
         elif isinstance(item, Message):
             messages.append(item)
         else:
-            raise TypeError(f"input must be a string, a Message or a list of them, "
-                            f"not {type(item).__name__}")
+            raise _bad_input(item)
     return messages
+
+
+def _bad_input(found: object) -> TypeError:
+    return TypeError(f"input must be a string, a Message or a list of them, "
+                     f"not {type(found).__name__}")
 
 
 def tool_map(items: Iterable[Tool | Callable[..., Any] | str]) -> dict[str, Tool]:
