@@ -4,7 +4,9 @@ the server and the connection fine afterwards. Real HTTP against the real app.""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +14,8 @@ import pytest
 
 from shared_fixtures import LETTA_AF
 from stateloop.server.body import MAX_DEPTH, check_body
-from test_server_support import Server
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, script
 
@@ -180,6 +183,22 @@ def test_a_tool_with_a_nested_schema_is_created(http: httpx.Client) -> None:
         "required": ["x"]}}
     created = http.post("/v1/tools", json={"source_code": DOUBLE, "json_schema": schema})
     assert created.status_code == 200, created.text
+
+
+def test_a_500_leaves_the_connection_usable(fake: FakeOpenAI, tmp_path: Path) -> None:
+    db = tmp_path / "broken.db"
+    with Server(settings_for(fake, db)) as server, httpx.Client(base_url=server.url) as http:
+        assert http.get("/v1/blocks").status_code == 200
+        with sqlite3.connect(db) as broken:  # the store fails for real from now on
+            broken.execute("DROP TABLE blocks_agents")
+            broken.execute("DROP TABLE blocks")
+        failed = http.get("/v1/blocks")
+        assert failed.status_code == 500
+        assert failed.json() == {"detail": "internal server error (the server's log has the "
+                                           "details)"}
+        # The same connection answers the next request.
+        assert http.get("/v1/health").status_code == 200
+        assert http.get("/v1/blocks").status_code == 500
 
 
 def test_a_typical_body_passes_the_check() -> None:
