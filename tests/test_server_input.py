@@ -201,6 +201,40 @@ def test_a_500_leaves_the_connection_usable(fake: FakeOpenAI, tmp_path: Path) ->
         assert http.get("/v1/blocks").status_code == 500
 
 
+def test_rows_stored_too_deep_before_the_limit_are_listed_cut(fake: FakeOpenAI,
+                                                               tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with Server(settings_for(fake, db)) as server, httpx.Client(base_url=server.url) as http:
+        block = http.post("/v1/blocks", json={"label": "old", "value": "v"}).json()
+        agent = http.post("/v1/agents", json={"name": "old", "include_base_tools": False,
+                                              "model": "openai/gpt-4o-mini"}).json()
+        tool = http.post("/v1/tools", json={"source_code": DOUBLE}).json()
+        # What a server without the body checks stored: 900 levels of metadata.
+        deep = f'{{"keep": 1, "deep": {nested_text(900)}}}'
+        with sqlite3.connect(db) as old:
+            old.execute("UPDATE blocks SET metadata = ? WHERE id = ?", (deep, block["id"]))
+            old.execute("UPDATE agents SET metadata = ? WHERE id = ?", (deep, agent["id"]))
+            old.execute("UPDATE tools SET json_schema = ? WHERE id = ?", (deep, tool["id"]))
+        blocks = http.get("/v1/blocks")
+        assert blocks.status_code == 200, blocks.text
+        [shown] = [b["metadata"] for b in blocks.json() if b["id"] == block["id"]]
+        assert shown["keep"] == 1
+        cut = shown["deep"]
+        for _ in range(MAX_DEPTH - 1):  # the metadata object is level 1
+            cut = cut["a"]
+        assert cut == f"(nested deeper than {MAX_DEPTH} levels: not shown)"
+        agents = http.get("/v1/agents")
+        assert agents.status_code == 200, agents.text
+        assert [a["metadata"]["keep"] for a in agents.json()] == [1]
+        tools = http.get("/v1/tools")
+        assert tools.status_code == 200, tools.text
+        assert [t["json_schema"]["keep"] for t in tools.json() if t["id"] == tool["id"]] == [1]
+        # The row itself keeps everything.
+        with sqlite3.connect(db) as old:
+            [(stored,)] = old.execute("SELECT metadata FROM blocks WHERE id = ?", (block["id"],))
+        assert stored == deep
+
+
 def test_a_typical_body_passes_the_check() -> None:
     body = {"messages": [{"role": "user", "content": "What is 1+2? \U0001f600"}],
             "stream_tokens": True, "include_return_message_types": ["assistant_message"],
