@@ -193,12 +193,22 @@ def test_a_500_leaves_the_connection_usable(fake: FakeOpenAI, tmp_path: Path) ->
             broken.execute("DROP TABLE blocks_agents")
             broken.execute("DROP TABLE blocks")
         failed = http.get("/v1/blocks")
+        connection = local_address(failed)
         assert failed.status_code == 500
         assert failed.json() == {"detail": "internal server error (the server's log has the "
                                            "details)"}
         # The same connection answers the next request.
-        assert http.get("/v1/health").status_code == 200
+        health = http.get("/v1/health")
+        assert health.status_code == 200
+        assert local_address(health) == connection
         assert http.get("/v1/blocks").status_code == 500
+
+
+def local_address(response: httpx.Response) -> tuple[str, int]:
+    """The client's end of the connection that carried ``response``."""
+    address: tuple[str, int] = response.extensions["network_stream"].get_extra_info(
+        "client_addr")
+    return address
 
 
 def test_rows_stored_too_deep_before_the_limit_are_listed_cut(fake: FakeOpenAI,
