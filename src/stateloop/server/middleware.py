@@ -19,7 +19,7 @@ OPEN_PATHS = frozenset({"/v1/health", "/v1/health/"})
 
 
 async def reply(send: Send, status: int, detail: Any,
-                 headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+                headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
@@ -50,8 +50,8 @@ class ServerMiddleware:
         path: str = scope["path"]
         if self.tokens and path not in OPEN_PATHS and not self._authorized(scope):
             await reply(send, 401, "missing or invalid credentials: send "
-                         "'Authorization: Bearer <password or API key>'",
-                         [(b"www-authenticate", b"Bearer")])
+                        "'Authorization: Bearer <password or API key>'",
+                        [(b"www-authenticate", b"Bearer")])
             return
         if len(path) > 1 and path.endswith("/"):
             scope = {**scope, "path": path.rstrip("/")}
@@ -59,12 +59,12 @@ class ServerMiddleware:
             length = dict(scope["headers"]).get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body:
                 await reply(send, 413, f"request body is {int(length)} bytes; the limit is "
-                             f"{self.max_body}")
+                            f"{self.max_body}")
                 return
             body = await self._read(receive)
             if body is None:
                 await reply(send, 413, f"request body is over the limit of {self.max_body} "
-                             "bytes")
+                            "bytes")
                 return
             problem = check_body(body)
             if problem:

@@ -87,7 +87,6 @@ class ServerSettings(BaseSettings):
         return options
 
 
-
 def _check_spaces(secret: str, name: str) -> None:
     if secret != secret.strip():
         raise ValueError(f"{name} starts or ends with whitespace, which no client sends: "
