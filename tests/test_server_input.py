@@ -250,3 +250,13 @@ def test_a_typical_body_passes_the_check() -> None:
             "stream_tokens": True, "include_return_message_types": ["assistant_message"],
             "metadata": {"n": 2**63 - 1, "f": 1e300, "neg": -(2**63)}}
     assert check_body(json.dumps(body).encode()) is None
+
+
+def test_wide_bodies_are_walked_to_the_value_at_fault() -> None:
+    items: list[dict[str, Any]] = [{"n": index, "f": 1e30} for index in range(100)]
+    assert check_body(json.dumps({"items": items}).encode()) is None
+    items[99]["n"] = 2**64  # orjson reads it as a float: the check reads it again
+    problem = check_body(json.dumps({"items": items}).encode())
+    assert problem is not None and problem.loc == ("items", 99, "n")
+    assert check_body(b'{"id": "12345678901234567890123", "n": [' + b"[]," * 99 + b"[]]}") is (
+        None)  # a long digit run inside a string is no integer

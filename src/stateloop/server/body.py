@@ -25,6 +25,11 @@ MAX_DEPTH = 64
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# An integer outside 64 bits has 19 digits at least: with every digit a "0" and every other
+# byte a space, ``_LONG_NUMBER in body.translate(_DIGITS)`` finds one (or a false alarm in a
+# string, and the full check runs) several times faster than a regex.
+_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_NUMBER = b"0" * 19
 # What decides nesting in JSON text: brackets, and strings (which may hold brackets).
 _STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
@@ -52,7 +57,11 @@ def check_body(body: bytes) -> BodyError | None:
     if not body:
         return None
     try:  # fast: orjson itself refuses NaN, lone surrogates and nesting over 255
-        return _first_problem(orjson.loads(body), 1, fast=True)
+        value = orjson.loads(body)
+        if (body.count(b"[") + body.count(b"{") <= MAX_DEPTH
+                and _LONG_NUMBER not in body.translate(_DIGITS)):
+            return None  # too few brackets to nest too deep, no number long enough: fine
+        return _first_problem(value, 1, fast=True)
     except (orjson.JSONDecodeError, _ParseAgain):
         pass
     try:
@@ -70,27 +79,53 @@ def check_body(body: bytes) -> BodyError | None:
 
 
 def _first_problem(value: Any, depth: int, *, fast: bool) -> BodyError | None:
-    """The path is built only on the way back from a problem: nothing to allocate when fine."""
-    if isinstance(value, dict | list):
-        if depth > MAX_DEPTH:
-            return BodyError((), f"nested deeper than {MAX_DEPTH} levels", "too_deep")
-        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-            if not fast and isinstance(key, str) and _has_surrogate(key):
-                return _surrogate((_printable(key),))
-            problem = _first_problem(item, depth + 1, fast=fast)
-            if problem:
-                loc_key = _printable(key) if isinstance(key, str) else key
-                return BodyError((loc_key, *problem.loc), problem.msg, problem.type)
-    elif isinstance(value, str):
-        if not fast and _has_surrogate(value):
-            return _surrogate(())
-    elif isinstance(value, float):
+    """The first problem in ``value`` at ``depth``; its path is built on the way back, so a
+    fine body allocates nothing. ``fast``: orjson parsed it (no NaN, no surrogates)."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _first_problem_inside(value, depth, fast)
+    if kind is str:
+        return None if fast or not _has_surrogate(value) else _surrogate(())
+    return _number_problem(value, kind, fast)
+
+
+def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
+                          fast: bool) -> BodyError | None:
+    """One loop per container, scalars checked inline: a body of a million numbers costs
+    about what parsing it does."""
+    if depth > MAX_DEPTH:
+        return BodyError((), f"nested deeper than {MAX_DEPTH} levels", "too_deep")
+    pairs = container.items() if isinstance(container, dict) else enumerate(container)
+    for key, item in pairs:
+        if not fast and isinstance(key, str) and _has_surrogate(key):
+            return _surrogate((_printable(key),))
+        kind = type(item)
+        if kind is str:
+            if fast or not _has_surrogate(item):
+                continue
+            problem: BodyError | None = _surrogate(())
+        elif kind is int:
+            if INT_MIN <= item <= INT_MAX:
+                continue
+            problem = _number_problem(item, kind, fast)
+        elif kind is dict or kind is list:
+            problem = _first_problem_inside(item, depth + 1, fast)
+        else:
+            problem = _number_problem(item, kind, fast)
+        if problem:
+            loc_key = _printable(key) if isinstance(key, str) else key
+            return BodyError((loc_key, *problem.loc), problem.msg, problem.type)
+    return None
+
+
+def _number_problem(value: Any, kind: type, fast: bool) -> BodyError | None:
+    if kind is float:
         if not math.isfinite(value):
             return BodyError((), "numbers must be finite (not NaN or Infinity)",
                              "finite_number")
         if fast and abs(value) >= 2**63:
             raise _ParseAgain
-    elif isinstance(value, int) and not INT_MIN <= value <= INT_MAX:
+    elif kind is int and not INT_MIN <= value <= INT_MAX:
         return BodyError((), "integers must fit in 64 bits (-2**63 to 2**63 - 1)",
                          "int_out_of_range")
     return None
