@@ -168,7 +168,7 @@ def test_a_body_that_is_not_json_keeps_fastapis_answer(http: httpx.Client) -> No
     assert response.json()["detail"][0]["type"] == "json_invalid"
 
 
-def test_letta_agent_files_and_their_tool_schemas_pass(http: httpx.Client) -> None:
+def test_letta_agent_files_and_their_tool_schemas_pass() -> None:
     for path in sorted(LETTA_AF.glob("*.af")):
         text = json.loads(path.read_text())  # the fixtures are JSON strings of the file
         assert check_body(text.encode()) is None, path.name
