@@ -196,6 +196,11 @@ def context(
             out.print(session.context_view(), markup=False)
 
 
+Insecure = Annotated[bool, typer.Option(
+    "--insecure", help="Serve off loopback (e.g. --host 0.0.0.0) with no password or API "
+                       "keys set: anyone who can reach the port can use every agent.")]
+
+
 @app.command()
 @handled
 def serve(
@@ -204,12 +209,12 @@ def serve(
         show_default=False)] = None,
     port: Annotated[int | None, typer.Option(
         help="Port [default: STATELOOP_PORT, else 8283].", show_default=False)] = None,
-    db: options.Db = None,
+    db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Run the HTTP server (Letta's REST API) on the local database."""
-    from .serving import start_server
+    from .serving import server_settings, start_server
 
-    start_server(host, port, db)
+    start_server(host, port, server_settings(host, db, insecure=insecure))
 
 
 @app.command()
@@ -218,11 +223,13 @@ def up(
     agent: Annotated[str, typer.Option(help="The agent to make ready.")] = "assistant",
     host: Annotated[str | None, typer.Option(help="Address to bind.", show_default=False)] = None,
     port: Annotated[int | None, typer.Option(help="Port.", show_default=False)] = None,
-    db: options.Db = None,
+    db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Make an agent ready on the local database, say how to talk to it, and serve."""
     from .local import LocalBackend
+    from .serving import server_settings, start_server
 
+    settings = server_settings(host, db, insecure=insecure)  # nothing is created if misset
     backend = LocalBackend(db)
     try:
         ensure_default(backend, agent, None)
@@ -234,7 +241,7 @@ def up(
               f"project, on the same database)\n"
               f"  .venv/bin/stateloop chat {escape(agent)} --server {address}\n"
               f"  or any Letta client: Letta(base_url=\"{address}\")")
-    serve(host, port, db)
+    start_server(host, port, settings)
 
 
 def main() -> None:

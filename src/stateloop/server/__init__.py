@@ -21,12 +21,18 @@ def create_app(settings: ServerSettings | None = None, **options: Any) -> FastAP
 
 
 def serve(host: str | None = None, port: int | None = None, *,
-          settings: ServerSettings | None = None) -> None:
-    """Run the server until interrupted (``stateloop serve``); defaults 127.0.0.1:8283."""
+          settings: ServerSettings | None = None, insecure: bool = False) -> None:
+    """Run the server until interrupted (``stateloop serve``); defaults 127.0.0.1:8283.
+
+    Off loopback it needs a password or API keys in ``settings``, unless ``insecure``: a
+    ``ConfigError`` says so before anything binds."""
     import uvicorn
 
+    from .exposure import check_exposure
     from .settings import ServerSettings
 
     config = settings or ServerSettings()
-    uvicorn.run(create_app(config), host=host or config.host, port=port or config.port,
-                log_level="info")
+    bind = host or config.host
+    if not insecure:
+        check_exposure(bind, config)
+    uvicorn.run(create_app(config), host=bind, port=port or config.port, log_level="info")

@@ -41,4 +41,5 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)
+    app.add_middleware(errors.InternalErrors)  # outermost: it answers for everything inside
     return app

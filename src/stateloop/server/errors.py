@@ -1,9 +1,12 @@
-"""Our exceptions as HTTP errors: 404 unknown ids, 409 conflicts, 422 bad input.
+"""Our exceptions as HTTP errors: 404 unknown ids, 409 conflicts, 422 bad input, and any
+other exception as a 500 that leaves the connection usable.
 
 Bodies are ``{"detail": "..."}``, as Letta's (FastAPI's) errors are.
 """
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -11,6 +14,9 @@ from fastapi.responses import JSONResponse
 from ..approvals import ApprovalError
 from ..errors import AgentBusyError, ConfigError, ToolDefinitionError
 from ..store import BlockLimitError, DuplicateError, EmbeddingMismatchError, NotFoundError
+from .middleware import ASGIApp, Message, Receive, Scope, Send, reply
+
+logger = logging.getLogger("stateloop.server")
 
 _STATUS: list[tuple[type[Exception], int]] = [
     (NotFoundError, 404),
@@ -35,3 +41,35 @@ def _handler(status: int):  # type: ignore[no-untyped-def]
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
     return handle
+
+
+class InternalErrors:
+    """An unexpected exception as a JSON 500, logged with its traceback.
+
+    Starlette answers 500 and raises again, and uvicorn then closes the connection: the
+    client's next request on it fails. Answered here, the exception goes no further and the
+    connection stays open. A response already under way cannot be finished: that exception
+    goes on, and the connection closes as it must.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            if started:
+                raise
+            logger.exception("internal error on %s %s", scope["method"], scope["path"])
+            await reply(send, 500, "internal server error (the server's log has the details)")

@@ -1,4 +1,4 @@
-"""Pure ASGI middleware: bearer-token auth, a body size limit, trailing-slash tolerance."""
+"""Pure ASGI middleware: bearer-token auth, body checks, trailing-slash tolerance."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from .body import check_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -16,8 +18,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = frozenset({"/v1/health", "/v1/health/"})
 
 
-async def _reply(send: Send, status: int, detail: str,
-                 headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+async def reply(send: Send, status: int, detail: Any,
+                headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
@@ -31,7 +33,9 @@ class ServerMiddleware:
     - ``/v1/agents/`` and ``/v1/agents`` are the same route (Letta's clients use the slash);
     - with tokens configured, every path but health needs ``Authorization: Bearer TOKEN``
       (or Letta's ``X-BARE-PASSWORD: password TOKEN``);
-    - a body over ``max_body`` bytes is refused with 413 before any handler sees it.
+    - a body over ``max_body`` bytes is refused with 413 before any handler sees it, and a
+      JSON body that no route could store (too deep, NaN, an integer over 64 bits, a lone
+      surrogate: see ``body.py``) with 422 naming the path of the value.
     """
 
     def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int) -> None:
@@ -45,22 +49,26 @@ class ServerMiddleware:
             return
         path: str = scope["path"]
         if self.tokens and path not in OPEN_PATHS and not self._authorized(scope):
-            await _reply(send, 401, "missing or invalid credentials: send "
-                         "'Authorization: Bearer <password or API key>'",
-                         [(b"www-authenticate", b"Bearer")])
+            await reply(send, 401, "missing or invalid credentials: send "
+                        "'Authorization: Bearer <password or API key>'",
+                        [(b"www-authenticate", b"Bearer")])
             return
         if len(path) > 1 and path.endswith("/"):
             scope = {**scope, "path": path.rstrip("/")}
         if scope["method"] in ("POST", "PUT", "PATCH"):
             length = dict(scope["headers"]).get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body:
-                await _reply(send, 413, f"request body is {int(length)} bytes; the limit is "
-                             f"{self.max_body}")
+                await reply(send, 413, f"request body is {int(length)} bytes; the limit is "
+                            f"{self.max_body}")
                 return
             body = await self._read(receive)
             if body is None:
-                await _reply(send, 413, f"request body is over the limit of {self.max_body} "
-                             "bytes")
+                await reply(send, 413, f"request body is over the limit of {self.max_body} "
+                            "bytes")
+                return
+            problem = check_body(body)
+            if problem:
+                await reply(send, 422, problem.detail())
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, send)

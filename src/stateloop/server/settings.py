@@ -13,7 +13,8 @@ class ServerSettings(BaseSettings):
     """Everything ``stateloop serve`` reads; each field is ``STATELOOP_<NAME>`` in the env."""
 
     model_config = SettingsConfigDict(env_prefix="STATELOOP_", extra="ignore",
-                                      populate_by_name=True)
+                                      populate_by_name=True,
+                                      hide_input_in_errors=True)  # errors may be about secrets
 
     host: str = "127.0.0.1"  # Letta's local server bound to loopback on 8283 too
     port: int = 8283
@@ -36,17 +37,42 @@ class ServerSettings(BaseSettings):
     run_buffer_runs: int = 500  # finished runs whose events are kept
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
 
+    # A secret that is set must be one: an empty password would run the server open without
+    # a word, and spaces around one would never match (the token a client sends is stripped).
+    @field_validator("server_password")
+    @classmethod
+    def _check_password(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("STATELOOP_SERVER_PASSWORD is set but empty: unset it to run "
+                             "without authentication, or set a password")
+        if value is not None:
+            _check_spaces(value, "STATELOOP_SERVER_PASSWORD")
+        return value
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [key.strip() for key in value.split(",") if key.strip()]
+        if isinstance(value, str):  # "key1,key2"; spaces after the commas are fine
+            return [key.strip(" ") for key in value.split(",")]
         return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _check_keys(cls, keys: list[str]) -> list[str]:
+        if keys and not any(key.strip() for key in keys):
+            raise ValueError("STATELOOP_API_KEYS is set but empty: unset it to run without "
+                             "authentication, or set keys separated by commas")
+        for number, key in enumerate(keys, 1):
+            if not key:
+                raise ValueError(f"STATELOOP_API_KEYS: key {number} is empty (two commas in "
+                                 "a row, or one at an end)")
+            _check_spaces(key, f"STATELOOP_API_KEYS: key {number}")
+        return keys
 
     def tokens(self) -> set[str]:
         """Bearer tokens that authenticate; empty means the server is open."""
-        found = {key for key in self.api_keys if key}
-        if self.server_password:
+        found = set(self.api_keys)
+        if self.server_password is not None:
             found.add(self.server_password)
         return found
 
@@ -59,3 +85,9 @@ class ServerSettings(BaseSettings):
         if key:
             options["api_key"] = key
         return options
+
+
+def _check_spaces(secret: str, name: str) -> None:
+    if secret != secret.strip():
+        raise ValueError(f"{name} starts or ends with whitespace, which no client sends: "
+                         "remove it")

@@ -6,28 +6,58 @@ from typing import Any
 
 from ..approvals import PendingApproval
 from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
+from .body import MAX_DEPTH
 from .messages import call_frame, iso
 
 _ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
+TOO_DEEP = f"(nested deeper than {MAX_DEPTH} levels: not shown)"
+
+
+def shown(value: Any) -> Any:
+    """A stored free-form value (metadata, a JSON schema) as a response can carry it.
+
+    Rows written before request bodies were checked may nest hundreds of levels, deeper than
+    the response serializer goes: such a value is shown cut at ``MAX_DEPTH``, each deeper
+    container replaced by a note, so listing still works. The row itself keeps everything.
+    """
+    return _cut(value, MAX_DEPTH) if _deeper_than(value, MAX_DEPTH) else value
+
+
+def _deeper_than(value: Any, levels: int) -> bool:
+    if isinstance(value, dict):
+        return levels == 0 or any(_deeper_than(v, levels - 1) for v in value.values())
+    if isinstance(value, list):
+        return levels == 0 or any(_deeper_than(v, levels - 1) for v in value)
+    return False
+
+
+def _cut(value: Any, levels: int) -> Any:
+    if isinstance(value, dict | list) and levels == 0:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {key: _cut(item, levels - 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cut(item, levels - 1) for item in value]
+    return value
 
 
 def block_view(block: BlockRecord) -> dict[str, Any]:
     return {"id": block.id, "label": block.label, "value": block.value, "limit": block.limit,
             "description": block.description, "read_only": block.read_only,
             "hidden": block.hidden, "preserve_on_migration": block.preserve_on_migration,
-            "metadata": block.metadata, "is_template": False, "tags": []}
+            "metadata": shown(block.metadata), "is_template": False, "tags": []}
 
 
 def tool_view(tool: ToolRecord) -> dict[str, Any]:
     return {"id": tool.id, "name": tool.name, "description": tool.description,
             "tool_type": tool.tool_type, "source_type": tool.source_type,
-            "source_code": tool.source_code, "json_schema": tool.json_schema,
-            "args_json_schema": tool.args_json_schema, "tags": tool.tags,
+            "source_code": tool.source_code, "json_schema": shown(tool.json_schema),
+            "args_json_schema": shown(tool.args_json_schema), "tags": tool.tags,
             "return_char_limit": tool.return_char_limit or 50_000,
             "default_requires_approval": tool.default_requires_approval,
             "enable_parallel_execution": tool.enable_parallel_execution,
             "pip_requirements": tool.pip_requirements, "npm_requirements": tool.npm_requirements,
-            "metadata_": tool.metadata}
+            "metadata_": shown(tool.metadata)}
 
 
 def llm_config(record: AgentRecord) -> dict[str, Any]:
@@ -72,7 +102,7 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
         "memory": {"agent_type": record.agent_type, "blocks": block_views, "file_blocks": []},
         "tools": [tool_view(by_name[name]) for name in record.tool_names if name in by_name],
         "tool_rules": record.tool_rules, "tags": record.tags, "sources": [],
-        "metadata": record.metadata, "message_ids": record.in_context_message_ids,
+        "metadata": shown(record.metadata), "message_ids": record.in_context_message_ids,
         "message_buffer_autoclear": record.message_buffer_autoclear,
         "enable_sleeptime": record.enable_sleeptime, "timezone": record.timezone,
         "created_at": iso(record.created_at), "updated_at": iso(record.updated_at),
@@ -92,9 +122,9 @@ def run_view(run: RunRecord) -> dict[str, Any]:
         duration = int((run.completed_at - (run.started_at or run.created_at)) * 1e9)
     return {"id": run.id, "agent_id": run.agent_id, "status": run.status,
             "stop_reason": run.stop_reason, "created_at": iso(run.created_at),
-            "completed_at": iso(run.completed_at), "metadata": run.metadata,
+            "completed_at": iso(run.completed_at), "metadata": shown(run.metadata),
             "background": run.metadata.get("background"), "total_duration_ns": duration,
-            "request_config": run.metadata.get("request_config"), "conversation_id": None}
+            "request_config": shown(run.metadata.get("request_config")), "conversation_id": None}
 
 
 def usage_view(run: RunRecord) -> dict[str, Any]:
@@ -122,6 +152,6 @@ def step_view(step: StepRecord) -> dict[str, Any]:
 
 def passage_view(passage: PassageRecord) -> dict[str, Any]:
     return {"id": passage.id, "text": passage.text, "tags": passage.tags,
-            "created_at": iso(passage.created_at), "metadata": passage.metadata,
+            "created_at": iso(passage.created_at), "metadata": shown(passage.metadata),
             "archive_id": f"archive-{passage.agent_id}", "embedding": None,
             "embedding_config": None, "is_deleted": False}

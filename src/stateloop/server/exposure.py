@@ -1,0 +1,28 @@
+"""Who can reach the server: off loopback, only with a password or API keys (or on purpose)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from ..errors import ConfigError
+from .settings import ServerSettings
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: addresses only this machine can connect to."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def check_exposure(host: str, settings: ServerSettings) -> None:
+    """Refuse to serve every agent, its memory and its tools to the network without auth."""
+    if is_loopback(host) or settings.tokens():
+        return
+    raise ConfigError(
+        f"refusing to serve on {host} without authentication: anyone who can reach it could "
+        "read and run every agent. Set STATELOOP_SERVER_PASSWORD (or STATELOOP_API_KEYS), "
+        "bind to 127.0.0.1, or pass --insecure to serve openly anyway")
