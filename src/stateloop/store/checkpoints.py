@@ -183,10 +183,15 @@ def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                          "or run, or a duplicate message id)") from exc
 
 
-WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode)
+def _agent_of(write: StepWrite) -> str:
+    return write.agent_id
+
+
+# An agent's writes build on each other (its context, its runs): a chain (batching.py).
+WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode, _agent_of)
 # Step logs written before runs' starts and ends became step writes name them so.
-BatchFn("runs", write_steps, decode=StepWrite.started)
-BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(*end))
+BatchFn("runs", write_steps, decode=StepWrite.started, chain=_agent_of)
+BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(*end), chain=_agent_of)
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:

@@ -242,6 +242,7 @@ class AsyncRunner:
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
         self._queued: set[asyncio.Task[Any]] = set()
+        self._chains: dict[Any, asyncio.Task[Any]] = {}  # chain -> its last write (batching.py)
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T:
@@ -252,10 +253,29 @@ class AsyncRunner:
                 return await conn.run_sync(fn)
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
-        task = asyncio.ensure_future(self.write(lambda conn: fn(conn, [item])))
+        chain = fn.chain(item)
+        task = asyncio.ensure_future(self._write_after(self._chains.get(chain), fn, item))
         self._queued.add(task)
         task.add_done_callback(self._queued.discard)
+        if chain is not None:
+            self._chains[chain] = task
+            task.add_done_callback(lambda done: self._end_chain(chain, done))
         return _TaskOutcome(task)
+
+    async def _write_after(self, before: asyncio.Task[Any] | None, fn: BatchFn,
+                           item: Any) -> None:
+        """Write ``item`` once the write before it in its chain has landed; if that one
+        failed, fail with its error (batching.py)."""
+        if before is not None:
+            await asyncio.wait([before])
+            error = None if before.cancelled() else before.exception()
+            if error is not None:
+                raise error
+        await self.write(lambda conn: fn(conn, [item]))
+
+    def _end_chain(self, chain: Any, done: asyncio.Task[Any]) -> None:
+        if self._chains.get(chain) is done:
+            del self._chains[chain]
 
     async def barrier(self) -> None:
         if self._queued:
