@@ -4,6 +4,7 @@ with the step that failed."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from pathlib import Path
 
@@ -49,24 +50,31 @@ async def test_reads_see_steps_still_queued(store: SqlStore) -> None:
     assert [m.text for m in await store.list_messages(agent_id)] == ["one", "two"]
 
 
-async def test_a_failing_step_in_a_group_fails_alone(store: SqlStore) -> None:
+async def test_a_failing_step_in_a_group_fails_alone_with_its_agents_later_steps(
+        store: SqlStore) -> None:
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    other_id = (await store.create_agent(AgentRecord(name="b"))).id
     run = await store.create_run(agent_id, status="running")
     first, second, third = user("first"), assistant("second"), user("third")
+    elsewhere = user("elsewhere")
     duplicate = Message.from_dict(first.to_dict())
     ok_1 = store.queue_step(agent_id, [first], step=StepRecord(run.id), in_context=[first])
     bad = store.queue_step(agent_id, [second, duplicate], step=StepRecord(run.id, index=1),
                            in_context=[first, second])
-    ok_2 = store.queue_step(agent_id, [third], step=StepRecord(run.id, index=2),
-                            in_context=[first, third])
+    other = store.queue_step(other_id, [elsewhere], in_context=[elsewhere])
+    after_bad = store.queue_step(agent_id, [third], step=StepRecord(run.id, index=2),
+                                 in_context=[first, second, third])
     await store.flush()
 
-    assert ok_1.exception() is None and ok_2.exception() is None
+    assert ok_1.exception() is None and other.exception() is None
     assert isinstance(bad.exception(), StoreError)
     assert "duplicate message id" in str(bad.exception())
-    assert _stored_ids(store.path) == [first.id, third.id]  # nothing of the failed step
-    assert (await store.get_run(run.id)).step_count == 2
-    assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id, third.id]
+    # The agent's later step builds on the failed one: it fails with it, for the same reason.
+    assert after_bad.exception() is bad.exception()
+    assert _stored_ids(store.path) == [first.id, elsewhere.id]  # nothing of the failed step
+    assert (await store.get_run(run.id)).step_count == 1
+    assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
+    assert (await store.get_agent(other_id)).in_context_message_ids == [elsewhere.id]
 
 
 async def test_a_write_after_queued_steps_commits_them_first_even_when_it_fails(
@@ -98,8 +106,11 @@ async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> No
 
     agent = Agent(model=ScriptedModel([call("vanish"), reply("done")]), tools=[vanish],
                   store=f"sqlite:///{path}", name="gone")
-    with pytest.raises(StoreError, match=r"append_step .* refused: FOREIGN KEY"):
-        await agent.run("go")
+    result = await agent.run("go")
+    assert result.stop_reason == "error"
+    assert result.error is not None
+    assert re.match(r"the step could not be stored: .*append_step .* refused: FOREIGN KEY",
+                    result.error)
 
 
 async def test_a_runs_messages_are_found_by_any_process(tmp_path: Path) -> None:

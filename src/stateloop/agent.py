@@ -20,7 +20,7 @@ from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, ApprovalError, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .eager import shielded
-from .errors import AgentBusyError, ConfigError
+from .errors import AgentBusyError, CheckpointError, ConfigError
 from .events import AnyEvent, Compaction, RunEnd, StopReason
 from .hooks import Hooks, StepRecord
 from .llm.base import Model
@@ -31,7 +31,7 @@ from .loop import CANCELLED_NOTICE, LoopConfig, Resume, run_loop
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message, ToolCall, Usage, new_id, tool_result, unanswered_calls
-from .persistence import Persistence, load_state, run_blocking
+from .persistence import Persistence, load_state, run_blocking, stored_state
 from .steering import Delivery, SteeringQueue, SteerMode
 from .tools import Tool
 
@@ -185,6 +185,7 @@ class Agent(AgentMemory):
         self._archival: ArchivalMemory | None = None
         self._evicted: list[Message] = []  # out of context, kept for recall (no store)
         self._window: ContextManager | None = None
+        self._stale = False  # a write failed and what the store holds could not be read yet
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
 
@@ -237,16 +238,36 @@ class Agent(AgentMemory):
                     context_window=record.llm_config.get("context_window_override"),
                     **settings)
         agent.id = record.id
-        if messages:
-            agent._transcript[:] = messages
-            agent._compiled = agent._compile_key()
-        agent.pending_approval = pending
         agent._persist = Persistence(db, record.id)
-        agent._persist.pending_saved = pending is not None
-        agent.recall_count = await db.count_messages(record.id)
-        agent.archival_count = await db.count_passages(record.id)
-        agent._repair(pending)
+        await agent._use_stored(messages, pending)
         return agent
+
+    async def _use_stored(self, messages: list[Message],
+                          pending: PendingApproval | None) -> None:
+        """Go on from the transcript and pending approval the store holds."""
+        persist = self._persist
+        assert persist is not None
+        if messages and messages[0].role == "system":
+            self._transcript[:] = messages
+            self._compiled = self._compile_key()
+        else:  # its system message was lost: compile one (stored with the next step)
+            self._transcript[:] = [self._compile_system(), *messages]
+            persist.unsaved.append(self._transcript[0])
+        self.pending_approval = pending
+        persist.pending_saved = pending is not None
+        self.recall_count = await persist.store.count_messages(self.id)
+        self.archival_count = await persist.store.count_passages(self.id)
+        self._repair(pending)
+
+    async def _reload(self) -> None:
+        """Go back to what the store holds (after a write failed)."""
+        persist = self._persist
+        assert persist is not None
+        record = await persist.store.get_agent(self.id)
+        blocks, messages, pending = await stored_state(persist.store, record)
+        self.blocks = blocks
+        await self._use_stored(messages, pending)
+        self._stale = False
 
     # -- configuration -------------------------------------------------------------------
 
@@ -322,6 +343,8 @@ class Agent(AgentMemory):
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
                                  f"its run ends")
         async with lock:
+            if self._stale:
+                await self._reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield _Running(_once(resume), resume)
@@ -350,16 +373,12 @@ class Agent(AgentMemory):
                 yield running
             finally:
                 self._scope = None
-                if persist is not None:
-                    end = running.end if running is not None else None
-                    persist.finish_run(end)  # queued: one transaction with the last steps
+                if persist is not None and persist.run_open:  # it ended without a RunEnd
                     try:
-                        await shielded(self._end_run(persist))
+                        await shielded(self._end_unfinished(persist))
                     except Exception:
-                        if end is not None:
-                            raise
-                        # The run did not finish: what stopped it is already on its way
-                        # and says more than this failure to record it.
+                        # What stopped the run is already on its way and says more than
+                        # this failure to record it.
                         logger.warning("could not record the end of run %s", run_id,
                                        exc_info=True)
 
@@ -409,8 +428,11 @@ class Agent(AgentMemory):
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
         if self._persist is not None and not self.running:
-            self._checkpoint(StepRecord("", 0, []))
-            await self._persist.flush()
+            try:
+                self._checkpoint(StepRecord("", 0, []))
+            except CheckpointError:
+                pass  # raised by the flush, which recovers first
+            await self._flush()
 
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""
@@ -444,8 +466,11 @@ class Agent(AgentMemory):
             if result is None:
                 return None
             if self._persist is not None:
-                self._checkpoint(StepRecord("", 0, [result.summary]))
-                await self._persist.flush()
+                try:
+                    self._checkpoint(StepRecord("", 0, [result.summary]))
+                except CheckpointError:
+                    pass  # raised by the flush, which recovers first
+                await self._flush()
             return result.event
 
     # -- internals -----------------------------------------------------------------------
@@ -480,7 +505,8 @@ class Agent(AgentMemory):
         self.last_result = RunResult.from_event(end)
         self.pending_approval = end.pending_approval
         self.recall_count += len(end.messages)
-        if self.agent_type.clear_after_run and end.pending_approval is None:
+        if (self.agent_type.clear_after_run and end.pending_approval is None
+                and self._persist is None):  # else cleared as the run's end is stored
             self._transcript[1:] = []
         if resume is not None:
             for call_id in resume.decisions:
@@ -491,10 +517,58 @@ class Agent(AgentMemory):
             asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
                                                   end.pending_approval)
 
-    async def _end_run(self, persist: Persistence) -> None:
-        if self.agent_type.clear_after_run and self.pending_approval is None:
-            persist.queue_context(self._transcript)  # one transaction with the run's end
-        await persist.flush()
+    async def _record_end(self, end: RunEnd) -> RunEnd:
+        """Store how the run ended, in one transaction with its last steps. If a step could
+        not be stored, the run ends failed and the agent goes on from what the store holds."""
+        persist = self._persist
+        assert persist is not None
+        try:
+            persist.finish_run(end)  # queued: one transaction with the last steps
+            if self.agent_type.clear_after_run and end.pending_approval is None:
+                self._transcript[1:] = []
+                persist.queue_context(self._transcript)
+            await persist.flush()
+            return end
+        except CheckpointError as exc:
+            error = str(exc)
+        await self._store_failed(error)
+        stored = {message.id for message in self._transcript}
+        kept = [m for m in end.messages if m.id in stored]
+        self.recall_count -= len(kept)  # counted as stored already; _after_run adds them
+        return RunEnd(end.run_id, "error", end.steps, end.usage, end.output, error, kept,
+                      self.pending_approval)
+
+    async def _end_unfinished(self, persist: Persistence) -> None:
+        """Store the end of a run stopped from outside (cancelled)."""
+        try:
+            persist.finish_run(None)
+            await persist.flush()
+        except CheckpointError as exc:
+            await self._store_failed(str(exc))
+
+    async def _store_failed(self, error: str) -> None:
+        """A write failed: record the run as failed and reload what the store holds (at
+        the next run, if it cannot be read now)."""
+        persist = self._persist
+        assert persist is not None
+        logger.warning("agent %s: %s", self.name, error)
+        await persist.recover(error)
+        self._stale = True
+        try:
+            await self._reload()
+        except Exception as exc:
+            logger.warning("agent %s: cannot read its stored state yet (%s); it is read "
+                           "again before the next run", self.name, exc)
+
+    async def _flush(self) -> None:
+        """Commit what is queued outside a run; after a failed write, go back to what the
+        store holds and raise."""
+        assert self._persist is not None
+        try:
+            await self._persist.flush()
+        except CheckpointError as exc:
+            await self._store_failed(str(exc))
+            raise
 
     def _expire(self, pending: PendingApproval) -> None:
         if self.pending_approval is pending:
@@ -541,6 +615,7 @@ class Agent(AgentMemory):
             hooks=self.hooks,
             checkpoint=self._checkpoint if persist is not None else None,
             prepare_step=self._prepare_step if persist is not None else None,
+            record_end=self._record_end if persist is not None else None,
             max_steps=self.max_steps,
             error_threshold=self.error_threshold,
             timeout=self.timeout,
