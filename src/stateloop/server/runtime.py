@@ -41,7 +41,9 @@ class Runtime:
         self._embedder: Embedder | None = None
 
     async def start(self) -> None:
-        """Register built-in and Python tools, so they list and attach like any other."""
+        """Mark runs a stopped process left running as failed; register built-in and Python
+        tools, so they list and attach like any other."""
+        await self.store.fail_interrupted_runs()
         for name in builtin_names():
             await self.store.upsert_tool(tool_record(
                 builtin_tool(name), binding=f"builtin:{name}",

@@ -52,6 +52,7 @@ class HistoryMixin:
     _runner: Runner
     _unindexed: int = 0  # messages this process stored since it last caught recall up
     _block_writes: int = 0  # bumped by every block write through this store
+    _in_flight: set[str]  # ids of the runs this store started and has not finished
 
     # --- messages ---
 
@@ -217,6 +218,7 @@ class HistoryMixin:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
         run = RunRecord(agent_id=agent_id, status="running")
         run.started_at = run.created_at
+        self._in_flight.add(run.id)
         return run, self._runner.submit_batched(WRITE_STEPS, StepWrite.started(
             rows.run_values(run)))
 
@@ -235,6 +237,7 @@ class HistoryMixin:
         now = time.time()
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
+        self._in_flight.discard(run.id)
         return self._runner.submit_batched(WRITE_STEPS, StepWrite.ended(
             {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
              "now": now}, last_run_fields(run)))
@@ -289,15 +292,19 @@ class HistoryMixin:
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
         """Mark runs left 'created' or 'running' by a dead process as failed (the steps it
-        logged land first); their ids."""
+        logged land first); their ids. Only when no other process has the database open
+        (its runs would look the same); runs this store has in flight stay as they are."""
         await self._runner.recover()
+        if self._runner.others_alive():
+            return []
         live = r.c.status.in_(("created", "running"))
+        mine = set(self._in_flight)
 
         def txn(conn: Connection) -> list[str]:
             query = select(r.c.id).where(live)
             if agent_id is not None:
                 query = query.where(r.c.agent_id == agent_id)
-            ids = list(conn.execute(query).scalars())
+            ids = [i for i in conn.execute(query).scalars() if i not in mine]
             if ids:
                 conn.execute(update(r).where(r.c.id.in_(ids)).values(
                     status="failed", stop_reason="error", completed_at=time.time(),

@@ -72,6 +72,10 @@ class Runner(Protocol):
 
     async def close(self) -> None: ...
 
+    def others_alive(self) -> bool:
+        """Whether another process (or another store in this one) has the database open."""
+        ...
+
     def data_version(self, max_age: float = 0.0) -> int | None:
         """SQLite's data_version, which other connections' commits change, as read at most
         ``max_age`` seconds ago; None if unknown."""
@@ -101,6 +105,7 @@ class SqliteRunner:
         self._version: tuple[float, int | None] = (-1e9, None)  # (when read, data_version)
         self._queue = GroupCommit()
         self._log = steplog.StepLog(path)
+        self._log.hold()
         self._path = path
 
     def _writer_conn(self) -> Connection:
@@ -200,6 +205,9 @@ class SqliteRunner:
         if len(self._queue):
             self._write_raw(None)
 
+    def others_alive(self) -> bool:
+        return steplog.others_alive(self._path, self._log.path)
+
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn, conn.begin():
             return fn(conn)
@@ -224,8 +232,10 @@ class SqliteRunner:
     async def close(self) -> None:
         async with self._lock:
             self._commit_queued()
-            if self._log.path.exists():
-                self._write_raw(lambda c: steplog.forget(c, self._log.token))
+            try:
+                if self._log.used:
+                    self._write_raw(lambda c: steplog.forget(c, self._log.token))
+            finally:
                 self._log.close()
             if self._writer is not None:
                 self._writer.close()
@@ -243,6 +253,8 @@ class AsyncRunner:
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
         self._queued: set[asyncio.Task[Any]] = set()
         self._chains: dict[Any, asyncio.Task[Any]] = {}  # chain -> its last write (batching.py)
+        self._presence = steplog.StepLog(path)  # no steps logged: it shows the process lives
+        self._presence.hold()
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T:
@@ -300,6 +312,10 @@ class AsyncRunner:
     async def close(self) -> None:
         await self.barrier()
         await self.async_engine.dispose()
+        self._presence.close()
+
+    def others_alive(self) -> bool:
+        return steplog.others_alive(self._path, self._presence.path)
 
     def data_version(self, max_age: float = 0.0) -> int | None:
         return None  # no connection to ask without a round trip: callers re-read
