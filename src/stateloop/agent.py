@@ -33,6 +33,7 @@ from .memory.context import ContextBuilder
 from .messages import Message, ToolCall, Usage, new_id, tool_result, unanswered_calls
 from .persistence import Persistence, load_state, run_blocking, stored_state
 from .steering import Delivery, SteeringQueue, SteerMode
+from .surrogates import check
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -335,6 +336,8 @@ class Agent(AgentMemory):
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
+        for index, message in enumerate(new_input):
+            check(message.text, f"input message {index}: text")
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         run_model = resolve_model(model, **self._model_options) if model is not None else None
@@ -390,6 +393,7 @@ class Agent(AgentMemory):
         An idle agent starts a run (returned as a task).
         """
         message = options.as_messages(text)[0]
+        check(message.text, "steering text")
         if self.running:
             self._steering.steer(message, mode)
             return None
@@ -398,6 +402,7 @@ class Agent(AgentMemory):
     def follow_up(self, text: str | Message) -> asyncio.Task[RunResult] | None:
         """Queue input for when the run in flight would otherwise stop (idle: start a run)."""
         message = options.as_messages(text)[0]
+        check(message.text, "follow-up text")
         if self.running:
             self._steering.follow_ups.append(message)
             return None

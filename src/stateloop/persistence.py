@@ -225,10 +225,16 @@ class Persistence:
             pending, self.pending_saved = record.pending_approval.to_dict(), True
         elif self.pending_saved:  # the stored one was answered: clear it
             pending, self.pending_saved = None, False
-        self._queued.append(self.store.queue_step(
-            self.agent_id, messages, in_context=self._context_change(transcript, messages),
-            step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
-            pending_approval=pending))
+        try:
+            queued = self.store.queue_step(
+                self.agent_id, messages, in_context=self._context_change(transcript, messages),
+                step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
+                pending_approval=pending)
+        except Exception as exc:  # its rows could not even be encoded
+            self.failure = exc
+            self._check()
+            raise
+        self._queued.append(queued)
         self.unsaved = []
         self.dirty_blocks = {}
 

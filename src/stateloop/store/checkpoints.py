@@ -25,6 +25,7 @@ from stateloop.store.batching import BatchFn
 from stateloop.store.errors import NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
 from stateloop.store.records import APPEND, KEEP, RunRecord, StepRecord
+from stateloop.surrogates import replace_lone_surrogates_in
 
 a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 
@@ -149,8 +150,8 @@ class StepWrite:
             (run_id, rows.usage_list(step.usage)),
             in_context if in_context is None or in_context is APPEND else
             [m if isinstance(m, str) else m.id for m in in_context],
-            None if block_values is None else dict(block_values), pending_approval, catch_up,
-            time.time())
+            None if block_values is None else replace_lone_surrogates_in(dict(block_values)),
+            pending_approval, catch_up, time.time())
 
     def encode(self) -> list[Any]:
         """As JSON for the step log."""

@@ -163,7 +163,7 @@ class SqliteRunner:
         try:
             for fn, item, _ in self._queue.unlogged():
                 log.append(fn.name, fn.encode(item))
-        except OSError:
+        except (OSError, TypeError):  # TypeError: what orjson cannot write
             logger.warning("cannot write the step log %s; committing instead", log.path,
                            exc_info=True)
             return False
