@@ -244,3 +244,21 @@ async def test_a_batch_larger_than_one_statement_keeps_order_and_contexts(
     assert _stored_ids(store.path) == [m.id for m in [*first, *second, aside, *last]]
     context = (await store.get_agent(agent_id)).in_context_message_ids
     assert context == [m.id for m in [*first, *second, *last]]
+
+
+async def test_on_the_async_runner_a_step_after_a_failed_one_fails_with_it(
+        tmp_path: Path) -> None:
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'async.db'}")
+    try:
+        agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+        first, second, third = user("first"), assistant("second"), user("third")
+        duplicate = Message.from_dict(first.to_dict())
+        ok = store.queue_step(agent_id, [first], in_context=[first])
+        bad = store.queue_step(agent_id, [second, duplicate], in_context=[first, second])
+        after_bad = store.queue_step(agent_id, [third], in_context=[first, second, third])
+        await store.flush()
+        assert ok.exception() is None and isinstance(bad.exception(), StoreError)
+        assert after_bad.exception() is bad.exception()
+        assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
+    finally:
+        await store.close()

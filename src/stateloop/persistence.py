@@ -170,8 +170,8 @@ class Persistence:
 
     async def recover(self, error: str) -> None:
         """After a failed write: end the run as failed with ``error`` and forget what was
-        not stored; the agent then reloads what the store holds (``load_state``). The
-        run's end is written again at the next run's start if it cannot be written now."""
+        not stored; the agent then reads what the store holds again (``stored_state``).
+        The run's end is written again at the next run's start if it cannot be now."""
         await self.store.flush()  # what is still queued fails too (its chain is broken)
         self._settle_retries()
         run, self._run, self._ending = self._run or self._ending, None, None
