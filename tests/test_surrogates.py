@@ -109,6 +109,36 @@ async def test_a_caller_giving_lone_surrogates_is_refused_by_name(tmp_path: Path
     assert (await agent.run("hi")).output == "ok"  # nothing was half taken
 
 
+LONE_SOURCE = '''
+def lone_reply(text: str) -> str:
+    """Answer with a lone surrogate, or fail with one.
+
+    Args:
+        text: What to answer with.
+    """
+    if text == "fail":
+        raise RuntimeError("broken \\ud800")
+    return "bad \\ud800 " + text
+'''
+
+
+def test_lone_surrogates_from_a_sandboxed_tool_reach_a_letta_client_as_replacement_characters(
+        client: Letta, script: Script) -> None:
+    client.tools.create(source_code=LONE_SOURCE)
+    agent = new_agent(client, tools=["lone_reply"])
+    script.set(calls(call("lone_reply", text=f"x {LONE}"), call("lone_reply", text="fail")),
+               reply("done"))
+    response = client.agents.messages.create(agent.id, input="go")
+    assert response.stop_reason.stop_reason == "end_turn"
+    returns = [m.tool_return for m in response.messages  # type: ignore[union-attr]
+               if m.message_type == "tool_return_message"]
+    assert returns[0] == f"bad {FFFD} x {FFFD}"
+    assert f"broken {FFFD}" in returns[1]
+    stored = [m.tool_return for m in client.agents.messages.list(agent.id)  # type: ignore
+              if m.message_type == "tool_return_message"]
+    assert sorted(stored) == sorted(returns)
+
+
 def test_lone_surrogates_from_the_model_reach_a_letta_client_as_replacement_characters(
         client: Letta, script: Script) -> None:
     agent = new_agent(client)
