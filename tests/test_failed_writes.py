@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stateloop import Agent, tool
+from stateloop import Agent, Approval, tool
 from stateloop.messages import Message
 from stateloop.store import open_store
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
@@ -125,3 +125,34 @@ async def test_an_in_context_list_naming_lost_messages_is_repaired_on_load(
         assert (await loaded.run("two")).output == "echo two"
     finally:
         await elsewhere.close()
+
+
+@tool(requires_approval=True)
+def launch(target: str) -> str:
+    """Launch."""
+    return f"launched at {target}"
+
+
+async def test_an_approval_is_waiting_exactly_when_the_store_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    model = ScriptedModel([call("launch", target="moon"), reply("ok"),
+                           call("launch", target="mars"), reply("not stored"),
+                           reply("launched")])
+    agent = await Agent.acreate(model, store=f"sqlite:///{path}", name="ada", tools=[launch])
+    with unwritable(path, "trigger"):  # the paused step cannot be stored
+        failed = await agent.run("go")
+    assert (failed.stop_reason, failed.pending_approvals) == ("error", [])
+    assert agent.pending_approval is None and texts(agent.messages) == []
+    assert (await agent.run("hi")).output == "ok"
+
+    paused = await agent.run("launch")
+    [requested] = paused.pending_approvals
+    with unwritable(path, "trigger"):  # the approved step cannot be stored
+        resumed = await agent.run(approvals=[Approval(requested.id, approve=True)])
+    assert resumed.stop_reason == "error"
+    assert [c.id for c in resumed.pending_approvals] == [requested.id]  # waiting again
+    assert agent.pending_approval is not None
+    assert agent.pending_approval.requested == [requested.id]
+    done = await agent.run(approvals=[Approval(requested.id, approve=True)])
+    assert done.output == "launched"
+    assert_transcript_valid(agent.messages)
