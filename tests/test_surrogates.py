@@ -172,3 +172,14 @@ async def test_the_store_never_fails_a_step_for_a_lone_surrogate(tmp_path: Path)
         assert calling.tool_calls[0].arguments == {"text": FFFD}
     finally:
         await elsewhere.close()
+
+
+async def test_a_memory_edit_holding_a_lone_surrogate_is_refused_and_changes_nothing() -> None:
+    # A model that is no provider adapter may hand one over as is.
+    model = ScriptedModel([call("memory_replace", label="human", old_string="Ada",
+                                new_string=f"A{LONE}"), reply("done")])
+    agent = Agent(model=model, blocks=[Block("human", "Name: Ada")])
+    result = await agent.run("go")
+    [refusal] = [m for m in result.messages if m.role == "tool"]
+    assert refusal.is_error and "lone surrogate" in refusal.text
+    assert agent.blocks[0].value == "Name: Ada"
