@@ -41,15 +41,15 @@ class Runtime:
         self._embedder: Embedder | None = None
 
     async def start(self) -> None:
-        """Mark runs a stopped process left running as failed; register built-in and Python
-        tools, so they list and attach like any other."""
-        await self.store.fail_interrupted_runs()
+        """Register built-in and Python tools, so they list and attach like any other."""
         for name in builtin_names():
             await self.store.upsert_tool(tool_record(
                 builtin_tool(name), binding=f"builtin:{name}",
                 tool_type=_BUILTIN_TYPES.get(name, "letta_memory_core")))
         for tool in self.python_tools.values():
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
+        # Runs a stopped process left running end failed (not those of a live process).
+        await self.store.fail_interrupted_runs()
 
     async def close(self) -> None:
         await self.runs.close()
