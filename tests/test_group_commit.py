@@ -4,6 +4,7 @@ with the step that failed."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from pathlib import Path
 
@@ -49,24 +50,31 @@ async def test_reads_see_steps_still_queued(store: SqlStore) -> None:
     assert [m.text for m in await store.list_messages(agent_id)] == ["one", "two"]
 
 
-async def test_a_failing_step_in_a_group_fails_alone(store: SqlStore) -> None:
+async def test_a_failing_step_in_a_group_fails_alone_with_its_agents_later_steps(
+        store: SqlStore) -> None:
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    other_id = (await store.create_agent(AgentRecord(name="b"))).id
     run = await store.create_run(agent_id, status="running")
     first, second, third = user("first"), assistant("second"), user("third")
+    elsewhere = user("elsewhere")
     duplicate = Message.from_dict(first.to_dict())
     ok_1 = store.queue_step(agent_id, [first], step=StepRecord(run.id), in_context=[first])
     bad = store.queue_step(agent_id, [second, duplicate], step=StepRecord(run.id, index=1),
                            in_context=[first, second])
-    ok_2 = store.queue_step(agent_id, [third], step=StepRecord(run.id, index=2),
-                            in_context=[first, third])
+    other = store.queue_step(other_id, [elsewhere], in_context=[elsewhere])
+    after_bad = store.queue_step(agent_id, [third], step=StepRecord(run.id, index=2),
+                                 in_context=[first, second, third])
     await store.flush()
 
-    assert ok_1.exception() is None and ok_2.exception() is None
+    assert ok_1.exception() is None and other.exception() is None
     assert isinstance(bad.exception(), StoreError)
     assert "duplicate message id" in str(bad.exception())
-    assert _stored_ids(store.path) == [first.id, third.id]  # nothing of the failed step
-    assert (await store.get_run(run.id)).step_count == 2
-    assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id, third.id]
+    # The agent's later step builds on the failed one: it fails with it, for the same reason.
+    assert after_bad.exception() is bad.exception()
+    assert _stored_ids(store.path) == [first.id, elsewhere.id]  # nothing of the failed step
+    assert (await store.get_run(run.id)).step_count == 1
+    assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
+    assert (await store.get_agent(other_id)).in_context_message_ids == [elsewhere.id]
 
 
 async def test_a_write_after_queued_steps_commits_them_first_even_when_it_fails(
@@ -98,8 +106,11 @@ async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> No
 
     agent = Agent(model=ScriptedModel([call("vanish"), reply("done")]), tools=[vanish],
                   store=f"sqlite:///{path}", name="gone")
-    with pytest.raises(StoreError, match=r"append_step .* refused: FOREIGN KEY"):
-        await agent.run("go")
+    result = await agent.run("go")
+    assert result.stop_reason == "error"
+    assert result.error is not None
+    assert re.match(r"the step could not be stored: .*append_step .* refused: FOREIGN KEY",
+                    result.error)
 
 
 async def test_a_runs_messages_are_found_by_any_process(tmp_path: Path) -> None:
@@ -160,7 +171,8 @@ def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> 
         agent.run_sync("go")
     """, marker)  # the queued steps never committed
     assert len(_stored_ids(str(path))) == 1  # only the system prompt, from the creation
-    assert list(tmp_path.glob("killed.db-steplog-*")) != []
+    dead_logs = list(tmp_path.glob("killed.db-steplog-*"))
+    assert dead_logs != []
 
     @tool
     def add(a: int, b: int) -> int:
@@ -177,7 +189,7 @@ def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> 
     assert_transcript_valid(agent.messages)
     # Three completed steps came back from the log; the step in flight was lost.
     assert [m.role for m in agent.messages] == ["system", "user"] + ["assistant", "tool"] * 3
-    assert list(tmp_path.glob("killed.db-steplog-*")) == []
+    assert not any(log.exists() for log in dead_logs)
 
     async def runs() -> list[tuple[str, int]]:
         store = agent.store
@@ -232,3 +244,21 @@ async def test_a_batch_larger_than_one_statement_keeps_order_and_contexts(
     assert _stored_ids(store.path) == [m.id for m in [*first, *second, aside, *last]]
     context = (await store.get_agent(agent_id)).in_context_message_ids
     assert context == [m.id for m in [*first, *second, *last]]
+
+
+async def test_on_the_async_runner_a_step_after_a_failed_one_fails_with_it(
+        tmp_path: Path) -> None:
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'async.db'}")
+    try:
+        agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+        first, second, third = user("first"), assistant("second"), user("third")
+        duplicate = Message.from_dict(first.to_dict())
+        ok = store.queue_step(agent_id, [first], in_context=[first])
+        bad = store.queue_step(agent_id, [second, duplicate], in_context=[first, second])
+        after_bad = store.queue_step(agent_id, [third], in_context=[first, second, third])
+        await store.flush()
+        assert ok.exception() is None and isinstance(bad.exception(), StoreError)
+        assert after_bad.exception() is bad.exception()
+        assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
+    finally:
+        await store.close()

@@ -62,11 +62,11 @@ async def test_logged_steps_are_replayed_once_by_the_next_process(store: SqlStor
     try:
         assert _texts(copy) == ["one", "two", "three"]
         assert (await reopened.get_agent(agent_id)).in_context_message_ids != []
-        assert _logs(copy.parent) == []
         runs = await reopened.list_runs(agent_id)
         assert [(r.status, r.step_count) for r in runs] == [("running", 3)]
     finally:
         await reopened.close()
+    assert _logs(copy.parent) == []  # the dead process's (and the closed store's own)
     again = await open_store(f"sqlite:///{copy}")  # nothing left to replay
     await again.close()
     assert _texts(copy) == ["one", "two", "three"]
@@ -174,17 +174,23 @@ async def test_the_log_of_a_live_process_is_left_alone(store: SqlStore, tmp_path
 
 async def test_a_step_log_that_cannot_be_written_means_committing_at_once(
         store: SqlStore, caplog: pytest.LogCaptureFixture) -> None:
-    store._runner._log.path.mkdir()  # type: ignore[attr-defined]  # in the log's way
+    log = store._runner._log  # type: ignore[attr-defined]
+    log.close()  # let go of the file it holds from the start,
+    log.path.mkdir()  # and put something in its way
     await _logged_steps(store, ["one", "two"])
     assert "cannot write the step log" in caplog.text
     assert _texts(store.path) == ["one", "two"]  # each committed before the next step
 
 
 async def test_without_file_locks_each_step_commits_before_the_next(
-        store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(steplog, "AVAILABLE", False)
-    await _logged_steps(store, ["one", "two"])
-    assert _texts(store.path) == ["one", "two"] and _logs(tmp_path) == []
+    store = await open_store(f"sqlite:///{tmp_path / 'nolocks.db'}")
+    try:
+        await _logged_steps(store, ["one", "two"])
+        assert _texts(store.path) == ["one", "two"] and _logs(tmp_path) == []
+    finally:
+        await store.close()
 
 
 async def test_a_run_that_never_yields_keeps_each_step_crash_safe_before_the_next(

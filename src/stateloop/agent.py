@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
-from .agent_memory import AgentMemory
 from .agent_options import Input
+from .agent_store import AgentStore
 from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, ApprovalError, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .eager import shielded
-from .errors import AgentBusyError, ConfigError
+from .errors import AgentBusyError, CheckpointError, ConfigError
 from .events import AnyEvent, Compaction, RunEnd, StopReason
 from .hooks import Hooks, StepRecord
 from .llm.base import Model
@@ -30,9 +30,10 @@ from .llm.tokens import message_tokens
 from .loop import CANCELLED_NOTICE, LoopConfig, Resume, run_loop
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
-from .messages import Message, ToolCall, Usage, new_id, tool_result, unanswered_calls
+from .messages import Message, ToolCall, Usage, new_id, tool_result
 from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery, SteeringQueue, SteerMode
+from .surrogates import check
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("stateloop")
 
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
-INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."
 
 
 @dataclass(slots=True)
@@ -81,7 +81,7 @@ async def _once(event: AnyEvent) -> AsyncIterator[AnyEvent]:
     yield event
 
 
-class Agent(AgentMemory):
+class Agent(AgentStore):
     """An agent: a model, tools, a system prompt and core memory blocks, with a conversation.
 
     ``await agent.run("...")`` (or ``run_sync``) runs it to a stop; ``agent.stream("...")``
@@ -185,6 +185,7 @@ class Agent(AgentMemory):
         self._archival: ArchivalMemory | None = None
         self._evicted: list[Message] = []  # out of context, kept for recall (no store)
         self._window: ContextManager | None = None
+        self._stale = False  # a write failed and what the store holds could not be read yet
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
 
@@ -237,15 +238,8 @@ class Agent(AgentMemory):
                     context_window=record.llm_config.get("context_window_override"),
                     **settings)
         agent.id = record.id
-        if messages:
-            agent._transcript[:] = messages
-            agent._compiled = agent._compile_key()
-        agent.pending_approval = pending
         agent._persist = Persistence(db, record.id)
-        agent._persist.pending_saved = pending is not None
-        agent.recall_count = await db.count_messages(record.id)
-        agent.archival_count = await db.count_passages(record.id)
-        agent._repair(pending)
+        await agent._use_stored(messages, pending)
         return agent
 
     # -- configuration -------------------------------------------------------------------
@@ -314,6 +308,8 @@ class Agent(AgentMemory):
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
+        for index, message in enumerate(new_input):
+            check(message.text, f"input message {index}: text")
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         run_model = resolve_model(model, **self._model_options) if model is not None else None
@@ -322,6 +318,8 @@ class Agent(AgentMemory):
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
                                  f"its run ends")
         async with lock:
+            if self._stale:
+                await self._reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield _Running(_once(resume), resume)
@@ -350,16 +348,12 @@ class Agent(AgentMemory):
                 yield running
             finally:
                 self._scope = None
-                if persist is not None:
-                    end = running.end if running is not None else None
-                    persist.finish_run(end)  # queued: one transaction with the last steps
+                if persist is not None and persist.run_open:  # it ended without a RunEnd
                     try:
-                        await shielded(self._end_run(persist))
+                        await shielded(self._end_unfinished(persist))
                     except Exception:
-                        if end is not None:
-                            raise
-                        # The run did not finish: what stopped it is already on its way
-                        # and says more than this failure to record it.
+                        # What stopped the run is already on its way and says more than
+                        # this failure to record it.
                         logger.warning("could not record the end of run %s", run_id,
                                        exc_info=True)
 
@@ -371,6 +365,7 @@ class Agent(AgentMemory):
         An idle agent starts a run (returned as a task).
         """
         message = options.as_messages(text)[0]
+        check(message.text, "steering text")
         if self.running:
             self._steering.steer(message, mode)
             return None
@@ -379,6 +374,7 @@ class Agent(AgentMemory):
     def follow_up(self, text: str | Message) -> asyncio.Task[RunResult] | None:
         """Queue input for when the run in flight would otherwise stop (idle: start a run)."""
         message = options.as_messages(text)[0]
+        check(message.text, "follow-up text")
         if self.running:
             self._steering.follow_ups.append(message)
             return None
@@ -409,8 +405,11 @@ class Agent(AgentMemory):
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
         if self._persist is not None and not self.running:
-            self._checkpoint(StepRecord("", 0, []))
-            await self._persist.flush()
+            try:
+                self._checkpoint(StepRecord("", 0, []))
+            except CheckpointError:
+                pass  # raised by the flush, which recovers first
+            await self._flush()
 
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""
@@ -444,8 +443,11 @@ class Agent(AgentMemory):
             if result is None:
                 return None
             if self._persist is not None:
-                self._checkpoint(StepRecord("", 0, [result.summary]))
-                await self._persist.flush()
+                try:
+                    self._checkpoint(StepRecord("", 0, [result.summary]))
+                except CheckpointError:
+                    pass  # raised by the flush, which recovers first
+                await self._flush()
             return result.event
 
     # -- internals -----------------------------------------------------------------------
@@ -480,7 +482,8 @@ class Agent(AgentMemory):
         self.last_result = RunResult.from_event(end)
         self.pending_approval = end.pending_approval
         self.recall_count += len(end.messages)
-        if self.agent_type.clear_after_run and end.pending_approval is None:
+        if (self.agent_type.clear_after_run and end.pending_approval is None
+                and self._persist is None):  # else cleared as the run's end is stored
             self._transcript[1:] = []
         if resume is not None:
             for call_id in resume.decisions:
@@ -490,11 +493,6 @@ class Agent(AgentMemory):
         if end.pending_approval is not None and self.approval_timeout is not None:
             asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
                                                   end.pending_approval)
-
-    async def _end_run(self, persist: Persistence) -> None:
-        if self.agent_type.clear_after_run and self.pending_approval is None:
-            persist.queue_context(self._transcript)  # one transaction with the run's end
-        await persist.flush()
 
     def _expire(self, pending: PendingApproval) -> None:
         if self.pending_approval is pending:
@@ -507,18 +505,6 @@ class Agent(AgentMemory):
         for call in pending.calls:
             text = denial_text(reason) if call.id in pending.requested else CANCELLED_NOTICE
             self._append_outside_run(tool_result(call, text, is_error=True))
-
-    def _repair(self, pending: PendingApproval | None) -> None:
-        """Answer calls a crash left open (invariant 1); a pending approval's stay open."""
-        if pending is not None:
-            return  # its step's calls are answered when it resumes
-        for call in unanswered_calls(self._transcript):
-            self._append_outside_run(tool_result(call, INTERRUPTED_NOTICE, is_error=True))
-
-    def _append_outside_run(self, message: Message) -> None:
-        self._transcript.append(message)
-        if self._persist is not None:
-            self._persist.unsaved.append(message)  # written with the next checkpoint
 
     def _start_background(self, message: Message | None) -> asyncio.Task[RunResult]:
         try:
@@ -541,6 +527,7 @@ class Agent(AgentMemory):
             hooks=self.hooks,
             checkpoint=self._checkpoint if persist is not None else None,
             prepare_step=self._prepare_step if persist is not None else None,
+            record_end=self._record_end if persist is not None else None,
             max_steps=self.max_steps,
             error_threshold=self.error_threshold,
             timeout=self.timeout,

@@ -12,6 +12,7 @@ from .llm.base import Model, ToolSpec
 from .memory.blocks import Block, render_blocks, render_memory_metadata
 from .memory.compaction import is_summary
 from .messages import Message, system
+from .surrogates import check
 
 if TYPE_CHECKING:
     from .loop import Resume
@@ -54,7 +55,10 @@ class AgentMemory:
         return self._context_window or self._model.context_window
 
     def memory_changed(self, block: Block | None = None) -> None:
-        """A block changed: recompile the system prompt now, so the next step sees it."""
+        """A block changed: recompile the system prompt now, so the next step sees it. A
+        value holding a lone surrogate is refused (``ValueError``)."""
+        if block is not None:
+            check(block.value, f"block {block.label!r}: value")
         if block is not None and self._persist is not None:
             self._persist.dirty_blocks[block.id] = block.value
         self._refresh_system()

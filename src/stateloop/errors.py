@@ -75,3 +75,8 @@ MODEL_ERRORS: dict[str, type[ModelError]] = {
     for cls in (RateLimited, Overloaded, Unavailable, ContextWindowExceeded, InvalidRequest,
                 AuthenticationError, InvalidResponse)
 }
+
+
+class CheckpointError(StateloopError):
+    """A step's write to the store failed: the run stops with stop reason ``error``, and the
+    agent goes on from what was last stored."""

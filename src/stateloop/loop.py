@@ -20,7 +20,7 @@ from .approvals import Approval, PendingApproval, denial_text
 from .cancellation import CancelScope
 from .continuation import Continuation, LettaV1
 from .eager import shielded
-from .errors import ContextWindowExceeded, InvalidResponse, ModelError
+from .errors import CheckpointError, ContextWindowExceeded, InvalidResponse, ModelError
 from .events import (
     AnyEvent,
     ApprovalRequest,
@@ -71,9 +71,13 @@ class LoopConfig:
     build_context: Callable[[list[Message]], list[Message]]  # transcript -> request messages
     continuation: Continuation = field(default_factory=LettaV1)
     hooks: Hooks | None = None
-    # These two return an awaitable only when they have to wait (None otherwise).
+    # These two return an awaitable only when they have to wait (None otherwise); either
+    # raises CheckpointError when a step could not be stored, which ends the run.
     checkpoint: Callable[[StepRecord], Awaitable[None] | None] | None = None
     prepare_step: Callable[[], Awaitable[None] | None] | None = None  # re-read shared memory
+    # Stores how the run ended (with its last steps); returns the end as stored (a run whose
+    # steps could not be stored ends with stop reason "error").
+    record_end: Callable[[RunEnd], Awaitable[RunEnd]] | None = None
     max_steps: int = 50
     error_threshold: int | None = 3  # consecutive all-failing tool steps; None: off
     timeout: float | None = None  # whole run, seconds
@@ -276,8 +280,15 @@ class _Run(ToolCalls):
                             yield MessageEvent(message)
             except _Stop as reason:
                 stop = reason
-            await self.flush()
+            except CheckpointError as exc:
+                stop = _Stop("error", str(exc))
+            try:
+                await self.flush()
+            except CheckpointError as exc:
+                stop = stop if stop.reason == "error" else _Stop("error", str(exc))
             end = self.end(stop.reason, stop.error)
+            if config.record_end is not None:
+                end = await config.record_end(end)
             if config.on_end is not None:
                 config.on_end(end)
             yield end
@@ -286,7 +297,10 @@ class _Run(ToolCalls):
             # is open, persist, and let the cancellation go on.
             self.scope.reason = self.scope.reason or "cancelled"
             self.answer_open_calls()
-            await shielded(self.flush())
+            try:
+                await shielded(self.flush())
+            except CheckpointError:
+                pass  # the agent goes back to what the store holds when the run is over
             raise
         except BaseException:
             self.answer_open_calls()

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .surrogates import replace_lone_surrogates
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 _prefix = _uuid_prefix = ""
@@ -226,8 +228,9 @@ def assistant(text: str = "", tool_calls: list[ToolCall] | None = None,
 
 
 def tool_result(call: ToolCall, text: str, *, is_error: bool = False) -> Message:
-    return Message("tool", [TextPart(text)], tool_call_id=call.id, name=call.name,
-                   is_error=is_error)
+    """The result of ``call``; lone surrogates in a tool's output become U+FFFD."""
+    return Message("tool", [TextPart(replace_lone_surrogates(text))], tool_call_id=call.id,
+                   name=call.name, is_error=is_error)
 
 
 def unanswered_calls(messages: list[Message]) -> list[ToolCall]:

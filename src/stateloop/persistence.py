@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import PendingApproval
+from .errors import CheckpointError
 from .events import RunEnd, StopReason
 from .hooks import StepRecord
 from .llm.tokens import message_tokens
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from .store.sql import SqlStore
 
 T = TypeVar("T")
+logger = logging.getLogger("stateloop")
 
 _stores: dict[str, SqlStore] = {}
 CROSS_PROCESS_LAG = 0.005  # seconds a run may take to see another process's block edit
@@ -78,7 +81,11 @@ def block_from_record(record: BlockRecord) -> Block:
 
 class Persistence:
     """One agent's link to its store. The agent calls it at run start and end, at every
-    checkpoint, and before every step (to see blocks other agents changed)."""
+    checkpoint, and before every step (to see blocks other agents changed).
+
+    A write that fails (a full disk, a read-only file) is reported once, as a
+    ``CheckpointError``, by the next call that looks; nothing more is queued until the agent
+    has called ``recover`` and gone back to what the store holds."""
 
     def __init__(self, store: SqlStore, agent_id: str) -> None:
         self.store = store
@@ -86,9 +93,14 @@ class Persistence:
         self.unsaved: list[Message] = []  # appended outside a step: written with the next one
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
+        self.failure: BaseException | None = None  # the write that failed, until ``recover``
         self._token: tuple[int, int | None] | None = None
         self._queued: deque[Queued] = deque()  # writes whose outcome flush has not seen
         self._run: RunRecord | None = None  # the run in flight, as created
+        self._run_start: Queued | None = None  # its row's write
+        self._ending: RunRecord | None = None  # the run whose end is queued, until it lands
+        self._unrecorded: list[tuple[RunRecord, bool]] = []  # failed runs' ends to write again
+        self._retried: list[tuple[RunRecord, bool, Queued]] = []  # ... as written again
         self._seen_this_run = False  # blocks_may_have_changed asked the database this run
         self._context: list[Message] | None = None  # the context as last written, if known
 
@@ -102,50 +114,104 @@ class Persistence:
         persistence._context = [system]
         return persistence
 
+    @property
+    def run_open(self) -> bool:
+        """A run was started and its end not queued yet."""
+        return self._run is not None
+
     def start_run(self) -> str:
-        """A new run, queued: it lands with the run's first step."""
-        self._run, queued = self.store.queue_run(self.agent_id)
+        """A new run, queued: it lands with the run's first step (after the ends of failed
+        runs that could not be written before)."""
+        self._settle_retries()
+        self._retried = [(run, started, self._queue_failed_end(run, started))
+                         for run, started in self._unrecorded]
+        self._unrecorded = []
+        self._run, self._run_start = self.store.queue_run(self.agent_id)
         self._seen_this_run = False
-        self._queued.append(queued)
+        self._queued.append(self._run_start)
         return self._run.id
 
     def finish_run(self, end: RunEnd | None) -> None:
         """Queue how the run ended (``end`` is None when it was cancelled from outside); it
-        lands with the run's last step. ``flush`` waits for it."""
-        assert self._run is not None
+        lands with the run's last step. ``flush`` waits for it. After a failed write use
+        ``recover`` instead."""
+        run, self._run = self._run, None
+        assert run is not None
+        self._ending = run
+        self._check()
         reason: StopReason = end.stop_reason if end is not None else "cancelled"
         self._queued.append(self.store.queue_finish(
-            self._run, run_status(reason), reason,
-            end.error if end is not None else "cancelled"))
+            run, run_status(reason), reason, end.error if end is not None else "cancelled"))
 
     async def flush(self) -> None:
-        """Commit the queued writes; raise the first failure (a lost step, say)."""
+        """Commit the queued writes; raise the first failure as a ``CheckpointError``."""
         await self.store.flush()
-        self._raise_failed()
+        self._check()
+        self._ending = None
 
     def make_durable(self) -> bool:
         """Before a step: earlier steps must survive a crash (DESIGN invariant 3), though
         they may commit later. False when they must be committed first (``flush``); raises
-        the first write that failed."""
+        ``CheckpointError`` if a write failed."""
+        self._check()
         logged = self.store.log_queued()
-        self._raise_failed()
+        self._check()
         return logged
 
-    def _raise_failed(self) -> None:
+    def _check(self) -> None:
+        """Raise ``CheckpointError`` if a queued write failed (or one did before)."""
         queued = self._queued
         while queued and queued[0].done():
             error = queued.popleft().exception()
-            if error is not None:
-                queued.clear()  # later steps were written after a gap: report it once
-                self._context = None  # the stored context is not what was sent: rewrite it
-                raise error
+            if error is not None and self.failure is None:
+                self.failure = error
+        if self.failure is not None:
+            raise CheckpointError(f"the step could not be stored: {describe(self.failure)}")
+
+    async def recover(self, error: str) -> None:
+        """After a failed write: end the run as failed with ``error`` and forget what was
+        not stored; the agent then reads what the store holds again (``stored_state``).
+        The run's end is written again at the next run's start if it cannot be now."""
+        await self.store.flush()  # what is still queued fails too (its chain is broken)
+        self._settle_retries()
+        run, self._run, self._ending = self._run or self._ending, None, None
+        start, self._run_start = self._run_start, None
+        self._queued.clear()
+        self.failure = None
+        self.unsaved, self.dirty_blocks = [], {}
+        self.pending_saved = True  # not known: the next checkpoint writes it either way
+        self._token = None  # blocks are read again before the next step
+        self._context = None
+        if run is None:
+            return
+        run.error = error
+        started = start is not None and start.done() and start.exception() is None
+        queued = self._queue_failed_end(run, started)
+        await self.store.flush()
+        if queued.exception() is not None:
+            logger.warning("could not record the end of run %s: %s", run.id,
+                           describe(queued.exception()))
+            self._unrecorded.append((run, started))
+
+    def _settle_retries(self) -> None:
+        """Failed runs' ends written again that failed again: to write at the next run."""
+        for run, started, queued in self._retried:
+            if not queued.done() or queued.exception() is not None:
+                self._unrecorded.append((run, started))
+        self._retried = []
+
+    def _queue_failed_end(self, run: RunRecord, started: bool) -> Queued:
+        if not started:  # its row never landed: it lands now, with its end
+            self.store.requeue_run(run)
+        return self.store.queue_finish(run, "failed", "error", run.error)
 
     def checkpoint(self, record: StepRecord, transcript: list[Message], model: str) -> None:
         """Queue one step's write, one transaction: its messages (with their token counts
         for ``model``) and the step record, the in-context ids, edited blocks and the
         pending approval. It commits at the next turn of the event loop or with later steps
         (``make_durable`` keeps it safe meanwhile), at the latest in ``flush`` (at the run's
-        end), which raises if it failed."""
+        end). Raises ``CheckpointError`` if an earlier write failed: nothing is queued then."""
+        self._check()
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         for message in messages:
             message_tokens(message, model)  # stored with the message, counted once
@@ -159,10 +225,16 @@ class Persistence:
             pending, self.pending_saved = record.pending_approval.to_dict(), True
         elif self.pending_saved:  # the stored one was answered: clear it
             pending, self.pending_saved = None, False
-        self._queued.append(self.store.queue_step(
-            self.agent_id, messages, in_context=self._context_change(transcript, messages),
-            step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
-            pending_approval=pending))
+        try:
+            queued = self.store.queue_step(
+                self.agent_id, messages, in_context=self._context_change(transcript, messages),
+                step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
+                pending_approval=pending)
+        except Exception as exc:  # its rows could not even be encoded
+            self.failure = exc
+            self._check()
+            raise
+        self._queued.append(queued)
         self.unsaved = []
         self.dirty_blocks = {}
 
@@ -182,6 +254,7 @@ class Persistence:
     def queue_context(self, transcript: list[Message]) -> None:
         """Queue a new context outside a step (a cleared message buffer); it lands with the
         writes queued before it (the run's end)."""
+        self._check()
         self._context = list(transcript)
         self._queued.append(self.store.queue_step(self.agent_id, [], in_context=transcript))
 
@@ -225,8 +298,23 @@ async def load_state(store: str | SqlStore, id_or_name: str
     db = await get_store(store)
     record = await db.get_agent(id_or_name)
     await db.fail_interrupted_runs(record.id)
+    blocks, messages, pending = await stored_state(db, record)
+    return db, record, blocks, messages, pending
+
+
+async def stored_state(db: SqlStore, record: AgentRecord
+                       ) -> tuple[list[Block], list[Message], PendingApproval | None]:
+    """The agent's blocks, in-context messages and pending approval, as stored."""
     blocks = [block_from_record(b) for b in await db.list_blocks(record.id)]
-    messages = await db.get_messages(record.in_context_message_ids)
+    messages = await db.get_context(record.id, record.in_context_message_ids)
     pending = (PendingApproval.from_dict(record.pending_approval)
                if record.pending_approval else None)
-    return db, record, blocks, messages, pending
+    return blocks, messages, pending
+
+
+def describe(error: BaseException | None) -> str:
+    """A failed write's error as one line: its type and message."""
+    if error is None:
+        return "unknown error"
+    cause = getattr(error, "orig", None) or error  # SQLAlchemy wraps the driver's error
+    return f"{type(cause).__name__}: {cause}"

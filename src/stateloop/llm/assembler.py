@@ -1,4 +1,7 @@
-"""Turns streamed fragments into events and one assistant message, alike for every provider."""
+"""Turns streamed fragments into events and one assistant message, alike for every provider.
+
+A provider's JSON may carry lone surrogates (``"\\ud800"``) in text or tool-call arguments:
+they become U+FFFD here, so every event and message after holds valid Unicode."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from dataclasses import dataclass, field
 
 from ..events import ReasoningDelta, TextDelta, ToolCallDelta, ToolCallStart
 from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_id
+from ..surrogates import replace_lone_surrogates as valid
+from ..surrogates import replace_lone_surrogates_in
 from .base import ModelResponse
 
 
@@ -34,10 +39,12 @@ class StreamAssembler:
         self.model = model
 
     def text(self, delta: str) -> TextDelta:
+        delta = valid(delta)
         self._text.append(delta)
         return TextDelta(delta)
 
     def reasoning(self, delta: str, signature: str | None = None) -> ReasoningDelta:
+        delta = valid(delta)
         self._reasoning.append(delta)
         if signature:
             self._signature = signature
@@ -50,6 +57,8 @@ class StreamAssembler:
                   arguments: str = "") -> list[ToolCallStart | ToolCallDelta]:
         """Feed one fragment of call ``index``; returns the events it produces."""
         events: list[ToolCallStart | ToolCallDelta] = []
+        id, name, arguments = (valid(id) if id else id, valid(name) if name else name,
+                               valid(arguments))
         pending = self._calls.get(index)
         if pending is None:
             pending = self._calls[index] = _PendingCall(id or new_id("call"), name or "")
@@ -77,7 +86,9 @@ class StreamAssembler:
 
 
 def parse_tool_call(id: str, name: str, raw: str) -> ToolCall:
-    """A ToolCall from its raw JSON arguments; bad JSON is kept and flagged, never raised."""
+    """A ToolCall from its raw JSON arguments; bad JSON is kept and flagged, never raised.
+    Lone surrogates, raw or escaped in the JSON, become U+FFFD."""
+    id, name, raw = valid(id), valid(name), valid(raw)
     if not raw.strip():
         return ToolCall(id, name, {}, raw)
     try:
@@ -86,4 +97,8 @@ def parse_tool_call(id: str, name: str, raw: str) -> ToolCall:
         return ToolCall(id, name, {}, raw, f"arguments are not valid JSON ({exc})")
     if not isinstance(arguments, dict):
         return ToolCall(id, name, {}, raw, "arguments must be a JSON object")
+    if "\\u" in raw:  # an escaped surrogate decodes to a lone one
+        cleaned = replace_lone_surrogates_in(arguments)
+        if cleaned != arguments:
+            arguments, raw = cleaned, json.dumps(cleaned, ensure_ascii=False)
     return ToolCall(id, name, arguments, raw)

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..messages import new_id
+from ..surrogates import check
 
 DEFAULT_BLOCK_LIMIT = 20_000
 
@@ -22,6 +23,9 @@ class Block:
     id: str = field(default_factory=lambda: new_id("block"))
 
     def __post_init__(self) -> None:
+        for what, text in (("label", self.label), ("value", self.value),
+                           ("description", self.description or "")):
+            check(text, f"block {self.label!r}: {what}")
         if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"block label {self.label!r} must be non-empty letters, digits, "
                              f"'_' or '-'")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..surrogates import check
 from ..tools.base import ToolContext
 from .blocks import Block
 
@@ -28,6 +29,7 @@ def write_block(agent: Any, block: Block, value: str) -> None:
     """Set a block's value after the read-only and limit checks; the prompt then recompiles."""
     if block.read_only:
         raise ValueError(f"memory block {block.label!r} is read-only and cannot be edited")
+    check(value, f"edit refused: memory block {block.label!r}: the new value")
     if len(value) > block.limit:
         raise ValueError(
             f"edit refused: memory block {block.label!r} would hold {len(value)} characters, "

@@ -48,6 +48,8 @@ class Runtime:
                 tool_type=_BUILTIN_TYPES.get(name, "letta_memory_core")))
         for tool in self.python_tools.values():
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
+        # Runs a stopped process left running end failed (not those of a live process).
+        await self.store.fail_interrupted_runs()
 
     async def close(self) -> None:
         await self.runs.close()

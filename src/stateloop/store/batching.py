@@ -8,7 +8,8 @@ agents stepping at once, or of one agent whose steps never yield, thus share one
 transaction. Consecutive items of one batch function are written by one call of it (each
 table's rows in one statement). Every step still lands whole or not at all: when a combined
 call fails, its items are retried one by one inside savepoints, so only the failing one is
-undone.
+undone. Items of one chain (an agent's steps) build on each other: once one fails, the later
+ones of its chain fail too, so what lands of a chain is always a prefix of it.
 """
 
 from __future__ import annotations
@@ -22,16 +23,23 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _no_chain(_item: Any) -> Any:
+    return None
+
+
 class BatchFn:
     """A batched write, ``fn(conn, items)``, and how one item is logged (as JSON) and read
-    back; ``name`` finds it again when a dead process's log is replayed."""
+    back; ``name`` finds it again when a dead process's log is replayed. ``chain`` names
+    the chain an item belongs to (None: none)."""
 
-    __slots__ = ("decode", "encode", "name", "write")
+    __slots__ = ("chain", "decode", "encode", "name", "write")
 
     def __init__(self, name: str, write: Callable[[Any, list[Any]], None],
                  encode: Callable[[Any], Any] = _same,
-                 decode: Callable[[Any], Any] = _same) -> None:
+                 decode: Callable[[Any], Any] = _same,
+                 chain: Callable[[Any], Any] = _no_chain) -> None:
         self.name, self.write, self.encode, self.decode = name, write, encode, decode
+        self.chain = chain
         BATCH_FNS[name] = self
 
     def __call__(self, conn: Any, items: list[Any]) -> None:
@@ -116,8 +124,9 @@ class GroupCommit:
                 # undone (outside the except block: its errors are not chained to this one).
                 dbapi.execute("ROLLBACK")
                 dbapi.execute("BEGIN IMMEDIATE")
+                broken: dict[Any, BaseException] = {}  # chain -> why it broke
                 for unit in units:
-                    _guarded(conn, dbapi, unit, errors)
+                    _guarded(conn, dbapi, unit, errors, broken)
                 if then is not None:
                     dbapi.execute("SAVEPOINT queued")
                     try:
@@ -145,8 +154,13 @@ class GroupCommit:
 
 
 def _guarded(conn: Any, dbapi: Any, unit: list[tuple[BatchFn, Any, Queued]],
-             errors: dict[int, BaseException]) -> None:
-    """Run ``unit`` in a savepoint; if it fails, undo it and retry its items alone."""
+             errors: dict[int, BaseException], broken: dict[Any, BaseException]) -> None:
+    """Run ``unit`` in a savepoint; if it fails, undo it and retry its items alone. Items
+    of a ``broken`` chain fail with the error that broke it."""
+    if broken:
+        unit = [entry for entry in unit if not _blocked(entry, errors, broken)]
+        if not unit:
+            return
     dbapi.execute("SAVEPOINT queued")
     try:
         unit[0][0](conn, [item for _, item, _ in unit])
@@ -154,9 +168,23 @@ def _guarded(conn: Any, dbapi: Any, unit: list[tuple[BatchFn, Any, Queued]],
         dbapi.execute("ROLLBACK TO queued")
         dbapi.execute("RELEASE queued")
         if len(unit) == 1:
-            errors[id(unit[0][2])] = exc
+            fn, item, queued = unit[0]
+            errors[id(queued)] = exc
+            chain = fn.chain(item)
+            if chain is not None:
+                broken.setdefault(chain, exc)
         else:
             for entry in unit:
-                _guarded(conn, dbapi, [entry], errors)
+                _guarded(conn, dbapi, [entry], errors, broken)
         return
     dbapi.execute("RELEASE queued")
+
+
+def _blocked(entry: tuple[BatchFn, Any, Queued], errors: dict[int, BaseException],
+             broken: dict[Any, BaseException]) -> bool:
+    fn, item, queued = entry
+    cause = broken.get(fn.chain(item))
+    if cause is None:
+        return False
+    errors[id(queued)] = cause
+    return True

@@ -25,6 +25,7 @@ from stateloop.store.batching import BatchFn
 from stateloop.store.errors import NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
 from stateloop.store.records import APPEND, KEEP, RunRecord, StepRecord
+from stateloop.surrogates import replace_lone_surrogates_in
 
 a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 
@@ -149,8 +150,8 @@ class StepWrite:
             (run_id, rows.usage_list(step.usage)),
             in_context if in_context is None or in_context is APPEND else
             [m if isinstance(m, str) else m.id for m in in_context],
-            None if block_values is None else dict(block_values), pending_approval, catch_up,
-            time.time())
+            None if block_values is None else replace_lone_surrogates_in(dict(block_values)),
+            pending_approval, catch_up, time.time())
 
     def encode(self) -> list[Any]:
         """As JSON for the step log."""
@@ -183,10 +184,15 @@ def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                          "or run, or a duplicate message id)") from exc
 
 
-WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode)
+def _agent_of(write: StepWrite) -> str:
+    return write.agent_id
+
+
+# An agent's writes build on each other (its context, its runs): a chain (batching.py).
+WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode, _agent_of)
 # Step logs written before runs' starts and ends became step writes name them so.
-BatchFn("runs", write_steps, decode=StepWrite.started)
-BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(*end))
+BatchFn("runs", write_steps, decode=StepWrite.started, chain=_agent_of)
+BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(*end), chain=_agent_of)
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:

@@ -3,6 +3,7 @@ in checkpoints.py, archival passages in archive.py."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,7 +18,9 @@ from stateloop.store.checkpoints import (
     MAX_SEQ,
     WRITE_STEPS,
     StepWrite,
+    context_ids,
     last_run_fields,
+    set_in_context,
     set_last_run,
 )
 from stateloop.store.errors import NotFoundError
@@ -27,6 +30,7 @@ from stateloop.store.runner import Queued, Runner
 from stateloop.store.times import TimeLike, to_epoch
 
 a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
+logger = logging.getLogger("stateloop.store")
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 
@@ -48,6 +52,7 @@ class HistoryMixin:
     _runner: Runner
     _unindexed: int = 0  # messages this process stored since it last caught recall up
     _block_writes: int = 0  # bumped by every block write through this store
+    _in_flight: set[str]  # ids of the runs this store started and has not finished
 
     # --- messages ---
 
@@ -101,14 +106,30 @@ class HistoryMixin:
             return []
 
         def txn(conn: Connection) -> list[Message]:
-            found = {row.id: row for row in
-                     conn.execute(select(*schema.MESSAGE_READ).where(m.c.id.in_(wanted)))}
+            found = _messages_by_id(conn, wanted)
             missing = [i for i in wanted if i not in found]
             if missing:
                 raise NotFoundError(f"no messages with ids {missing[:10]}")
             return [rows.message_from_row(found[i]) for i in wanted]
 
         return await self._runner.read(txn)
+
+    async def get_context(self, agent_id: str, ids: Sequence[str]) -> list[Message]:
+        """The agent's in-context messages (``ids``, its record's list), in order. Ids of
+        messages that were never stored (written by stateloop 0.x after a failed step) are
+        dropped, and the stored list is repaired."""
+        wanted = list(ids)
+        found = await self._runner.read(lambda conn: _messages_by_id(conn, wanted))
+        if len(found) < len(set(wanted)):
+            missing = [i for i in wanted if i not in found]
+            logger.warning("agent %s: dropping %d in-context message ids that name no stored "
+                           "message: %s", agent_id, len(missing), missing[:10])
+            try:
+                await self._runner.write(lambda conn: _drop_missing(conn, agent_id))
+            except Exception as exc:  # a read-only database: repaired at the next load
+                logger.warning("agent %s: could not repair its in-context list: %s",
+                               agent_id, exc)
+        return [rows.message_from_row(found[i]) for i in wanted if i in found]
 
     async def list_messages(self, agent_id: str, *, before: str | None = None,
                             after: str | None = None, limit: int = 100,
@@ -197,7 +218,13 @@ class HistoryMixin:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
         run = RunRecord(agent_id=agent_id, status="running")
         run.started_at = run.created_at
+        self._in_flight.add(run.id)
         return run, self._runner.submit_batched(WRITE_STEPS, StepWrite.started(
+            rows.run_values(run)))
+
+    def requeue_run(self, run: RunRecord) -> Queued:
+        """Queue the row of a run whose first write failed, as it is now."""
+        return self._runner.submit_batched(WRITE_STEPS, StepWrite.started(
             rows.run_values(run)))
 
     def queue_finish(self, run: RunRecord, status: str, stop_reason: str | None,
@@ -210,6 +237,7 @@ class HistoryMixin:
         now = time.time()
         run.status, run.stop_reason, run.error, run.completed_at = (
             status, stop_reason, error, now)
+        self._in_flight.discard(run.id)
         return self._runner.submit_batched(WRITE_STEPS, StepWrite.ended(
             {"run": run.id, "status": status, "stop_reason": stop_reason, "error": error,
              "now": now}, last_run_fields(run)))
@@ -264,15 +292,19 @@ class HistoryMixin:
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
         """Mark runs left 'created' or 'running' by a dead process as failed (the steps it
-        logged land first); their ids."""
+        logged land first); their ids. Only when no other process has the database open
+        (its runs would look the same); runs this store has in flight stay as they are."""
         await self._runner.recover()
+        if self._runner.others_alive():
+            return []
         live = r.c.status.in_(("created", "running"))
+        mine = set(self._in_flight)
 
         def txn(conn: Connection) -> list[str]:
             query = select(r.c.id).where(live)
             if agent_id is not None:
                 query = query.where(r.c.agent_id == agent_id)
-            ids = list(conn.execute(query).scalars())
+            ids = [i for i in conn.execute(query).scalars() if i not in mine]
             if ids:
                 conn.execute(update(r).where(r.c.id.in_(ids)).values(
                     status="failed", stop_reason="error", completed_at=time.time(),
@@ -293,6 +325,23 @@ class HistoryMixin:
             return sorted(carried + separate, key=lambda step: (step.index, step.created_at))
 
         return await self._runner.read(txn)
+
+
+def _messages_by_id(conn: Connection, ids: list[str]) -> dict[str, Any]:
+    """The message rows with these ids, by id."""
+    return {row.id: row for row in
+            conn.execute(select(*schema.MESSAGE_READ).where(m.c.id.in_(ids)))}
+
+
+def _drop_missing(conn: Connection, agent_id: str) -> None:
+    """Drop the ids that name no stored message from the agent's in-context list."""
+    found = conn.execute(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
+                         .where(a.c.id == agent_id)).first()
+    if found is None:
+        raise NotFoundError(f"no agent with id {agent_id!r}")
+    ids = context_ids(conn, agent_id, found[0], found[1])
+    stored = _messages_by_id(conn, ids)
+    set_in_context(conn, agent_id, [i for i in ids if i in stored])
 
 
 def _seq_of(message_id: str) -> Any:

@@ -16,6 +16,7 @@ from stateloop.store.records import (
     StepRecord,
     ToolRecord,
 )
+from stateloop.surrogates import replace_lone_surrogates_in
 
 
 def to_json(value: Any) -> str:
@@ -99,10 +100,18 @@ def message_row(agent_id: str, message: Message, run_id: str | None, step_id: st
                 step: str | None = None) -> tuple[Any, ...]:
     """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded: ``data`` is the
     message's body (revision 0007; rows stored before also repeat the columns in it), and
-    ``step`` the step record (``step_json``) on the step's last row."""
+    ``step`` the step record (``step_json``) on the step's last row. Lone surrogates, which
+    neither JSON nor the database takes, are stored as U+FFFD."""
     text, tool_text = search_texts(message)
+    body = message.body()
+    try:
+        data = orjson.dumps(body).decode()  # refuses lone surrogates: then none are anywhere
+    except TypeError:
+        body = replace_lone_surrogates_in(body)
+        text, tool_text = replace_lone_surrogates_in([text, tool_text])
+        data = to_json(body)
     return (message.id, agent_id, run_id, step_id, message.role, message.created_at,
-            message.token_count, text, tool_text, to_json(message.body()), step)
+            message.token_count, text, tool_text, data, step)
 
 
 def message_from_row(row: Any) -> Message:

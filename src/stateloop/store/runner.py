@@ -72,6 +72,10 @@ class Runner(Protocol):
 
     async def close(self) -> None: ...
 
+    def others_alive(self) -> bool:
+        """Whether another process (or another store in this one) has the database open."""
+        ...
+
     def data_version(self, max_age: float = 0.0) -> int | None:
         """SQLite's data_version, which other connections' commits change, as read at most
         ``max_age`` seconds ago; None if unknown."""
@@ -101,6 +105,7 @@ class SqliteRunner:
         self._version: tuple[float, int | None] = (-1e9, None)  # (when read, data_version)
         self._queue = GroupCommit()
         self._log = steplog.StepLog(path)
+        self._log.hold()
         self._path = path
 
     def _writer_conn(self) -> Connection:
@@ -158,7 +163,7 @@ class SqliteRunner:
         try:
             for fn, item, _ in self._queue.unlogged():
                 log.append(fn.name, fn.encode(item))
-        except OSError:
+        except (OSError, TypeError):  # TypeError: what orjson cannot write
             logger.warning("cannot write the step log %s; committing instead", log.path,
                            exc_info=True)
             return False
@@ -200,6 +205,9 @@ class SqliteRunner:
         if len(self._queue):
             self._write_raw(None)
 
+    def others_alive(self) -> bool:
+        return steplog.others_alive(self._path, self._log.path)
+
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn, conn.begin():
             return fn(conn)
@@ -224,8 +232,10 @@ class SqliteRunner:
     async def close(self) -> None:
         async with self._lock:
             self._commit_queued()
-            if self._log.path.exists():
-                self._write_raw(lambda c: steplog.forget(c, self._log.token))
+            try:
+                if self._log.used:
+                    self._write_raw(lambda c: steplog.forget(c, self._log.token))
+            finally:
                 self._log.close()
             if self._writer is not None:
                 self._writer.close()
@@ -242,6 +252,9 @@ class AsyncRunner:
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
         self._queued: set[asyncio.Task[Any]] = set()
+        self._chains: dict[Any, asyncio.Task[Any]] = {}  # chain -> its last write (batching.py)
+        self._presence = steplog.StepLog(path)  # no steps logged: it shows the process lives
+        self._presence.hold()
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T:
@@ -252,10 +265,29 @@ class AsyncRunner:
                 return await conn.run_sync(fn)
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
-        task = asyncio.ensure_future(self.write(lambda conn: fn(conn, [item])))
+        chain = fn.chain(item)
+        task = asyncio.ensure_future(self._write_after(self._chains.get(chain), fn, item))
         self._queued.add(task)
         task.add_done_callback(self._queued.discard)
+        if chain is not None:
+            self._chains[chain] = task
+            task.add_done_callback(lambda done: self._end_chain(chain, done))
         return _TaskOutcome(task)
+
+    async def _write_after(self, before: asyncio.Task[Any] | None, fn: BatchFn,
+                           item: Any) -> None:
+        """Write ``item`` once the write before it in its chain has landed; if that one
+        failed, fail with its error (batching.py)."""
+        if before is not None:
+            await asyncio.wait([before])
+            error = None if before.cancelled() else before.exception()
+            if error is not None:
+                raise error
+        await self.write(lambda conn: fn(conn, [item]))
+
+    def _end_chain(self, chain: Any, done: asyncio.Task[Any]) -> None:
+        if self._chains.get(chain) is done:
+            del self._chains[chain]
 
     async def barrier(self) -> None:
         if self._queued:
@@ -280,6 +312,10 @@ class AsyncRunner:
     async def close(self) -> None:
         await self.barrier()
         await self.async_engine.dispose()
+        self._presence.close()
+
+    def others_alive(self) -> bool:
+        return steplog.others_alive(self._path, self._presence.path)
 
     def data_version(self, max_age: float = 0.0) -> int | None:
         return None  # no connection to ask without a round trip: callers re-read

@@ -77,6 +77,7 @@ class SqlStore(HistoryMixin, ArchiveMixin):
         self._runner = runner
         self.url = url.raw
         self.path = url.path
+        self._in_flight = set()
 
     def change_token(self, max_age: float = 0.0) -> tuple[int, int | None]:
         """Cheap and synchronous: differs from an earlier token when a block may have changed

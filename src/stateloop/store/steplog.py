@@ -9,7 +9,8 @@ a system call; like SQLite's WAL with ``synchronous=NORMAL`` (no fsync), it surv
 process, not the machine. The transaction also records the log's batch number in
 ``step_logs``; the log is emptied once it has committed.
 
-A log file sits next to the database and is locked by its process while that lives. A
+A log file sits next to the database and is locked by its process while that lives (from
+the moment it opens the database, so the locks also tell which processes have it open). A
 process opening the database applies the logs of dead processes whose batch never
 committed, then deletes them. A record cut short by the crash is the step in flight and is
 dropped (each record carries its length and checksum).
@@ -18,6 +19,7 @@ dropped (each record carries its length and checksum).
 from __future__ import annotations
 
 import glob
+import logging
 import mmap
 import os
 import secrets
@@ -41,6 +43,7 @@ except ImportError:  # no file locks (Windows): no step log, a step commits befo
     fcntl = None  # type: ignore[assignment]
 
 AVAILABLE = fcntl is not None
+logger = logging.getLogger("stateloop.store")
 _HEADER = struct.Struct("<II")  # payload length, crc32
 _END = _HEADER.pack(0, 0)  # a record of length 0: where the log ends
 _INITIAL_SIZE = 1 << 20
@@ -88,6 +91,28 @@ class StepLog:
         self._fd: int | None = None
         self._map: mmap.mmap | None = None
 
+    def hold(self) -> None:
+        """Create and lock the file now: while this process lives, others see that it has
+        the database open (``others_alive``). Without it, they cannot tell."""
+        if not AVAILABLE:
+            return
+        try:
+            self._open()
+        except OSError:
+            logger.warning("cannot create the step log %s", self.path, exc_info=True)
+
+    @property
+    def used(self) -> bool:
+        """Whether anything was logged (its batches may be recorded in ``step_logs``)."""
+        return self._map is not None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._fd = fd
+        return self._fd
+
     def append(self, name: str, payload: Any) -> None:
         """Log one queued write (the transaction that commits it records its batch)."""
         data = _frame([name, payload])
@@ -105,15 +130,13 @@ class StepLog:
         so a full disk is an OSError here rather than a SIGBUS when the mapping is written."""
         if self._map is not None and size <= len(self._map):
             return self._map
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        fd = self._open()
         length = max(_INITIAL_SIZE, 2 * len(self._map) if self._map is not None else 0,
                      size + mmap.PAGESIZE)
-        _allocate(self._fd, length)
+        _allocate(fd, length)
         if self._map is not None:
             self._map.close()
-        self._map = mmap.mmap(self._fd, length)
+        self._map = mmap.mmap(fd, length)
         return self._map
 
     def committed(self) -> None:
@@ -180,6 +203,28 @@ def dead_logs(db_path: Path) -> Iterator[DeadLog]:
             batch = records.pop(0)[1][0]
         writes = [(name, payload) for name, payload in records]  # JSON gave lists
         yield DeadLog(path, path.name[len(prefix):], batch, writes, fd)
+
+
+def others_alive(db_path: Path, own: Path) -> bool:
+    """Whether a process other than the holder of ``own`` (or another store of this one)
+    has the database open: its log is locked."""
+    if not AVAILABLE:
+        return False  # no locks to tell by
+    for name in glob.glob(glob.escape(str(db_path)) + "-steplog-*"):
+        path = Path(name)
+        if path == own:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # closed meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 def _frame(record: list[Any]) -> bytes:
