@@ -211,16 +211,17 @@ def local_address(response: httpx.Response) -> tuple[str, int]:
     return address
 
 
-def test_rows_stored_too_deep_before_the_limit_are_listed_cut(fake: FakeOpenAI,
-                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize("levels", [900, 5000])  # 5000: past what json.loads can read
+def test_rows_stored_too_deep_before_the_limit_are_listed_cut(fake: FakeOpenAI, tmp_path: Path,
+                                                               levels: int) -> None:
     db = tmp_path / "old.db"
     with Server(settings_for(fake, db)) as server, httpx.Client(base_url=server.url) as http:
         block = http.post("/v1/blocks", json={"label": "old", "value": "v"}).json()
         agent = http.post("/v1/agents", json={"name": "old", "include_base_tools": False,
                                               "model": "openai/gpt-4o-mini"}).json()
         tool = http.post("/v1/tools", json={"source_code": DOUBLE}).json()
-        # What a server without the body checks stored: 900 levels of metadata.
-        deep = f'{{"keep": 1, "deep": {nested_text(900)}}}'
+        # What a server without the body checks stored: hundreds of levels of metadata.
+        deep = f'{{"keep": 1, "deep": {nested_text(levels)}}}'
         with sqlite3.connect(db) as old:
             old.execute("UPDATE blocks SET metadata = ? WHERE id = ?", (deep, block["id"]))
             old.execute("UPDATE agents SET metadata = ? WHERE id = ?", (deep, agent["id"]))

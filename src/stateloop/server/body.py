@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from ..deepjson import cut_at_depth
+
 # Letta's own documents nest about 10 levels (an agent file 9, a tool's JSON schema 6). 64 is
 # room for any real nested schema or metadata, far from the limits that break later:
 # pydantic serializes at most 255 levels, and a response wraps a field in a few more.
@@ -30,8 +32,6 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # string, and the full check runs) several times faster than a regex.
 _DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _LONG_NUMBER = b"0" * 19
-# What decides nesting in JSON text: brackets, and strings (which may hold brackets).
-_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 Path = tuple[str | int, ...]
 
@@ -72,7 +72,7 @@ def check_body(body: bytes) -> BodyError | None:
         try:
             value = json.loads(text)
         except RecursionError:  # nested far too deep for a recursive parser
-            value = json.loads(_cut_at_depth(text, MAX_DEPTH + 1))
+            value = json.loads(cut_at_depth(text, MAX_DEPTH + 1))
     except ValueError:
         return None  # not JSON: the route answers as it does for any unparsable body
     return _first_problem(value, 1, fast=False)
@@ -143,18 +143,3 @@ def _printable(key: str) -> str:
 def _surrogate(loc: Path) -> BodyError:
     return BodyError(loc, "text holds a lone UTF-16 surrogate (such as \\ud800), which is "
                      "not a character", "string_unicode")
-
-
-def _cut_at_depth(text: str, depth: int) -> str:
-    """``text`` up to the first container opened at ``depth``, which becomes an empty one,
-    then closed: shallow enough to parse, and still too deep at the same path."""
-    closers: list[str] = []
-    for match in _STRUCTURE.finditer(text):
-        token = match.group()
-        if token in ("[", "{"):
-            closers.append("]" if token == "[" else "}")
-            if len(closers) == depth:
-                return text[:match.start()] + "[]" + "".join(reversed(closers[:-1]))
-        elif token in ("]", "}") and closers:
-            closers.pop()
-    return text

@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from stateloop import deepjson
 from stateloop.store import steplog
 from stateloop.store.batching import BATCH_FNS, BatchFn, GroupCommit
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
@@ -97,7 +98,8 @@ class SqliteRunner:
 
     def __init__(self, sync_url: str, path: Path) -> None:
         self.engine = create_engine(
-            sync_url, connect_args={"check_same_thread": False}, pool_size=4, max_overflow=4)
+            sync_url, connect_args={"check_same_thread": False}, pool_size=4, max_overflow=4,
+            json_deserializer=deepjson.loads)
         _install_sqlite_events(self.engine)
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
@@ -247,7 +249,8 @@ class AsyncRunner:
     """Everything through an AsyncEngine (aiosqlite today; the shape PostgreSQL will use)."""
 
     def __init__(self, async_url: str, sync_url: str, path: Path) -> None:
-        self.async_engine: AsyncEngine = create_async_engine(async_url)
+        self.async_engine: AsyncEngine = create_async_engine(async_url,
+                                                               json_deserializer=deepjson.loads)
         self._sync_url, self._path = sync_url, path
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
