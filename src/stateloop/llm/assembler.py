@@ -6,8 +6,10 @@ they become U+FFFD here, so every event and message after holds valid Unicode.""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
+from ..deepjson import MAX_DEPTH, deeper_than
 from ..events import ReasoningDelta, TextDelta, ToolCallDelta, ToolCallStart
 from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_id
 from ..surrogates import replace_lone_surrogates as valid
@@ -85,16 +87,33 @@ class StreamAssembler:
         return ModelResponse(message, usage or Usage(), finish_reason, self.model)
 
 
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (math.inf, -math.inf):
+        raise ValueError(f"{text} is too large for a number")
+    return number
+
+
 def parse_tool_call(id: str, name: str, raw: str) -> ToolCall:
-    """A ToolCall from its raw JSON arguments; bad JSON is kept and flagged, never raised.
+    """A ToolCall from its raw JSON arguments; bad JSON is kept and flagged, never raised:
+    so is JSON that no client could read back (NaN, Infinity, nesting past ``MAX_DEPTH``).
     Lone surrogates, raw or escaped in the JSON, become U+FFFD."""
     id, name, raw = valid(id), valid(name), valid(raw)
     if not raw.strip():
         return ToolCall(id, name, {}, raw)
     try:
-        arguments = json.loads(raw)
-    except json.JSONDecodeError as exc:
+        arguments = json.loads(raw, parse_constant=_not_a_number, parse_float=_finite)
+    except ValueError as exc:  # JSONDecodeError is one
         return ToolCall(id, name, {}, raw, f"arguments are not valid JSON ({exc})")
+    except RecursionError:
+        arguments = None
+    if arguments is None or (raw.count("{") + raw.count("[") > MAX_DEPTH
+                             and deeper_than(arguments, MAX_DEPTH)):
+        return ToolCall(id, name, {}, raw, f"arguments nest deeper than {MAX_DEPTH} levels")
     if not isinstance(arguments, dict):
         return ToolCall(id, name, {}, raw, "arguments must be a JSON object")
     if "\\u" in raw:  # an escaped surrogate decodes to a lone one

@@ -17,12 +17,7 @@ from typing import Any
 
 import orjson
 
-from ..deepjson import cut_at_depth
-
-# Letta's own documents nest about 10 levels (an agent file 9, a tool's JSON schema 6). 64 is
-# room for any real nested schema or metadata, far from the limits that break later:
-# pydantic serializes at most 255 levels, and a response wraps a field in a few more.
-MAX_DEPTH = 64
+from ..deepjson import MAX_DEPTH, cut_at_depth
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..approvals import PendingApproval
+from ..deepjson import MAX_DEPTH, cut, deeper_than
 from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
-from .body import MAX_DEPTH
 from .messages import call_frame, iso
 
 _ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
@@ -20,25 +20,7 @@ def shown(value: Any) -> Any:
     the response serializer goes: such a value is shown cut at ``MAX_DEPTH``, each deeper
     container replaced by a note, so listing still works. The row itself keeps everything.
     """
-    return _cut(value, MAX_DEPTH) if _deeper_than(value, MAX_DEPTH) else value
-
-
-def _deeper_than(value: Any, levels: int) -> bool:
-    if isinstance(value, dict):
-        return levels == 0 or any(_deeper_than(v, levels - 1) for v in value.values())
-    if isinstance(value, list):
-        return levels == 0 or any(_deeper_than(v, levels - 1) for v in value)
-    return False
-
-
-def _cut(value: Any, levels: int) -> Any:
-    if isinstance(value, dict | list) and levels == 0:
-        return TOO_DEEP
-    if isinstance(value, dict):
-        return {key: _cut(item, levels - 1) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_cut(item, levels - 1) for item in value]
-    return value
+    return cut(value, MAX_DEPTH, TOO_DEEP) if deeper_than(value, MAX_DEPTH) else value
 
 
 def block_view(block: BlockRecord) -> dict[str, Any]:
