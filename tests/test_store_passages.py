@@ -138,3 +138,13 @@ async def test_archival_memory_refuses_a_different_embedder(store: SqlStore) -> 
     with pytest.raises(EmbeddingMismatchError, match=r"'model-a'.*'model-b'"):
         await other.search(agent_id, "hi")
     assert await store.count_passages(agent_id) == 1
+
+
+async def test_archival_text_holding_a_lone_surrogate_is_refused_by_name(store: SqlStore) -> None:
+    agent_id = (await store.create_agent(AgentRecord(name="a"))).id
+    archive = ArchivalMemory(store, HashEmbedder())
+    with pytest.raises(ValueError, match=r"archival text 1 holds a lone surrogate"):
+        await archive.insert(agent_id, ["fine", "broken \ud800"])
+    with pytest.raises(ValueError, match=r"archival text holds a lone surrogate"):
+        await archive.insert(agent_id, "\udfff")
+    assert await store.count_passages(agent_id) == 0  # nothing of the batch was taken

@@ -15,6 +15,7 @@ from stateloop.memory.embeddings import Embedder
 from stateloop.memory.vectors import VectorIndex
 from stateloop.store import EmbeddingMismatchError, PassageRecord, Store
 from stateloop.store.times import TimeLike, to_epoch
+from stateloop.surrogates import check
 
 
 @dataclass(slots=True)
@@ -36,6 +37,8 @@ class ArchivalMemory:
                      tags: Sequence[str] | None = None) -> list[PassageRecord]:
         """Embed and store one text (or several), tagged; the index grows in place."""
         texts = [content] if isinstance(content, str) else list(content)
+        for number, text in enumerate(texts):
+            check(text, "archival text" if len(texts) == 1 else f"archival text {number}")
         await self._check_model(agent_id)
         vectors = await self.embedder.embed(texts)
         passages = [PassageRecord(agent_id=agent_id, text=text, embedding=vector,

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ..deepjson import MAX_DEPTH, cut_at_depth
+from ..surrogates import first_lone_surrogate, replace_lone_surrogates
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # An integer outside 64 bits has 19 digits at least: with every digit a "0" and every other
 # byte a space, ``_LONG_NUMBER in body.translate(_DIGITS)`` finds one (or a false alarm in a
 # string, and the full check runs) several times faster than a regex.
@@ -80,7 +79,7 @@ def _first_problem(value: Any, depth: int, *, fast: bool) -> BodyError | None:
     if kind is dict or kind is list:
         return _first_problem_inside(value, depth, fast)
     if kind is str:
-        return None if fast or not _has_surrogate(value) else _surrogate(())
+        return None if fast or not _is_broken(value) else _surrogate(())
     return _number_problem(value, kind, fast)
 
 
@@ -92,11 +91,11 @@ def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
         return BodyError((), f"nested deeper than {MAX_DEPTH} levels", "too_deep")
     pairs = container.items() if isinstance(container, dict) else enumerate(container)
     for key, item in pairs:
-        if not fast and isinstance(key, str) and _has_surrogate(key):
-            return _surrogate((_printable(key),))
+        if not fast and isinstance(key, str) and _is_broken(key):
+            return _surrogate((replace_lone_surrogates(key),))
         kind = type(item)
         if kind is str:
-            if fast or not _has_surrogate(item):
+            if fast or not _is_broken(item):
                 continue
             problem: BodyError | None = _surrogate(())
         elif kind is int:
@@ -108,7 +107,7 @@ def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
         else:
             problem = _number_problem(item, kind, fast)
         if problem:
-            loc_key = _printable(key) if isinstance(key, str) else key
+            loc_key = replace_lone_surrogates(key) if isinstance(key, str) else key
             return BodyError((loc_key, *problem.loc), problem.msg, problem.type)
     return None
 
@@ -126,13 +125,8 @@ def _number_problem(value: Any, kind: type, fast: bool) -> BodyError | None:
     return None
 
 
-def _has_surrogate(text: str) -> bool:
-    return not text.isascii() and _SURROGATE.search(text) is not None
-
-
-def _printable(key: str) -> str:
-    """A key as the error can show it: a lone surrogate cannot even be encoded in the reply."""
-    return _SURROGATE.sub("\ufffd", key)
+def _is_broken(text: str) -> bool:
+    return first_lone_surrogate(text) is not None
 
 
 def _surrogate(loc: Path) -> BodyError:
