@@ -11,7 +11,7 @@ from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
 from ..pagination import Order, page
 from ..runtime import Runtime
-from ..schemas import CreateAgent, UpdateAgent
+from ..schemas import CreateAgent, UpdateAgent, errors
 from ..views import agent_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -32,7 +32,7 @@ async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
     return record
 
 
-@router.post("")
+@router.post("", responses=errors(404, 409))
 async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Create an agent with memory blocks, tools, tool rules, model and tags."""
     agent_id = await create_agent(runtime, body)
@@ -61,13 +61,13 @@ async def list_agents(
     return [await agent_state(runtime, record) for record in chosen]
 
 
-@router.get("/{agent_id}")
+@router.get("/{agent_id}", responses=errors(404))
 async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One agent's state."""
     return await agent_state(runtime, await agent_record(runtime, agent_id))
 
 
-@router.patch("/{agent_id}")
+@router.patch("/{agent_id}", responses=errors(404, 409))
 async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Change name, system prompt, model, tools, tool rules, tags, description, metadata."""
     await agent_record(runtime, agent_id)
@@ -75,7 +75,7 @@ async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.delete("/{agent_id}")
+@router.delete("/{agent_id}", responses=errors(404, 409))
 async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Delete an agent, its history and the blocks no other agent shares."""
     await agent_record(runtime, agent_id)
@@ -88,7 +88,7 @@ async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     return {}
 
 
-@router.get("/{agent_id}/context")
+@router.get("/{agent_id}/context", responses=errors(404))
 async def context(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """How the agent's context window is used (Letta's ContextWindowOverview)."""
     await agent_record(runtime, agent_id)

@@ -13,7 +13,7 @@ from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order, page
 from ..runtime import Runtime
-from ..schemas import RetrieveStreamRequest
+from ..schemas import RetrieveStreamRequest, errors, streamed
 from ..sse import event_stream
 from ..views import run_view, step_view, usage_view
 
@@ -42,13 +42,13 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                                       limit=limit, order=order)]
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", responses=errors(404))
 async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One run: status, stop reason, timing."""
     return run_view(await runtime.store.get_run(run_id))
 
 
-@router.get("/{run_id}/messages")
+@router.get("/{run_id}/messages", responses=errors(404))
 async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
                    before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
                    order: Order = "asc") -> list[dict[str, Any]]:
@@ -60,7 +60,7 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
     return [frame for message in chosen for frame in to_letta(message, run_id=run_id)]
 
 
-@router.get("/{run_id}/steps")
+@router.get("/{run_id}/steps", responses=errors(404))
 async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
                 before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
                 order: Order = "asc") -> list[dict[str, Any]]:
@@ -71,13 +71,13 @@ async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
                                        limit=limit, order=order)]
 
 
-@router.get("/{run_id}/usage")
+@router.get("/{run_id}/usage", responses=errors(404))
 async def usage(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Tokens summed over the run's steps."""
     return usage_view(await runtime.store.get_run(run_id))
 
 
-@router.post("/{run_id}/stream")
+@router.post("/{run_id}/stream", responses=streamed(404, 409))
 async def stream(run_id: str, runtime: RuntimeDep,
                  body: RetrieveStreamRequest | None = None) -> StreamingResponse:
     """The run's stream from a cursor (``starting_after``, a ``seq_id``), live until it ends.
