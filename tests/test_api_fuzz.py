@@ -1,0 +1,125 @@
+"""schemathesis against the served OpenAPI document: every operation, a fixed number of
+generated requests each, on a real server over loopback with the fake OpenAI server as model.
+
+Each request must get no 5xx, a status code the document declares for the operation, the
+declared content type, and a body that matches the declared schema. Path parameters are
+sometimes swapped for ids that exist, so handlers are reached past their 404s. Bodies are
+valid JSON of the declared shapes (schemathesis's positive mode); the seed is derived from
+the test, so every run sends the same requests.
+
+One test walks every operation, so a failure lists each failing operation with a curl line
+that reproduces it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from letta_client import Letta
+from schemathesis import Case
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from fake_script import Script
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, settings_for
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+
+EXAMPLES_PER_OPERATION = 50
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+
+CONFIG = schemathesis.Config.from_dict({
+    "request-timeout": 30,
+    # Reproductions show the real bodies: "max_tokens" is no secret.
+    "output": {"sanitization": {"enabled": False}},
+})
+
+SOURCE = '''
+def shout(text: str) -> str:
+    """Say it loudly.
+
+    Args:
+        text: What to say.
+    """
+    return text.upper()
+'''
+
+
+def _known_ids(client: Letta) -> dict[str, list[str]]:
+    """Objects of every kind, so generated requests can name real ones."""
+    agent = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=True,
+                                 memory_blocks=[{"label": "human", "value": "Name: Ada"}])
+    block = client.blocks.create(label="notes", value="shared")
+    tool = client.tools.create(source_code=SOURCE)
+    passage = client.agents.passages.create(agent.id, text="Ada likes tea")
+    response = client.agents.messages.create(agent.id, messages=[
+        {"role": "user", "content": "hello"}])
+    runs = [run.id for run in client.runs.list(agent_id=agent.id)]
+    assert response.messages and runs
+    return {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
+            "memory_id": [passage[0].id], "run_id": runs, "block_label": ["human", "notes"],
+            "tool_name": ["send_message", "shout"]}
+
+
+@pytest.fixture(scope="module")
+def served(fake: FakeOpenAI, script: Script,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, list[str]]]]:
+    """The schema as the server serves it, and ids of objects that exist there."""
+    db = tmp_path_factory.mktemp("fuzz") / "stateloop.db"
+    script.set()
+    with Server(settings_for(fake, db)) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        known = _known_ids(client)
+        yield schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG), known
+
+
+def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Case]:
+    """Generated requests; half of them (where the path names objects) with real ids."""
+    names = [p.name for p in operation.path_parameters]
+    real = [name for name in names if known.get(name)]
+    generated = operation.as_strategy()
+    if not real:
+        return generated
+    existing = st.fixed_dictionaries({name: st.sampled_from(known[name]) for name in real})
+    return st.one_of(generated, existing.flatmap(
+        lambda fixed: operation.as_strategy(path_parameters=fixed)))
+
+
+def test_every_operation_answers_as_documented(served: tuple[Any, dict[str, list[str]]]
+                                               ) -> None:
+    schema, known = served
+    failures: list[str] = []
+    statuses: dict[str, Counter[int]] = defaultdict(Counter)
+    # Deletions last, an agent's own objects before the agent: the others need them alive.
+    operations = sorted((result.ok() for result in schema.get_all_operations()),
+                        key=lambda op: (op.method == "delete", -len(op.path)))
+
+    for operation in operations:
+        @settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, deadline=None,
+                  database=None, suppress_health_check=list(HealthCheck))
+        @given(case=_cases(operation, known))
+        def check(case: Case) -> None:
+            response = case.call_and_validate(checks=CHECKS)
+            statuses[case.operation.label][response.status_code] += 1
+
+        try:
+            check()
+        except (Exception, BaseExceptionGroup) as exc:  # a FailureGroup is the latter
+            failures.append(f"{operation.label}:\n{exc}")
+    for label, counts in statuses.items():
+        print(label, dict(sorted(counts.items())))
+    if failures:
+        pytest.fail(f"{len(failures)} of {len(operations)} operations failed:\n\n"
+                    + "\n\n".join(failures), pytrace=False)
