@@ -86,3 +86,11 @@ def test_archival_search_with_a_bad_date_names_the_parameter(server: Server,
     response = httpx.get(f"{server.url}/v1/agents/{agent.id}/archival-memory/search",
                          params={"query": "tea", "start_datetime": "-"})
     assert "ISO 8601" in _field_error(response, "query", "start_datetime")["msg"]
+
+
+def test_response_shapes_are_declared_with_lettas_names(server: Server) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    ok = spec["paths"]["/v1/blocks/{block_id}"]["get"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Block"}
+    agent = spec["components"]["schemas"]["AgentState"]
+    assert {"id", "name", "llm_config", "memory", "tools", "blocks"} <= set(agent["required"])

@@ -10,6 +10,7 @@ from ...store import AgentRecord
 from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
 from ..pagination import Order, page
+from ..responses import AgentState
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
 from ..views import agent_view
@@ -32,14 +33,14 @@ async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
     return record
 
 
-@router.post("", responses=errors(404, 409))
+@router.post("", responses=errors(404, 409), response_model=AgentState)
 async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Create an agent with memory blocks, tools, tool rules, model and tags."""
     agent_id = await create_agent(runtime, body)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.get("")
+@router.get("", response_model=list[AgentState])
 async def list_agents(
     runtime: RuntimeDep,
     name: str | None = None,
@@ -61,13 +62,13 @@ async def list_agents(
     return [await agent_state(runtime, record) for record in chosen]
 
 
-@router.get("/{agent_id}", responses=errors(404))
+@router.get("/{agent_id}", responses=errors(404), response_model=AgentState)
 async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One agent's state."""
     return await agent_state(runtime, await agent_record(runtime, agent_id))
 
 
-@router.patch("/{agent_id}", responses=errors(404, 409))
+@router.patch("/{agent_id}", responses=errors(404, 409), response_model=AgentState)
 async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Change name, system prompt, model, tools, tool rules, tags, description, metadata."""
     await agent_record(runtime, agent_id)

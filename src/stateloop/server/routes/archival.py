@@ -10,6 +10,7 @@ from ...store import PassageRecord
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..messages import iso
+from ..responses import ArchivalMemorySearchResponse, Passage
 from ..runtime import Runtime
 from ..schemas import CreateArchivalMemory, errors
 from ..views import passage_view
@@ -29,7 +30,7 @@ async def _seq(runtime: Runtime, agent_id: str, passage_id: str | None) -> int |
     return found[0].seq
 
 
-@router.get("", responses=errors(404))
+@router.get("", responses=errors(404), response_model=list[Passage])
 async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                         before: str | None = None,
                         limit: Annotated[int | None, Query(ge=1)] = 100,
@@ -59,7 +60,7 @@ def _between(passage: PassageRecord, after: int | None, before: int | None,
     return (after is None or seq < after) and (before is None or seq > before)
 
 
-@router.post("", responses=errors(404, 409))
+@router.post("", responses=errors(404, 409), response_model=list[Passage])
 async def insert(agent_id: str, body: CreateArchivalMemory,
                  runtime: RuntimeDep) -> list[dict[str, Any]]:
     """Embed and store a passage."""
@@ -70,7 +71,7 @@ async def insert(agent_id: str, body: CreateArchivalMemory,
     return [passage_view(p) for p in stored]
 
 
-@router.get("/search", responses=errors(404))
+@router.get("/search", responses=errors(404), response_model=ArchivalMemorySearchResponse)
 async def search(agent_id: str, runtime: RuntimeDep, query: str,
                  tags: Annotated[list[str] | None, Query()] = None,
                  tag_match_mode: Literal["any", "all"] = "any",

@@ -16,6 +16,7 @@ from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order
+from ..responses import Run
 from ..runs import RunChannel
 from ..runtime import Runtime
 from ..schemas import (
@@ -146,7 +147,7 @@ async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
     return stream(runtime, channel, body)
 
 
-@router.post("/async", responses=errors(400, 404, 409))
+@router.post("/async", responses=errors(400, 404, 409), response_model=Run)
 async def send_message_async(agent_id: str, body: LettaAsyncRequest,
                              runtime: RuntimeDep) -> dict[str, Any]:
     """Start a run in the background; returns the run (poll it, or stream it by id)."""

@@ -12,6 +12,7 @@ from ...store import RunRecord
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order, page
+from ..responses import Run, Step, UsageStatistics
 from ..runtime import Runtime
 from ..schemas import RetrieveStreamRequest, errors, streamed
 from ..sse import event_stream
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 _LIST_WINDOW = 10_000
 
 
-@router.get("")
+@router.get("", response_model=list[Run])
 async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     agent_ids: Annotated[list[str] | None, Query()] = None,
                     statuses: Annotated[list[str] | None, Query()] = None,
@@ -42,7 +43,7 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                                       limit=limit, order=order)]
 
 
-@router.get("/{run_id}", responses=errors(404))
+@router.get("/{run_id}", responses=errors(404), response_model=Run)
 async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One run: status, stop reason, timing."""
     return run_view(await runtime.store.get_run(run_id))
@@ -60,7 +61,7 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
     return [frame for message in chosen for frame in to_letta(message, run_id=run_id)]
 
 
-@router.get("/{run_id}/steps", responses=errors(404))
+@router.get("/{run_id}/steps", responses=errors(404), response_model=list[Step])
 async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
                 before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
                 order: Order = "asc") -> list[dict[str, Any]]:
@@ -71,7 +72,7 @@ async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
                                        limit=limit, order=order)]
 
 
-@router.get("/{run_id}/usage", responses=errors(404))
+@router.get("/{run_id}/usage", responses=errors(404), response_model=UsageStatistics)
 async def usage(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Tokens summed over the run's steps."""
     return usage_view(await runtime.store.get_run(run_id))
