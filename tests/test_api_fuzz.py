@@ -58,19 +58,23 @@ def shout(text: str) -> str:
 
 
 def _known_ids(client: Letta) -> dict[str, list[str]]:
-    """Objects of every kind, so generated requests can name real ones."""
+    """Objects of every kind, so generated requests can name real ones: by path parameter,
+    and ``cursor`` for ``after``/``before`` (ids of every kind, so some fit the listing)."""
     agent = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=True,
                                  memory_blocks=[{"label": "human", "value": "Name: Ada"}])
     block = client.blocks.create(label="notes", value="shared")
     tool = client.tools.create(source_code=SOURCE)
     passage = client.agents.passages.create(agent.id, text="Ada likes tea")
-    response = client.agents.messages.create(agent.id, messages=[
-        {"role": "user", "content": "hello"}])
+    client.agents.messages.create(agent.id, messages=[{"role": "user", "content": "hello"}])
     runs = [run.id for run in client.runs.list(agent_id=agent.id)]
-    assert response.messages and runs
-    return {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
-            "memory_id": [passage[0].id], "run_id": runs, "block_label": ["human", "notes"],
-            "tool_name": ["send_message", "shout"]}
+    messages = [message.id for message in client.agents.messages.list(agent.id)]
+    steps = [step.id for step in client.runs.steps.list(runs[0])]
+    assert runs and messages and steps
+    known = {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
+             "memory_id": [passage[0].id], "run_id": runs, "block_label": ["human", "notes"],
+             "tool_name": ["send_message", "shout"]}
+    ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]
+    return {**known, "cursor": ids + messages[:3] + messages[-3:] + steps}
 
 
 @pytest.fixture(scope="module")
@@ -86,15 +90,30 @@ def served(fake: FakeOpenAI, script: Script,
 
 
 def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Case]:
-    """Generated requests; half of them (where the path names objects) with real ids."""
-    names = [p.name for p in operation.path_parameters]
-    real = [name for name in names if known.get(name)]
-    generated = operation.as_strategy()
-    if not real:
-        return generated
-    existing = st.fixed_dictionaries({name: st.sampled_from(known[name]) for name in real})
-    return st.one_of(generated, existing.flatmap(
-        lambda fixed: operation.as_strategy(path_parameters=fixed)))
+    """Generated requests, and as many again whose path names objects that exist, some with
+    an existing id as the ``after`` or ``before`` cursor."""
+    real = st.fixed_dictionaries({p.name: st.sampled_from(known[p.name])
+                                  for p in operation.path_parameters if p.name in known})
+    variants = [real.flatmap(lambda path: operation.as_strategy(path_parameters=path))]
+    for cursor in [p.name for p in operation.query if p.name in ("after", "before")]:
+        variants.append(st.tuples(real, st.sampled_from(known["cursor"])).flatmap(
+            lambda pair, cursor=cursor: operation.as_strategy(path_parameters=pair[0],
+                                                              query={cursor: pair[1]})))
+    if operation.body and "source_code" in str(operation.body[0].definition):
+        variants.append(st.tuples(operation.as_strategy(), st.sampled_from(["shout", "hum"]),
+                                  st.booleans()).map(_with_source))
+    return st.one_of(operation.as_strategy(), st.one_of(variants))
+
+
+def _with_source(drawn: tuple[Case, str, bool]) -> Case:
+    """A tool body whose source compiles (generated source never does), with or without the
+    generated JSON schema."""
+    case, name, keep_schema = drawn
+    if isinstance(case.body, dict):
+        case.body["source_code"] = SOURCE.replace("shout", name)
+        if not keep_schema:
+            case.body["json_schema"] = None
+    return case
 
 
 def test_every_operation_answers_as_documented(served: tuple[Any, dict[str, list[str]]]
