@@ -183,3 +183,29 @@ class AgentState(Response):
     identity_ids: list[str] = []
     secrets: list[Any] = []
     tool_exec_environment_variables: list[Any] = []
+
+
+class ContextWindowOverview(Response):
+    context_window_size_max: int
+    context_window_size_current: int
+    num_messages: int
+    num_archival_memory: int
+    num_recall_memory: int
+    num_tokens_external_memory_summary: int
+    external_memory_summary: str
+    num_tokens_system: int
+    system_prompt: str
+    num_tokens_core_memory: int
+    core_memory: str
+    num_tokens_memory_filesystem: int = 0
+    memory_filesystem: str | None = None
+    num_tokens_tool_usage_rules: int
+    tool_usage_rules: str | None = None
+    num_tokens_directories: int = 0
+    directories: str | None = None
+    num_tokens_summary_memory: int
+    summary_memory: str | None = None
+    num_tokens_functions_definitions: int
+    functions_definitions: list[dict[str, Any]] | None = None
+    num_tokens_messages: int
+    messages: list[dict[str, Any]]  # stateloop's own message dicts, not Letta's Message

@@ -10,7 +10,7 @@ from ...store import AgentRecord
 from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
 from ..pagination import Order, page
-from ..responses import AgentState
+from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
 from ..views import agent_view
@@ -89,7 +89,8 @@ async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     return {}
 
 
-@router.get("/{agent_id}/context", responses=errors(404))
+@router.get("/{agent_id}/context", responses=errors(404),
+            response_model=ContextWindowOverview)
 async def context(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """How the agent's context window is used (Letta's ContextWindowOverview)."""
     await agent_record(runtime, agent_id)
