@@ -209,3 +209,23 @@ class ContextWindowOverview(Response):
     functions_definitions: list[dict[str, Any]] | None = None
     num_tokens_messages: int
     messages: list[dict[str, Any]]  # stateloop's own message dicts, not Letta's Message
+
+
+class LettaStopReason(BaseModel):  # a stream frame: it may carry more (seq_id, run_id)
+    message_type: str = "stop_reason"
+    stop_reason: str
+
+
+class LettaUsageStatistics(BaseModel):
+    message_type: str = "usage_statistics"
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    total_tokens: int | None = None
+    step_count: int | None = None
+    run_ids: list[str] | None = None
+
+
+class LettaResponse(Response):
+    messages: list[dict[str, Any]]  # Letta's message frames, by message_type
+    stop_reason: LettaStopReason
+    usage: LettaUsageStatistics

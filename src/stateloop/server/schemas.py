@@ -28,9 +28,14 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
             for status in statuses}
 
 
-def streamed(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route that answers with Server-Sent Events (besides ``errors``)."""
-    return {200: {"content": {"text/event-stream": {"schema": _SSE_EVENT}}}, **errors(*statuses)}
+def streamed(*statuses: int, model: type[BaseModel] | None = None
+             ) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route that answers with Server-Sent Events (or, given ``model``,
+    with that JSON body when the request does not ask for a stream)."""
+    ok: dict[str, Any] = {"content": {"text/event-stream": {"schema": _SSE_EVENT}}}
+    if model is not None:
+        ok["model"] = model
+    return {200: ok, **errors(*statuses)}
 
 
 # One event of the stream (OpenAPI 3.1: a sequential media type's schema describes an item);

@@ -16,7 +16,7 @@ from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order
-from ..responses import Run
+from ..responses import LettaResponse, Run
 from ..runs import RunChannel
 from ..runtime import Runtime
 from ..schemas import (
@@ -128,7 +128,8 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
                         run_id=channel.run_id)
 
 
-@router.post("", response_model=None, responses=streamed(400, 404, 409))
+@router.post("", response_model=None,
+              responses=streamed(400, 404, 409, model=LettaResponse))
 async def send_message(agent_id: str, body: LettaStreamingRequest,
                        runtime: RuntimeDep) -> dict[str, Any] | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
