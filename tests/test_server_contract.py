@@ -94,3 +94,11 @@ def test_response_shapes_are_declared_with_lettas_names(server: Server) -> None:
     assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Block"}
     agent = spec["components"]["schemas"]["AgentState"]
     assert {"id", "name", "llm_config", "memory", "tools", "blocks"} <= set(agent["required"])
+
+
+def test_page_size_beyond_64_bits_is_422_naming_limit(server: Server, client: Letta) -> None:
+    agent = new_agent(client)
+    client.agents.passages.create(agent.id, text="tea")
+    url = f"{server.url}/v1/agents/{agent.id}/archival-memory"
+    _field_error(httpx.get(url, params={"limit": str(2**70)}), "query", "limit")
+    assert len(httpx.get(url, params={"limit": str(2**63 - 1)}).json()) == 1

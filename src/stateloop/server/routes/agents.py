@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 from ...store import AgentRecord
 from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
 from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
@@ -48,7 +48,7 @@ async def list_agents(
     match_all_tags: bool = False,
     before: str | None = None,
     after: str | None = None,
-    limit: Annotated[int | None, Query(ge=1)] = 50,
+    limit: Limit = 50,
     order: Order = "desc",
     ascending: bool | None = None,
 ) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from ...store import PassageRecord
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..messages import iso
+from ..pagination import Limit
 from ..responses import ArchivalMemorySearchResponse, Passage
 from ..runtime import Runtime
 from ..schemas import CreateArchivalMemory, errors
@@ -33,7 +34,7 @@ async def _seq(runtime: Runtime, agent_id: str, passage_id: str | None) -> int |
 @router.get("", responses=errors(404), response_model=list[Passage])
 async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                         before: str | None = None,
-                        limit: Annotated[int | None, Query(ge=1)] = 100,
+                        limit: Limit = 100,
                         search: str | None = None,
                         ascending: bool = True) -> list[dict[str, Any]]:
     """The agent's passages in insertion order (``search``: those containing the text)."""
@@ -75,7 +76,7 @@ async def insert(agent_id: str, body: CreateArchivalMemory,
 async def search(agent_id: str, runtime: RuntimeDep, query: str,
                  tags: Annotated[list[str] | None, Query()] = None,
                  tag_match_mode: Literal["any", "all"] = "any",
-                 top_k: Annotated[int | None, Query(ge=1)] = None,
+                 top_k: Limit = None,
                  start_datetime: str | None = None,
                  end_datetime: str | None = None) -> dict[str, Any]:
     """The passages closest in meaning to ``query``."""

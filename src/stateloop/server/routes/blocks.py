@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from ...store import BlockRecord
 from ..deps import RuntimeDep
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
 from ..responses import AgentState, Block
 from ..schemas import BlockUpdate, CreateBlock, errors
 from ..views import block_view
@@ -28,7 +28,7 @@ def _changes(body: BlockUpdate) -> dict[str, Any]:
             responses=errors(404), response_model=list[Block])
 async def list_agent_blocks(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                             before: str | None = None,
-                            limit: Annotated[int | None, Query(ge=1)] = None,
+                            limit: Limit = None,
                             order: Order = "asc") -> list[dict[str, Any]]:
     """The agent's blocks in order."""
     await agent_record(runtime, agent_id)
@@ -93,7 +93,7 @@ async def create_block(body: CreateBlock, runtime: RuntimeDep) -> dict[str, Any]
 @router.get("/v1/blocks", response_model=list[Block])
 async def list_blocks(runtime: RuntimeDep, label: str | None = None, after: str | None = None,
                       before: str | None = None,
-                      limit: Annotated[int | None, Query(ge=1)] = 50,
+                      limit: Limit = 50,
                       order: Order = "asc") -> list[dict[str, Any]]:
     """Every block, optionally only those with this label."""
     blocks = await runtime.store.list_blocks()

@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from ...store import RunRecord
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
 from ..responses import Run, Step, UsageStatistics
 from ..runtime import Runtime
 from ..schemas import RetrieveStreamRequest, errors, streamed
@@ -28,7 +28,7 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     agent_ids: Annotated[list[str] | None, Query()] = None,
                     statuses: Annotated[list[str] | None, Query()] = None,
                     active: bool = False, after: str | None = None, before: str | None = None,
-                    limit: Annotated[int | None, Query(ge=1)] = 100,
+                    limit: Limit = 100,
                     order: Order = "desc") -> list[dict[str, Any]]:
     """Runs, newest first by default; filter by agent(s) and status."""
     ids: list[str | None] = [agent_id] if agent_id else []
@@ -51,7 +51,7 @@ async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 
 @router.get("/{run_id}/messages", responses=errors(404))
 async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
-                   before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
+                   before: str | None = None, limit: Limit = 100,
                    order: Order = "asc") -> list[dict[str, Any]]:
     """The messages the run added (input included)."""
     run = await runtime.store.get_run(run_id)
@@ -63,7 +63,7 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
 
 @router.get("/{run_id}/steps", responses=errors(404), response_model=list[Step])
 async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
-                before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
+                before: str | None = None, limit: Limit = 100,
                 order: Order = "asc") -> list[dict[str, Any]]:
     """The run's model calls, with tokens per step."""
     await runtime.store.get_run(run_id)

@@ -13,7 +13,7 @@ from ...tools.builtin import builtin_names
 from ...tools.sandbox import check_source, describe_source
 from ..creation import set_tools, unprocessable
 from ..deps import RuntimeDep
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
 from ..responses import AgentState, Tool
 from ..runtime import Runtime
 from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
@@ -100,7 +100,7 @@ def _record(body: ToolCreate, schema: dict[str, Any]) -> ToolRecord:
 @router.get("/v1/tools", response_model=list[Tool])
 async def list_tools(runtime: RuntimeDep, name: str | None = None, after: str | None = None,
                      before: str | None = None,
-                     limit: Annotated[int | None, Query(ge=1)] = 50,
+                     limit: Limit = 50,
                      order: Order = "asc") -> list[dict[str, Any]]:
     """Registered tools: built-in, Python and source tools."""
     records = await runtime.store.list_tools([name] if name else None)
@@ -161,7 +161,7 @@ async def delete_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 @router.get("/v1/agents/{agent_id}/tools", responses=errors(404), response_model=list[Tool])
 async def list_agent_tools(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                            before: str | None = None,
-                           limit: Annotated[int | None, Query(ge=1)] = None,
+                           limit: Limit = None,
                            order: Order = "asc") -> list[dict[str, Any]]:
     """The agent's tools in attach order."""
     agent = await agent_record(runtime, agent_id)
