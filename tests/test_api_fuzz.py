@@ -5,7 +5,8 @@ Each request must get no 5xx, a status code the document declares for the operat
 declared content type, and a body that matches the declared schema. Path parameters are
 sometimes swapped for ids that exist, so handlers are reached past their 404s. Bodies are
 valid JSON of the declared shapes (schemathesis's positive mode); the seed is derived from
-the test, so every run sends the same requests.
+the test, so every run sends the same requests. Then schemathesis's coverage cases: each
+declared bound, enum value and optional field in turn.
 
 One test walks every operation, so a failure lists each failing operation with a curl line
 that reproduces it.
@@ -22,7 +23,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from letta_client import Letta
-from schemathesis import Case
+from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -116,6 +117,21 @@ def _with_source(drawn: tuple[Case, str, bool]) -> Case:
     return case
 
 
+def _boundary_cases(schema: Any, operation: Any, known: dict[str, list[str]]
+                    ) -> Iterator[Case]:
+    """schemathesis's coverage cases: each declared bound, enum value and optional field in
+    turn (every other one naming existing objects)."""
+    config = schema.config.generation_for(operation=operation, phase="coverage")
+    cases = schema.iter_coverage_cases(operation, generation_modes=[GenerationMode.POSITIVE],
+                                       generation_config=config)
+    for index, case in enumerate(cases):
+        if index % 2:
+            for name in case.path_parameters or {}:
+                if name in known:
+                    case.path_parameters[name] = known[name][0]
+        yield case
+
+
 def test_every_operation_answers_as_documented(served: tuple[Any, dict[str, list[str]]]
                                                ) -> None:
     schema, known = served
@@ -125,16 +141,17 @@ def test_every_operation_answers_as_documented(served: tuple[Any, dict[str, list
     operations = sorted((result.ok() for result in schema.get_all_operations()),
                         key=lambda op: (op.method == "delete", -len(op.path)))
 
-    for operation in operations:
-        @settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, deadline=None,
-                  database=None, suppress_health_check=list(HealthCheck))
-        @given(case=_cases(operation, known))
-        def check(case: Case) -> None:
-            response = case.call_and_validate(checks=CHECKS)
-            statuses[case.operation.label][response.status_code] += 1
+    def send(case: Case) -> None:
+        response = case.call_and_validate(checks=CHECKS)
+        statuses[case.operation.label][response.status_code] += 1
 
+    fuzzing = settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, deadline=None,
+                       database=None, suppress_health_check=list(HealthCheck))
+    for operation in operations:
         try:
-            check()
+            fuzzing(given(case=_cases(operation, known))(send))()
+            for case in _boundary_cases(schema, operation, known):
+                send(case)
         except (Exception, BaseExceptionGroup) as exc:  # a FailureGroup is the latter
             failures.append(f"{operation.label}:\n{exc}")
     for label, counts in statuses.items():  # shown with -s: how far the requests got
