@@ -14,6 +14,7 @@ that reproduces it.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -101,18 +102,21 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
             lambda pair, cursor=cursor: operation.as_strategy(path_parameters=pair[0],
                                                               query={cursor: pair[1]})))
     if operation.body and "source_code" in str(operation.body[0].definition):
-        variants.append(st.tuples(operation.as_strategy(), st.sampled_from(["shout", "hum"]),
-                                  st.booleans()).map(_with_source))
+        variants.append(operation.as_strategy().map(_with_source))
     return st.one_of(operation.as_strategy(), st.one_of(variants))
 
 
-def _with_source(drawn: tuple[Case, str, bool]) -> Case:
-    """A tool body whose source compiles (generated source never does), with or without the
-    generated JSON schema."""
-    case, name, keep_schema = drawn
+_tool_bodies = itertools.count()
+
+
+def _with_source(case: Case) -> Case:
+    """A tool body whose source compiles (generated source never does): in turn, a new tool
+    with its generated JSON schema, a new one without, and the existing one."""
+    turn = next(_tool_bodies)
     if isinstance(case.body, dict):
+        name = "shout" if turn % 3 == 2 else f"hum_{turn}"
         case.body["source_code"] = SOURCE.replace("shout", name)
-        if not keep_schema:
+        if turn % 3 == 1:
             case.body["json_schema"] = None
     return case
 
