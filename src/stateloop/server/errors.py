@@ -1,7 +1,8 @@
 """Our exceptions as HTTP errors: 404 unknown ids, 409 conflicts, 422 bad input, and any
 other exception as a 500 that leaves the connection usable.
 
-Bodies are ``{"detail": "..."}``, as Letta's (FastAPI's) errors are.
+Bodies are ``{"detail": "..."}``, as Letta's (FastAPI's) errors are; a 422's detail is
+FastAPI's list of ``{"loc", "msg", "type"}``, the shape the OpenAPI document declares for it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ def install(app: FastAPI) -> None:
 
 def _handler(status: int):  # type: ignore[no-untyped-def]
     async def handle(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=status)
+        if status == 422:
+            detail: object = [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]
+        else:
+            detail = str(exc)
+        return JSONResponse({"detail": detail}, status_code=status)
 
     return handle
 

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
+
+from fastapi import Query
+
+from .schemas import INT64_MAX
 
 T = TypeVar("T")
 
 Order = Literal["asc", "desc"]
+
+# A page size: the store passes it to SQL, whose integers are 64-bit.
+Limit = Annotated[int | None, Query(ge=1, le=INT64_MAX)]
 
 
 def page(items: Sequence[T], *, key: Callable[[T], str], after: str | None = None,

@@ -7,6 +7,43 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+# The store keeps counts and limits in 64-bit integer columns: a larger one is refused (422,
+# naming the field) rather than failing in the database.
+INT64_MAX = 2**63 - 1
+
+
+class ErrorBody(BaseModel):
+    """An error other than a 422: ``{"detail": "what is wrong, naming the id or field"}``."""
+
+    detail: str
+
+
+_MEANINGS = {400: "Bad Request", 404: "Not Found", 409: "Conflict"}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route that answers these statuses (422 FastAPI declares itself),
+    so the OpenAPI document lists every status the route really returns."""
+    return {status: {"model": ErrorBody, "description": _MEANINGS[status]}
+            for status in statuses}
+
+
+def streamed(*statuses: int, model: type[BaseModel] | None = None
+             ) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route that answers with Server-Sent Events (or, given ``model``,
+    with that JSON body when the request does not ask for a stream)."""
+    ok: dict[str, Any] = {"content": {"text/event-stream": {"schema": _SSE_EVENT}}}
+    if model is not None:
+        ok["model"] = model
+    return {200: ok, **errors(*statuses)}
+
+
+# One event of the stream (OpenAPI 3.1: a sequential media type's schema describes an item);
+# ``data`` is a JSON message frame, or ``[DONE]`` at the end.
+_SSE_EVENT = {"type": "object", "required": ["data"],
+              "properties": {"data": {"type": "string"}, "event": {"type": "string"},
+                             "id": {"type": "string"}}}
+
 
 class Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -19,7 +56,7 @@ class Strict(BaseModel):
 class CreateBlock(Lenient):
     label: str = Field(min_length=1)
     value: str
-    limit: int | None = Field(default=None, gt=0)
+    limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
     description: str | None = None
     read_only: bool = False
     metadata: dict[str, Any] | None = None
@@ -30,7 +67,7 @@ class CreateBlock(Lenient):
 class BlockUpdate(Lenient):
     value: str | None = None
     label: str | None = Field(default=None, min_length=1)
-    limit: int | None = Field(default=None, gt=0)
+    limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
     description: str | None = None
     read_only: bool | None = None
     metadata: dict[str, Any] | None = None
@@ -41,8 +78,8 @@ class LLMConfig(Lenient):
     model: str
     model_endpoint_type: str = "openai"
     model_endpoint: str | None = None
-    context_window: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    max_tokens: int | None = Field(default=None, gt=0, le=INT64_MAX)
     handle: str | None = None
     parallel_tool_calls: bool | None = None
 
@@ -54,8 +91,8 @@ class CreateAgent(Lenient):
     description: str | None = None
     model: str | None = None
     llm_config: LLMConfig | None = None
-    context_window_limit: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
+    context_window_limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    max_tokens: int | None = Field(default=None, gt=0, le=INT64_MAX)
     parallel_tool_calls: bool | None = None
     memory_blocks: list[CreateBlock] | None = None
     block_ids: list[str] | None = None
@@ -75,7 +112,7 @@ class UpdateAgent(Lenient):
     description: str | None = None
     model: str | None = None
     llm_config: LLMConfig | None = None
-    context_window_limit: int | None = Field(default=None, gt=0)
+    context_window_limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
     tool_ids: list[str] | None = None
     tool_rules: list[dict[str, Any]] | None = None
     tags: list[str] | None = None
@@ -163,7 +200,7 @@ InputMessage = Annotated[
 class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
     input: str | list[TextContent] | None = None
-    max_steps: int | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, gt=0, le=INT64_MAX)
     override_model: str | None = None  # a handle such as "openai/gpt-4o", for this run only
     use_assistant_message: bool = True
     include_return_message_types: list[str] | None = None
@@ -206,7 +243,7 @@ class ToolCreate(Strict):
     source_type: str | None = "python"
     json_schema: dict[str, Any] | None = None
     args_json_schema: dict[str, Any] | None = None
-    return_char_limit: int | None = None
+    return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
     pip_requirements: list[Any] | None = None
     npm_requirements: list[Any] | None = None
     default_requires_approval: bool | None = None
@@ -219,7 +256,7 @@ class ToolUpdate(Lenient):
     tags: list[str] | None = None
     json_schema: dict[str, Any] | None = None
     default_requires_approval: bool | None = None
-    return_char_limit: int | None = None
+    return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
 
 
 class ModifyApprovalRequest(Strict):

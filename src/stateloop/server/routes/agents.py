@@ -9,9 +9,10 @@ from fastapi import APIRouter, HTTPException, Query
 from ...store import AgentRecord
 from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
+from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
-from ..schemas import CreateAgent, UpdateAgent
+from ..schemas import CreateAgent, UpdateAgent, errors
 from ..views import agent_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -32,14 +33,14 @@ async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
     return record
 
 
-@router.post("")
+@router.post("", responses=errors(404, 409), response_model=AgentState)
 async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Create an agent with memory blocks, tools, tool rules, model and tags."""
     agent_id = await create_agent(runtime, body)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.get("")
+@router.get("", response_model=list[AgentState])
 async def list_agents(
     runtime: RuntimeDep,
     name: str | None = None,
@@ -47,7 +48,7 @@ async def list_agents(
     match_all_tags: bool = False,
     before: str | None = None,
     after: str | None = None,
-    limit: Annotated[int | None, Query(ge=1)] = 50,
+    limit: Limit = 50,
     order: Order = "desc",
     ascending: bool | None = None,
 ) -> list[dict[str, Any]]:
@@ -61,13 +62,13 @@ async def list_agents(
     return [await agent_state(runtime, record) for record in chosen]
 
 
-@router.get("/{agent_id}")
+@router.get("/{agent_id}", responses=errors(404), response_model=AgentState)
 async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One agent's state."""
     return await agent_state(runtime, await agent_record(runtime, agent_id))
 
 
-@router.patch("/{agent_id}")
+@router.patch("/{agent_id}", responses=errors(404, 409), response_model=AgentState)
 async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Change name, system prompt, model, tools, tool rules, tags, description, metadata."""
     await agent_record(runtime, agent_id)
@@ -75,7 +76,7 @@ async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.delete("/{agent_id}")
+@router.delete("/{agent_id}", responses=errors(404, 409))
 async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Delete an agent, its history and the blocks no other agent shares."""
     await agent_record(runtime, agent_id)
@@ -88,7 +89,8 @@ async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     return {}
 
 
-@router.get("/{agent_id}/context")
+@router.get("/{agent_id}/context", responses=errors(404),
+            response_model=ContextWindowOverview)
 async def context(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """How the agent's context window is used (Letta's ContextWindowOverview)."""
     await agent_record(runtime, agent_id)

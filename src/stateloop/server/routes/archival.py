@@ -7,10 +7,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from ...store import PassageRecord
+from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..messages import iso
+from ..pagination import Limit
+from ..responses import ArchivalMemorySearchResponse, Passage
 from ..runtime import Runtime
-from ..schemas import CreateArchivalMemory
+from ..schemas import CreateArchivalMemory, errors
 from ..views import passage_view
 from .agents import agent_record
 
@@ -28,10 +31,10 @@ async def _seq(runtime: Runtime, agent_id: str, passage_id: str | None) -> int |
     return found[0].seq
 
 
-@router.get("")
+@router.get("", responses=errors(404), response_model=list[Passage])
 async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                         before: str | None = None,
-                        limit: Annotated[int | None, Query(ge=1)] = 100,
+                        limit: Limit = 100,
                         search: str | None = None,
                         ascending: bool = True) -> list[dict[str, Any]]:
     """The agent's passages in insertion order (``search``: those containing the text)."""
@@ -58,7 +61,7 @@ def _between(passage: PassageRecord, after: int | None, before: int | None,
     return (after is None or seq < after) and (before is None or seq > before)
 
 
-@router.post("")
+@router.post("", responses=errors(404, 409), response_model=list[Passage])
 async def insert(agent_id: str, body: CreateArchivalMemory,
                  runtime: RuntimeDep) -> list[dict[str, Any]]:
     """Embed and store a passage."""
@@ -69,15 +72,21 @@ async def insert(agent_id: str, body: CreateArchivalMemory,
     return [passage_view(p) for p in stored]
 
 
-@router.get("/search")
+@router.get("/search", responses=errors(404), response_model=ArchivalMemorySearchResponse)
 async def search(agent_id: str, runtime: RuntimeDep, query: str,
                  tags: Annotated[list[str] | None, Query()] = None,
                  tag_match_mode: Literal["any", "all"] = "any",
-                 top_k: Annotated[int | None, Query(ge=1)] = None,
+                 top_k: Limit = None,
                  start_datetime: str | None = None,
                  end_datetime: str | None = None) -> dict[str, Any]:
     """The passages closest in meaning to ``query``."""
     await agent_record(runtime, agent_id)
+    for name, value in (("start_datetime", start_datetime), ("end_datetime", end_datetime)):
+        try:
+            to_epoch(value)
+        except ValueError as exc:
+            raise HTTPException(422, detail=[{"loc": ["query", name], "msg": str(exc),
+                                              "type": "value_error"}]) from exc
     agent = await runtime.agent(agent_id)
     try:
         hits = await agent.archival().search(agent_id, query, tags=tags,
@@ -85,14 +94,15 @@ async def search(agent_id: str, runtime: RuntimeDep, query: str,
                                              start_datetime=start_datetime,
                                              end_datetime=end_datetime)
     except ValueError as exc:
-        raise HTTPException(422, detail=str(exc)) from exc
+        raise HTTPException(422, detail=[{"loc": ["query"], "msg": str(exc),
+                                          "type": "value_error"}]) from exc
     results = [{"id": h.passage.id, "content": h.passage.text,
                 "timestamp": iso(h.passage.created_at), "tags": h.passage.tags}
                for h in hits]
     return {"count": len(results), "results": results}
 
 
-@router.delete("/{memory_id}")
+@router.delete("/{memory_id}", responses=errors(404))
 async def delete(agent_id: str, memory_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Delete one passage."""
     await agent_record(runtime, agent_id)

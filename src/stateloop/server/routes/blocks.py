@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from ...store import BlockRecord
 from ..deps import RuntimeDep
-from ..pagination import Order, page
-from ..schemas import BlockUpdate, CreateBlock
+from ..pagination import Limit, Order, page
+from ..responses import AgentState, Block
+from ..schemas import BlockUpdate, CreateBlock, errors
 from ..views import block_view
 from .agents import agent_record, agent_state
 
@@ -23,10 +24,11 @@ def _changes(body: BlockUpdate) -> dict[str, Any]:
     return changes
 
 
-@router.get("/v1/agents/{agent_id}/core-memory/blocks")
+@router.get("/v1/agents/{agent_id}/core-memory/blocks",
+            responses=errors(404), response_model=list[Block])
 async def list_agent_blocks(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                             before: str | None = None,
-                            limit: Annotated[int | None, Query(ge=1)] = None,
+                            limit: Limit = None,
                             order: Order = "asc") -> list[dict[str, Any]]:
     """The agent's blocks in order."""
     await agent_record(runtime, agent_id)
@@ -35,7 +37,8 @@ async def list_agent_blocks(agent_id: str, runtime: RuntimeDep, after: str | Non
                                         before=before, limit=limit, order=order)]
 
 
-@router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
+@router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}",
+            responses=errors(404), response_model=Block)
 async def retrieve_agent_block(agent_id: str, block_label: str,
                                runtime: RuntimeDep) -> dict[str, Any]:
     """The agent's block with this label."""
@@ -43,18 +46,21 @@ async def retrieve_agent_block(agent_id: str, block_label: str,
     return block_view(await runtime.store.get_agent_block(agent_id, block_label))
 
 
-@router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
+@router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label}",
+              responses=errors(404, 409), response_model=Block)
 async def modify_agent_block(agent_id: str, block_label: str, body: BlockUpdate,
                              runtime: RuntimeDep) -> dict[str, Any]:
     """Edit the agent's block with this label (value over the limit: 422, nothing changes).
 
     A live agent picks the edit up before its next step (the store's change token)."""
     await agent_record(runtime, agent_id)
-    block = await runtime.store.update_agent_block(agent_id, block_label, **_changes(body))
-    return block_view(block)
+    # By id: the body may rename the block ("label"), which the by-label update cannot take.
+    block = await runtime.store.get_agent_block(agent_id, block_label)
+    return block_view(await runtime.store.update_block(block.id, **_changes(body)))
 
 
-@router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}")
+@router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}",
+              responses=errors(404, 409), response_model=AgentState)
 async def attach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Share an existing block with the agent."""
     await agent_record(runtime, agent_id)
@@ -63,7 +69,8 @@ async def attach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dic
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.patch("/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}")
+@router.patch("/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}",
+              responses=errors(404), response_model=AgentState)
 async def detach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Unlink a block from the agent (the block stays)."""
     await agent_record(runtime, agent_id)
@@ -71,7 +78,7 @@ async def detach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dic
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.post("/v1/blocks")
+@router.post("/v1/blocks", response_model=Block)
 async def create_block(body: CreateBlock, runtime: RuntimeDep) -> dict[str, Any]:
     """A standalone block, to attach to agents later."""
     record = BlockRecord(label=body.label, value=body.value, description=body.description,
@@ -83,10 +90,10 @@ async def create_block(body: CreateBlock, runtime: RuntimeDep) -> dict[str, Any]
     return block_view(await runtime.store.create_block(record))
 
 
-@router.get("/v1/blocks")
+@router.get("/v1/blocks", response_model=list[Block])
 async def list_blocks(runtime: RuntimeDep, label: str | None = None, after: str | None = None,
                       before: str | None = None,
-                      limit: Annotated[int | None, Query(ge=1)] = 50,
+                      limit: Limit = 50,
                       order: Order = "asc") -> list[dict[str, Any]]:
     """Every block, optionally only those with this label."""
     blocks = await runtime.store.list_blocks()
@@ -96,19 +103,19 @@ async def list_blocks(runtime: RuntimeDep, label: str | None = None, after: str 
                                         before=before, limit=limit, order=order)]
 
 
-@router.get("/v1/blocks/{block_id}")
+@router.get("/v1/blocks/{block_id}", responses=errors(404), response_model=Block)
 async def retrieve_block(block_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One block."""
     return block_view(await runtime.store.get_block(block_id))
 
 
-@router.patch("/v1/blocks/{block_id}")
+@router.patch("/v1/blocks/{block_id}", responses=errors(404, 409), response_model=Block)
 async def modify_block(block_id: str, body: BlockUpdate, runtime: RuntimeDep) -> dict[str, Any]:
     """Edit a block; every agent sharing it sees the change at its next step."""
     return block_view(await runtime.store.update_block(block_id, **_changes(body)))
 
 
-@router.delete("/v1/blocks/{block_id}")
+@router.delete("/v1/blocks/{block_id}", responses=errors(404))
 async def delete_block(block_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Delete a block everywhere it is attached."""
     await runtime.store.delete_block(block_id)

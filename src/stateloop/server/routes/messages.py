@@ -16,6 +16,7 @@ from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order
+from ..responses import LettaResponse, Run
 from ..runs import RunChannel
 from ..runtime import Runtime
 from ..schemas import (
@@ -28,6 +29,8 @@ from ..schemas import (
     MessageCreate,
     SteerRequest,
     TextContent,
+    errors,
+    streamed,
 )
 from ..sse import event_stream, wanted
 from ..views import run_view
@@ -125,7 +128,8 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
                         run_id=channel.run_id)
 
 
-@router.post("", response_model=None)
+@router.post("", response_model=None,
+              responses=streamed(400, 404, 409, model=LettaResponse))
 async def send_message(agent_id: str, body: LettaStreamingRequest,
                        runtime: RuntimeDep) -> dict[str, Any] | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
@@ -136,7 +140,7 @@ async def send_message(agent_id: str, body: LettaStreamingRequest,
     return await collect(channel, body.include_return_message_types)
 
 
-@router.post("/stream")
+@router.post("/stream", responses=streamed(400, 404, 409))
 async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
                                  runtime: RuntimeDep) -> StreamingResponse:
     """Send messages and stream the run as SSE (tokens too with ``stream_tokens``)."""
@@ -144,7 +148,7 @@ async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
     return stream(runtime, channel, body)
 
 
-@router.post("/async")
+@router.post("/async", responses=errors(400, 404, 409), response_model=Run)
 async def send_message_async(agent_id: str, body: LettaAsyncRequest,
                              runtime: RuntimeDep) -> dict[str, Any]:
     """Start a run in the background; returns the run (poll it, or stream it by id)."""
@@ -153,7 +157,7 @@ async def send_message_async(agent_id: str, body: LettaAsyncRequest,
     return run_view(await runtime.store.get_run(channel.run_id))
 
 
-@router.post("/cancel")
+@router.post("/cancel", responses=errors(404))
 async def cancel(agent_id: str, runtime: RuntimeDep,
                  body: CancelAgentRunRequest | None = None) -> dict[str, Any]:
     """Cancel the agent's run in flight (or deny what awaits approval)."""
@@ -169,7 +173,7 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
     return {run_id: "cancelled"} if run_id else {}
 
 
-@router.post("/steer", status_code=202)
+@router.post("/steer", status_code=202, responses=errors(400, 404, 409))
 async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """stateloop extension: deliver input to the run in flight (before its next model call,
     or ``mode: follow_up`` when it would stop); an idle agent starts a run."""
@@ -186,7 +190,7 @@ async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[
     return {"status": "started", "run_id": channel.run_id}
 
 
-@router.get("")
+@router.get("", responses=errors(400, 404))
 async def list_messages(
     agent_id: str, runtime: RuntimeDep,
     after: str | None = None, before: str | None = None,

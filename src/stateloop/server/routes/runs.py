@@ -11,9 +11,10 @@ from fastapi.responses import StreamingResponse
 from ...store import RunRecord
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
+from ..responses import Run, Step, UsageStatistics
 from ..runtime import Runtime
-from ..schemas import RetrieveStreamRequest
+from ..schemas import RetrieveStreamRequest, errors, streamed
 from ..sse import event_stream
 from ..views import run_view, step_view, usage_view
 
@@ -22,12 +23,12 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 _LIST_WINDOW = 10_000
 
 
-@router.get("")
+@router.get("", response_model=list[Run])
 async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     agent_ids: Annotated[list[str] | None, Query()] = None,
                     statuses: Annotated[list[str] | None, Query()] = None,
                     active: bool = False, after: str | None = None, before: str | None = None,
-                    limit: Annotated[int | None, Query(ge=1)] = 100,
+                    limit: Limit = 100,
                     order: Order = "desc") -> list[dict[str, Any]]:
     """Runs, newest first by default; filter by agent(s) and status."""
     ids: list[str | None] = [agent_id] if agent_id else []
@@ -42,15 +43,15 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                                       limit=limit, order=order)]
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", responses=errors(404), response_model=Run)
 async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One run: status, stop reason, timing."""
     return run_view(await runtime.store.get_run(run_id))
 
 
-@router.get("/{run_id}/messages")
+@router.get("/{run_id}/messages", responses=errors(404))
 async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
-                   before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
+                   before: str | None = None, limit: Limit = 100,
                    order: Order = "asc") -> list[dict[str, Any]]:
     """The messages the run added (input included)."""
     run = await runtime.store.get_run(run_id)
@@ -60,9 +61,9 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
     return [frame for message in chosen for frame in to_letta(message, run_id=run_id)]
 
 
-@router.get("/{run_id}/steps")
+@router.get("/{run_id}/steps", responses=errors(404), response_model=list[Step])
 async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
-                before: str | None = None, limit: Annotated[int | None, Query(ge=1)] = 100,
+                before: str | None = None, limit: Limit = 100,
                 order: Order = "asc") -> list[dict[str, Any]]:
     """The run's model calls, with tokens per step."""
     await runtime.store.get_run(run_id)
@@ -71,13 +72,13 @@ async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
                                        limit=limit, order=order)]
 
 
-@router.get("/{run_id}/usage")
+@router.get("/{run_id}/usage", responses=errors(404), response_model=UsageStatistics)
 async def usage(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Tokens summed over the run's steps."""
     return usage_view(await runtime.store.get_run(run_id))
 
 
-@router.post("/{run_id}/stream")
+@router.post("/{run_id}/stream", responses=streamed(404, 409))
 async def stream(run_id: str, runtime: RuntimeDep,
                  body: RetrieveStreamRequest | None = None) -> StreamingResponse:
     """The run's stream from a cursor (``starting_after``, a ``seq_id``), live until it ends.

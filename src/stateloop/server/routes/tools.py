@@ -13,9 +13,10 @@ from ...tools.builtin import builtin_names
 from ...tools.sandbox import check_source, describe_source
 from ..creation import set_tools, unprocessable
 from ..deps import RuntimeDep
-from ..pagination import Order, page
+from ..pagination import Limit, Order, page
+from ..responses import AgentState, Tool
 from ..runtime import Runtime
-from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate
+from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
 from ..views import tool_view
 from .agents import agent_record, agent_state
 
@@ -57,7 +58,7 @@ def _rebind(runtime: Runtime, record: ToolRecord) -> None:
             set_tools(agent, {**agent.tools, record.name: runtime.bind(record)})
 
 
-@router.post("/v1/tools")
+@router.post("/v1/tools", responses=errors(409), response_model=Tool)
 async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """A tool from Python source; its calls run in a subprocess with limits."""
     if (body.source_type or "python") != "python":
@@ -75,7 +76,7 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await runtime.store.upsert_tool(_record(body, schema)))
 
 
-@router.put("/v1/tools")
+@router.put("/v1/tools", responses=errors(409), response_model=Tool)
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Create a tool, or replace the one with the same name."""
     schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
@@ -96,10 +97,10 @@ def _record(body: ToolCreate, schema: dict[str, Any]) -> ToolRecord:
         pip_requirements=body.pip_requirements, npm_requirements=body.npm_requirements)
 
 
-@router.get("/v1/tools")
+@router.get("/v1/tools", response_model=list[Tool])
 async def list_tools(runtime: RuntimeDep, name: str | None = None, after: str | None = None,
                      before: str | None = None,
-                     limit: Annotated[int | None, Query(ge=1)] = 50,
+                     limit: Limit = 50,
                      order: Order = "asc") -> list[dict[str, Any]]:
     """Registered tools: built-in, Python and source tools."""
     records = await runtime.store.list_tools([name] if name else None)
@@ -114,13 +115,13 @@ async def _tool(runtime: Runtime, tool_id: str) -> ToolRecord:
     return record
 
 
-@router.get("/v1/tools/{tool_id}")
+@router.get("/v1/tools/{tool_id}", responses=errors(404), response_model=Tool)
 async def retrieve_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One tool."""
     return tool_view(await _tool(runtime, tool_id))
 
 
-@router.patch("/v1/tools/{tool_id}")
+@router.patch("/v1/tools/{tool_id}", responses=errors(404, 409), response_model=Tool)
 async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> dict[str, Any]:
     """Change a source tool's code, schema, description, tags or approval default."""
     record = await _tool(runtime, tool_id)
@@ -136,14 +137,14 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
         record.source_code, record.json_schema = source, schema
         record.description = schema.get("description")
     for name in ("tags", "default_requires_approval", "return_char_limit"):
-        if name in fields:
+        if name in fields and getattr(body, name) is not None:  # null: left as it is
             setattr(record, name, getattr(body, name))
     record = await runtime.store.upsert_tool(record)
     _rebind(runtime, record)
     return tool_view(record)
 
 
-@router.delete("/v1/tools/{tool_id}")
+@router.delete("/v1/tools/{tool_id}", responses=errors(404, 409))
 async def delete_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Remove a source tool; agents that had it answer its calls with an error."""
     record = await _tool(runtime, tool_id)
@@ -157,10 +158,10 @@ async def delete_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 # -- an agent's tools ---------------------------------------------------------------------
 
 
-@router.get("/v1/agents/{agent_id}/tools")
+@router.get("/v1/agents/{agent_id}/tools", responses=errors(404), response_model=list[Tool])
 async def list_agent_tools(agent_id: str, runtime: RuntimeDep, after: str | None = None,
                            before: str | None = None,
-                           limit: Annotated[int | None, Query(ge=1)] = None,
+                           limit: Limit = None,
                            order: Order = "asc") -> list[dict[str, Any]]:
     """The agent's tools in attach order."""
     agent = await agent_record(runtime, agent_id)
@@ -188,19 +189,22 @@ async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: b
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
-@router.patch("/v1/agents/{agent_id}/tools/attach/{tool_id}")
+@router.patch("/v1/agents/{agent_id}/tools/attach/{tool_id}",
+              responses=errors(404, 409), response_model=AgentState)
 async def attach_tool(agent_id: str, tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Give the agent a tool."""
     return await _change_tools(runtime, agent_id, tool_id, attach=True)
 
 
-@router.patch("/v1/agents/{agent_id}/tools/detach/{tool_id}")
+@router.patch("/v1/agents/{agent_id}/tools/detach/{tool_id}",
+              responses=errors(404, 409), response_model=AgentState)
 async def detach_tool(agent_id: str, tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Take a tool from the agent."""
     return await _change_tools(runtime, agent_id, tool_id, attach=False)
 
 
-@router.patch("/v1/agents/{agent_id}/tools/approval/{tool_name}")
+@router.patch("/v1/agents/{agent_id}/tools/approval/{tool_name}",
+              responses=errors(404, 409), response_model=AgentState)
 async def modify_approval(
     agent_id: str, tool_name: str, runtime: RuntimeDep,
     body: Annotated[ModifyApprovalRequest | None, Body()] = None,

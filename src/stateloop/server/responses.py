@@ -1,0 +1,231 @@
+"""Letta's response objects as pydantic models (``response_model=``), so the OpenAPI document
+declares the shapes the views in ``views.py`` produce, with Letta's names and field types.
+
+Each model has exactly its view's fields. Enumerations Letta declares (a run's status, a
+tool's type) are plain strings here: the document promises the type, the values are Letta's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Response(BaseModel):
+    # A view that grows a field its model lacks fails loudly (a 500 the tests see) instead of
+    # the field being dropped from every answer without a word.
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(Response):
+    status: str
+    version: str
+
+
+class Block(Response):
+    id: str
+    label: str | None = None
+    value: str
+    limit: int
+    description: str | None = None
+    read_only: bool = False
+    hidden: bool | None = None
+    preserve_on_migration: bool | None = None
+    metadata: dict[str, Any] | None = None
+    is_template: bool = False
+    tags: list[str] | None = None
+
+
+class Tool(Response):
+    id: str
+    name: str | None = None
+    description: str | None = None
+    tool_type: str
+    source_type: str | None = None
+    source_code: str | None = None
+    json_schema: dict[str, Any] | None = None
+    args_json_schema: dict[str, Any] | None = None
+    tags: list[str]
+    return_char_limit: int
+    default_requires_approval: bool | None = None
+    enable_parallel_execution: bool | None = None
+    pip_requirements: list[Any] | None = None
+    npm_requirements: list[Any] | None = None
+    metadata_: dict[str, Any] | None = None
+
+
+class Run(Response):
+    id: str
+    agent_id: str
+    status: str
+    stop_reason: str | None = None
+    created_at: str
+    completed_at: str | None = None
+    metadata: dict[str, Any] | None = None
+    background: bool | None = None
+    total_duration_ns: int | None = None
+    request_config: dict[str, Any] | None = None
+    conversation_id: str | None = None
+
+
+class PromptTokenDetails(Response):
+    cached_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+
+
+class CompletionTokenDetails(Response):
+    reasoning_tokens: int | None = None
+
+
+class UsageStatistics(Response):
+    completion_tokens: int
+    prompt_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokenDetails | None = None
+    completion_tokens_details: CompletionTokenDetails | None = None
+
+
+class Step(Response):
+    id: str
+    run_id: str | None = None
+    agent_id: str | None = None
+    model: str | None = None
+    model_handle: str | None = None
+    provider_name: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    status: str | None = None
+    stop_reason: str | None = None
+    error_type: str | None = None
+    error_data: dict[str, Any] | None = None
+
+
+class Passage(Response):
+    id: str
+    text: str
+    tags: list[str] | None = None
+    created_at: str | None = None
+    metadata: dict[str, Any] | None = None
+    archive_id: str | None = None
+    embedding: list[float] | None
+    embedding_config: dict[str, Any] | None
+    is_deleted: bool = False
+
+
+class ArchivalMemorySearchResult(Response):
+    id: str
+    content: str
+    timestamp: str
+    tags: list[str] = []
+
+
+class ArchivalMemorySearchResponse(Response):
+    count: int
+    results: list[ArchivalMemorySearchResult]
+
+
+class LLMConfig(Response):
+    model: str
+    handle: str | None = None
+    model_endpoint_type: str
+    model_endpoint: str | None = None
+    context_window: int
+    max_tokens: int | None = None
+    parallel_tool_calls: bool | None = None
+
+
+class EmbeddingConfig(Response):
+    embedding_endpoint_type: str
+    embedding_model: str
+    embedding_dim: int
+    embedding_chunk_size: int | None = None
+
+
+class Memory(Response):
+    agent_type: str | None = None
+    blocks: list[Block]
+    file_blocks: list[Any] = []
+
+
+class AgentState(Response):
+    id: str
+    name: str
+    agent_type: str
+    description: str | None = None
+    system: str
+    model: str | None = None
+    llm_config: LLMConfig
+    embedding_config: EmbeddingConfig
+    blocks: list[Block]
+    memory: Memory
+    tools: list[Tool]
+    tool_rules: list[dict[str, Any]] | None = None
+    tags: list[str]
+    sources: list[Any]
+    metadata: dict[str, Any] | None = None
+    message_ids: list[str] | None = None
+    message_buffer_autoclear: bool = False
+    enable_sleeptime: bool | None = None
+    timezone: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    last_run_completion: str | None = None
+    last_run_duration_ms: int | None = None
+    last_stop_reason: str | None = None
+    pending_approval: dict[str, Any] | None = None
+    identities: list[Any] = []
+    identity_ids: list[str] = []
+    secrets: list[Any] = []
+    tool_exec_environment_variables: list[Any] = []
+
+
+class ContextWindowOverview(Response):
+    context_window_size_max: int
+    context_window_size_current: int
+    num_messages: int
+    num_archival_memory: int
+    num_recall_memory: int
+    num_tokens_external_memory_summary: int
+    external_memory_summary: str
+    num_tokens_system: int
+    system_prompt: str
+    num_tokens_core_memory: int
+    core_memory: str
+    num_tokens_memory_filesystem: int = 0
+    memory_filesystem: str | None = None
+    num_tokens_tool_usage_rules: int
+    tool_usage_rules: str | None = None
+    num_tokens_directories: int = 0
+    directories: str | None = None
+    num_tokens_summary_memory: int
+    summary_memory: str | None = None
+    num_tokens_functions_definitions: int
+    functions_definitions: list[dict[str, Any]] | None = None
+    num_tokens_messages: int
+    messages: list[dict[str, Any]]  # stateloop's own message dicts, not Letta's Message
+
+
+class LettaStopReason(BaseModel):  # a stream frame: it may carry more (seq_id, run_id)
+    message_type: str = "stop_reason"
+    stop_reason: str
+
+
+class LettaUsageStatistics(BaseModel):
+    message_type: str = "usage_statistics"
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    total_tokens: int | None = None
+    step_count: int | None = None
+    run_ids: list[str] | None = None
+
+
+class LettaResponse(Response):
+    messages: list[dict[str, Any]]  # Letta's message frames, by message_type
+    stop_reason: LettaStopReason
+    usage: LettaUsageStatistics

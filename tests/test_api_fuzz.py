@@ -1,0 +1,171 @@
+"""schemathesis against the served OpenAPI document: every operation, a fixed number of
+generated requests each, on a real server over loopback with the fake OpenAI server as model.
+
+Each request must get no 5xx, a status code the document declares for the operation, the
+declared content type, and a body that matches the declared schema. Path parameters are
+sometimes swapped for ids that exist, so handlers are reached past their 404s. Bodies are
+valid JSON of the declared shapes (schemathesis's positive mode); the seed is derived from
+the test, so every run sends the same requests. Then schemathesis's coverage cases: each
+declared bound, enum value and optional field in turn.
+
+One test walks every operation, so a failure lists each failing operation with a curl line
+that reproduces it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from letta_client import Letta
+from schemathesis import Case, GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from fake_script import Script
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, settings_for
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+
+EXAMPLES_PER_OPERATION = 50
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+
+CONFIG = schemathesis.Config.from_dict({
+    "request-timeout": 30,
+    # Reproductions show the real bodies: "max_tokens" is no secret.
+    "output": {"sanitization": {"enabled": False}},
+})
+
+SOURCE = '''
+def shout(text: str) -> str:
+    """Say it loudly.
+
+    Args:
+        text: What to say.
+    """
+    return text.upper()
+'''
+
+
+def _known_ids(client: Letta) -> dict[str, list[str]]:
+    """Objects of every kind, so generated requests can name real ones: by path parameter,
+    and ``cursor`` for ``after``/``before`` (ids of every kind, so some fit the listing)."""
+    agent = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=True,
+                                 memory_blocks=[{"label": "human", "value": "Name: Ada"}])
+    block = client.blocks.create(label="notes", value="shared")
+    tool = client.tools.create(source_code=SOURCE)
+    passage = client.agents.passages.create(agent.id, text="Ada likes tea")
+    client.agents.messages.create(agent.id, messages=[{"role": "user", "content": "hello"}])
+    runs = [run.id for run in client.runs.list(agent_id=agent.id)]
+    messages = [message.id for message in client.agents.messages.list(agent.id)]
+    steps = [step.id for step in client.runs.steps.list(runs[0])]
+    assert runs and messages and steps
+    known = {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
+             "memory_id": [passage[0].id], "run_id": runs, "block_label": ["human", "notes"],
+             "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout"]}
+    ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]
+    return {**known, "cursor": ids + messages[:3] + messages[-3:] + steps}
+
+
+@pytest.fixture(scope="module")
+def served(fake: FakeOpenAI, script: Script,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, list[str]]]]:
+    """The schema as the server serves it, and ids of objects that exist there."""
+    db = tmp_path_factory.mktemp("fuzz") / "stateloop.db"
+    script.set()
+    with Server(settings_for(fake, db)) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        known = _known_ids(client)
+        yield schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG), known
+
+
+def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Case]:
+    """Generated requests, and as many again whose path names objects that exist, some with
+    an existing id as the ``after`` or ``before`` cursor."""
+    real = st.fixed_dictionaries({p.name: st.sampled_from(known[p.name])
+                                  for p in operation.path_parameters if p.name in known})
+    variants = [real.flatmap(lambda path: operation.as_strategy(path_parameters=path))]
+    for cursor in [p.name for p in operation.query if p.name in ("after", "before")]:
+        variants.append(st.tuples(real, st.sampled_from(known["cursor"])).flatmap(
+            lambda pair, cursor=cursor: operation.as_strategy(path_parameters=pair[0],
+                                                              query={cursor: pair[1]})))
+    if operation.body and "source_code" in str(operation.body[0].definition):
+        variants.append(operation.as_strategy().map(_with_source))
+    return st.one_of(operation.as_strategy(), st.one_of(variants))
+
+
+_tool_bodies = itertools.count()
+
+
+def _with_source(case: Case) -> Case:
+    """A tool body whose source compiles (generated source never does): in turn, a new tool
+    with its generated JSON schema, a new one without, and the existing one."""
+    turn = next(_tool_bodies)
+    if isinstance(case.body, dict):
+        name = "shout" if turn % 3 == 2 else f"hum_{turn}"
+        case.body["source_code"] = SOURCE.replace("shout", name)
+        if turn % 3 == 1:
+            case.body["json_schema"] = None
+    return case
+
+
+def _boundary_cases(schema: Any, operation: Any, known: dict[str, list[str]]
+                    ) -> Iterator[Case]:
+    """schemathesis's coverage cases: each declared bound, enum value and optional field in
+    turn (every other one naming existing objects)."""
+    config = schema.config.generation_for(operation=operation, phase="coverage")
+    cases = schema.iter_coverage_cases(operation, generation_modes=[GenerationMode.POSITIVE],
+                                       generation_config=config)
+    for index, case in enumerate(cases):
+        if index % 2:
+            for name in case.path_parameters or {}:
+                if name in known:
+                    case.path_parameters[name] = known[name][0]
+        yield case
+
+
+def test_every_operation_answers_as_documented(served: tuple[Any, dict[str, list[str]]]
+                                               ) -> None:
+    schema, known = served
+    failures: list[str] = []
+    statuses: dict[str, Counter[int]] = defaultdict(Counter)
+    # Deletions last, an agent's own objects before the agent: the others need them alive.
+    operations = sorted((result.ok() for result in schema.get_all_operations()),
+                        key=lambda op: (op.method == "delete", -len(op.path)))
+
+    def send(case: Case) -> None:
+        response = case.call_and_validate(checks=CHECKS)
+        statuses[case.operation.label][response.status_code] += 1
+
+    fuzzing = settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, deadline=None,
+                       database=None, suppress_health_check=list(HealthCheck))
+    for operation in operations:
+        try:
+            fuzzing(given(case=_cases(operation, known))(send))()
+            for case in _boundary_cases(schema, operation, known):
+                send(case)
+        except (Exception, BaseExceptionGroup) as exc:  # a FailureGroup is the latter
+            failures.append(f"{operation.label}:\n{exc}")
+    for label, counts in statuses.items():  # shown with -s: how far the requests got
+        print(label, dict(sorted(counts.items())))
+    # Requests that only ever meet 404s or 422s test nothing behind them.
+    unreached = [op.label for op in operations
+                 if not any(200 <= status < 300 for status in statuses[op.label])]
+    problems = [f"{len(failures)} of {len(operations)} operations failed:"] if failures else []
+    problems += failures
+    if unreached:
+        problems.append("no request succeeded (only errors answered): " + ", ".join(unreached))
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)

@@ -1,0 +1,104 @@
+"""The server answers as its OpenAPI document says: declared statuses, 422s in FastAPI's
+shape naming the field, and no 500 for requests the fuzz test once found breaking a route."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import letta_client
+import pytest
+from letta_client import Letta
+
+from test_server_support import Server, new_agent
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+
+SHOUT = '''
+def shout(text: str) -> str:
+    """Say it loudly.
+
+    Args:
+        text: What to say.
+    """
+    return text.upper()
+'''
+
+
+def _field_error(response: httpx.Response, *loc: str) -> dict[str, Any]:
+    """The 422's error for this field, in FastAPI's shape (what the document declares)."""
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list), detail
+    matching = [e for e in detail if tuple(e["loc"][:len(loc)]) == loc]
+    assert matching, detail
+    return matching[0]
+
+
+def test_errors_are_declared_for_every_route_that_answers_them(server: Server) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    paths = spec["paths"]
+    assert set(paths["/v1/agents/{agent_id}"]["get"]["responses"]) >= {"200", "404", "422"}
+    assert set(paths["/v1/agents"]["post"]["responses"]) >= {"404", "409", "422"}
+    assert set(paths["/v1/agents/{agent_id}/messages"]["post"]["responses"]) >= {
+        "400", "404", "409", "422"}
+    assert paths["/v1/runs/{run_id}"]["get"]["responses"]["404"]["content"][
+        "application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+    assert spec["components"]["schemas"]["ErrorBody"]["required"] == ["detail"]
+    for path in ("/v1/agents/{agent_id}/messages", "/v1/agents/{agent_id}/messages/stream",
+                 "/v1/runs/{run_id}/stream"):
+        assert "text/event-stream" in paths[path]["post"]["responses"]["200"]["content"]
+
+
+def test_tool_update_with_null_tags_keeps_them(client: Letta) -> None:
+    tool = client.tools.upsert(source_code=SHOUT, tags=["loud"])
+    updated = client.tools.update(tool.id, tags=None, description="Louder.")
+    assert updated.tags == ["loud"] and updated.description == "Louder."
+    assert client.tools.retrieve(tool.id).tags == ["loud"]
+
+
+def test_block_limit_beyond_64_bits_is_422_naming_limit(server: Server, client: Letta) -> None:
+    block = client.blocks.create(label="big", value="v")
+    response = httpx.patch(f"{server.url}/v1/blocks/{block.id}", json={"limit": 2**80})
+    _field_error(response, "body", "limit")
+    assert client.blocks.retrieve(block.id).limit == block.limit
+
+
+def test_value_over_block_limit_is_422_in_fastapis_shape(server: Server,
+                                                         client: Letta) -> None:
+    block = client.blocks.create(label="small", value="v", limit=5)
+    response = httpx.patch(f"{server.url}/v1/blocks/{block.id}", json={"value": "x" * 50})
+    assert "limit" in _field_error(response, "body")["msg"]
+
+
+def test_agent_block_renamed_through_the_agent_route(client: Letta) -> None:
+    agent = new_agent(client)
+    renamed = client.agents.blocks.update("human", agent_id=agent.id, label="user", limit=50)
+    assert renamed.label == "user" and renamed.limit == 50
+    assert client.agents.blocks.retrieve("user", agent_id=agent.id).value == "Name: Ada"
+    with pytest.raises(letta_client.NotFoundError):
+        client.agents.blocks.retrieve("human", agent_id=agent.id)
+
+
+def test_archival_search_with_a_bad_date_names_the_parameter(server: Server,
+                                                             client: Letta) -> None:
+    agent = new_agent(client)
+    response = httpx.get(f"{server.url}/v1/agents/{agent.id}/archival-memory/search",
+                         params={"query": "tea", "start_datetime": "-"})
+    assert "ISO 8601" in _field_error(response, "query", "start_datetime")["msg"]
+
+
+def test_response_shapes_are_declared_with_lettas_names(server: Server) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    ok = spec["paths"]["/v1/blocks/{block_id}"]["get"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Block"}
+    agent = spec["components"]["schemas"]["AgentState"]
+    assert {"id", "name", "llm_config", "memory", "tools", "blocks"} <= set(agent["required"])
+
+
+def test_page_size_beyond_64_bits_is_422_naming_limit(server: Server, client: Letta) -> None:
+    agent = new_agent(client)
+    client.agents.passages.create(agent.id, text="tea")
+    url = f"{server.url}/v1/agents/{agent.id}/archival-memory"
+    _field_error(httpx.get(url, params={"limit": str(2**70)}), "query", "limit")
+    assert len(httpx.get(url, params={"limit": str(2**63 - 1)}).json()) == 1
