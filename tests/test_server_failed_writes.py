@@ -56,6 +56,7 @@ def test_a_step_that_cannot_be_stored_fails_the_request_and_the_agent_goes_on(
         assert texts(client, agent.id) == ["one", "first", "four", "back"]
         run = client.runs.retrieve(failed_run)
         assert (run.status, run.stop_reason) == ("failed", "error")
+        assert "could not be stored" in (run.metadata or {})["error"]
 
     with Server(settings_for(fake, db)) as restarted:
         client = connect(restarted)

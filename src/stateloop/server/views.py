@@ -104,9 +104,16 @@ def run_view(run: RunRecord) -> dict[str, Any]:
         duration = int((run.completed_at - (run.started_at or run.created_at)) * 1e9)
     return {"id": run.id, "agent_id": run.agent_id, "status": run.status,
             "stop_reason": run.stop_reason, "created_at": iso(run.created_at),
-            "completed_at": iso(run.completed_at), "metadata": shown(run.metadata),
+            "completed_at": iso(run.completed_at), "metadata": shown(_run_metadata(run)),
             "background": run.metadata.get("background"), "total_duration_ns": duration,
             "request_config": shown(run.metadata.get("request_config")), "conversation_id": None}
+
+
+def _run_metadata(run: RunRecord) -> dict[str, Any]:
+    """The run's metadata; a failed run's says why, under ``error``, as Letta's do."""
+    if run.status == "failed" and run.error and "error" not in run.metadata:
+        return {**run.metadata, "error": run.error}
+    return run.metadata
 
 
 def usage_view(run: RunRecord) -> dict[str, Any]:
