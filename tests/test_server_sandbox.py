@@ -41,7 +41,7 @@ def test_sandbox_returns_values_and_validates_arguments() -> None:
     assert asyncio.run(_run("double", n=21)) == "42"
     with pytest.raises(SandboxedToolError, match="valid integer"):
         asyncio.run(_run("double", n="many"))
-    schema = asyncio.run(describe_source(TOOLS["double"], "double", LIMITS))
+    schema = describe_source(TOOLS["double"], "double")
     assert schema["parameters"]["required"] == ["n"] and schema["description"] == "Twice n."
 
 

@@ -22,10 +22,13 @@ from .agents import agent_record, agent_state
 router = APIRouter(tags=["tools"])
 
 
-async def _schema(runtime: Runtime, source_code: str,
-                  json_schema: dict[str, Any] | None, description: str | None) -> dict[str, Any]:
-    """The tool's JSON schema: as given (checked against the source), or derived from the
-    source's signature and docstring in the sandbox."""
+def _schema(runtime: Runtime, source_code: str,
+            json_schema: dict[str, Any] | None, description: str | None) -> dict[str, Any]:
+    """The tool's JSON schema: as given (checked against the source), or read from the
+    source's signature and docstring. The source is parsed, never run."""
+    refused = runtime.source_tools_refused()
+    if refused:
+        raise HTTPException(503, detail=refused)
     try:
         name = check_source(source_code, (json_schema or {}).get("name"))
         if json_schema:
@@ -36,7 +39,7 @@ async def _schema(runtime: Runtime, source_code: str,
                                     "must be a JSON schema object with 'properties'")
             schema = {**json_schema, "name": name, "parameters": parameters}
         else:
-            schema = await describe_source(source_code, name, runtime.limits)
+            schema = describe_source(source_code, name)
     except ToolDefinitionError as exc:
         raise unprocessable("source_code", exc) from exc
     if description:
@@ -59,11 +62,11 @@ def _rebind(runtime: Runtime, record: ToolRecord) -> None:
 
 @router.post("/v1/tools")
 async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
-    """A tool from Python source; its calls run in a subprocess with limits."""
+    """A tool from Python source; its calls run in a sandbox with limits."""
     if (body.source_type or "python") != "python":
         raise unprocessable("source_type", f"only 'python' is supported, not "
                                            f"{body.source_type!r}")
-    schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
+    schema = _schema(runtime, body.source_code, body.json_schema, body.description)
     _check_name_free(runtime, schema["name"])
     try:
         await runtime.store.get_tool(schema["name"])
@@ -78,7 +81,7 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
 @router.put("/v1/tools")
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Create a tool, or replace the one with the same name."""
-    schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
+    schema = _schema(runtime, body.source_code, body.json_schema, body.description)
     _check_name_free(runtime, schema["name"])
     record = await runtime.store.upsert_tool(_record(body, schema))
     _rebind(runtime, record)
@@ -129,7 +132,7 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
     fields = body.model_fields_set
     if {"source_code", "json_schema", "description"} & fields:
         source = body.source_code or record.source_code or ""
-        schema = await _schema(runtime, source, body.json_schema or (
+        schema = _schema(runtime, source, body.json_schema or (
             None if "source_code" in fields else record.json_schema), body.description)
         if schema["name"] != record.name:
             raise unprocessable("source_code", f"the function must stay named {record.name!r}")
