@@ -20,7 +20,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -217,14 +217,34 @@ async def _exchange(process: asyncio.subprocess.Process, payload: bytes,
                                    f"was stopped")
     except _OutputLimitExceeded as exc:
         failure = ("OutputLimitExceeded", str(exc))
-    finally:
-        _kill(process)  # whatever happened (cancel too), nothing of the call outlives it
-        for task in tasks:
-            task.cancel()
+    except BaseException:  # cancelled (the run was): reap in the background
+        _reaping.add(reaping := asyncio.ensure_future(_reap(process, tasks)))
+        reaping.add_done_callback(_reaping.discard)
+        raise
     if failure is not None:
-        await process.wait()
+        await _reap(process, tasks)
         return {"ok": False, "error_type": failure[0], "message": failure[1]}
     return _reply(out, err, process.returncode or 0)
+
+
+_reaping: set[asyncio.Future[None]] = set()
+
+
+async def _reap(process: asyncio.subprocess.Process,
+                tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Kill what is left of the call and read its pipes to the end, so they close (bounded:
+    without bubblewrap a process that left the call's session may hold them open)."""
+    _kill(process)  # nothing of the call outlives it
+    for task in tasks:
+        task.cancel()
+
+    async def drain(stream: asyncio.StreamReader | None) -> None:
+        while stream is not None and await stream.read(_CHUNK):
+            pass
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(drain(process.stdout), drain(process.stderr),
+                                              process.wait()), 5)
 
 
 def _reply(out: bytes, err: bytes, code: int) -> dict[str, Any]:
