@@ -10,6 +10,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -284,6 +286,29 @@ def stall() -> str:
             await call_
 
     asyncio.run(cancel_once_started())
+    assert _gone(marker)
+
+
+def test_server_crash_takes_the_call_with_it(leftovers: list[str], tmp_path: Path) -> None:
+    marker = _marker()
+    leftovers.append(marker)
+    tool = (f"def stall() -> str:\n    import os, time\n    if os.fork() == 0:\n"
+            f"        os.setsid()\n        os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
+            f"    while True:\n        time.sleep(1)\n")
+    server = tmp_path / "server.py"
+    server.write_text("import asyncio, sys\n"
+                      "from stateloop.tools.sandbox import SandboxLimits, run_source\n"
+                      f"asyncio.run(run_source({tool!r}, 'stall', {{}}, SandboxLimits(120.0)))\n")
+    process = subprocess.Popen([sys.executable, str(server)],
+                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        deadline = time.time() + 20
+        while not _processes_with(marker):
+            assert time.time() < deadline and process.poll() is None, "the tool never started"
+            time.sleep(0.05)
+    finally:
+        process.kill()  # the server dies without a chance to clean up
+        process.wait()
     assert _gone(marker)
 
 

@@ -138,14 +138,23 @@ def test_a_tool_on_the_network_allow_list_reaches_the_network() -> None:
         assert asyncio.run(run_source(source, "ping", {}, LIMITS)) == "ConnectionRefusedError"
 
 
-def test_without_bubblewrap_source_tools_are_refused(fake: FakeOpenAI, tmp_path: Path) -> None:
-    settings = settings_for(fake, tmp_path / "db.sqlite", tool_bwrap=str(tmp_path / "no-bwrap"))
-    with Server(settings) as server:
+def test_without_bubblewrap_source_tools_are_refused(fake: FakeOpenAI, tmp_path: Path,
+                                                     script: Script) -> None:
+    db = tmp_path / "db.sqlite"
+    with Server(settings_for(fake, db)) as server:  # created where bubblewrap works
+        client = Letta(base_url=server.url, api_key="x", max_retries=0)
+        client.tools.create(source_code=TOOLS["double"])
+        agent = new_agent(client, tools=["double"])
+    with Server(settings_for(fake, db, tool_bwrap=str(tmp_path / "no-bwrap"))) as server:
         client = Letta(base_url=server.url, api_key="x", max_retries=0)
         with pytest.raises(APIStatusError) as info:
-            client.tools.create(source_code=TOOLS["double"])
+            client.tools.create(source_code=TOOLS["double"].replace("double", "triple"))
         assert info.value.status_code == 503
         assert "bubblewrap" in str(info.value) and "STATELOOP_UNSAFE_TOOLS=1" in str(info.value)
+        script.set(call("double", n=2), reply("done"))
+        response = client.agents.messages.create(agent.id, input="go")
+    returns = [m for m in response.messages if m.message_type == "tool_return_message"]
+    assert returns[0].status == "error" and "disabled" in returns[0].tool_return
 
 
 def test_without_bubblewrap_unsafe_tools_run_unisolated(fake: FakeOpenAI, tmp_path: Path,
