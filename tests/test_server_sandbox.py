@@ -139,13 +139,16 @@ def test_a_tool_on_the_network_allow_list_reaches_the_network() -> None:
 
 
 def test_without_bubblewrap_source_tools_are_refused(fake: FakeOpenAI, tmp_path: Path,
-                                                     script: Script) -> None:
+                                                     script: Script,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     db = tmp_path / "db.sqlite"
     with Server(settings_for(fake, db)) as server:  # created where bubblewrap works
         client = Letta(base_url=server.url, api_key="x", max_retries=0)
         client.tools.create(source_code=TOOLS["double"])
         agent = new_agent(client, tools=["double"])
     with Server(settings_for(fake, db, tool_bwrap=str(tmp_path / "no-bwrap"))) as server:
+        assert any("tools created from source are disabled" in r.getMessage()
+                   for r in caplog.records)  # said at start
         client = Letta(base_url=server.url, api_key="x", max_retries=0)
         with pytest.raises(APIStatusError) as info:
             client.tools.create(source_code=TOOLS["double"].replace("double", "triple"))
@@ -158,12 +161,14 @@ def test_without_bubblewrap_source_tools_are_refused(fake: FakeOpenAI, tmp_path:
 
 
 def test_without_bubblewrap_unsafe_tools_run_unisolated(fake: FakeOpenAI, tmp_path: Path,
-                                                        script: Script) -> None:
+                                                        script: Script,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
     settings = settings_for(fake, tmp_path / "db.sqlite", tool_bwrap=str(tmp_path / "no-bwrap"),
                             unsafe_tools=True, tool_env={"GREETING": "hi"})
     source = ("def greet() -> str:\n    import os\n"
               "    return os.environ['GREETING'] + ' ' + str(os.environ.get('OPENAI_API_KEY'))\n")
     with Server(settings) as server:
+        assert any("WITHOUT isolation" in r.getMessage() for r in caplog.records)
         client = Letta(base_url=server.url, api_key="x", max_retries=0)
         client.tools.create(source_code=source)
         agent = new_agent(client, tools=["greet"])
