@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool
-from ..tools.bwrap import bwrap_problem
+from ..tools.bwrap import bwrap_mode
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
@@ -41,6 +42,7 @@ class Runtime:
                                     output_bytes=settings.tool_output_bytes,
                                     processes=settings.tool_processes)
         self.sandbox_problem: str | None = None  # why bubblewrap is unusable, found at start
+        self._own_uid: bool | None = None  # each call a uid of its own (see bwrap_mode)
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
         self._agents: dict[str, Agent] = {}
@@ -50,7 +52,11 @@ class Runtime:
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
         they list and attach like any other."""
-        self.sandbox_problem = await asyncio.to_thread(bwrap_problem, self.settings.tool_bwrap)
+        self._own_uid, self.sandbox_problem = await asyncio.to_thread(
+            bwrap_mode, self.settings.tool_bwrap)
+        if self.sandbox_problem is None and os.geteuid() == 0 and not self._own_uid:
+            logger.warning("bubblewrap cannot set up as root here: source tools run in a user "
+                           "namespace, where their process count is bounded by the timeout only")
         if self.sandbox_problem and self.settings.unsafe_tools:
             logger.warning("STATELOOP_UNSAFE_TOOLS=1: tools created from source run WITHOUT "
                            "isolation (they can read the server's files and environment): %s",
@@ -144,7 +150,8 @@ class Runtime:
         """How calls of this source tool are isolated."""
         return Isolation(bwrap=None if self.sandbox_problem else self.settings.tool_bwrap,
                          env=dict(self.settings.tool_env),
-                         network=tool_name in self.settings.tool_network)
+                         network=tool_name in self.settings.tool_network,
+                         own_uid=self._own_uid)
 
     def embedder(self) -> Embedder:
         """The embedder for archival memory, made once."""

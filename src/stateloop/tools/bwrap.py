@@ -76,9 +76,12 @@ def _root_links() -> list[str]:
 
 
 def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
-                  network: bool = False, tmp_bytes: int = 64 * 1024 * 1024) -> list[str]:
-    """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp."""
-    command = [bwrap, *_identity(), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+                  network: bool = False, tmp_bytes: int = 64 * 1024 * 1024,
+                  own_uid: bool | None = None) -> list[str]:
+    """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
+    ``own_uid`` (default: when running as root) gives the child a uid of its own."""
+    own_uid = os.geteuid() == 0 if own_uid is None else own_uid
+    command = [bwrap, *_identity(own_uid), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
                "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
                "--new-session", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
     if not network:
@@ -96,16 +99,16 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
             "LANG": "C.UTF-8"}
     for name, value in {**base, **env}.items():
         command += ["--setenv", name, value]
-    return [*command, "--", *_drop_root(), *argv]
+    return [*command, "--", *_drop_root(own_uid), *argv]
 
 
-def _identity() -> list[str]:
+def _identity(own_uid: bool) -> list[str]:
     """Who the child is. A server running as an ordinary user gets a user namespace: the
     child is nobody inside, the server's uid outside, and RLIMIT_NPROC counts the call's
     processes alone. A root server would map the child to root outside, which the kernel
     exempts from RLIMIT_NPROC: there bubblewrap sets up as root and ``setpriv`` drops the
     child to a uid of its own, with no capabilities (``_drop_root``)."""
-    if os.geteuid() == 0:
+    if own_uid:
         return []
     return ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
 
@@ -113,8 +116,8 @@ def _identity() -> list[str]:
 _next_uid = itertools.count()
 
 
-def _drop_root() -> list[str]:
-    if os.geteuid() != 0:
+def _drop_root(own_uid: bool) -> list[str]:
+    if not own_uid:
         return []
     # A uid per call (rotating through an unused range): its process limit is its own.
     uid = str(SANDBOX_UIDS.start + next(_next_uid) % len(SANDBOX_UIDS))
@@ -123,10 +126,22 @@ def _drop_root() -> list[str]:
             "--bounding-set=-all", "--no-new-privs", "--"]
 
 
-def bwrap_problem(bwrap: str = "bwrap") -> str | None:
+def bwrap_mode(bwrap: str = "bwrap") -> tuple[bool, str | None]:
+    """``(own_uid, problem)``: how bubblewrap works here, and why it cannot (None: it can).
+    A root without the capability to set up namespaces (a container) falls back to a user
+    namespace, as an ordinary user would."""
+    own_uid = os.geteuid() == 0
+    problem = bwrap_problem(bwrap, own_uid=own_uid)
+    if problem and own_uid and bwrap_problem(bwrap, own_uid=False) is None:
+        return False, None
+    return own_uid, problem
+
+
+def bwrap_problem(bwrap: str = "bwrap", *, own_uid: bool | None = None) -> str | None:
     """Why bubblewrap cannot isolate tools here (missing, no user namespaces...), or None
     when a sandboxed interpreter starts and runs."""
-    command = bwrap_command(bwrap, [sys.executable, "-I", "-c", "pass"], env={})
+    command = bwrap_command(bwrap, [sys.executable, "-I", "-c", "pass"], env={},
+                            own_uid=own_uid)
     try:
         done = subprocess.run(command, capture_output=True, timeout=30, check=False)
     except FileNotFoundError:

@@ -51,11 +51,14 @@ class SandboxLimits:
 class Isolation:
     """How calls are isolated: ``bwrap`` names the bubblewrap executable, or is None for a
     plain subprocess (no isolation but the limits); ``env`` is all the environment the tool
-    gets; ``network`` shares the host's network (off: only the sandbox's own loopback)."""
+    gets; ``network`` shares the host's network (off: only the sandbox's own loopback);
+    ``own_uid`` gives each call a uid of its own (default: when running as root; see
+    ``bwrap_mode``)."""
 
     bwrap: str | None = "bwrap"
     env: Mapping[str, str] = field(default_factory=dict)
     network: bool = False
+    own_uid: bool | None = None
 
 
 class SandboxedToolError(Exception):
@@ -155,7 +158,8 @@ async def _run_child(request: dict[str, Any], limits: SandboxLimits,
         if isolation.bwrap is not None:
             bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
             command = bwrap_command(bwrap, argv, env=isolation.env, network=isolation.network,
-                                    tmp_bytes=limits.tmp_mb * 1024 * 1024)
+                                    tmp_bytes=limits.tmp_mb * 1024 * 1024,
+                                    own_uid=isolation.own_uid)
             env: dict[str, str] = {}
             cwd = None
         else:  # unisolated, as explicitly allowed: still no server environment
