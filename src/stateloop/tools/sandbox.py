@@ -221,7 +221,8 @@ async def _exchange(process: asyncio.subprocess.Process, payload: bytes,
                                    f"was stopped")
     except _OutputLimitExceeded as exc:
         failure = ("OutputLimitExceeded", str(exc))
-    except BaseException:  # cancelled (the run was): reap in the background
+    except BaseException:  # cancelled (the run was): kill now, reap in the background
+        _kill(process)
         _reaping.add(reaping := asyncio.ensure_future(_reap(process, tasks)))
         reaping.add_done_callback(_reaping.discard)
         raise
@@ -242,13 +243,14 @@ async def _reap(process: asyncio.subprocess.Process,
     for task in tasks:
         task.cancel()
 
-    async def drain(stream: asyncio.StreamReader | None) -> None:
-        while stream is not None and await stream.read(_CHUNK):
-            pass
+    async def drain() -> None:
+        for stream in (process.stdout, process.stderr):  # its writers are dead: both end
+            while stream is not None and await stream.read(_CHUNK):
+                pass
+        await process.wait()
 
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(drain(process.stdout), drain(process.stderr),
-                                              process.wait()), 5)
+        await asyncio.wait_for(drain(), 5)
 
 
 def _reply(out: bytes, err: bytes, code: int) -> dict[str, Any]:
