@@ -11,6 +11,7 @@ sandbox's init, whose exit takes the whole PID namespace with it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shutil
@@ -36,6 +37,7 @@ def package_root() -> str:
     return str(Path(stateloop.__file__).resolve().parent.parent)
 
 
+@functools.cache
 def _interpreter_paths() -> list[str]:
     """Directories the child interpreter reads: its installation, the virtualenv, the
     site-packages, the stateloop package and the system's libraries."""
@@ -64,6 +66,7 @@ def _ancestors(paths: list[str]) -> list[str]:
     return found
 
 
+@functools.cache
 def _root_links() -> list[str]:
     """``/lib``, ``/bin``...: symlinks into /usr on merged-/usr systems, binds elsewhere."""
     args: list[str] = []
@@ -87,7 +90,7 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
     if not network:
         command.append("--unshare-net")
     command += _root_links()
-    mounts = _interpreter_paths() + ([path for path in _NETWORK_FILES if os.path.exists(path)]
+    mounts = [*_interpreter_paths()] + ([path for path in _NETWORK_FILES if os.path.exists(path)]
                                      if network else [])
     for parent in _ancestors(mounts):  # traversable by the child's uid, whatever it is
         command += ["--perms", "0755", "--dir", parent]
