@@ -63,6 +63,7 @@ bench: $(COMPILED)/.built
 	$(BIN)/python bench/persistence_overhead.py
 	$(BIN)/python bench/vector_search.py
 	$(BIN)/python bench/server_load.py
+	$(BIN)/python bench/sandbox_start.py
 
 clean:
 	rm -rf $(VENV) $(COMPILED) build .pytest_cache .mypy_cache .ruff_cache

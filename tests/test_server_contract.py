@@ -42,6 +42,9 @@ def test_errors_are_declared_for_every_route_that_answers_them(server: Server) -
     assert set(paths["/v1/agents"]["post"]["responses"]) >= {"404", "409", "422"}
     assert set(paths["/v1/agents/{agent_id}/messages"]["post"]["responses"]) >= {
         "400", "404", "409", "422"}
+    for method in ("post", "put"):  # 503: source tools refused where no sandbox can run
+        assert set(paths["/v1/tools"][method]["responses"]) >= {"409", "422", "503"}
+    assert "503" in paths["/v1/tools/{tool_id}"]["patch"]["responses"]
     assert paths["/v1/runs/{run_id}"]["get"]["responses"]["404"]["content"][
         "application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
     assert spec["components"]["schemas"]["ErrorBody"]["required"] == ["detail"]

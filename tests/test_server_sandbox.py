@@ -4,21 +4,28 @@ that call only; the server and the other calls of the step carry on."""
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from letta_client import Letta
+from letta_client import APIStatusError, Letta
 
+from stateloop.errors import ToolDefinitionError
+from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, calls, reply
+from stateloop.tools import Tool
 from stateloop.tools.sandbox import (
+    Isolation,
     SandboxedToolError,
     SandboxLimits,
     describe_source,
     run_source,
     sandboxed_tool,
 )
-from test_server_support import Script, new_agent
+from test_server_support import Script, Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
 
@@ -41,7 +48,7 @@ def test_sandbox_returns_values_and_validates_arguments() -> None:
     assert asyncio.run(_run("double", n=21)) == "42"
     with pytest.raises(SandboxedToolError, match="valid integer"):
         asyncio.run(_run("double", n="many"))
-    schema = asyncio.run(describe_source(TOOLS["double"], "double", LIMITS))
+    schema = describe_source(TOOLS["double"], "double")
     assert schema["parameters"]["required"] == ["n"] and schema["description"] == "Twice n."
 
 
@@ -81,3 +88,91 @@ def test_failing_tools_fail_only_their_own_calls(client: Letta, script: Script) 
         assert error in returns[name].tool_return, returns[name].tool_return
     assert response.stop_reason.stop_reason == "end_turn"
     assert client.health().status == "ok"  # the server itself is unharmed
+
+
+def test_schema_is_read_from_the_source_as_from_the_function() -> None:
+    source = '''
+from typing import Literal, Optional
+
+def plan(city: str, days: int, budget: float | None = None, tags: list[str] = [],
+         weights: dict[str, float] = {}, mode: Literal["walk", "drive"] = "walk",
+         note: Optional[str] = None, fast: bool = False) -> str:
+    """Plan a trip.
+
+    Args:
+        city: Where to go.
+        days: How long.
+    """
+    return city
+'''
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    expected = Tool.from_function(namespace["plan"])
+    schema = describe_source(source)
+    assert schema["description"] == expected.description == "Plan a trip."
+    assert schema["parameters"] == expected.parameters
+
+
+@pytest.mark.parametrize(("source", "problem"), [
+    ("class Spot:\n    pass\n\ndef go(to: Spot) -> str:\n    return ''\n",
+     "'Spot' cannot be read without running the source"),
+    ("def go(to) -> str:\n    return ''\n", "has no type hint"),
+    ("def go(*places: str) -> str:\n    return ''\n", "*args/**kwargs"),
+    ("def go(n: int = len('ab')) -> str:\n    return ''\n", "is not a literal"),
+])
+def test_schema_refuses_what_it_cannot_read_without_running(source: str, problem: str) -> None:
+    with pytest.raises(ToolDefinitionError, match=re.escape(problem)):
+        describe_source(source)
+
+
+def test_a_tool_on_the_network_allow_list_reaches_the_network() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    source = (f"def ping() -> str:\n    import socket\n    try:\n"
+              f"        socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+              f"    except OSError as exc:\n        return type(exc).__name__\n"
+              f"    return 'connected'\n")
+    with listener:
+        assert asyncio.run(run_source(source, "ping", {}, LIMITS,
+                                      Isolation(network=True))) == "connected"
+        assert asyncio.run(run_source(source, "ping", {}, LIMITS)) == "ConnectionRefusedError"
+
+
+def test_without_bubblewrap_source_tools_are_refused(fake: FakeOpenAI, tmp_path: Path,
+                                                     script: Script,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    db = tmp_path / "db.sqlite"
+    with Server(settings_for(fake, db)) as server:  # created where bubblewrap works
+        client = Letta(base_url=server.url, api_key="x", max_retries=0)
+        client.tools.create(source_code=TOOLS["double"])
+        agent = new_agent(client, tools=["double"])
+    with Server(settings_for(fake, db, tool_bwrap=str(tmp_path / "no-bwrap"))) as server:
+        assert any("tools created from source are disabled" in r.getMessage()
+                   for r in caplog.records)  # said at start
+        client = Letta(base_url=server.url, api_key="x", max_retries=0)
+        with pytest.raises(APIStatusError) as info:
+            client.tools.create(source_code=TOOLS["double"].replace("double", "triple"))
+        assert info.value.status_code == 503
+        assert "bubblewrap" in str(info.value) and "STATELOOP_UNSAFE_TOOLS=1" in str(info.value)
+        script.set(call("double", n=2), reply("done"))
+        response = client.agents.messages.create(agent.id, input="go")
+    returns = [m for m in response.messages if m.message_type == "tool_return_message"]
+    assert returns[0].status == "error" and "disabled" in returns[0].tool_return
+
+
+def test_without_bubblewrap_unsafe_tools_run_unisolated(fake: FakeOpenAI, tmp_path: Path,
+                                                        script: Script,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    settings = settings_for(fake, tmp_path / "db.sqlite", tool_bwrap=str(tmp_path / "no-bwrap"),
+                            unsafe_tools=True, tool_env={"GREETING": "hi"})
+    source = ("def greet() -> str:\n    import os\n"
+              "    return os.environ['GREETING'] + ' ' + str(os.environ.get('OPENAI_API_KEY'))\n")
+    with Server(settings) as server:
+        assert any("WITHOUT isolation" in r.getMessage() for r in caplog.records)
+        client = Letta(base_url=server.url, api_key="x", max_retries=0)
+        client.tools.create(source_code=source)
+        agent = new_agent(client, tools=["greet"])
+        script.set(call("greet"), reply("done"))
+        response = client.agents.messages.create(agent.id, input="go")
+    returns = [m for m in response.messages if m.message_type == "tool_return_message"]
+    assert returns[0].status == "success" and returns[0].tool_return == "hi None"

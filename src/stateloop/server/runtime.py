@@ -4,6 +4,8 @@ runs of one agent queue on one object), tool binding, and the runs in flight."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +15,15 @@ from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool
-from ..tools.sandbox import SandboxLimits, sandboxed_tool
+from ..tools.bwrap import bwrap_mode
+from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
 
 if TYPE_CHECKING:
     from ..store.sql import SqlStore
+
+logger = logging.getLogger("stateloop.server")
 
 # Letta's tool_type for each kind of built-in tool.
 _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
@@ -33,7 +38,11 @@ class Runtime:
         self.settings = settings
         self.store = store
         self.python_tools = {tool.name: tool for tool in python_tools}
-        self.limits = SandboxLimits(settings.tool_timeout, settings.tool_memory_mb)
+        self.limits = SandboxLimits(settings.tool_timeout, settings.tool_memory_mb,
+                                    output_bytes=settings.tool_output_bytes,
+                                    processes=settings.tool_processes)
+        self.sandbox_problem: str | None = None  # why bubblewrap is unusable, found at start
+        self._own_uid: bool | None = None  # each call a uid of its own (see bwrap_mode)
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
         self._agents: dict[str, Agent] = {}
@@ -41,7 +50,19 @@ class Runtime:
         self._embedder: Embedder | None = None
 
     async def start(self) -> None:
-        """Register built-in and Python tools, so they list and attach like any other."""
+        """Check that source tools can be isolated; register built-in and Python tools, so
+        they list and attach like any other."""
+        self._own_uid, self.sandbox_problem = await asyncio.to_thread(
+            bwrap_mode, self.settings.tool_bwrap)
+        if self.sandbox_problem is None and os.geteuid() == 0 and not self._own_uid:
+            logger.warning("bubblewrap cannot set up as root here: source tools run in a user "
+                           "namespace, where their process count is bounded by the timeout only")
+        if self.sandbox_problem and self.settings.unsafe_tools:
+            logger.warning("STATELOOP_UNSAFE_TOOLS=1: tools created from source run WITHOUT "
+                           "isolation (they can read the server's files and environment): %s",
+                           self.sandbox_problem)
+        elif self.sandbox_problem:
+            logger.warning("%s", self.source_tools_refused())
         for name in builtin_names():
             await self.store.upsert_tool(tool_record(
                 builtin_tool(name), binding=f"builtin:{name}",
@@ -110,9 +131,29 @@ class Runtime:
         if python is not None and record.binding == f"python:{record.name}":
             return python
         if record.source_code:
-            return sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
+            tool = sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
+                                  isolation=self.isolation(record.name),
                                   requires_approval=bool(record.default_requires_approval))
+            refused = self.source_tools_refused()
+            if refused:
+                tool.function = _refuse(refused)
+            return tool
         return _missing(record.name)
+
+    def source_tools_refused(self) -> str | None:
+        """Why tools from source cannot be created or called here, or None."""
+        if self.sandbox_problem is None or self.settings.unsafe_tools:
+            return None
+        return (f"tools created from source are disabled: bubblewrap cannot isolate them "
+                f"({self.sandbox_problem}); install bubblewrap, or set "
+                f"STATELOOP_UNSAFE_TOOLS=1 to run them without isolation")
+
+    def isolation(self, tool_name: str) -> Isolation:
+        """How calls of this source tool are isolated."""
+        return Isolation(bwrap=None if self.sandbox_problem else self.settings.tool_bwrap,
+                         env=dict(self.settings.tool_env),
+                         network=tool_name in self.settings.tool_network,
+                         own_uid=self._own_uid)
 
     def embedder(self) -> Embedder:
         """The embedder for archival memory, made once."""
@@ -142,6 +183,13 @@ def tool_record(tool: Tool, *, binding: str, tool_type: str = "custom",
                       json_schema=tool.spec().to_dict(), tool_type=tool_type,
                       source_type="python", source_code=source_code, binding=binding,
                       default_requires_approval=tool.requires_approval)
+
+
+def _refuse(reason: str) -> Any:
+    async def refuse(**_: Any) -> str:
+        raise SandboxedToolError(reason)
+
+    return refuse
 
 
 def _missing(name: str) -> Tool:

@@ -18,7 +18,8 @@ class ErrorBody(BaseModel):
     detail: str
 
 
-_MEANINGS = {400: "Bad Request", 404: "Not Found", 409: "Conflict"}
+_MEANINGS = {400: "Bad Request", 404: "Not Found", 409: "Conflict",
+             503: "Service Unavailable"}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -33,6 +33,15 @@ class ServerSettings(BaseSettings):
     max_body_bytes: int = 8 * 1024 * 1024
     tool_timeout: float = 30.0  # seconds per call of a tool created from source
     tool_memory_mb: int = 512
+    tool_output_bytes: int = 1_000_000  # per stream (stdout, stderr) of one call
+    tool_processes: int = 64  # RLIMIT_NPROC inside a call's sandbox
+    tool_bwrap: str = "bwrap"  # the bubblewrap executable that isolates source tools
+    # Without a usable bubblewrap, run source tools anyway as plain subprocesses.
+    unsafe_tools: bool = False
+    # Source tools allowed on the network (comma-separated names); others get none.
+    tool_network: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # The environment of every source tool (a JSON object): nothing else of the server's.
+    tool_env: dict[str, str] = Field(default_factory=dict)
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
@@ -68,6 +77,13 @@ class ServerSettings(BaseSettings):
                                  "a row, or one at an end)")
             _check_spaces(key, f"STATELOOP_API_KEYS: key {number}")
         return keys
+
+    @field_validator("tool_network", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
     def tokens(self) -> set[str]:
         """Bearer tokens that authenticate; empty means the server is open."""

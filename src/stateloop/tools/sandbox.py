@@ -1,38 +1,64 @@
-"""Tools from Python source, run out of process.
+"""Tools from Python source, run isolated, one fresh process per call.
 
-Each call starts a fresh interpreter (``python -I -m stateloop.tools.sandbox``) that compiles
-the source, validates the arguments and calls the function under a memory limit
-(``RLIMIT_AS``), a CPU limit and a wall-clock timeout. A tool that crashes, hangs or
-allocates without bound fails its own call and nothing else: the server never executes
-the source itself.
+Each call runs ``python -I`` in a bubblewrap sandbox (see ``bwrap.py``): no server secrets,
+no server files, no network unless allowed, no host process to signal, a process tree that
+dies with the call. Inside, the child (``sandbox_child.py``) runs under memory, CPU and
+process limits; outside, a wall-clock timeout and bounded reads of its output. A tool that
+crashes, hangs, floods its output or allocates without bound fails its own call and nothing
+else. Without bubblewrap, calls run only when explicitly allowed (``Isolation(bwrap=None)``),
+as a plain subprocess with the same limits.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
 import functools
-import io
 import json
 import os
+import shutil
 import signal
 import sys
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ToolDefinitionError
 from .base import Tool
+from .bwrap import bwrap_command, package_root
+from .source_schema import find_function, parse_source, schema_from_source
 
-_OUTPUT_LIMIT = 1_000_000  # bytes of JSON a call may send back
+_CHUNK = 64 * 1024
+# -I: no PYTHON* variables, no user site; the package path comes as an argument.
+_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); "
+              "from stateloop.tools.sandbox_child import main; main()")
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxLimits:
-    """What one call may use: seconds of wall-clock time and megabytes of address space."""
+    """What one call may use: seconds of wall-clock time, megabytes of address space per
+    process, bytes on each of stdout and stderr, processes, and megabytes in its /tmp."""
 
     timeout: float = 30.0
     memory_mb: int = 512
+    output_bytes: int = 1_000_000
+    processes: int = 64
+    tmp_mb: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """How calls are isolated: ``bwrap`` names the bubblewrap executable, or is None for a
+    plain subprocess (no isolation but the limits); ``env`` is all the environment the tool
+    gets; ``network`` shares the host's network (off: only the sandbox's own loopback);
+    ``own_uid`` gives each call a uid of its own (default: when running as root; see
+    ``bwrap_mode``)."""
+
+    bwrap: str | None = "bwrap"
+    env: Mapping[str, str] = field(default_factory=dict)
+    network: bool = False
+    own_uid: bool | None = None
 
 
 class SandboxedToolError(Exception):
@@ -49,36 +75,24 @@ def _error_type(name: str) -> type[SandboxedToolError]:
 
 def check_source(source_code: str, name: str | None = None) -> str:
     """Parse (never run) ``source_code``; the tool function's name, or a ToolDefinitionError."""
+    return find_function(parse_source(source_code), name).name
+
+
+def describe_source(source_code: str, name: str | None = None) -> dict[str, Any]:
+    """The tool's JSON schema (name, description, parameters), read from the source's syntax
+    tree: nothing runs."""
     try:
-        tree = ast.parse(source_code)
-        compile(tree, "<tool>", "exec")
-    except SyntaxError as exc:
-        raise ToolDefinitionError(f"source_code does not compile: line {exc.lineno}: "
-                                  f"{exc.msg}") from exc
-    defined = [node.name for node in tree.body
-               if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
-    wanted = name or (defined[-1] if defined else None)
-    if wanted is None or wanted not in defined:
-        raise ToolDefinitionError(f"source_code defines no function named {wanted!r} "
-                                  f"(it defines: {', '.join(defined) or 'none'})")
-    return wanted
-
-
-async def describe_source(source_code: str, name: str | None = None,
-                          limits: SandboxLimits = SandboxLimits()) -> dict[str, Any]:
-    """The tool's JSON schema (name, description, parameters), derived in the sandbox."""
-    reply = await _run_child({"mode": "describe", "source": source_code, "name": name}, limits)
-    if not reply.get("ok"):
-        raise ToolDefinitionError(f"source_code cannot become a tool: {reply['message']}")
-    schema: dict[str, Any] = reply["schema"]
-    return schema
+        return schema_from_source(source_code, name)
+    except ToolDefinitionError as exc:
+        raise ToolDefinitionError(f"source_code cannot become a tool: {exc}") from None
 
 
 async def run_source(source_code: str, name: str, arguments: dict[str, Any],
-                     limits: SandboxLimits = SandboxLimits()) -> str:
-    """Call the tool in a fresh subprocess; its return value as text, or a SandboxedToolError."""
-    reply = await _run_child({"mode": "call", "source": source_code, "name": name,
-                              "arguments": arguments}, limits)
+                     limits: SandboxLimits = SandboxLimits(),
+                     isolation: Isolation = Isolation()) -> str:
+    """Call the tool in a fresh sandbox; its return value as text, or a SandboxedToolError."""
+    reply = await _run_child({"source": source_code, "name": name, "arguments": arguments},
+                             limits, isolation)
     if not reply.get("ok"):
         raise _error_type(reply.get("error_type", "ToolError"))(reply["message"])
     text: str = reply["result"]
@@ -87,6 +101,7 @@ async def run_source(source_code: str, name: str, arguments: dict[str, Any],
 
 def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
                    limits: SandboxLimits = SandboxLimits(),
+                   isolation: Isolation = Isolation(),
                    requires_approval: bool = False) -> Tool:
     """A ``Tool`` whose calls run ``source_code`` out of process; ``schema`` is Letta's
     ``json_schema`` (name, description, parameters)."""
@@ -96,7 +111,7 @@ def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
     async def call(**fields: Any) -> str:
         arguments = {aliases[key]: value for key, value in fields.items()
                      if value is not _MISSING}
-        return await run_source(source_code, name, arguments, limits)
+        return await run_source(source_code, name, arguments, limits, isolation)
 
     model, aliases = _passthrough_model(name, parameters)
     # The sandbox enforces the limit; the in-process timeout is only a backstop.
@@ -133,31 +148,116 @@ def _passthrough_model(name: str, parameters: dict[str, Any]) -> tuple[Any, dict
     return model, aliases
 
 
-async def _run_child(request: dict[str, Any], limits: SandboxLimits) -> dict[str, Any]:
+async def _run_child(request: dict[str, Any], limits: SandboxLimits,
+                     isolation: Isolation) -> dict[str, Any]:
     payload = json.dumps({**request, "memory_mb": limits.memory_mb,
-                          "cpu_seconds": int(limits.timeout) + 1}).encode()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-m", "stateloop.tools.sandbox",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = await asyncio.wait_for(process.communicate(payload), limits.timeout)
-    except TimeoutError:
-        _kill(process)
+                          "cpu_seconds": int(limits.timeout) + 1,
+                          "processes": limits.processes}).encode()
+    argv = [sys.executable, "-I", "-c", _BOOTSTRAP, package_root()]
+    with contextlib.ExitStack() as cleanup:
+        if isolation.bwrap is not None:
+            bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
+            command = bwrap_command(bwrap, argv, env=isolation.env, network=isolation.network,
+                                    tmp_bytes=limits.tmp_mb * 1024 * 1024,
+                                    own_uid=isolation.own_uid)
+            env: dict[str, str] = {}
+            cwd = None
+        else:  # unisolated, as explicitly allowed: still no server environment
+            cwd = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="stateloop-tool-"))
+            command = argv
+            env = {"HOME": cwd, "TMPDIR": cwd, "PATH": "/usr/local/bin:/usr/bin:/bin",
+                   **isolation.env}
+        process = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, cwd=cwd)
+        return await _exchange(process, payload, limits)
+    raise AssertionError("unreachable")  # for mypy: ExitStack may swallow exceptions
+
+
+class _OutputLimitExceeded(Exception):
+    def __init__(self, stream: str, limit: int) -> None:
+        super().__init__(f"the tool wrote more than {limit} bytes to {stream}; the call was "
+                         f"stopped (limit: STATELOOP_TOOL_OUTPUT_BYTES)")
+
+
+async def _read_bounded(stream: asyncio.StreamReader | None, name: str, limit: int) -> bytes:
+    """All of ``stream`` in chunks, or _OutputLimitExceeded the moment it passes ``limit``."""
+    assert stream is not None
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.read(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise _OutputLimitExceeded(name, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _feed(process: asyncio.subprocess.Process, payload: bytes) -> None:
+    assert process.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.write(payload)
+        await process.stdin.drain()
+    process.stdin.close()
+
+
+async def _exchange(process: asyncio.subprocess.Process, payload: bytes,
+                    limits: SandboxLimits) -> dict[str, Any]:
+    """Send the request, read the reply and the errors concurrently, under the limits."""
+    tasks = [asyncio.ensure_future(_feed(process, payload)),
+             asyncio.ensure_future(_read_bounded(process.stdout, "stdout", limits.output_bytes)),
+             asyncio.ensure_future(_read_bounded(process.stderr, "stderr", limits.output_bytes))]
+
+    async def finish() -> tuple[bytes, bytes]:
+        _, out, err = await asyncio.gather(*tasks)
         await process.wait()
-        return {"ok": False, "error_type": "TimeoutError",
-                "message": f"the tool did not finish within {limits.timeout:g} s and was stopped"}
-    except BaseException:
-        _kill(process)  # cancelled (the run was cancelled): the child must not outlive it
+        return out or b"", err or b""
+
+    failure: tuple[str, str] | None = None
+    try:
+        out, err = await asyncio.wait_for(finish(), limits.timeout)
+    except TimeoutError:
+        failure = ("TimeoutError", f"the tool did not finish within {limits.timeout:g} s and "
+                                   f"was stopped")
+    except _OutputLimitExceeded as exc:
+        failure = ("OutputLimitExceeded", str(exc))
+    except BaseException:  # cancelled (the run was): kill now, reap in the background
+        _kill(process)
+        _reaping.add(reaping := asyncio.ensure_future(_reap(process, tasks)))
+        reaping.add_done_callback(_reaping.discard)
         raise
-    if len(out) > _OUTPUT_LIMIT:
-        return {"ok": False, "error_type": "ToolError",
-                "message": f"the tool returned {len(out)} bytes, over the {_OUTPUT_LIMIT} limit"}
+    if failure is not None:
+        await _reap(process, tasks)
+        return {"ok": False, "error_type": failure[0], "message": failure[1]}
+    return _reply(out, err, process.returncode or 0)
+
+
+_reaping: set[asyncio.Future[None]] = set()
+
+
+async def _reap(process: asyncio.subprocess.Process,
+                tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Kill what is left of the call and read its pipes to the end, so they close (bounded:
+    without bubblewrap a process that left the call's session may hold them open)."""
+    _kill(process)  # nothing of the call outlives it
+    for task in tasks:
+        task.cancel()
+
+    async def drain() -> None:
+        for stream in (process.stdout, process.stderr):  # its writers are dead: both end
+            while stream is not None and await stream.read(_CHUNK):
+                pass
+        await process.wait()
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(drain(), 5)
+
+
+def _reply(out: bytes, err: bytes, code: int) -> dict[str, Any]:
     try:
         reply: dict[str, Any] = json.loads(out)
     except ValueError:
         tail = err.decode(errors="replace").strip().splitlines()[-3:]
-        code = process.returncode or 0
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         return {"ok": False, "error_type": "ToolCrashed",
                 "message": f"the tool process {how}" + (f": {' | '.join(tail)}" if tail else "")}
@@ -165,69 +265,8 @@ async def _run_child(request: dict[str, Any], limits: SandboxLimits) -> dict[str
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)  # the child's own session: only what we started
-
-
-# -- the child ---------------------------------------------------------------------------
-
-
-def _limit_resources(memory_mb: int, cpu_seconds: int) -> None:
-    import resource
-
-    memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-
-
-def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from .source import tool_from_source
-
-    _limit_resources(int(request["memory_mb"]), int(request["cpu_seconds"]))
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(captured):
-            tool = tool_from_source(request["source"], name=request.get("name"))
-            if request["mode"] == "describe":
-                return {"ok": True, "schema": {"name": tool.name,
-                                               "description": tool.description,
-                                               "parameters": tool.parameters}}
-            return {"ok": True, "result": _call(tool, request.get("arguments") or {})}
-    except BaseException as exc:  # the tool's failure is the call's answer
-        return {"ok": False, "error_type": type(exc).__name__, "message": str(exc) or repr(exc)}
-
-
-def _call(tool: Tool, arguments: dict[str, Any]) -> str:
-    from pydantic import ValidationError
-
-    from .execution import format_return
-
-    assert tool.function is not None and tool.arguments_model is not None
-    try:
-        validated = tool.arguments_model.model_validate(arguments)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                             for e in exc.errors(include_url=False))
-        raise TypeError(f"invalid arguments for tool {tool.name!r}: {problems}") from None
-    kwargs = dict(validated.__dict__)
-    value = tool.function(**kwargs)
-    if asyncio.iscoroutine(value):
-        value = asyncio.run(value)
-    return format_return(value)
-
-
-def main() -> None:
-    """Child entry point: one JSON request on stdin, one JSON reply on stdout."""
-    request = json.loads(sys.stdin.buffer.read())
-    reply = _child(request)
-    try:
-        text = json.dumps(reply)
-    except (TypeError, ValueError) as exc:
-        text = json.dumps({"ok": False, "error_type": "ToolError",
-                           "message": f"the tool's reply is not JSON: {exc}"})
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()
+    # The child's own session: only what we started. Under bubblewrap its death takes the
+    # sandbox's init, and with it every process of the call's PID namespace.
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

@@ -23,10 +23,13 @@ from .agents import agent_record, agent_state
 router = APIRouter(tags=["tools"])
 
 
-async def _schema(runtime: Runtime, source_code: str,
-                  json_schema: dict[str, Any] | None, description: str | None) -> dict[str, Any]:
-    """The tool's JSON schema: as given (checked against the source), or derived from the
-    source's signature and docstring in the sandbox."""
+def _schema(runtime: Runtime, source_code: str,
+            json_schema: dict[str, Any] | None, description: str | None) -> dict[str, Any]:
+    """The tool's JSON schema: as given (checked against the source), or read from the
+    source's signature and docstring. The source is parsed, never run."""
+    refused = runtime.source_tools_refused()
+    if refused:
+        raise HTTPException(503, detail=refused)
     try:
         name = check_source(source_code, (json_schema or {}).get("name"))
         if json_schema:
@@ -37,7 +40,7 @@ async def _schema(runtime: Runtime, source_code: str,
                                     "must be a JSON schema object with 'properties'")
             schema = {**json_schema, "name": name, "parameters": parameters}
         else:
-            schema = await describe_source(source_code, name, runtime.limits)
+            schema = describe_source(source_code, name)
     except ToolDefinitionError as exc:
         raise unprocessable("source_code", exc) from exc
     if description:
@@ -58,13 +61,13 @@ def _rebind(runtime: Runtime, record: ToolRecord) -> None:
             set_tools(agent, {**agent.tools, record.name: runtime.bind(record)})
 
 
-@router.post("/v1/tools", responses=errors(409), response_model=Tool)
+@router.post("/v1/tools", responses=errors(409, 503), response_model=Tool)
 async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
-    """A tool from Python source; its calls run in a subprocess with limits."""
+    """A tool from Python source; its calls run in a sandbox with limits."""
     if (body.source_type or "python") != "python":
         raise unprocessable("source_type", f"only 'python' is supported, not "
                                            f"{body.source_type!r}")
-    schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
+    schema = _schema(runtime, body.source_code, body.json_schema, body.description)
     _check_name_free(runtime, schema["name"])
     try:
         await runtime.store.get_tool(schema["name"])
@@ -76,10 +79,10 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await runtime.store.upsert_tool(_record(body, schema)))
 
 
-@router.put("/v1/tools", responses=errors(409), response_model=Tool)
+@router.put("/v1/tools", responses=errors(409, 503), response_model=Tool)
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Create a tool, or replace the one with the same name."""
-    schema = await _schema(runtime, body.source_code, body.json_schema, body.description)
+    schema = _schema(runtime, body.source_code, body.json_schema, body.description)
     _check_name_free(runtime, schema["name"])
     record = await runtime.store.upsert_tool(_record(body, schema))
     _rebind(runtime, record)
@@ -121,7 +124,8 @@ async def retrieve_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await _tool(runtime, tool_id))
 
 
-@router.patch("/v1/tools/{tool_id}", responses=errors(404, 409), response_model=Tool)
+@router.patch("/v1/tools/{tool_id}", responses=errors(404, 409, 503),
+              response_model=Tool)
 async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> dict[str, Any]:
     """Change a source tool's code, schema, description, tags or approval default."""
     record = await _tool(runtime, tool_id)
@@ -130,7 +134,7 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
     fields = body.model_fields_set
     if {"source_code", "json_schema", "description"} & fields:
         source = body.source_code or record.source_code or ""
-        schema = await _schema(runtime, source, body.json_schema or (
+        schema = _schema(runtime, source, body.json_schema or (
             None if "source_code" in fields else record.json_schema), body.description)
         if schema["name"] != record.name:
             raise unprocessable("source_code", f"the function must stay named {record.name!r}")

@@ -1,0 +1,157 @@
+"""The bubblewrap command line that isolates one call of a source tool.
+
+The child sees an empty file system but for read-only binds of what its interpreter needs
+(the Python installation, the virtualenv, the stateloop package and the system libraries),
+a fresh ``/proc`` and ``/dev``, and a size-limited tmpfs of its own as ``/tmp``: the only
+writable place, also its ``HOME``, gone with the call. It has new user, PID, IPC, UTS,
+cgroup and network namespaces (so no host process to signal and only its own loopback), no
+environment but what is passed, and it dies with the server: ``--die-with-parent`` on the
+sandbox's init, whose exit takes the whole PID namespace with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import shutil
+import site
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import stateloop
+
+NOBODY = 65534
+SANDBOX_UIDS = range(1_000_000_000, 1_000_065_536)  # no account, no file owned
+SANDBOX_TMP = "/tmp"
+# What name resolution and TLS read, for the tools allowed on the network.
+_NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl",
+                  "/etc/ca-certificates", "/etc/pki")
+
+
+def package_root() -> str:
+    """The directory the running stateloop package was imported from (src, a build,
+    site-packages): the child imports the very same code."""
+    return str(Path(stateloop.__file__).resolve().parent.parent)
+
+
+@functools.cache
+def _interpreter_paths() -> list[str]:
+    """Directories the child interpreter reads: its installation, the virtualenv, the
+    site-packages, the stateloop package and the system's libraries."""
+    paths = [sys.base_prefix, sys.prefix, *site.getsitepackages(), package_root(),
+             str(Path(sys.executable).resolve().parent.parent)]
+    paths += [path for path in ("/usr", "/etc/ld.so.cache", "/etc/localtime")
+              if os.path.exists(path)]
+    forms = {form for path in paths for form in (os.path.abspath(path), os.path.realpath(path))
+             if os.path.exists(form)}
+    found: list[str] = []
+    for path in sorted(forms, key=lambda p: (p.count("/"), p)):  # parents first
+        if not any(path.startswith(parent + "/") for parent in found):
+            found.append(path)
+    return found
+
+
+def _ancestors(paths: list[str]) -> list[str]:
+    found: list[str] = []
+    for path in paths:
+        parent = os.path.dirname(path)
+        chain = []
+        while parent not in ("/", "") and parent not in found:
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        found += reversed(chain)
+    return found
+
+
+@functools.cache
+def _root_links() -> list[str]:
+    """``/lib``, ``/bin``...: symlinks into /usr on merged-/usr systems, binds elsewhere."""
+    args: list[str] = []
+    for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
+                  network: bool = False, tmp_bytes: int = 64 * 1024 * 1024,
+                  own_uid: bool | None = None) -> list[str]:
+    """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
+    ``own_uid`` (default: when running as root) gives the child a uid of its own."""
+    own_uid = os.geteuid() == 0 if own_uid is None else own_uid
+    command = [bwrap, *_identity(own_uid), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+               "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
+               "--new-session", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
+    if not network:
+        command.append("--unshare-net")
+    command += _root_links()
+    mounts = [*_interpreter_paths()] + ([path for path in _NETWORK_FILES if os.path.exists(path)]
+                                     if network else [])
+    for parent in _ancestors(mounts):  # traversable by the child's uid, whatever it is
+        command += ["--perms", "0755", "--dir", parent]
+    for path in mounts:
+        command += ["--ro-bind", path, path]
+    command += ["--perms", "01777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP,
+                "--chdir", SANDBOX_TMP]
+    base = {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8"}
+    for name, value in {**base, **env}.items():
+        command += ["--setenv", name, value]
+    return [*command, "--", *_drop_root(own_uid), *argv]
+
+
+def _identity(own_uid: bool) -> list[str]:
+    """Who the child is. A server running as an ordinary user gets a user namespace: the
+    child is nobody inside, the server's uid outside, and RLIMIT_NPROC counts the call's
+    processes alone. A root server would map the child to root outside, which the kernel
+    exempts from RLIMIT_NPROC: there bubblewrap sets up as root and ``setpriv`` drops the
+    child to a uid of its own, with no capabilities (``_drop_root``)."""
+    if own_uid:
+        return []
+    return ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+
+
+_next_uid = itertools.count()
+
+
+def _drop_root(own_uid: bool) -> list[str]:
+    if not own_uid:
+        return []
+    # A uid per call (rotating through an unused range): its process limit is its own.
+    uid = str(SANDBOX_UIDS.start + next(_next_uid) % len(SANDBOX_UIDS))
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def bwrap_mode(bwrap: str = "bwrap") -> tuple[bool, str | None]:
+    """``(own_uid, problem)``: how bubblewrap works here, and why it cannot (None: it can).
+    A root without the capability to set up namespaces (a container) falls back to a user
+    namespace, as an ordinary user would."""
+    own_uid = os.geteuid() == 0
+    problem = bwrap_problem(bwrap, own_uid=own_uid)
+    if problem and own_uid and bwrap_problem(bwrap, own_uid=False) is None:
+        return False, None
+    return own_uid, problem
+
+
+def bwrap_problem(bwrap: str = "bwrap", *, own_uid: bool | None = None) -> str | None:
+    """Why bubblewrap cannot isolate tools here (missing, no user namespaces...), or None
+    when a sandboxed interpreter starts and runs."""
+    command = bwrap_command(bwrap, [sys.executable, "-I", "-c", "pass"], env={},
+                            own_uid=own_uid)
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=30, check=False)
+    except FileNotFoundError:
+        return f"{bwrap!r} is not installed (Debian: apt-get install bubblewrap)"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{bwrap!r} cannot start: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"{bwrap!r} failed (exit {done.returncode}): {said[-1] if said else 'no output'}"
+    return None
