@@ -119,3 +119,21 @@ def test_up_makes_an_agent_ready_and_serves(cli: Cli) -> None:
     assert "stateloop chat assistant" in output
     assert "set OPENAI_API_KEY, or OPENAI_BASE_URL" in output
     assert "vLLM, Ollama, llama.cpp, LM Studio" in output
+
+
+def test_what_the_server_refuses_is_said_on_one_line(server: str, cli: Cli) -> None:
+    done = cli.inline("agents", "create", "ada", "--model", "nowhere/x")
+    assert done.exit_code == 2
+    [line] = done.stderr.strip().splitlines()
+    # FastAPI's 422 list, as the field's path and why: not raw JSON.
+    assert line.startswith("error: server said 422: ") and "{" not in line, line
+
+
+def test_a_message_that_is_not_utf8_is_refused_before_it_is_sent(cli: Cli) -> None:
+    cli.create("ada", "--block", "human=")
+    # Bytes that are not UTF-8 reach Python's argv as lone surrogates (surrogateescape).
+    done = cli.inline("run", "ada", "caf\udce9")
+    assert (done.exit_code, done.stderr) == (2, "error: the message is not valid UTF-8 text\n")
+    piped = cli.inline("run", "ada", "-", input=b"caf\xe9")
+    assert piped.exit_code == 2
+    assert piped.stderr == "error: standard input is not valid UTF-8 text (byte 3)\n"

@@ -53,7 +53,7 @@ class Cli:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def inline(self, *args: str, input: str | None = None,
+    def inline(self, *args: str, input: str | bytes | None = None,
                env: dict[str, str | None] | None = None) -> Result:
         """The same command run in this process: for setup and details, without the second
         of imports each new process pays."""

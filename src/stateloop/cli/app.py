@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from ..surrogates import first_lone_surrogate
 from . import agents, options
 from .backend import Backend, open_backend
 from .console import call_text, err, out
@@ -145,10 +146,16 @@ def run(
 
 def read_message(message: str | None) -> str:
     if message is not None and message != "-":
+        # Bytes that are not UTF-8 reach argv as lone surrogates: no server can take them.
+        if first_lone_surrogate(message) is not None:
+            fail("the message is not valid UTF-8 text", USAGE)
         return message
     if sys.stdin.isatty():
         fail("no message: give it as an argument, or pipe it in with '-'", USAGE)
-    text = sys.stdin.read().strip()
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        fail(f"standard input is not valid UTF-8 text (byte {exc.start})", USAGE)
     if not text:
         fail("no message: standard input was empty", USAGE)
     return text

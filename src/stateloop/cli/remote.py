@@ -191,10 +191,18 @@ def check(response: httpx.Response) -> None:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
         detail = None
+    if isinstance(detail, list) and all(isinstance(item, dict) for item in detail):
+        detail = "; ".join(_field_error(item) for item in detail)
     text = detail if isinstance(detail, str) else json.dumps(detail) if detail else (
         response.text[:200] or response.reason_phrase)
     code = NOT_CONFIGURED if response.status_code in (401, 403) else USAGE
     raise CliError(f"server said {response.status_code}: {text}", code)
+
+
+def _field_error(item: dict[str, Any]) -> str:
+    """One item of FastAPI's 422 list as ``messages.0.content: why`` ("body" left out)."""
+    loc = [str(part) for part in item.get("loc") or () if part != "body"]
+    return f"{'.'.join(loc)}: {item.get('msg')}" if loc else str(item.get("msg"))
 
 
 def sse_frames(lines: Any) -> Any:
