@@ -19,6 +19,7 @@ from ..tools import Tool
 from ..tools.builtin import builtin_names
 from .runtime import Runtime
 from .schemas import CreateAgent, LLMConfig, UpdateAgent
+from .tool_env import agent_env, replace_env
 
 DEFAULT_SYSTEM = ("You are a helpful assistant with persistent memory. Your core memory "
                   "blocks are always in your context; use your tools to keep them current.")
@@ -62,7 +63,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
     names = await tool_names(runtime, body.tools or [], body.tool_ids or [])
-    tools = await runtime.bind_tools(names)
+    env = body.secrets or body.tool_exec_environment_variables or {}
+    tools = await runtime.bind_tools(names, env)
     shared = [await store.get_block(block_id) for block_id in body.block_ids or []]
     blocks = []
     for index, spec in enumerate(body.memory_blocks or []):
@@ -101,6 +103,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
         tool_names=all_names, tags=list(draft.tags), metadata=body.metadata or {},
         message_buffer_autoclear=draft.agent_type.clear_after_run,
         timezone=body.timezone or "UTC", in_context_message_ids=[first.id])
+    record.extra = replace_env(record, env)
     await store.create_agent(record, [block_record(b) for b in draft.blocks])
     try:
         await store.append_step(record.id, [first])
@@ -118,9 +121,16 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
     if agent.running:
         raise HTTPException(409, detail=f"agent {agent_id!r} is running; modify it when the "
                                         "run ends (or cancel it)")
+    record = await runtime.store.get_agent(agent_id)
     fields = body.model_fields_set
     changes: dict[str, Any] = {}
     live: dict[str, Any] = {}
+    env = agent_env(record)
+    # As in Letta: the variables given replace the agent's; ``secrets`` wins over the old name.
+    new_env = body.secrets if body.secrets is not None else body.tool_exec_environment_variables
+    if new_env is not None:
+        env = new_env
+        changes["extra"] = replace_env(record, new_env)
     if "name" in fields and body.name:
         changes["name"] = live["name"] = body.name
     if "system" in fields and body.system is not None:
@@ -149,9 +159,12 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
         changes["tool_rules"] = [rule.model_dump(mode="json") for rule in rules]
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
-        live["tools"] = tool_map([*await runtime.bind_tools(names),
+        live["tools"] = tool_map([*await runtime.bind_tools(names, env),
                                   *(n for n in names if n in builtin_names())])
         changes["tool_names"] = names
+    elif new_env is not None:  # the same tools, their calls with the new variables
+        live["tools"] = {**agent.tools,
+                         **tool_map(await runtime.bind_tools(record.tool_names, env))}
     if changes:
         await runtime.store.update_agent(agent_id, **changes)
     apply_live(agent, live)

@@ -153,6 +153,14 @@ class Memory(Response):
     file_blocks: list[Any] = []
 
 
+class AgentEnvironmentVariable(Response):
+    id: str
+    key: str
+    value: str
+    description: str | None = None
+    agent_id: str
+
+
 class AgentState(Response):
     id: str
     name: str
@@ -181,8 +189,8 @@ class AgentState(Response):
     pending_approval: dict[str, Any] | None = None
     identities: list[Any] = []
     identity_ids: list[str] = []
-    secrets: list[Any] = []
-    tool_exec_environment_variables: list[Any] = []
+    secrets: list[AgentEnvironmentVariable] = []
+    tool_exec_environment_variables: list[AgentEnvironmentVariable] = []
 
 
 class ContextWindowOverview(Response):

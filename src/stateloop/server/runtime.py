@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
@@ -19,6 +19,7 @@ from ..tools.bwrap import bwrap_mode
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
+from .tool_env import agent_env
 
 if TYPE_CHECKING:
     from ..store.sql import SqlStore
@@ -94,7 +95,7 @@ class Runtime:
                 record = await self.store.get_agent(agent_id)
                 if record.id != agent_id:
                     raise NotFoundError(f"no agent with id {agent_id!r}")  # found by name
-                tools = await self.bind_tools(record.tool_names)
+                tools = await self.bind_tools(record.tool_names, agent_env(record))
                 live = await Agent.aload(agent_id, store=self.store, tools=tools,
                                          **self.agent_options())
                 self._agents[agent_id] = live
@@ -113,18 +114,21 @@ class Runtime:
 
     # -- tools ---------------------------------------------------------------------------
 
-    async def bind_tools(self, names: Iterable[str]) -> list[Tool]:
+    async def bind_tools(self, names: Iterable[str],
+                         env: Mapping[str, str] | None = None) -> list[Tool]:
         """Tool objects for the non-built-in names: Python tools given to the server, source
-        tools through the sandbox; a deleted tool answers every call with an error."""
+        tools through the sandbox (``env``: the agent's variables); a deleted tool answers
+        every call with an error."""
         wanted = [name for name in names if name not in set(builtin_names())]
         if not wanted:
             return []
         records = {record.name: record for record in await self.store.list_tools(wanted)}
-        return [self.bind(records[name]) if name in records else _missing(name)
+        return [self.bind(records[name], env) if name in records else _missing(name)
                 for name in wanted]
 
-    def bind(self, record: ToolRecord) -> Tool:
-        """The callable for one tool record."""
+    def bind(self, record: ToolRecord, env: Mapping[str, str] | None = None) -> Tool:
+        """The callable for one tool record; a source tool's calls get ``env`` (the agent's
+        variables) over the server's."""
         if record.binding and record.binding.startswith("builtin:"):
             return builtin_tool(record.name)
         python = self.python_tools.get(record.name)
@@ -132,7 +136,7 @@ class Runtime:
             return python
         if record.source_code:
             tool = sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
-                                  isolation=self.isolation(record.name),
+                                  isolation=self.isolation(record.name, env),
                                   requires_approval=bool(record.default_requires_approval))
             refused = self.source_tools_refused()
             if refused:
@@ -148,10 +152,11 @@ class Runtime:
                 f"({self.sandbox_problem}); install bubblewrap, or set "
                 f"STATELOOP_UNSAFE_TOOLS=1 to run them without isolation")
 
-    def isolation(self, tool_name: str) -> Isolation:
-        """How calls of this source tool are isolated."""
+    def isolation(self, tool_name: str, env: Mapping[str, str] | None = None) -> Isolation:
+        """How calls of this source tool are isolated: its environment is the sandbox's own
+        variables, then STATELOOP_TOOL_ENV, then ``env`` (the agent's: it wins, as in Letta)."""
         return Isolation(bwrap=None if self.sandbox_problem else self.settings.tool_bwrap,
-                         env=dict(self.settings.tool_env),
+                         env={**self.settings.tool_env, **(env or {})},
                          network=tool_name in self.settings.tool_network,
                          own_uid=self._own_uid)
 

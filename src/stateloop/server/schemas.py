@@ -3,9 +3,10 @@ clients use; others are ignored unless Letta's schema forbids them)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
 # The store keeps counts and limits in 64-bit integer columns: a larger one is refused (422,
 # naming the field) rather than failing in the database.
@@ -44,6 +45,23 @@ def streamed(*statuses: int, model: type[BaseModel] | None = None
 _SSE_EVENT = {"type": "object", "required": ["data"],
               "properties": {"data": {"type": "string"}, "event": {"type": "string"},
                              "id": {"type": "string"}}}
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_env(variables: dict[str, str] | None) -> dict[str, str] | None:
+    for key, value in (variables or {}).items():
+        if not _ENV_NAME.fullmatch(key):
+            raise ValueError(f"{key!r} is not an environment variable name (letters, digits "
+                             f"and '_', not starting with a digit)")
+        if "\0" in value:
+            raise ValueError(f"the value of {key!r} contains a NUL character")
+    return variables
+
+
+# Letta's per-agent tool environment: {"NAME": "value"}.
+ToolEnv = Annotated[dict[str, str] | None, AfterValidator(_check_env)]
 
 
 class Lenient(BaseModel):
@@ -105,6 +123,8 @@ class CreateAgent(Lenient):
     metadata: dict[str, Any] | None = None
     message_buffer_autoclear: bool = False
     timezone: str | None = None
+    secrets: ToolEnv = None
+    tool_exec_environment_variables: ToolEnv = None  # Letta's deprecated name for secrets
 
 
 class UpdateAgent(Lenient):
@@ -119,6 +139,8 @@ class UpdateAgent(Lenient):
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     block_ids: list[str] | None = None
+    secrets: ToolEnv = None
+    tool_exec_environment_variables: ToolEnv = None  # Letta's deprecated name for secrets
 
 
 class TextContent(Lenient):

@@ -8,6 +8,7 @@ from ..approvals import PendingApproval
 from ..deepjson import MAX_DEPTH, cut, deeper_than
 from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
 from .messages import call_frame, iso
+from .tool_env import stored_env
 
 _ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
 TOO_DEEP = f"(nested deeper than {MAX_DEPTH} levels: not shown)"
@@ -66,6 +67,7 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
                tools: list[ToolRecord]) -> dict[str, Any]:
     """Letta's ``AgentState``."""
     block_views = [block_view(b) for b in blocks]
+    env = env_views(record)
     by_name = {t.name: t for t in tools}
     pending = None
     if record.pending_approval:
@@ -93,9 +95,16 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
                                  if record.last_run_duration_ms is not None else None),
         "last_stop_reason": record.last_stop_reason,
         "pending_approval": pending,
-        "identities": [], "identity_ids": [], "secrets": [],
-        "tool_exec_environment_variables": [],
+        "identities": [], "identity_ids": [], "secrets": env,
+        "tool_exec_environment_variables": env,
     }
+
+
+def env_views(record: AgentRecord) -> list[dict[str, Any]]:
+    """The agent's tool variables as Letta's ``AgentEnvironmentVariable``s; as Letta's
+    AgentState does, they show their values."""
+    return [{"id": variable["id"], "key": variable["key"], "value": variable["value"],
+             "description": None, "agent_id": record.id} for variable in stored_env(record)]
 
 
 def run_view(run: RunRecord) -> dict[str, Any]:

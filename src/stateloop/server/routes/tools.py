@@ -17,6 +17,7 @@ from ..pagination import Limit, Order, page
 from ..responses import AgentState, Tool
 from ..runtime import Runtime
 from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
+from ..tool_env import agent_env
 from ..views import tool_view
 from .agents import agent_record, agent_state
 
@@ -54,11 +55,18 @@ def _check_name_free(runtime: Runtime, name: str) -> None:
                                         "choose another function name")
 
 
-def _rebind(runtime: Runtime, record: ToolRecord) -> None:
-    """Idle live agents using this tool get the new code now; running ones at reload."""
+async def _rebind(runtime: Runtime, record: ToolRecord) -> None:
+    """Idle live agents using this tool get the new code now (with each agent's own
+    variables); running ones at reload."""
     for agent in runtime.live_agents():
-        if record.name in agent.tools and not agent.running:
-            set_tools(agent, {**agent.tools, record.name: runtime.bind(record)})
+        if record.name not in agent.tools or agent.running:
+            continue
+        try:
+            env = agent_env(await runtime.store.get_agent(agent.id))
+        except NotFoundError:  # being deleted
+            continue
+        if not agent.running:  # it may have started meanwhile
+            set_tools(agent, {**agent.tools, record.name: runtime.bind(record, env)})
 
 
 @router.post("/v1/tools", responses=errors(409, 503), response_model=Tool)
@@ -85,7 +93,7 @@ async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     schema = _schema(runtime, body.source_code, body.json_schema, body.description)
     _check_name_free(runtime, schema["name"])
     record = await runtime.store.upsert_tool(_record(body, schema))
-    _rebind(runtime, record)
+    await _rebind(runtime, record)
     return tool_view(record)
 
 
@@ -144,7 +152,7 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
         if name in fields and getattr(body, name) is not None:  # null: left as it is
             setattr(record, name, getattr(body, name))
     record = await runtime.store.upsert_tool(record)
-    _rebind(runtime, record)
+    await _rebind(runtime, record)
     return tool_view(record)
 
 
@@ -187,7 +195,7 @@ async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: b
     tools = {n: t for n, t in agent.tools.items() if n != tool.name}
     if attach:
         names.append(tool.name)
-        tools[tool.name] = runtime.bind(tool)
+        tools[tool.name] = runtime.bind(tool, agent_env(record))
     await runtime.store.update_agent(agent_id, tool_names=names)
     set_tools(agent, tools)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
