@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,47 +12,17 @@ import httpx
 import pytest
 
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, Script, console_script
+from test_cli_support import Cli, Script, console_script, free_port, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture
 def server(cli: Cli) -> Iterator[str]:
     """``stateloop serve`` in a subprocess on the test's database; yields its URL."""
-    port = free_port()
-    process = subprocess.Popen([*console_script(), "serve", "--port", str(port)],
-                               env=cli.environment(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read() if process.stdout else ""
-                raise AssertionError(f"stateloop serve did not come up:\n{output}")
-            time.sleep(0.1)
+    with serving(cli) as url:
         cli.env["STATELOOP_SERVER_URL"] = url
         yield url
-    finally:
-        process.send_signal(signal.SIGINT)  # uvicorn shuts down cleanly on Ctrl-C
-        try:
-            process.wait(10)
-        finally:
-            process.kill()
-            process.wait()
 
 
 def test_commands_against_a_server(cli: Cli, script: Script, server: str) -> None:

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -82,6 +87,43 @@ def base_env(home: Path) -> dict[str, str]:
            if not k.startswith(("STATELOOP_", "OPENAI_", "ANTHROPIC_"))}
     env.update(HOME=str(home), TERM="dumb", NO_COLOR="1", PYTHONUNBUFFERED="1")
     return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> Iterator[str]:
+    """``stateloop serve ARGS`` running; yields its URL on loopback."""
+    port = free_port()
+    process = subprocess.Popen([*console_script(), "serve", "--port", str(port), *args],
+                               env=cli.environment(env), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = process.stdout.read() if process.stdout else ""
+                raise AssertionError(f"stateloop serve did not come up:\n{output}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(10)
+        finally:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="module")

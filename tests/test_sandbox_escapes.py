@@ -237,10 +237,9 @@ def bomb() -> int:
     assert _gone(marker)
 
 
-def test_timed_out_call_leaves_no_process(leftovers: list[str]) -> None:
-    marker = _marker()
-    leftovers.append(marker)
-    source = f"""
+def _stalling(marker: str) -> str:
+    """A tool that starts ``sleep MARKER`` in a session of its own, then never returns."""
+    return f"""
 def stall() -> str:
     import os, time
     if os.fork() == 0:
@@ -252,6 +251,12 @@ def stall() -> str:
     while True:
         time.sleep(1)
 """
+
+
+def test_timed_out_call_leaves_no_process(leftovers: list[str]) -> None:
+    marker = _marker()
+    leftovers.append(marker)
+    source = _stalling(marker)
     limits = SandboxLimits(timeout=1.5, memory_mb=256)
     with pytest.raises(SandboxedToolError) as info:
         asyncio.run(run_source(source, "stall", {}, limits))
@@ -262,18 +267,7 @@ def stall() -> str:
 def test_cancelled_call_leaves_no_process(leftovers: list[str]) -> None:
     marker = _marker()
     leftovers.append(marker)
-    source = f"""
-def stall() -> str:
-    import os, time
-    if os.fork() == 0:
-        os.setsid()
-        null = os.open("/dev/null", os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.execv("/bin/sleep", ["sleep", "{marker}"])
-    while True:
-        time.sleep(1)
-"""
+    source = _stalling(marker)
 
     async def cancel_once_started() -> None:
         call_ = asyncio.ensure_future(run_source(source, "stall", {}, SandboxLimits(60.0)))
@@ -295,9 +289,7 @@ def stall() -> str:
 def test_server_crash_takes_the_call_with_it(leftovers: list[str], tmp_path: Path) -> None:
     marker = _marker()
     leftovers.append(marker)
-    tool = (f"def stall() -> str:\n    import os, time\n    if os.fork() == 0:\n"
-            f"        os.setsid()\n        os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
-            f"    while True:\n        time.sleep(1)\n")
+    tool = _stalling(marker)
     server = tmp_path / "server.py"
     server.write_text("import asyncio, sys\n"
                       "from stateloop.tools.sandbox import SandboxLimits, run_source\n"

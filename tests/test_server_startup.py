@@ -3,12 +3,7 @@ network. Settings directly, then the real command in a subprocess."""
 
 from __future__ import annotations
 
-import signal
-import socket
 import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -18,7 +13,7 @@ from stateloop.errors import ConfigError
 from stateloop.server import serve
 from stateloop.server.exposure import is_loopback
 from stateloop.server.settings import ServerSettings
-from test_cli_support import Cli, console_script
+from test_cli_support import Cli, free_port, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
 
@@ -73,13 +68,6 @@ def test_serve_refuses_the_network_without_auth_before_binding() -> None:
         serve("0.0.0.0", free_port(), settings=ServerSettings(database_url="sqlite:///unused"))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def refused(cli: Cli, *args: str, env: dict[str, str | None] | None = None
             ) -> subprocess.CompletedProcess[str]:
     """The command run for real; it must end at once (a server that started would not)."""
@@ -117,36 +105,6 @@ def test_the_cli_refuses_the_network_without_auth(cli: Cli) -> None:
     done = refused(cli, "up", "--port", str(free_port()), env={"STATELOOP_HOST": "::"})
     assert done.returncode == 3 and "refusing to serve on ::" in done.stderr
     assert not cli.db.exists()
-
-
-@contextmanager
-def serving(cli: Cli, *args: str, env: dict[str, str | None]) -> Iterator[str]:
-    """``stateloop serve ARGS`` running; yields its URL on loopback."""
-    port = free_port()
-    process = subprocess.Popen([*console_script(), "serve", "--port", str(port), *args],
-                               env=cli.environment(env), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read() if process.stdout else ""
-                raise AssertionError(f"stateloop serve did not come up:\n{output}")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(10)
-        finally:
-            process.kill()
-            process.wait()
 
 
 def test_the_network_with_a_password_or_insecure(cli: Cli) -> None:
