@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,22 @@ def test_sandbox_returns_values_and_validates_arguments() -> None:
         asyncio.run(_run("double", n="many"))
     schema = describe_source(TOOLS["double"], "double")
     assert schema["parameters"]["required"] == ["n"] and schema["description"] == "Twice n."
+
+
+def test_a_package_under_tmp_is_seen_through_the_sandbox_s_own_tmp(tmp_path: Path) -> None:
+    # The sandbox mounts a tmpfs of its own on /tmp: an installation under /tmp (a checkout,
+    # a virtualenv, CI's clone) must still be there for the child.
+    import stateloop
+
+    copy = tmp_path / "src"
+    shutil.copytree(Path(stateloop.__file__).parent, copy / "stateloop",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    script = ("import asyncio\n"
+              "from stateloop.tools.sandbox import run_source\n"
+              f"print(asyncio.run(run_source({TOOLS['double']!r}, 'double', {{'n': 21}})))\n")
+    done = subprocess.run([sys.executable, "-c", script], env={"PYTHONPATH": str(copy)},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "42"), done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("name", "error"), [

@@ -92,12 +92,14 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
     command += _root_links()
     mounts = [*_interpreter_paths()] + ([path for path in _NETWORK_FILES if os.path.exists(path)]
                                      if network else [])
+    # The tmpfs first: a virtualenv or checkout under /tmp is bound on top of it, not hidden.
+    command += ["--perms", "01777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
     for parent in _ancestors(mounts):  # traversable by the child's uid, whatever it is
-        command += ["--perms", "0755", "--dir", parent]
+        if parent != SANDBOX_TMP:
+            command += ["--perms", "0755", "--dir", parent]
     for path in mounts:
         command += ["--ro-bind", path, path]
-    command += ["--perms", "01777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP,
-                "--chdir", SANDBOX_TMP]
+    command += ["--chdir", SANDBOX_TMP]
     base = {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8"}
     for name, value in {**base, **env}.items():
