@@ -20,6 +20,7 @@ from stateloop.errors import ToolDefinitionError
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, calls, reply
 from stateloop.tools import Tool
+from stateloop.tools.bwrap import package_root
 from stateloop.tools.sandbox import (
     Isolation,
     SandboxedToolError,
@@ -58,11 +59,8 @@ def test_sandbox_returns_values_and_validates_arguments() -> None:
 def test_a_package_under_tmp_is_seen_through_the_sandbox_s_own_tmp(tmp_path: Path) -> None:
     # The sandbox mounts a tmpfs of its own on /tmp: an installation under /tmp (a checkout,
     # a virtualenv, CI's clone) must still be there for the child.
-    import stateloop
-
-    copy = tmp_path / "src"
-    shutil.copytree(Path(stateloop.__file__).parent, copy / "stateloop",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    copy = tmp_path / "src"  # the package's folder whole: a compiled build has more in it
+    shutil.copytree(package_root(), copy, ignore=shutil.ignore_patterns("__pycache__"))
     script = ("import asyncio\n"
               "from stateloop.tools.sandbox import run_source\n"
               f"print(asyncio.run(run_source({TOOLS['double']!r}, 'double', {{'n': 21}})))\n")
