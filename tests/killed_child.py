@@ -6,14 +6,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def kill_when_hanging(code: str, marker: Path) -> None:
-    """Run ``code`` in a child Python; SIGKILL it (no cleanup of any kind) once its hanging
-    tool has written ``marker``."""
+@contextmanager
+def hanging(code: str, marker: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``code`` in a child Python until its hanging tool has written ``marker``; the
+    child is killed when the block ends, if it is still there."""
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT)
     try:
         for _ in range(600):
@@ -21,8 +24,16 @@ def kill_when_hanging(code: str, marker: Path) -> None:
                 break
             time.sleep(0.05)
         assert marker.exists(), "the child never reached the hanging tool"
-        child.kill()
-        child.wait(10)
+        yield child
     finally:
         if child.poll() is None:
             child.kill()
+        child.wait(10)
+
+
+def kill_when_hanging(code: str, marker: Path) -> None:
+    """Run ``code`` in a child Python; SIGKILL it (no cleanup of any kind) once its hanging
+    tool has written ``marker``."""
+    with hanging(code, marker) as child:
+        child.kill()
+        child.wait(10)

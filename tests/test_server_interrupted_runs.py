@@ -3,16 +3,12 @@ and leaves alone those of a process that still has the database open."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 from letta_client import Letta
 
-from killed_child import ROOT, kill_when_hanging
+from killed_child import hanging, kill_when_hanging
 from test_server_support import Server, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
@@ -60,17 +56,6 @@ def test_a_starting_server_fails_the_runs_of_a_killed_process(fake: Any,
 def test_a_starting_server_leaves_the_runs_of_a_live_process_running(fake: Any,
                                                                      tmp_path: Path) -> None:
     db, marker = tmp_path / "stateloop.db", tmp_path / "hanging"
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(hanging_run(db, marker))],
-                             cwd=ROOT)
-    try:
-        for _ in range(600):
-            if marker.exists() or child.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert marker.exists(), "the child never reached the hanging tool"
-        with Server(settings_for(fake, db)) as server:
-            [run] = connect(server).runs.list()
-            assert run.status == "running"  # its process still has the database open
-    finally:
-        child.kill()
-        child.wait(10)
+    with hanging(hanging_run(db, marker), marker), Server(settings_for(fake, db)) as server:
+        [run] = connect(server).runs.list()
+        assert run.status == "running"  # its process still has the database open
