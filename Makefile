@@ -4,10 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-COMPILED := .compiled
-SOURCES := $(shell find src -name '*.py')
-
-.PHONY: run demo chat test lint bench install compiled clean
+.PHONY: run demo chat test lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -18,20 +15,6 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
-
-# The wheel with the per-step path compiled by mypyc (see pyproject.toml), installed apart:
-# PYTHONPATH=$(COMPILED) puts it before the sources.
-# Built from a copy: the build leaves the compiled modules next to the sources it compiles.
-$(COMPILED)/.built: $(STAMP) $(SOURCES)
-	rm -rf $(COMPILED) build/compiled
-	mkdir -p build/compiled/tree
-	cp -r src pyproject.toml README.md build/compiled/tree
-	HATCH_BUILD_HOOK_ENABLE_MYPYC=1 $(BIN)/pip wheel --quiet --no-deps -w build/compiled \
-		build/compiled/tree
-	$(BIN)/pip install --quiet --no-deps --target $(COMPILED) build/compiled/stateloop-*.whl
-	touch $@
-
-compiled: $(COMPILED)/.built
 
 # The server on SQLite with a ready agent "assistant" (Ctrl-C stops it).
 run: $(STAMP)
@@ -44,20 +27,16 @@ demo: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 
-# Every test on the sources, then again on the compiled build.
-test: $(COMPILED)/.built
+test: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest
-	PYTHONPATH=$(COMPILED) $(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-# On the compiled build: the fastest form of the package.
-bench: export PYTHONPATH := $(COMPILED)
-bench: $(COMPILED)/.built
+bench: $(STAMP)
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/persistence_overhead.py
@@ -66,4 +45,4 @@ bench: $(COMPILED)/.built
 	$(BIN)/python bench/sandbox_start.py
 
 clean:
-	rm -rf $(VENV) $(COMPILED) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

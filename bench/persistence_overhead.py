@@ -12,9 +12,6 @@ row, its end, the system prompt recompiled by each reset) weigh. Then: the same 
 new agent once it has about 100 and then 10,000 stored messages (the cost of a step must not
 grow with history).
 
-`make bench` measures the compiled build (the wheel with the per-step path compiled by mypyc,
-see pyproject.toml); run the script without ``PYTHONPATH=.compiled`` for the sources.
-
 The machine's speed drifts by up to 1.5x between runs; ratios are taken per round of the
 bare loop and the agent run one after the other, so each compares like with like (and each
 follows the other: what ran just before matters to CPU caches), and the median round is
@@ -33,7 +30,6 @@ from pathlib import Path
 from stateloop import Agent, tool
 from stateloop.llm.base import ModelRequest, ModelResponse
 from stateloop.messages import system, tool_result, user
-from stateloop.store import rows
 from stateloop.testing import ScriptedModel, call, reply
 
 STEPS = 50
@@ -116,9 +112,7 @@ async def main() -> None:
     ratio, bare_us, ours_us = await against_bare(raw, agent)
     loop_ratio, _, loop_us = await against_bare(raw, new_agent(None, "in_memory"))
     short_ratio, _, short_us = await against_bare(raw, agent, SHORT_RUN)
-    build = "the sources" if (rows.__file__ or "").endswith(".py") else "the compiled build"
-    print(f"persisted step, microseconds (the median of {ROUNDS} rounds of {STEPS} steps; "
-          f"{build})")
+    print(f"persisted step, microseconds (the median of {ROUNDS} rounds of {STEPS} steps)")
     print(f"  bare loop + 1 SQLite commit/step: {bare_us:8.1f}")
     print(f"  stateloop with SQLite store:      {ours_us:8.1f}   {ratio:.2f}x (target within 2x)")
     print(f"  stateloop without a store:        {loop_us:8.1f}   {loop_ratio:.2f}x")

@@ -59,7 +59,7 @@ def test_sandbox_returns_values_and_validates_arguments() -> None:
 def test_a_package_under_tmp_is_seen_through_the_sandbox_s_own_tmp(tmp_path: Path) -> None:
     # The sandbox mounts a tmpfs of its own on /tmp: an installation under /tmp (a checkout,
     # a virtualenv, CI's clone) must still be there for the child.
-    copy = tmp_path / "src"  # the package's folder whole: a compiled build has more in it
+    copy = tmp_path / "src"
     shutil.copytree(package_root(), copy, ignore=shutil.ignore_patterns("__pycache__"))
     script = ("import asyncio\n"
               "from stateloop.tools.sandbox import run_source\n"
