@@ -1,9 +1,10 @@
 """Group commit: step writes queued on the event loop and committed together.
 
 A step's checkpoint is queued, not committed on the spot. The queue is committed at the
-next turn of the event loop, before any other read or write, and whenever a step begins
-while its own agent's writes are still queued (a crash may lose the step in flight, never
-an earlier one). Steps of agents that finish in the same turn thus share one transaction.
+next turn of the event loop, before any other read or write; a step that begins while its
+own agent's writes are still queued waits for that commit (a crash may lose the step in
+flight, never an earlier one). Steps of agents that finish in the same turn thus share one
+transaction: with many agents stepping at once, a few commits rather than one per step.
 Consecutive items of one batch function are written by one call of it (each table's rows in
 one statement). Every step still lands whole or not at all: when a combined call fails, its
 items are retried one by one inside savepoints, so only the failing one is undone. Items of

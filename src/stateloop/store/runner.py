@@ -6,7 +6,7 @@ whole SQLite WAL step commit costs ~30 us, and aiosqlite makes several hops per
 statement (~4 ms for one persisted step). So the default SQLite runner commits writes
 inline on the event loop (serialised by a lock, never waiting on another in-process
 writer) and sends reads to a thread. Step checkpoints are queued with ``submit_batched``
-and committed in groups at the next turn of the event loop, or sooner by ``barrier``
+and committed in groups at the next turn of the event loop, which ``barrier`` waits for
 (batching.py). A writer thread was measured too and lost: the GIL hand-offs between the two
 threads cost more than the commits they overlapped.
 ``AsyncRunner`` is the fully async path (aiosqlite now, asyncpg later) with the same
@@ -135,8 +135,12 @@ class SqliteRunner:
 
     async def barrier(self) -> None:
         if len(self._queue):
-            async with self._lock:
-                self._commit_queued()
+            # The queue commits at this turn's end: the steps of other agents that finish in
+            # this turn join the transaction (many agents at once: a few commits, not one each).
+            await asyncio.sleep(0)
+            if len(self._queue):  # the commit was left to a write holding the lock, or more came
+                async with self._lock:
+                    self._commit_queued()
 
     def _commit_soon(self) -> None:
         if not self._lock.locked():  # else the write holding the lock commits the queue
