@@ -16,7 +16,6 @@ semantics.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,6 @@ from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
 from stateloop.store.presence import Presence
 
 T = TypeVar("T")
-logger = logging.getLogger("stateloop.store")
 
 
 class Queued(Protocol):
@@ -51,8 +49,9 @@ class Runner(Protocol):
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
         """Queue ``fn(conn, [item])`` without waiting; it commits at the next turn of the
-        event loop at the latest. Consecutive items of one ``fn`` may be written by one call
-        of it; ``fn`` uses only the DBAPI connection."""
+        event loop (or with the next write or ``barrier``, if a write holds the connection
+        then). Consecutive items of one ``fn`` may be written by one call of it; ``fn`` uses
+        only the DBAPI connection."""
         ...
 
     async def barrier(self) -> None:
@@ -143,7 +142,7 @@ class SqliteRunner:
                     self._commit_queued()
 
     def _commit_soon(self) -> None:
-        if not self._lock.locked():  # else the write holding the lock commits the queue
+        if not self._lock.locked():  # else the next write or barrier commits the queue
             self._commit_queued()
 
     def _commit_queued(self) -> None:
