@@ -78,11 +78,11 @@ async def test_what_lands_of_a_failing_run_is_the_steps_before_the_failure(
                         "BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
         return "broken"
 
-    model = ScriptedModel([call("note", text="a"), call("break_the_disk"), reply("done"),
-                           reply("back")])
+    model = ScriptedModel([call("note", text="a"), call("break_the_disk"), reply("back")])
     agent = await Agent.acreate(model, store=f"sqlite:///{path}", name="ada",
                                 tools=[note, break_the_disk])
     result = await agent.run("go")
+    assert len(model.requests) == 2  # the failed write stopped the run before the next call
     assert result.stop_reason == "error"
     assert result.error is not None and "disk on fire" in result.error
     # The first step landed; the one whose write failed, and everything after, did not.
@@ -136,8 +136,7 @@ def launch(target: str) -> str:
 async def test_an_approval_is_waiting_exactly_when_the_store_says_so(tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     model = ScriptedModel([call("launch", target="moon"), reply("ok"),
-                           call("launch", target="mars"), reply("not stored"),
-                           reply("launched")])
+                           call("launch", target="mars"), reply("launched")])
     agent = await Agent.acreate(model, store=f"sqlite:///{path}", name="ada", tools=[launch])
     with unwritable(path, "trigger"):  # the paused step cannot be stored
         failed = await agent.run("go")
@@ -147,8 +146,10 @@ async def test_an_approval_is_waiting_exactly_when_the_store_says_so(tmp_path: P
 
     paused = await agent.run("launch")
     [requested] = paused.pending_approvals
+    calls = len(model.requests)
     with unwritable(path, "trigger"):  # the approved step cannot be stored
         resumed = await agent.run(approvals=[Approval(requested.id, approve=True)])
+    assert len(model.requests) == calls  # the failed write stopped it before a model call
     assert resumed.stop_reason == "error"
     assert [c.id for c in resumed.pending_approvals] == [requested.id]  # waiting again
     assert agent.pending_approval is not None

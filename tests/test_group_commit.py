@@ -43,6 +43,39 @@ async def test_a_queued_step_lands_at_the_next_turn_of_the_event_loop(store: Sql
     assert (await store.get_agent(agent_id)).in_context_message_ids == [hello.id]
 
 
+async def test_steps_of_agents_queued_in_one_turn_share_a_transaction(store: SqlStore) -> None:
+    ids = [(await store.create_agent(AgentRecord(name=name))).id for name in "abc"]
+    with traced(store) as statements:
+        queued = [store.queue_step(agent_id, [user(f"from {agent_id}")], in_context=APPEND)
+                  for agent_id in ids]
+        await asyncio.sleep(0)
+    assert all(q.done() and q.exception() is None for q in queued)
+    assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
+    assert len(_stored_ids(store.path)) == 3
+
+
+async def test_a_run_that_never_yields_commits_each_step_before_the_next(
+        tmp_path: Path) -> None:
+    path = tmp_path / "busy.db"
+    committed: list[int] = []
+
+    @tool
+    async def count() -> str:
+        """Look at what another process would see now (never yields)."""
+        committed.append(len(_stored_ids(str(path))))
+        return "ok"
+
+    steps = 6
+    agent = Agent(model=ScriptedModel([call("count")] * steps + [reply("done")]),
+                  tools=[count], store=f"sqlite:///{path}", name="busy", max_steps=steps + 1)
+    result = await agent.run("go")
+    assert result.steps == steps + 1
+    # While step k runs, the system prompt, then the input with steps 1..k-1 (two messages
+    # each) are committed: a crash would lose the step in flight only (DESIGN invariant 3).
+    assert committed == [1] + [2 * k for k in range(2, steps + 1)]
+    assert len(_stored_ids(str(path))) == 2 + 2 * steps + 1  # system, input, steps, reply
+
+
 async def test_reads_see_steps_still_queued(store: SqlStore) -> None:
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
     messages = [user("one"), assistant("two")]
@@ -142,16 +175,13 @@ def _count_tool() -> object:
     return count
 
 
-def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> None:
+def test_the_steps_before_the_one_in_flight_survive_a_killed_process(tmp_path: Path) -> None:
     path, marker = tmp_path / "killed.db", tmp_path / "hanging"
     kill_when_hanging(f"""
         import time
         from pathlib import Path
         from stateloop import Agent, tool
-        from stateloop.store import batching
-        from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
-
-        batching.COMMIT_DELAY = 3600.0  # nothing commits before the run ends
+        from stateloop.testing import ScriptedModel, call, reply
 
         @tool
         async def add(a: int, b: int) -> int:
@@ -169,10 +199,7 @@ def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> 
         agent = Agent(model=ScriptedModel(script), tools=[add, hang],
                       store="sqlite:///{path}", name="killed")
         agent.run_sync("go")
-    """, marker)  # the queued steps never committed
-    assert len(_stored_ids(str(path))) == 1  # only the system prompt, from the creation
-    dead_logs = list(tmp_path.glob("killed.db-steplog-*"))
-    assert dead_logs != []
+    """, marker)  # the event loop never turned: each step committed before the next began
 
     @tool
     def add(a: int, b: int) -> int:
@@ -187,9 +214,8 @@ def test_steps_only_in_the_step_log_survive_a_killed_process(tmp_path: Path) -> 
     agent = Agent.load("killed", store=f"sqlite:///{path}", model=ScriptedModel([]),
                        tools=[add, hang])
     assert_transcript_valid(agent.messages)
-    # Three completed steps came back from the log; the step in flight was lost.
+    # The three completed steps are there; the step in flight was lost.
     assert [m.role for m in agent.messages] == ["system", "user"] + ["assistant", "tool"] * 3
-    assert not any(log.exists() for log in dead_logs)
 
     async def runs() -> list[tuple[str, int]]:
         store = agent.store

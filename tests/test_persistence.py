@@ -20,7 +20,6 @@ from stateloop.store import (
     DatabaseOpenError,
     DuplicateError,
     NotFoundError,
-    steplog,
 )
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
 from store_trace import traced
@@ -199,9 +198,7 @@ async def test_a_workflow_agent_clears_its_stored_buffer_with_the_run_end(db):
         "second", "again"]
 
 
-@pytest.mark.parametrize("step_log", [True, False], ids=["step log", "commit each step"])
-async def test_a_shared_block_is_consistent_between_agents(db, step_log, monkeypatch):
-    monkeypatch.setattr(steplog, "AVAILABLE", step_log)
+async def test_a_shared_block_is_consistent_between_agents(db):
     writer = Agent(model=ScriptedModel([call("memory_rethink", label="org",
                                              new_memory="Acme moved to Oslo"),
                                         reply("noted")]),

@@ -236,6 +236,22 @@ async def test_runs_lifecycle_and_interrupted_runs(store: SqlStore) -> None:
         await store.create_run("agent-missing")
 
 
+async def test_runs_are_left_running_while_another_store_has_the_database_open(
+        store: SqlStore) -> None:
+    agent_id = await _agent(store)
+    stuck = await store.create_run(agent_id, status="running")
+    dead = store.path.with_name(f"{store.path.name}-open-0123456789abcdef")
+    dead.touch()  # what a killed process leaves: a file nobody holds locked
+    other = await open_store(f"sqlite:///{store.path}")
+    try:
+        assert await store.fail_interrupted_runs() == []  # the other store's runs may be live
+    finally:
+        await other.close()
+    assert await store.fail_interrupted_runs() == [stuck.id]
+    assert not dead.exists()
+    assert len(list(store.path.parent.glob("*-open-*"))) == 1  # this store's own
+
+
 async def test_recall_ranks_matches_and_filters(store: SqlStore) -> None:
     agent_id = await _agent(store)
     other = await _agent(store, "other")

@@ -63,7 +63,7 @@ async def test_empty_database_upgrades_to_head_and_matches_the_schema(tmp_path: 
         assert compare_metadata(context, metadata) == []
 
 
-@pytest.mark.parametrize("revision", ["0001", "0006"])  # the oldest and the previous head
+@pytest.mark.parametrize("revision", ["0001", "0007"])  # the oldest and the previous head
 async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
         tmp_path: Path, revision: str) -> None:
     path = tmp_path / "old.db"
@@ -97,7 +97,9 @@ async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
     store = await open_store(f"sqlite:///{path}")
     try:
         after = _tables(path)
-        assert {name: after[name] for name in before} == before  # new tables may appear
+        assert "step_logs" not in after  # 0006 made it, 0008 dropped it, empty either way
+        kept = {name: count for name, count in before.items() if name != "step_logs"}
+        assert {name: after[name] for name in kept} == kept  # new tables may appear
         agent = await store.get_agent("old")
         assert agent.agent_type == "memgpt_agent"
         assert agent.tool_names == ["send_message"]

@@ -128,12 +128,12 @@ class AgentMemory:
         self._refresh_system()
 
     def _prepare_step(self) -> Awaitable[None] | None:
-        """Before a step: earlier steps are made crash-safe (a crash may lose the step in
-        flight, not earlier) and shared blocks brought up to date; something to await only
-        when that needs the database."""
+        """Before a step: earlier steps are committed (a crash may lose the step in flight,
+        not earlier) and shared blocks brought up to date; something to await only when that
+        needs the database."""
         persist = self._persist
         assert persist is not None
-        if not persist.make_durable():
+        if not persist.committed():
             return self._flush_and_sync_blocks()
         return self._sync_blocks() if persist.blocks_may_have_changed() else None
 

@@ -149,14 +149,12 @@ class Persistence:
         self._check()
         self._ending = None
 
-    def make_durable(self) -> bool:
-        """Before a step: earlier steps must survive a crash (DESIGN invariant 3), though
-        they may commit later. False when they must be committed first (``flush``); raises
-        ``CheckpointError`` if a write failed."""
+    def committed(self) -> bool:
+        """Whether every write this agent queued has committed. A step begins only then (a
+        crash loses at most the step in flight: DESIGN invariant 3); if not, ``flush``
+        first. Raises ``CheckpointError`` if a write failed."""
         self._check()
-        logged = self.store.log_queued()
-        self._check()
-        return logged
+        return not self._queued
 
     def _check(self) -> None:
         """Raise ``CheckpointError`` if a queued write failed (or one did before)."""
@@ -208,9 +206,10 @@ class Persistence:
     def checkpoint(self, record: StepRecord, transcript: list[Message], model: str) -> None:
         """Queue one step's write, one transaction: its messages (with their token counts
         for ``model``) and the step record, the in-context ids, edited blocks and the
-        pending approval. It commits at the next turn of the event loop or with later steps
-        (``make_durable`` keeps it safe meanwhile), at the latest in ``flush`` (at the run's
-        end). Raises ``CheckpointError`` if an earlier write failed: nothing is queued then."""
+        pending approval. It commits at the next turn of the event loop (with whatever other
+        agents queued meanwhile), or in ``flush`` when the next step or the run's end comes
+        first (see ``committed``). Raises ``CheckpointError`` if an earlier write failed:
+        nothing is queued then."""
         self._check()
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         for message in messages:

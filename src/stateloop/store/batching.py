@@ -1,26 +1,21 @@
 """Group commit: step writes queued on the event loop and committed together.
 
 A step's checkpoint is queued, not committed on the spot. The queue is committed at the
-next turn of the event loop, before any other read or write, and at the latest every
-``MAX_QUEUED`` items or ``COMMIT_DELAY`` seconds; a step that begins while earlier writes
-are still queued first makes them crash-safe in the step log (steplog.py). Steps of many
-agents stepping at once, or of one agent whose steps never yield, thus share one
-transaction. Consecutive items of one batch function are written by one call of it (each
-table's rows in one statement). Every step still lands whole or not at all: when a combined
-call fails, its items are retried one by one inside savepoints, so only the failing one is
-undone. Items of one chain (an agent's steps) build on each other: once one fails, the later
-ones of its chain fail too, so what lands of a chain is always a prefix of it.
+next turn of the event loop, before any other read or write; a step that begins while its
+own agent's writes are still queued waits for that commit (a crash may lose the step in
+flight, never an earlier one). Steps of agents that finish in the same turn thus share one
+transaction: with many agents stepping at once, a few commits rather than one per step.
+Consecutive items of one batch function are written by one call of it (each table's rows in
+one statement). Every step still lands whole or not at all: when a combined call fails, its
+items are retried one by one inside savepoints, so only the failing one is undone. Items of
+one chain (an agent's steps) build on each other: once one fails, the later ones of its
+chain fail too, so what lands of a chain is always a prefix of it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
-
-
-def _same(value: Any) -> Any:
-    return value
 
 
 def _no_chain(_item: Any) -> Any:
@@ -28,28 +23,17 @@ def _no_chain(_item: Any) -> Any:
 
 
 class BatchFn:
-    """A batched write, ``fn(conn, items)``, and how one item is logged (as JSON) and read
-    back; ``name`` finds it again when a dead process's log is replayed. ``chain`` names
-    the chain an item belongs to (None: none)."""
+    """A batched write, ``fn(conn, items)``; ``chain`` names the chain an item belongs to
+    (None: none)."""
 
-    __slots__ = ("chain", "decode", "encode", "name", "write")
+    __slots__ = ("chain", "write")
 
-    def __init__(self, name: str, write: Callable[[Any, list[Any]], None],
-                 encode: Callable[[Any], Any] = _same,
-                 decode: Callable[[Any], Any] = _same,
+    def __init__(self, write: Callable[[Any, list[Any]], None],
                  chain: Callable[[Any], Any] = _no_chain) -> None:
-        self.name, self.write, self.encode, self.decode = name, write, encode, decode
-        self.chain = chain
-        BATCH_FNS[name] = self
+        self.write, self.chain = write, chain
 
     def __call__(self, conn: Any, items: list[Any]) -> None:
         self.write(conn, items)
-
-
-BATCH_FNS: dict[str, BatchFn] = {}
-
-MAX_QUEUED = 64
-COMMIT_DELAY = 0.05
 
 
 class Queued:
@@ -73,33 +57,21 @@ class GroupCommit:
 
     def __init__(self) -> None:
         self._items: list[tuple[BatchFn, Any, Queued]] = []
-        self._since = 0.0
-        self._logged = 0  # how many of the items are in the step log
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def unlogged(self) -> list[tuple[BatchFn, Any, Queued]]:
-        """The items not in the step log yet; from now on they count as logged."""
-        fresh = self._items[self._logged:]
-        self._logged = len(self._items)
-        return fresh
-
-    def add(self, fn: BatchFn, item: Any) -> tuple[Queued, bool]:
-        """Queue ``item`` for ``fn``; True when the queue should be committed now."""
+    def add(self, fn: BatchFn, item: Any) -> Queued:
+        """Queue ``item`` for ``fn``."""
         queued = Queued()
-        items = self._items
-        now = time.monotonic()
-        if not items:
-            self._since = now
-        items.append((fn, item, queued))
-        return queued, len(items) >= MAX_QUEUED or now - self._since >= COMMIT_DELAY
+        self._items.append((fn, item, queued))
+        return queued
 
     def commit(self, conn: Any, dbapi: Any, then: Callable[[Any], Any] | None = None) -> Any:
         """Write everything queued, then ``then(conn)`` if given, in one transaction; each
         queued item's outcome is recorded. Returns what ``then`` returned, or raises what it
         raised (the queued items still land)."""
-        items, self._items, self._logged = self._items, [], 0
+        items, self._items = self._items, []
         units: list[list[tuple[BatchFn, Any, Queued]]] = []
         for entry in items:
             if units and units[-1][0][0] is entry[0]:

@@ -1,5 +1,5 @@
 """The queued write path: a step's checkpoint and a run's start and end, as one batch function
-(batching.py) that commits in groups and that the step log (steplog.py) can replay.
+(batching.py) that commits in groups.
 
 An agent's in-context list is stored as a list plus ``agents.in_context_after_seq``: the
 agent's messages stored after that seq follow the list, so a step that only appends to the
@@ -153,24 +153,6 @@ class StepWrite:
             None if block_values is None else replace_lone_surrogates_in(dict(block_values)),
             pending_approval, catch_up, time.time())
 
-    def encode(self) -> list[Any]:
-        """As JSON for the step log."""
-        return [self.agent_id, self.message_rows, self.step_row, self.run_usage,
-                "append" if self.in_context is APPEND else self.in_context, self.block_values,
-                [] if self.pending_approval is KEEP else [self.pending_approval],
-                self.catch_up, self.now, self.run_start, self.run_end]
-
-    @classmethod
-    def decode(cls, data: list[Any]) -> StepWrite:
-        """From ``encode``'s JSON, which turned the tuples into lists."""
-        (agent_id, message_rows, step_row, run_usage, in_context, block_values, pending,
-         *rest) = data
-        return cls(agent_id, [tuple(row) for row in message_rows],
-                   None if step_row is None else tuple(step_row),
-                   None if run_usage is None else (run_usage[0], run_usage[1]),
-                   APPEND if in_context == "append" else in_context, block_values,
-                   pending[0] if pending else KEEP, *rest)
-
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     """Write queued steps (and runs' starts and ends) in order, each table's rows in one
@@ -189,10 +171,7 @@ def _agent_of(write: StepWrite) -> str:
 
 
 # An agent's writes build on each other (its context, its runs): a chain (batching.py).
-WRITE_STEPS = BatchFn("steps", write_steps, StepWrite.encode, StepWrite.decode, _agent_of)
-# Step logs written before runs' starts and ends became step writes name them so.
-BatchFn("runs", write_steps, decode=StepWrite.started, chain=_agent_of)
-BatchFn("run_ends", write_steps, decode=lambda end: StepWrite.ended(*end), chain=_agent_of)
+WRITE_STEPS = BatchFn(write_steps, _agent_of)
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:

@@ -94,11 +94,6 @@ class HistoryMixin:
         """Wait until every queued write has committed (or failed)."""
         await self._runner.barrier()
 
-    def log_queued(self) -> bool:
-        """Put every queued write in the step log, so that it survives a crash of this
-        process; False when they must be committed (``flush``) instead."""
-        return self._runner.log_queued()
-
     async def get_messages(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order given; unknown ids are an error."""
         wanted = list(ids)
@@ -291,10 +286,9 @@ class HistoryMixin:
             lambda conn: [rows.run_from_row(row) for row in conn.execute(stmt)])
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
-        """Mark runs left 'created' or 'running' by a dead process as failed (the steps it
-        logged land first); their ids. Only when no other process has the database open
-        (its runs would look the same); runs this store has in flight stay as they are."""
-        await self._runner.recover()
+        """Mark runs left 'created' or 'running' by a dead process as failed; their ids.
+        Only when no other store has the database open (its runs would look the same:
+        presence.py); runs this store has in flight stay as they are."""
         if self._runner.others_alive():
             return []
         live = r.c.status.in_(("created", "running"))

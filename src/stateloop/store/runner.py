@@ -6,9 +6,9 @@ whole SQLite WAL step commit costs ~30 us, and aiosqlite makes several hops per
 statement (~4 ms for one persisted step). So the default SQLite runner commits writes
 inline on the event loop (serialised by a lock, never waiting on another in-process
 writer) and sends reads to a thread. Step checkpoints are queued with ``submit_batched``
-and committed in groups (batching.py), made crash-safe meanwhile by the step log
-(steplog.py) when a step begins before they commit. A writer thread was measured too and
-lost: the GIL hand-offs between the two threads cost more than the commits they overlapped.
+and committed in groups at the next turn of the event loop, which ``barrier`` waits for
+(batching.py). A writer thread was measured too and lost: the GIL hand-offs between the two
+threads cost more than the commits they overlapped.
 ``AsyncRunner`` is the fully async path (aiosqlite now, asyncpg later) with the same
 semantics.
 """
@@ -16,8 +16,6 @@ semantics.
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,12 +25,11 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from stateloop import deepjson
-from stateloop.store import steplog
-from stateloop.store.batching import BATCH_FNS, BatchFn, GroupCommit
+from stateloop.store.batching import BatchFn, GroupCommit
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
+from stateloop.store.presence import Presence
 
 T = TypeVar("T")
-logger = logging.getLogger("stateloop.store")
 
 
 class Queued(Protocol):
@@ -51,22 +48,14 @@ class Runner(Protocol):
                     raw: bool = False) -> T: ...
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
-        """Queue ``fn(conn, [item])`` without waiting. Consecutive items of one ``fn`` may
-        be written by one call of it; ``fn`` uses only the DBAPI connection."""
+        """Queue ``fn(conn, [item])`` without waiting; it commits at the next turn of the
+        event loop (or with the next write or ``barrier``, if a write holds the connection
+        then). Consecutive items of one ``fn`` may be written by one call of it; ``fn`` uses
+        only the DBAPI connection."""
         ...
 
     async def barrier(self) -> None:
         """Commit (or fail) everything queued so far."""
-        ...
-
-    def log_queued(self) -> bool:
-        """Put everything queued so far in the step log (steplog.py), so that it survives a
-        crash of this process; False when this runner cannot (then commit it: ``barrier``)."""
-        ...
-
-    async def recover(self) -> int:
-        """Apply the step logs (steplog.py) of dead processes whose last batch never
-        committed, then delete them; how many writes were applied."""
         ...
 
     async def read(self, fn: Callable[[Connection], T]) -> T: ...
@@ -106,9 +95,7 @@ class SqliteRunner:
         self._raw: Any = None  # the writer's DBAPI connection, for data_version
         self._version: tuple[float, int | None] = (-1e9, None)  # (when read, data_version)
         self._queue = GroupCommit()
-        self._log = steplog.StepLog(path)
-        self._log.hold()
-        self._path = path
+        self._presence = Presence(path)
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
@@ -124,13 +111,7 @@ class SqliteRunner:
         """``fn`` (if any) after the queued steps, in one transaction opened on the DBAPI
         connection, without SQLAlchemy's bookkeeping: ``fn`` must use only that."""
         conn = self._writer_conn()
-        log = self._log
-        if log.records:  # the logged writes land with this transaction: so does their batch
-            self._queue.add(steplog.RECORD_BATCH, (log.token, log.batch))
-        try:
-            result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
-        finally:
-            log.committed()
+        result: T = self._queue.commit(conn, conn.connection.dbapi_connection, then=fn)
         return result
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
@@ -146,61 +127,22 @@ class SqliteRunner:
             return self._write_sync(fn)
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
-        queued, due = self._queue.add(fn, item)
+        queued = self._queue.add(fn, item)
         if len(self._queue) == 1:
             asyncio.get_running_loop().call_soon(self._commit_soon)
-        elif due:
-            self._commit_soon()
         return queued
 
     async def barrier(self) -> None:
         if len(self._queue):
-            async with self._lock:
-                self._commit_queued()
-
-    def log_queued(self) -> bool:
-        if not steplog.AVAILABLE:
-            return not len(self._queue)
-        log = self._log
-        try:
-            for fn, item, _ in self._queue.unlogged():
-                log.append(fn.name, fn.encode(item))
-        except (OSError, TypeError):  # TypeError: what orjson cannot write
-            logger.warning("cannot write the step log %s; committing instead", log.path,
-                           exc_info=True)
-            return False
-        return True
-
-    async def recover(self) -> int:
-        async with self._lock:
-            self._commit_queued()
-            return self._recover_sync()
-
-    def _recover_sync(self) -> int:
-        conn = self._writer_conn()
-        dbapi = conn.connection.dbapi_connection
-        applied = 0
-        for dead in steplog.dead_logs(self._path):
-            try:
-                queue, outcomes = GroupCommit(), []
-                if steplog.committed_batch(conn, dead.token) != dead.batch:
-                    for name, payload in dead.writes:
-                        fn = BATCH_FNS[name]
-                        outcomes.append(queue.add(fn, fn.decode(payload))[0])
-                queue.commit(conn, dbapi, then=functools.partial(steplog.forget, token=dead.token))
-                dead.path.unlink(missing_ok=True)  # only once its writes have landed
-            finally:
-                dead.release()
-            for queued in outcomes:
-                error = queued.exception()
-                if error is None:
-                    applied += 1
-                else:  # it would have failed in its own process too
-                    logger.warning("a logged write of a stopped process failed: %s", error)
-        return applied
+            # The queue commits at this turn's end: the steps of other agents that finish in
+            # this turn join the transaction (many agents at once: a few commits, not one each).
+            await asyncio.sleep(0)
+            if len(self._queue):  # the commit was left to a write holding the lock, or more came
+                async with self._lock:
+                    self._commit_queued()
 
     def _commit_soon(self) -> None:
-        if not self._lock.locked():  # else the write holding the lock commits the queue
+        if not self._lock.locked():  # else the next write or barrier commits the queue
             self._commit_queued()
 
     def _commit_queued(self) -> None:
@@ -208,7 +150,7 @@ class SqliteRunner:
             self._write_raw(None)
 
     def others_alive(self) -> bool:
-        return steplog.others_alive(self._path, self._log.path)
+        return self._presence.others()
 
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn, conn.begin():
@@ -233,12 +175,10 @@ class SqliteRunner:
 
     async def close(self) -> None:
         async with self._lock:
-            self._commit_queued()
             try:
-                if self._log.used:
-                    self._write_raw(lambda c: steplog.forget(c, self._log.token))
+                self._commit_queued()
             finally:
-                self._log.close()
+                self._presence.close()
             if self._writer is not None:
                 self._writer.close()
                 self._writer = self._raw = None
@@ -248,16 +188,14 @@ class SqliteRunner:
 class AsyncRunner:
     """Everything through an AsyncEngine (aiosqlite today; the shape PostgreSQL will use)."""
 
-    def __init__(self, async_url: str, sync_url: str, path: Path) -> None:
+    def __init__(self, async_url: str, path: Path) -> None:
         self.async_engine: AsyncEngine = create_async_engine(async_url,
                                                                json_deserializer=deepjson.loads)
-        self._sync_url, self._path = sync_url, path
         _install_sqlite_events(self.async_engine.sync_engine)
         self._lock = asyncio.Lock()  # SQLite has one writer; queue ours instead of busy-waiting
         self._queued: set[asyncio.Task[Any]] = set()
         self._chains: dict[Any, asyncio.Task[Any]] = {}  # chain -> its last write (batching.py)
-        self._presence = steplog.StepLog(path)  # no steps logged: it shows the process lives
-        self._presence.hold()
+        self._presence = Presence(path)
 
     async def write(self, fn: Callable[[Connection], T], *, offload: bool = False,
                     raw: bool = False) -> T:
@@ -296,16 +234,6 @@ class AsyncRunner:
         if self._queued:
             await asyncio.wait(list(self._queued))
 
-    def log_queued(self) -> bool:
-        return not self._queued  # no step log here: what is queued must commit
-
-    async def recover(self) -> int:
-        helper = SqliteRunner(self._sync_url, self._path)  # logs are the inline runner's
-        try:
-            return await helper.recover()
-        finally:
-            await helper.close()
-
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a read transaction."""
         await self.barrier()
@@ -313,12 +241,14 @@ class AsyncRunner:
             return await conn.run_sync(fn)
 
     async def close(self) -> None:
-        await self.barrier()
-        await self.async_engine.dispose()
-        self._presence.close()
+        try:
+            await self.barrier()
+            await self.async_engine.dispose()
+        finally:
+            self._presence.close()
 
     def others_alive(self) -> bool:
-        return steplog.others_alive(self._path, self._presence.path)
+        return self._presence.others()
 
     def data_version(self, max_age: float = 0.0) -> int | None:
         return None  # no connection to ask without a round trip: callers re-read

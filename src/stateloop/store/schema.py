@@ -152,13 +152,6 @@ steps = Table(
     Index("ix_steps_run", "run_id", "step_index"),
 )
 
-# Revision 0006: per process that logged steps (steplog.py), its last batch that committed.
-step_logs = Table(
-    "step_logs", metadata,
-    Column("token", String, primary_key=True),
-    Column("batch", Integer, nullable=False),
-)
-
 passages = Table(
     "passages", metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),

@@ -1,5 +1,6 @@
-"""The SQL store: agents, blocks and tools here; messages, runs and steps in history.py (their
-queued writes in checkpoints.py), archival passages in archive.py."""
+"""The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
+(their queued writes in checkpoints.py), archival passages in archive.py, tools in
+tool_registry.py."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ from stateloop.store.errors import (
 )
 from stateloop.store.history import HistoryMixin
 from stateloop.store.migrate import upgrade
-from stateloop.store.records import AgentRecord, BlockRecord, ToolRecord
+from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
+from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
 
-a, b, ba, tags_t, t = (schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags,
-                       schema.tools)
+a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
 
 _AGENT_MUTABLE = frozenset(rows.AGENT_FIELDS) - {"id", "created_at"} | {"tags"}
 _BLOCK_MUTABLE = frozenset(rows.BLOCK_FIELDS) - {"id", "created_at"}
@@ -44,14 +45,13 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
         parsed.path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
-    runner: Runner = (AsyncRunner(parsed.async_url(), parsed.sync_url(), parsed.path)
+    runner: Runner = (AsyncRunner(parsed.async_url(), parsed.path)
                       if parsed.driver == "aiosqlite"
                       else SqliteRunner(parsed.sync_url(), parsed.path))
     store = SqlStore(runner, parsed)
     try:
         if migrate:
             await runner.write(lambda conn: upgrade(conn, parsed.raw))
-            await runner.recover()
         else:
             await runner.read(lambda conn: conn.exec_driver_sql("SELECT 1").all())
     except DBAPIError as exc:
@@ -70,7 +70,7 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, ArchiveMixin):
+class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
@@ -287,53 +287,6 @@ class SqlStore(HistoryMixin, ArchiveMixin):
 
         await self._runner.write(txn)
         self._block_writes += 1
-
-    # --- tools ---
-
-    async def upsert_tool(self, tool: ToolRecord) -> ToolRecord:
-        """Register a tool by name, replacing an earlier one of that name (its id is kept)."""
-
-        def txn(conn: Connection) -> ToolRecord:
-            old = conn.execute(select(t.c.id, t.c.created_at).where(t.c.name == tool.name)).first()
-            if old is None:
-                conn.execute(insert(t), rows.tool_values(tool))
-                return tool
-            new = dataclasses.replace(tool, id=old.id, created_at=old.created_at,
-                                      updated_at=time.time())
-            values = rows.tool_values(new)
-            conn.execute(update(t).where(t.c.id == old.id).values(**values))
-            return new
-
-        return await self._runner.write(txn)
-
-    async def get_tool(self, name_or_id: str) -> ToolRecord:
-        """The tool with this name or id."""
-
-        def txn(conn: Connection) -> ToolRecord:
-            row = conn.execute(select(t).where(or_(t.c.name == name_or_id,
-                                                   t.c.id == name_or_id))).first()
-            if row is None:
-                raise NotFoundError(f"no tool named {name_or_id!r}")
-            return rows.tool_from_row(row)
-
-        return await self._runner.read(txn)
-
-    async def list_tools(self, names: Sequence[str] | None = None) -> list[ToolRecord]:
-        """Registered tools by name order, optionally only these names."""
-        stmt = select(t).order_by(t.c.name)
-        if names is not None:
-            stmt = stmt.where(t.c.name.in_(list(names)))
-        return await self._runner.read(
-            lambda conn: [rows.tool_from_row(row) for row in conn.execute(stmt)])
-
-    async def delete_tool(self, name: str) -> None:
-        """Remove a tool from the registry."""
-
-        def txn(conn: Connection) -> None:
-            if not conn.execute(delete(t).where(t.c.name == name)).rowcount:
-                raise NotFoundError(f"no tool named {name!r}")
-
-        await self._runner.write(txn)
 
 
 # --- transaction helpers (functions of a sync Connection) ---

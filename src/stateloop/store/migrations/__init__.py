@@ -1,0 +1,1 @@
+"""Schema migrations (alembic): env.py and one module per revision under versions/."""

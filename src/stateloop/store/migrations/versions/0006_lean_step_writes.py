@@ -5,7 +5,7 @@
 - ``messages.step``: a step's record rides on the last message row it wrote.
 - ``runs.first_seq``: the run's messages all have a higher seq, so finding them (and
   their step records) reads only those.
-- ``step_logs``: which batch of each process's step log (steplog.py) last committed.
+- ``step_logs``: which batch of each process's step log last committed (dropped by 0008).
 
 Revision ID: 0006
 Revises: 0005
