@@ -35,8 +35,7 @@ def main() -> None:
 
     baseline = rss_mb()
     print(f"{'after import stateloop':<34} {baseline:7.1f} MB")
-    from stateloop import Agent
-    from stateloop import tool
+    from stateloop import Agent, tool
     from stateloop.testing import ScriptedModel, call, reply
 
     @tool

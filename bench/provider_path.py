@@ -6,7 +6,8 @@ that nothing is compacted). The floor is a bare httpx client posting the same re
 already serialized, and reading the SSE stream to its end: it includes the fake's own time.
 "overhead" is the agent's round trip minus the floor (medians of interleaved rounds), the
 ratio is agent / floor. The fake serves from a thread of this process, so "cpu" — the CPU
-time of the calling thread alone — is the clearest figure of what the client side costs. ``--profile`` prints a cProfile of the agent's calls at 10,000.
+time of the calling thread alone — is the clearest figure of what the client side costs.
+``--profile`` prints a cProfile of the agent's calls at 10,000.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from stateloop.llm.anthropic import AnthropicModel
 from stateloop.llm.base import Model
 from stateloop.llm.openai import OpenAIModel
 from stateloop.messages import Message, ToolCall, assistant, tool_result, user
-from stateloop.testing import reply
-from stateloop.testing import fake_openai
+from stateloop.testing import fake_openai, reply
 from stateloop.testing.fake_openai import FakeOpenAI
 
 SIZES = (0, 1_000, 10_000)

@@ -1,4 +1,4 @@
-"""Anthropic Messages API (needs the optional ``anthropic`` package).
+"""Anthropic Messages API, spoken over HTTP directly (no SDK needed).
 
 Here live Anthropic's rules: the system prompt is a parameter, tool results are blocks of a
 user turn (consecutive results merged into one), thinking blocks go back with their
@@ -285,7 +285,8 @@ class _KeptTurns:
         final = max(0, bisect.bisect_left(self._starts, self._blocks.reused) - 1)
         index = self._starts[final] if final < len(self._starts) else 0
         del self._turns[final:], self._starts[final:]
-        role, blocks = "", []  # the turn being assembled
+        role = ""  # the turn being assembled: its role and its messages' blocks
+        blocks: list[tuple[list[bytes], list[bytes]]] = []
         for position in range(index, len(entries)):
             entry_role, results, others = entries[position]
             if not results and not others:
