@@ -10,6 +10,7 @@ calls (``pieces.py``), and the SDKs are not imported at all.
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -79,8 +80,8 @@ async def post_stream(url: str, body: bytes, headers: dict[str, str], timeout: f
     finally:
         await response.aclose()
     try:
-        parsed: object = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        parsed: object = loads(text)
+    except json.JSONDecodeError:
         parsed = text
     message, kind, code = error_details(parsed)
     raise classify(response.status_code, message or text or f"Error code: "
@@ -137,10 +138,19 @@ async def model_stream(open_stream: Callable[[], Awaitable[httpx.Response]],
                               provider=provider) from exc
         raise Unavailable(f"the connection to {base_url} broke mid-stream: {exc}",
                           provider=provider) from exc
-    except orjson.JSONDecodeError as exc:
+    except json.JSONDecodeError as exc:
         what = "chunk" if provider == "openai" else "event"
         raise InvalidResponse(f"malformed {what} in the stream from {base_url}: {exc}",
                               provider=provider) from exc
+
+
+def loads(data: str) -> Any:
+    """An event's JSON. orjson refuses escaped lone surrogates (``"\\ud800"``), which
+    providers do send; json reads them, and the assembler replaces them."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def stream_error(body: Any, provider: str, fallback: str) -> ModelError:

@@ -16,11 +16,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import orjson
 
 from ..errors import AuthenticationError, InvalidResponse
 from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, Usage
-from ._http import model_stream, post_stream, server_sent_events, stream_error
+from ._http import loads, model_stream, post_stream, server_sent_events, stream_error
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
 from .models import model_limits
@@ -122,7 +121,7 @@ class AnthropicModel:
         stop_reason: str | None = None
         started = False
         async for name, data in server_sent_events(response):
-            event = orjson.loads(data)
+            event = loads(data)
             kind = event.get("type") if isinstance(event, dict) else None
             if name == "error" or kind == "error":
                 raise stream_error(event, self.provider, data)

@@ -17,11 +17,10 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import httpx
-import orjson
 
 from ..errors import AuthenticationError, InvalidRequest, InvalidResponse
 from ..messages import ImagePart, Message, TextPart, Usage
-from ._http import model_stream, post_stream, server_sent_events, stream_error
+from ._http import loads, model_stream, post_stream, server_sent_events, stream_error
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem
 from .models import model_limits
@@ -163,7 +162,7 @@ class OpenAIModel:
         finish_reason: str | None = None
         answered = False
         async for _event, data in server_sent_events(response):
-            chunk = orjson.loads(data)
+            chunk = loads(data)
             if not isinstance(chunk, dict):
                 continue
             if chunk.get("error"):
