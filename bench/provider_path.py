@@ -8,6 +8,9 @@ already serialized, and reading the SSE stream to its end: it includes the fake'
 ratio is agent / floor. The fake serves from a thread of this process, so "cpu" — the CPU
 time of the calling thread alone — is the clearest figure of what the client side costs.
 ``--profile`` prints a cProfile of the agent's calls at 10,000.
+
+Last, ``run_sync`` (an event loop per call) against ``await run()`` in one loop, plus the
+cost of starting an empty event loop: the first should cost about the sum of the others.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def _no_delay(handler: fake_openai._Handler) -> None:
     handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-fake_openai._Handler.setup = _no_delay  # type: ignore[method-assign]
+fake_openai._Handler.setup = _no_delay  # type: ignore[method-assign, assignment]
 WINDOW = 100_000_000
 
 
@@ -122,9 +125,46 @@ async def main(rounds: int, with_profile: bool) -> None:
                           f"{fake.url}/v1/messages", fake, count, rounds, None)
 
 
+def run_sync_against_run(rounds: int) -> None:
+    with FakeOpenAI(lambda request: reply("Fine, thanks.")) as fake:
+        agent = make_agent(OpenAIModel("gpt-4o-mini", base_url=fake.base_url, api_key="bench",
+                                       context_window=WINDOW), 0)
+
+        async def one_run() -> float:
+            del agent._transcript[1:], fake.requests[:]
+            started = time.perf_counter()
+            await agent.run("How are you?")
+            return time.perf_counter() - started
+
+        def one_sync() -> float:
+            del agent._transcript[1:], fake.requests[:]
+            started = time.perf_counter()
+            agent.run_sync("How are you?")
+            return time.perf_counter() - started
+
+        def one_loop() -> float:
+            started = time.perf_counter()
+            asyncio.run(asyncio.sleep(0))
+            return time.perf_counter() - started
+
+        async def runs() -> list[float]:
+            return [await one_run() for _ in range(10)]
+
+        one_sync()
+        synced, awaited, loops = [], [], []
+        for _ in range(rounds):
+            synced += [one_sync() for _ in range(10)]
+            awaited += asyncio.run(runs())[1:]
+            loops += [one_loop() for _ in range(10)]
+    sync, run, loop = (statistics.median(t) * 1e3 for t in (synced, awaited, loops))
+    print(f"run_sync {sync:.2f} ms   await run() {run:.2f} ms + loop start {loop:.2f} ms "
+          f"= {run + loop:.2f} ms   ratio x{sync / (run + loop):.2f}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--profile", action="store_true")
     arguments = parser.parse_args()
     asyncio.run(main(arguments.rounds, arguments.profile))
+    run_sync_against_run(arguments.rounds)

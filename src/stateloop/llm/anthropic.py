@@ -23,7 +23,7 @@ from ._http import loads, model_stream, post_stream, server_sent_events, stream_
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
 from .models import model_limits
-from .pieces import KeptPieces, dumps
+from .pieces import JoinedJSON, KeptPieces, dumps
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -111,7 +111,7 @@ class AnthropicModel:
         if self.temperature is not None:
             head["temperature"] = self.temperature
         turns = self._turns.turns(messages, start)
-        return b"".join((dumps(head)[:-1], b',"messages":[', b",".join(turns), b"]}"))
+        return b"".join((dumps(head)[:-1], b',"messages":[', turns, b"]}"))
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
         out = StreamAssembler(self.name)
@@ -274,16 +274,17 @@ class _KeptTurns:
 
     def __init__(self, model: str) -> None:
         self._blocks: KeptPieces[_Encoded] = KeptPieces(lambda m: _encoded(m, model))
-        self._turns: list[bytes] = []
+        self._turns = JoinedJSON()
         self._starts: list[int] = []  # the index of each turn's first message
 
-    def turns(self, messages: list[Message], start: int) -> list[bytes]:
-        """The turns of ``messages[start:]``, as JSON objects."""
+    def turns(self, messages: list[Message], start: int) -> bytearray:
+        """The turns of ``messages[start:]``: the inside of the JSON array."""
         entries = self._blocks.pieces(messages, start)
         # A turn is final once the next turn's first message is among the reused ones.
         final = max(0, bisect.bisect_left(self._starts, self._blocks.reused) - 1)
         index = self._starts[final] if final < len(self._starts) else 0
-        del self._turns[final:], self._starts[final:]
+        self._turns.keep(final)
+        del self._starts[final:]
         role = ""  # the turn being assembled: its role and its messages' blocks
         blocks: list[tuple[list[bytes], list[bytes]]] = []
         for position in range(index, len(entries)):
@@ -292,13 +293,13 @@ class _KeptTurns:
                 continue
             if entry_role != role:
                 if blocks:
-                    self._turns.append(_turn(role, blocks))
+                    self._turns.add(_turn(role, blocks))
                 role, blocks = entry_role, []
                 self._starts.append(position)
             blocks.append((results, others))
         if blocks:
-            self._turns.append(_turn(role, blocks))
-        return self._turns
+            self._turns.add(_turn(role, blocks))
+        return self._turns.joined
 
 
 def _turn(role: str, blocks: list[tuple[list[bytes], list[bytes]]]) -> bytes:

@@ -24,7 +24,7 @@ from ._http import loads, model_stream, post_stream, server_sent_events, stream_
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem
 from .models import model_limits
-from .pieces import KeptPieces, dumps
+from .pieces import KeptArray, dumps
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
@@ -72,7 +72,7 @@ class OpenAIModel:
         # know only max_tokens.
         self._max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if official else "max_tokens")
-        self._kept: KeptPieces[bytes] = KeptPieces(
+        self._kept = KeptArray(
             lambda message: dumps(wire_message(message, self._system_role)))
 
     def __repr__(self) -> str:
@@ -150,10 +150,10 @@ class OpenAIModel:
         # The system prompt is first and changes often (it holds the memory blocks): it is
         # encoded on each call, the rest is kept.
         start = 1 if messages and messages[0].role == "system" else 0
-        pieces = self._kept.pieces(messages, start)
-        if start:
-            pieces = [dumps(wire_message(messages[0], self._system_role)), *pieces]
-        return b"".join((dumps(head)[:-1], b',"messages":[', b",".join(pieces), b"]}"))
+        kept = self._kept.inside(messages, start)
+        first = dumps(wire_message(messages[0], self._system_role)) if start else b""
+        comma = b"," if first and kept else b""
+        return b"".join((dumps(head)[:-1], b',"messages":[', first, comma, kept, b"]}"))
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
         out = StreamAssembler(self.name)

@@ -4,6 +4,7 @@ A transcript grows at its end: a request's messages are usually the previous req
 plus a few. ``KeptPieces`` keeps the encoded form of each message sent last time and, for
 the next request, reuses it for the messages both requests share at their start (compared
 by identity, which costs one pointer comparison each) and encodes only the rest.
+``JoinedJSON`` keeps JSON pieces already joined, so a body is one copy of kept bytes.
 Messages are not edited once they are in a transcript; one that is replaced is a new
 object and is encoded anew.
 """
@@ -54,10 +55,6 @@ class KeptPieces(Generic[Piece]):
         self._pieces: list[Piece] = []
         self.reused = 0  # how many pieces the last call took from the one before
 
-    def clear(self) -> None:
-        """Forget every piece (the encoding changed)."""
-        self._messages, self._pieces, self.reused = [], [], 0
-
     def pieces(self, messages: list[Message], start: int = 0) -> list[Piece]:
         """The pieces of ``messages[start:]``; the returned list is the kept one, not a copy."""
         shared = self.reused = shared_prefix(self._messages, messages, start)
@@ -68,3 +65,56 @@ class KeptPieces(Generic[Piece]):
             self._messages.append(message)
             self._pieces.append(encode(message))
         return self._pieces
+
+
+class JoinedJSON:
+    """JSON values joined with commas (an array's inside), kept between calls: values can
+    be dropped from the end and added, each costing only its own bytes."""
+
+    __slots__ = ("_ends", "joined")
+
+    def __init__(self) -> None:
+        self.joined = bytearray()
+        self._ends: list[int] = []  # where each value ends in ``joined``
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def keep(self, count: int) -> None:
+        """Drop every value after the first ``count``."""
+        if count < len(self._ends):
+            del self._ends[count:]
+            del self.joined[self._ends[-1] if self._ends else 0:]
+
+    def add(self, value: bytes) -> None:
+        if self._ends:
+            self.joined += b","
+        self.joined += value
+        self._ends.append(len(self.joined))
+
+
+class KeptArray:
+    """The inside of the JSON array of ``encode(message)`` for ``messages[start:]``, kept
+    between calls like ``KeptPieces``, its bytes already joined."""
+
+    __slots__ = ("_encode", "_json", "_messages")
+
+    def __init__(self, encode: Callable[[Message], bytes]) -> None:
+        self._encode = encode
+        self._messages: list[Message] = []
+        self._json = JoinedJSON()
+
+    def clear(self) -> None:
+        """Forget every piece (the encoding changed)."""
+        self._messages = []
+        self._json = JoinedJSON()
+
+    def inside(self, messages: list[Message], start: int = 0) -> bytearray:
+        """``a,b,c`` for ``messages[start:]``; the kept buffer itself, not a copy."""
+        shared = shared_prefix(self._messages, messages, start)
+        del self._messages[shared:]
+        self._json.keep(shared)
+        for message in messages[start + shared:]:
+            self._messages.append(message)
+            self._json.add(self._encode(message))
+        return self._json.joined
