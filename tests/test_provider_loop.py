@@ -184,6 +184,8 @@ def test_run_sync_in_a_loop_leaves_nothing_behind(model: str) -> None:
             agent = Agent({model!r}, base_url=fake.base_url, api_key="k")
             results = [agent.run_sync("hi") for _ in range(40)]
         assert all(r.output == "ok" for r in results), results[-1]
+        from stateloop.llm._http import _clients
+        assert not _clients, _clients  # each loop's client went with its loop
         print(len(results))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

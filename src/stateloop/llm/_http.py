@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -24,8 +23,10 @@ from ._errors import classify, error_details, retry_after_seconds
 from .base import StreamItem
 
 _ssl: ssl.SSLContext | None = None
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-    weakref.WeakKeyDictionary())
+# Each running loop's client, and the parked async generator that closes it (kept here:
+# the loop itself holds its async generators weakly).
+_clients: dict[asyncio.AbstractEventLoop,
+               tuple[httpx.AsyncClient, AsyncGenerator[None, None]]] = {}
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -36,34 +37,33 @@ def _ssl_context() -> ssl.SSLContext:
     return _ssl
 
 
-class _LoopClient:
-    """A client and the parked async generator that closes it when its loop shuts down."""
+async def shared_client() -> httpx.AsyncClient:
+    """The running loop's client, shared by every adapter: connections belong to a loop."""
+    loop = asyncio.get_running_loop()
+    found = _clients.get(loop)
+    if found is not None and not found[0].is_closed:
+        return found[0]
+    for old in [old for old in _clients if old.is_closed()]:  # closed without a shutdown
+        del _clients[old]
+    client = httpx.AsyncClient(verify=_ssl_context(), timeout=None)
+    closer = _close_at_shutdown(loop, client)
+    _clients[loop] = client, closer
+    await closer.asend(None)
+    return client
 
-    __slots__ = ("client", "closer")
 
-    def __init__(self) -> None:
-        self.client = httpx.AsyncClient(verify=_ssl_context(), timeout=None)
-        self.closer = _close_at_shutdown(self.client)
-
-
-async def _close_at_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+async def _close_at_shutdown(loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
+                             ) -> AsyncGenerator[None, None]:
     # A started async generator is known to its loop, and ``loop.shutdown_asyncgens()`` (which
     # asyncio.run and asyncio.Runner call before closing the loop) closes it: so the pooled
     # connections are closed while their loop still runs, never after it.
     try:
         yield
     finally:
+        found = _clients.get(loop)
+        if found is not None and found[0] is client:
+            del _clients[loop]
         await client.aclose()
-
-
-async def shared_client() -> httpx.AsyncClient:
-    """The running loop's client, shared by every adapter: connections belong to a loop."""
-    loop = asyncio.get_running_loop()
-    found = _clients.get(loop)
-    if found is None or found.client.is_closed:
-        found = _clients[loop] = _LoopClient()
-        await found.closer.asend(None)
-    return found.client
 
 
 async def post_stream(url: str, body: bytes, headers: dict[str, str], timeout: float, *,
