@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,25 @@ async def test_wrong_and_missing_keys(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "right")
         _, response = await collect(AnthropicModel(MODEL, base_url=fake.url))
     assert response.message.text == "hi"
+
+
+def test_body_from_kept_turns_equals_a_fresh_conversion() -> None:
+    """Turns kept between calls give the body a fresh conversion gives: through appends that
+    join the last turn, a compaction, and a message replaced in the middle."""
+    paris = ToolCall("toolu_1", "get_weather", {"city": "Paris"})
+    oslo = ToolCall("toolu_2", "get_weather", {"city": "Oslo"})
+    history = [user("q0"), assistant("Checking.", [paris, oslo]), tool_result(paris, "Sunny"),
+               tool_result(oslo, "Snow"), user("and?"), assistant("Sunny and snow."),
+               user("thanks"), system("a note"), assistant("Welcome.")]
+    model = AnthropicModel(MODEL, base_url="http://127.0.0.1:9", api_key="k")
+    transcripts = [[system("s"), *history[:n]] for n in range(1, len(history) + 1)]
+    transcripts += [
+        [system("s2"), user("summary"), *history[4:]],  # compacted
+        [system("s2"), user("summary"), history[4], user("edited"), *history[6:]],
+        [system("s"), *history],
+    ]
+    for transcript in transcripts:
+        body = json.loads(model.body(ModelRequest(transcript)))
+        system_text, turns = to_wire_messages(transcript, f"anthropic/{MODEL}")
+        assert body["messages"] == turns
+        assert body["system"][0]["text"] == system_text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -316,3 +317,23 @@ async def test_parallel_calls_from_the_script() -> None:
     assert [c.arguments for c in response.message.tool_calls] == [{"city": "Paris"},
                                                                   {"city": "Oslo"}]
     assert sum(isinstance(e, ToolCallDelta) for e in events) > 4  # arguments really were split
+
+
+def test_body_from_kept_pieces_equals_a_fresh_conversion() -> None:
+    """Pieces kept between calls give the body a fresh conversion gives, through appends, a
+    replaced system prompt, a compaction and an edit that replaces a message."""
+    found = ToolCall("call_1", "get_weather", {"city": "Paris"})
+    history = [user("q0"), assistant("", [found]), tool_result(found, "Sunny"),
+               assistant("It is sunny."), user("thanks"), assistant("You're welcome.")]
+    model = OpenAIModel("gpt-4o", base_url="http://127.0.0.1:9/v1")
+    transcripts = [
+        [system("s1"), *history[:2]],
+        [system("s1"), *history[:4]],
+        [system("s2"), *history],  # new system prompt, two appended
+        [system("s2"), user("summary"), *history[3:]],  # compacted
+        [system("s2"), user("summary"), history[3], user("edited"), history[5]],
+        [system("s2"), *history],
+    ]
+    for transcript in transcripts:
+        body = json.loads(model.body(ModelRequest(transcript)))
+        assert body["messages"] == to_wire_messages(transcript)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -165,3 +169,25 @@ async def test_unreachable_server_stops_the_run_naming_the_url(fast_retry: Retry
     result = await Agent(model=OPENAI, base_url=url, retry=fast_retry).run("hi")
     assert result.stop_reason == "llm_api_error"
     assert result.error is not None and url in result.error
+
+
+@PROVIDERS
+def test_run_sync_in_a_loop_leaves_nothing_behind(model: str) -> None:
+    """Each ``run_sync`` has its own event loop: the connections it opened are closed with
+    it, so a program calling it many times prints nothing, at exit or before."""
+    code = textwrap.dedent(f"""
+        from stateloop import Agent
+        from stateloop.testing import reply
+        from stateloop.testing.fake_openai import FakeOpenAI
+
+        with FakeOpenAI(lambda request: reply("ok")) as fake:
+            agent = Agent({model!r}, base_url=fake.base_url, api_key="k")
+            results = [agent.run_sync("hi") for _ in range(40)]
+        assert all(r.output == "ok" for r in results), results[-1]
+        from stateloop.llm._http import _clients
+        assert not _clients, _clients  # each loop's client went with its loop
+        print(len(results))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONWARNINGS": "default"})
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "40", "")

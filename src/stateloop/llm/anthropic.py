@@ -1,4 +1,4 @@
-"""Anthropic Messages API (needs the optional ``anthropic`` package).
+"""Anthropic Messages API, spoken over HTTP directly (no SDK needed).
 
 Here live Anthropic's rules: the system prompt is a parameter, tool results are blocks of a
 user turn (consecutive results merged into one), thinking blocks go back with their
@@ -8,25 +8,25 @@ the system prompt and tool definitions are marked for prompt caching.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-import json
 import os
 import re
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import AuthenticationError, InvalidResponse, ModelError, Unavailable
+import httpx
+
+from ..errors import AuthenticationError, InvalidResponse
 from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, Usage
-from ._errors import classify, error_details, retry_after_seconds
-from ._sdk import ClientPerLoop, is_transport_error, model_stream
+from ._http import loads, model_stream, post_stream, server_sent_events, stream_error
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
 from .models import model_limits
-
-if TYPE_CHECKING:
-    import anthropic
+from .pieces import JoinedJSON, KeptPieces, dumps
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
 _CACHE = {"type": "ephemeral"}
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
                  "max_tokens": "length", "model_context_window_exceeded": "length",
@@ -51,7 +51,7 @@ class AnthropicModel:
         self.model_id = name
         self.name = f"{self.provider}/{name}"
         base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
-        # The SDK adds "/v1" itself; accept the OpenAI-style ".../v1" users often pass.
+        # The API's paths start with "/v1"; accept the OpenAI-style ".../v1" users often pass.
         self.base_url = base.rstrip("/").removesuffix("/v1")
         limits = model_limits(name, context_window=context_window,
                               max_output_tokens=max_output_tokens)
@@ -62,141 +62,125 @@ class AnthropicModel:
         self.thinking_budget = thinking_budget
         self.cache_prompt = cache_prompt
         self._api_key = api_key
-        self._clients: ClientPerLoop[anthropic.AsyncAnthropic] = ClientPerLoop(self._make_client)
+        self._turns = _KeptTurns(self.name)
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r}, base_url={self.base_url!r})"
 
-    def _make_client(self) -> anthropic.AsyncAnthropic:
+    def _headers(self) -> dict[str, str]:
         key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             raise AuthenticationError(
                 "no Anthropic API key: set the ANTHROPIC_API_KEY environment variable or pass "
                 "api_key=...", provider=self.provider)
-        import anthropic
-
-        # The loop retries transient errors itself, with its own backoff and events.
-        return anthropic.AsyncAnthropic(api_key=key, base_url=self.base_url,
-                                        timeout=self.timeout, max_retries=0)
+        return {"x-api-key": key, "anthropic-version": API_VERSION,
+                "content-type": "application/json", "accept": "text/event-stream"}
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one message: deltas as they arrive, then the ``ModelResponse``."""
         return model_stream(
-            lambda: self._clients.get().messages.create(**self.body(request)), self._read,
-            self._model_error)
+            lambda: post_stream(f"{self.base_url}/v1/messages", self.body(request),
+                                self._headers(), self.timeout, provider=self.provider),
+            self._read, self.base_url, self.provider)
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
-        """The Messages API request body for ``request``."""
-        system, messages = to_wire_messages(request.messages, self.name)
-        body: dict[str, Any] = {
+    def body(self, request: ModelRequest) -> bytes:
+        """The Messages API request body: its small fields serialized anew, the turns from
+        kept pieces."""
+        messages = request.messages
+        start = 0
+        while start < len(messages) and messages[start].role == "system":
+            start += 1
+        system = "\n\n".join(m.text for m in messages[:start] if m.text)
+        head: dict[str, Any] = {
             "model": self.model_id,
             "max_tokens": request.max_tokens or self.max_output_tokens,
-            "messages": messages,
             "stream": True,
         }
         if system:
             block: dict[str, Any] = {"type": "text", "text": system}
             if self.cache_prompt:
                 block["cache_control"] = _CACHE
-            body["system"] = [block]
+            head["system"] = [block]
         if request.tools:
-            body["tools"] = _wire_tools(request.tools, self.cache_prompt)
+            head["tools"] = _wire_tools(request.tools, self.cache_prompt)
             choice = _tool_choice(request)
             if choice:
-                body["tool_choice"] = choice
+                head["tool_choice"] = choice
         if self.thinking_budget:
-            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+            head["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         if self.temperature is not None:
-            body["temperature"] = self.temperature
-        return body
+            head["temperature"] = self.temperature
+        turns = self._turns.turns(messages, start)
+        return b"".join((dumps(head)[:-1], b',"messages":[', turns, b"]}"))
 
-    async def _read(self, events: Any) -> AsyncIterator[StreamItem]:
+    async def _read(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
         out = StreamAssembler(self.name)
         usage = Usage()
         calls: dict[int, int] = {}  # content-block index -> tool-call slot
         thinking: dict[int, ReasoningPart] = {}  # content-block index -> its thinking
         stop_reason: str | None = None
         started = False
-        async for event in events:
-            kind = event.type
+        async for name, data in server_sent_events(response):
+            event = loads(data)
+            kind = event.get("type") if isinstance(event, dict) else None
+            if name == "error" or kind == "error":
+                raise stream_error(event, self.provider, data)
             if kind == "message_start":
                 started = True
-                _add_usage(usage, event.message.usage)
+                _add_usage(usage, event["message"].get("usage"))
             elif kind == "content_block_start":
-                block = event.content_block
-                if block.type == "tool_use":
-                    calls[event.index] = len(calls)
-                    for item in out.tool_call(calls[event.index], block.id, block.name):
+                block = event["content_block"]
+                index = event["index"]
+                if block["type"] == "tool_use":
+                    calls[index] = len(calls)
+                    for item in out.tool_call(calls[index], block["id"], block["name"]):
                         yield item
-                elif block.type == "thinking":
-                    thinking[event.index] = ReasoningPart(block.thinking or "",
-                                                          block.signature or None, self.name)
-                elif block.type == "redacted_thinking":
-                    thinking[event.index] = ReasoningPart(block.data, None, self.name, True)
-                elif block.type == "text" and block.text:
-                    yield out.text(block.text)
+                elif block["type"] == "thinking":
+                    thinking[index] = ReasoningPart(block.get("thinking") or "",
+                                                    block.get("signature") or None, self.name)
+                elif block["type"] == "redacted_thinking":
+                    thinking[index] = ReasoningPart(block["data"], None, self.name, True)
+                elif block["type"] == "text" and block.get("text"):
+                    yield out.text(block["text"])
             elif kind == "content_block_delta":
-                delta = event.delta
-                if delta.type == "text_delta":
-                    yield out.text(delta.text)
-                elif delta.type == "thinking_delta":
-                    thinking[event.index].text += delta.thinking
-                    yield out.reasoning(delta.thinking)
-                elif delta.type == "signature_delta":
-                    thinking[event.index].signature = delta.signature
-                elif delta.type == "input_json_delta" and delta.partial_json:
-                    for item in out.tool_call(calls[event.index], arguments=delta.partial_json):
+                delta, index = event["delta"], event["index"]
+                if delta["type"] == "text_delta":
+                    yield out.text(delta["text"])
+                elif delta["type"] == "thinking_delta":
+                    thinking[index].text += delta["thinking"]
+                    yield out.reasoning(delta["thinking"])
+                elif delta["type"] == "signature_delta":
+                    thinking[index].signature = delta["signature"]
+                elif delta["type"] == "input_json_delta" and delta.get("partial_json"):
+                    for item in out.tool_call(calls[index], arguments=delta["partial_json"]):
                         yield item
             elif kind == "message_delta":
-                stop_reason = event.delta.stop_reason
-                _add_usage(usage, event.usage)
+                stop_reason = event["delta"].get("stop_reason")
+                _add_usage(usage, event.get("usage"))
         if not started:
             raise InvalidResponse(f"the stream from {self.base_url} ended without a message",
                                   provider=self.provider)
-        response = out.finish(usage, _STOP_REASONS.get(stop_reason or "end_turn", stop_reason))
+        result = out.finish(usage, _STOP_REASONS.get(stop_reason or "end_turn", stop_reason))
         # The assembler keeps one reasoning part; Claude may write several thinking blocks,
         # each verified by its own signature, so they are kept apart.
-        message = response.message
+        message = result.message
         message.content = [*(thinking[i] for i in sorted(thinking)),
                            *(p for p in message.content if type(p) is not ReasoningPart)]
-        yield response
-
-    def _model_error(self, exc: BaseException, opened: bool) -> ModelError | None:
-        import anthropic
-
-        if isinstance(exc, anthropic.APIStatusError):
-            message, kind, code = error_details(exc.body)
-            # An error event inside a stream arrives with the stream's status, 200.
-            status = exc.status_code if exc.status_code >= 400 else None
-            return classify(status, message or exc.message, provider=self.provider,
-                            error_type=kind, code=code,
-                            retry_after=retry_after_seconds(exc.response.headers))
-        if isinstance(exc, anthropic.APITimeoutError):
-            return Unavailable(f"timed out waiting for {self.base_url}", provider=self.provider)
-        if isinstance(exc, anthropic.APIConnectionError) and not opened:
-            return Unavailable(f"could not connect to {self.base_url}: {exc.__cause__ or exc}",
-                               provider=self.provider)
-        if is_transport_error(exc) or isinstance(exc, anthropic.APIConnectionError):
-            return Unavailable(f"the connection to {self.base_url} broke mid-stream: "
-                               f"{exc.__cause__ or exc}", provider=self.provider)
-        if isinstance(exc, json.JSONDecodeError):
-            return InvalidResponse(f"malformed event in the stream from {self.base_url}: {exc}",
-                                   provider=self.provider)
-        return None
+        yield result
 
 
-def _add_usage(usage: Usage, raw: Any) -> None:
+def _add_usage(usage: Usage, raw: dict[str, Any] | None) -> None:
     """Fold one usage report in; Anthropic's input counts exclude cache reads and writes."""
-    if raw is None:
+    if not raw:
         return
-    output = getattr(raw, "output_tokens", None)
+    output = raw.get("output_tokens")
     if output is not None:
         usage.output_tokens = output  # cumulative, the last report wins
-    uncached = getattr(raw, "input_tokens", None)
+    uncached = raw.get("input_tokens")
     if uncached is None:  # message_delta without input counts
         return
-    read = getattr(raw, "cache_read_input_tokens", None) or 0
-    written = getattr(raw, "cache_creation_input_tokens", None) or 0
+    read = raw.get("cache_read_input_tokens") or 0
+    written = raw.get("cache_creation_input_tokens") or 0
     usage.input_tokens = uncached + read + written
     usage.cached_input_tokens = read
     usage.cache_write_tokens = written
@@ -236,39 +220,93 @@ def wire_id(id: str) -> str:
 
 def to_wire_messages(messages: list[Message], model: str) -> tuple[str, list[dict[str, Any]]]:
     """``(system, messages)`` for the Messages API; ``model`` decides which thinking is kept."""
-    system: list[str] = []
+    start = 0
+    while start < len(messages) and messages[start].role == "system":
+        start += 1
     turns: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    for message in messages[start:]:
+        role, blocks = message_blocks(message, model)
         if not blocks:
-            return
+            continue
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
-
-    for message in messages:
-        if message.role == "system":
-            if turns:  # a system note mid-transcript becomes user text
-                add("user", _text_blocks(message.content))
-            else:
-                system.append(message.text)
-        elif message.role == "user":
-            add("user", _user_blocks(message.content))
-        elif message.role == "assistant":
-            add("assistant", _assistant_blocks(message, model))
-        else:
-            result: dict[str, Any] = {"type": "tool_result",
-                                      "tool_use_id": wire_id(message.tool_call_id or "")}
-            if message.text:
-                result["content"] = message.text
-            if message.is_error:
-                result["is_error"] = True
-            add("user", [result])
     for turn in turns:  # tool results must open their user turn
         if turn["role"] == "user":
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
-    return "\n\n".join(s for s in system if s), turns
+    return "\n\n".join(m.text for m in messages[:start] if m.text), turns
+
+
+def message_blocks(message: Message, model: str) -> tuple[str, list[dict[str, Any]]]:
+    """The role and content blocks of a message after the leading system prompt; messages
+    of one role in a row make one turn."""
+    if message.role == "system":  # a system note mid-transcript becomes user text
+        return "user", _text_blocks(message.content)
+    if message.role == "user":
+        return "user", _user_blocks(message.content)
+    if message.role == "assistant":
+        return "assistant", _assistant_blocks(message, model)
+    result: dict[str, Any] = {"type": "tool_result",
+                              "tool_use_id": wire_id(message.tool_call_id or "")}
+    if message.text:
+        result["content"] = message.text
+    if message.is_error:
+        result["is_error"] = True
+    return "user", [result]
+
+
+# A message's blocks as JSON: its role, its tool results, its other blocks.
+_Encoded = tuple[str, list[bytes], list[bytes]]
+
+
+def _encoded(message: Message, model: str) -> _Encoded:
+    role, blocks = message_blocks(message, model)
+    results = [dumps(b) for b in blocks if b["type"] == "tool_result"]
+    return role, results, [dumps(b) for b in blocks if b["type"] != "tool_result"]
+
+
+class _KeptTurns:
+    """The JSON of a transcript's turns, kept between calls. Only the last turn (which the
+    next message may join) and the turns of new messages are assembled again."""
+
+    __slots__ = ("_blocks", "_starts", "_turns")
+
+    def __init__(self, model: str) -> None:
+        self._blocks: KeptPieces[_Encoded] = KeptPieces(lambda m: _encoded(m, model))
+        self._turns = JoinedJSON()
+        self._starts: list[int] = []  # the index of each turn's first message
+
+    def turns(self, messages: list[Message], start: int) -> bytearray:
+        """The turns of ``messages[start:]``: the inside of the JSON array."""
+        entries = self._blocks.pieces(messages, start)
+        # A turn is final once the next turn's first message is among the reused ones.
+        final = max(0, bisect.bisect_left(self._starts, self._blocks.reused) - 1)
+        index = self._starts[final] if final < len(self._starts) else 0
+        self._turns.keep(final)
+        del self._starts[final:]
+        role = ""  # the turn being assembled: its role and its messages' blocks
+        blocks: list[tuple[list[bytes], list[bytes]]] = []
+        for position in range(index, len(entries)):
+            entry_role, results, others = entries[position]
+            if not results and not others:
+                continue
+            if entry_role != role:
+                if blocks:
+                    self._turns.add(_turn(role, blocks))
+                role, blocks = entry_role, []
+                self._starts.append(position)
+            blocks.append((results, others))
+        if blocks:
+            self._turns.add(_turn(role, blocks))
+        return self._turns.joined
+
+
+def _turn(role: str, blocks: list[tuple[list[bytes], list[bytes]]]) -> bytes:
+    """One turn's JSON; tool results must open their user turn."""
+    content = [b for results, _ in blocks for b in results]
+    content += [b for _, others in blocks for b in others]
+    return b'{"role":"%s","content":[%s]}' % (role.encode(), b",".join(content))
 
 
 def _assistant_blocks(message: Message, model: str) -> list[dict[str, Any]]:

@@ -14,18 +14,17 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ..errors import AuthenticationError, InvalidResponse, ModelError, Unavailable
+import httpx
+
+from ..errors import AuthenticationError, InvalidRequest, InvalidResponse
 from ..messages import ImagePart, Message, TextPart, Usage
-from ._errors import classify, error_details, retry_after_seconds
-from ._sdk import ClientPerLoop, is_transport_error, model_stream
+from ._http import loads, model_stream, post_stream, server_sent_events, stream_error
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem
 from .models import model_limits
-
-if TYPE_CHECKING:
-    import openai
+from .pieces import KeptArray, dumps
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
@@ -73,39 +72,37 @@ class OpenAIModel:
         # know only max_tokens.
         self._max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if official else "max_tokens")
-        self._clients: ClientPerLoop[openai.AsyncOpenAI] = ClientPerLoop(self._make_client)
+        self._kept = KeptArray(
+            lambda message: dumps(wire_message(message, self._system_role)))
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model_id!r}, base_url={self.base_url!r})"
 
-    def _make_client(self) -> openai.AsyncOpenAI:
+    def _headers(self) -> dict[str, str]:
         key = self._api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             if self.base_url == OPENAI_BASE_URL:
                 raise AuthenticationError(
                     "no OpenAI API key: set the OPENAI_API_KEY environment variable or pass "
                     "api_key=...", provider=self.provider)
-            key = "none"  # local servers accept any key; the SDK insists on one
-        import openai
-
-        # The loop retries transient errors itself, with its own backoff and events.
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
-                                  max_retries=0)
+            key = "none"  # local servers accept any key
+        return {"authorization": f"Bearer {key}", "content-type": "application/json",
+                "accept": "text/event-stream"}
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one completion: deltas as they arrive, then the ``ModelResponse``."""
-        return model_stream(lambda: self._open(self._clients.get(), request), self._read,
-                            self._model_error)
+        return model_stream(lambda: self._open(request), self._read, self.base_url,
+                            self.provider)
 
-    async def _open(self, client: openai.AsyncOpenAI, request: ModelRequest) -> Any:
-        import openai
-
+    async def _open(self, request: ModelRequest) -> httpx.Response:
+        url = f"{self.base_url}/chat/completions"
+        headers = self._headers()
         for attempt in range(3):  # at most: drop the developer role, switch the max-tokens field
             try:
-                return await client.chat.completions.create(**self._body(request))
-            except openai.BadRequestError as exc:
-                message = error_details(exc.body)[0] or ""
-                if attempt == 2 or not self._adapt_to(message):
+                return await post_stream(url, self.body(request), headers, self.timeout,
+                                         provider=self.provider)
+            except InvalidRequest as exc:
+                if exc.status_code != 400 or attempt == 2 or not self._adapt_to(exc.message):
                     raise
         raise AssertionError("unreachable")
 
@@ -114,6 +111,7 @@ class OpenAIModel:
         lowered = message.lower()
         if self._system_role == "developer" and "developer" in lowered:
             self._system_role = "system"
+            self._kept.clear()  # kept system messages carry the old role
             return True
         field = self._max_tokens_field
         if f"'{field}'" in lowered and "not supported" in lowered:
@@ -122,82 +120,70 @@ class OpenAIModel:
             return True
         return False
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def body(self, request: ModelRequest) -> bytes:
+        """The request body: its small fields serialized anew, the messages from kept pieces."""
+        head: dict[str, Any] = {
             "model": self.model_id,
-            "messages": to_wire_messages(request.messages, self._system_role),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if request.tools:
-            body["tools"] = [{"type": "function", "function": spec.to_dict()}
+            head["tools"] = [{"type": "function", "function": spec.to_dict()}
                              for spec in request.tools]
             if request.forced_tool:
-                body["tool_choice"] = {"type": "function",
+                head["tool_choice"] = {"type": "function",
                                        "function": {"name": request.forced_tool}}
             elif request.tool_choice != "auto":
-                body["tool_choice"] = request.tool_choice
+                head["tool_choice"] = request.tool_choice
             if not request.parallel_tool_calls:  # the default is True; some servers lack it
-                body["parallel_tool_calls"] = False
+                head["parallel_tool_calls"] = False
         max_tokens = request.max_tokens or self._max_tokens_override
         if max_tokens:
-            body[self._max_tokens_field] = max_tokens
+            head[self._max_tokens_field] = max_tokens
         if self.temperature is not None:
-            body["temperature"] = self.temperature
+            head["temperature"] = self.temperature
         if self.reasoning_effort is not None:
-            body["reasoning_effort"] = self.reasoning_effort
+            head["reasoning_effort"] = self.reasoning_effort
         if self.extra_body:
-            body["extra_body"] = self.extra_body
-        return body
+            head.update(self.extra_body)
+        messages = request.messages
+        # The system prompt is first and changes often (it holds the memory blocks): it is
+        # encoded on each call, the rest is kept.
+        start = 1 if messages and messages[0].role == "system" else 0
+        kept = self._kept.inside(messages, start)
+        first = dumps(wire_message(messages[0], self._system_role)) if start else b""
+        comma = b"," if first and kept else b""
+        return b"".join((dumps(head)[:-1], b',"messages":[', first, comma, kept, b"]}"))
 
-    async def _read(self, chunks: Any) -> AsyncIterator[StreamItem]:
+    async def _read(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
         out = StreamAssembler(self.name)
         slots = _CallSlots()
         usage = None
         finish_reason: str | None = None
         answered = False
-        async for chunk in chunks:
-            if getattr(chunk, "usage", None):
-                usage = usage_from_openai(chunk.usage)
-            for choice in chunk.choices or ():
+        async for _event, data in server_sent_events(response):
+            chunk = loads(data)
+            if not isinstance(chunk, dict):
+                continue
+            if chunk.get("error"):
+                raise stream_error(chunk["error"], self.provider,
+                                   "An error occurred during streaming")
+            if chunk.get("usage"):
+                usage = usage_from_openai(chunk["usage"])
+            for choice in chunk.get("choices") or ():
                 answered = True
-                delta = choice.delta
-                if delta is not None:
+                delta = choice.get("delta")
+                if delta:
                     for item in _delta_items(out, slots, delta):
                         yield item
-                if choice.finish_reason:
-                    finish_reason = choice.finish_reason
+                if choice.get("finish_reason"):
+                    finish_reason = choice["finish_reason"]
         if not answered:
             raise InvalidResponse(f"the stream from {self.base_url} ended without a response",
                                   provider=self.provider)
-        response = out.finish(usage, finish_reason)
-        response.finish_reason = _normal_finish(finish_reason, bool(response.message.tool_calls))
-        yield response
-
-    def _model_error(self, exc: BaseException, opened: bool) -> ModelError | None:
-        import openai
-
-        if isinstance(exc, openai.APIStatusError):
-            message, kind, code = error_details(exc.body)
-            return classify(exc.status_code, message or exc.response.text or str(exc),
-                            provider=self.provider, error_type=kind, code=code,
-                            retry_after=retry_after_seconds(exc.response.headers))
-        if isinstance(exc, openai.APITimeoutError):
-            return Unavailable(f"timed out waiting for {self.base_url}", provider=self.provider)
-        if isinstance(exc, openai.APIConnectionError) and not opened:
-            return Unavailable(f"could not connect to {self.base_url}: {exc.__cause__ or exc}",
-                               provider=self.provider)
-        if is_transport_error(exc) or isinstance(exc, openai.APIConnectionError):
-            return Unavailable(f"the connection to {self.base_url} broke mid-stream: "
-                               f"{exc.__cause__ or exc}", provider=self.provider)
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            message, kind, code = error_details(exc.body)
-            return classify(None, message or exc.message, provider=self.provider,
-                            error_type=kind, code=code)
-        if isinstance(exc, json.JSONDecodeError):
-            return InvalidResponse(f"malformed chunk in the stream from {self.base_url}: {exc}",
-                                   provider=self.provider)
-        return None
+        result = out.finish(usage, finish_reason)
+        result.finish_reason = _normal_finish(finish_reason, bool(result.message.tool_calls))
+        yield result
 
 
 class _CallSlots:
@@ -221,23 +207,25 @@ class _CallSlots:
         return index
 
 
-def _delta_items(out: StreamAssembler, slots: _CallSlots, delta: Any) -> list[StreamItem]:
+def _delta_items(out: StreamAssembler, slots: _CallSlots, delta: dict[str, Any]
+                 ) -> list[StreamItem]:
     items: list[StreamItem] = []
     # DeepSeek and older vLLM say reasoning_content; OpenRouter, Ollama, newer vLLM say
     # reasoning. Some send both with the same text, so take one.
-    reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         items.append(out.reasoning(reasoning))
-    if delta.content:
-        items.append(out.text(delta.content))
-    for call in getattr(delta, "tool_calls", None) or ():
-        function = getattr(call, "function", None)
-        name = getattr(function, "name", None) or None
-        arguments = getattr(function, "arguments", None) or ""
+    content = delta.get("content")
+    if content and isinstance(content, str):
+        items.append(out.text(content))
+    for call in delta.get("tool_calls") or ():
+        function = call.get("function") or {}
+        name = function.get("name") or None
+        arguments = function.get("arguments") or ""
         if not isinstance(arguments, str):  # a few servers send the parsed object
             arguments = json.dumps(arguments)
-        id = getattr(call, "id", None) or None
-        items += out.tool_call(slots.slot(getattr(call, "index", None), id), id, name, arguments)
+        id = call.get("id") or None
+        items += out.tool_call(slots.slot(call.get("index"), id), id, name, arguments)
     return items
 
 
@@ -248,15 +236,15 @@ def _normal_finish(reason: str | None, has_calls: bool) -> str:
     return reason or "stop"
 
 
-def usage_from_openai(raw: Any) -> Usage:
+def usage_from_openai(raw: dict[str, Any]) -> Usage:
     """``Usage`` from an OpenAI usage object; cached and reasoning tokens are subsets."""
-    prompt = getattr(raw, "prompt_tokens_details", None)
-    completion = getattr(raw, "completion_tokens_details", None)
+    prompt = raw.get("prompt_tokens_details") or {}
+    completion = raw.get("completion_tokens_details") or {}
     return Usage(
-        input_tokens=getattr(raw, "prompt_tokens", 0) or 0,
-        output_tokens=getattr(raw, "completion_tokens", 0) or 0,
-        cached_input_tokens=getattr(prompt, "cached_tokens", 0) or 0,
-        reasoning_tokens=getattr(completion, "reasoning_tokens", 0) or 0,
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        cached_input_tokens=prompt.get("cached_tokens") or 0,
+        reasoning_tokens=completion.get("reasoning_tokens") or 0,
     )
 
 
@@ -268,34 +256,35 @@ def wire_id(id: str) -> str:
 
 
 def to_wire_messages(messages: list[Message], system_role: str = "system") -> list[dict[str, Any]]:
-    """Transcript messages as Chat Completions messages.
+    """Transcript messages as Chat Completions messages."""
+    return [wire_message(message, system_role) for message in messages]
+
+
+def wire_message(message: Message, system_role: str = "system") -> dict[str, Any]:
+    """One transcript message as a Chat Completions message.
 
     Reasoning is not sent back: Chat Completions has no field for it, and servers that emit
     ``reasoning_content`` reject it on input.
     """
-    wire: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            wire.append({"role": system_role, "content": message.text})
-        elif message.role == "user":
-            wire.append({"role": "user", "content": _user_content(message)})
-        elif message.role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-            if message.tool_calls:
-                entry["tool_calls"] = [
-                    {"id": wire_id(call.id), "type": "function",
-                     "function": {"name": call.name,
-                                  "arguments": call.raw_arguments
-                                  if call.raw_arguments is not None
-                                  else json.dumps(call.arguments)}}
-                    for call in message.tool_calls]
-            elif entry["content"] is None:
-                entry["content"] = ""
-            wire.append(entry)
-        else:
-            wire.append({"role": "tool", "tool_call_id": wire_id(message.tool_call_id or ""),
-                         "content": message.text})
-    return wire
+    if message.role == "system":
+        return {"role": system_role, "content": message.text}
+    if message.role == "user":
+        return {"role": "user", "content": _user_content(message)}
+    if message.role == "assistant":
+        entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        if message.tool_calls:
+            entry["tool_calls"] = [
+                {"id": wire_id(call.id), "type": "function",
+                 "function": {"name": call.name,
+                              "arguments": call.raw_arguments
+                              if call.raw_arguments is not None
+                              else json.dumps(call.arguments)}}
+                for call in message.tool_calls]
+        elif entry["content"] is None:
+            entry["content"] = ""
+        return entry
+    return {"role": "tool", "tool_call_id": wire_id(message.tool_call_id or ""),
+            "content": message.text}
 
 
 def _user_content(message: Message) -> str | list[dict[str, Any]]:

@@ -118,12 +118,14 @@ class ContextManager:
                        bound: bool = False) -> int:
         """The next request's input tokens: the last report plus what came after it.
 
-        With ``bound``, messages after the report are not counted but bounded (a token is
-        at least a character), which costs nothing on the hot path."""
+        With ``bound``, what is not counted yet is bounded instead (a token is at least a
+        byte), which costs nothing on the hot path and loads no encoding."""
         last, length, reported = self._reported
         if last is not None and length <= len(transcript) and transcript[length - 1] is last:
             new = transcript[length:]
             return reported + (sum(_upper_bound(m) for m in new) if bound else self.count(new))
+        if bound:
+            return sum(_upper_bound(m) for m in transcript) + _tools_upper_bound(tools)
         return self.count(transcript) + tool_tokens(tools, self._model_name())
 
     # -- deciding ------------------------------------------------------------------------
@@ -234,15 +236,31 @@ class ContextManager:
 
 
 def _upper_bound(message: Message) -> int:
-    """At least the message's token count, cheaply: a token is at least one character."""
+    """At least the message's token count, cheaply: a token is at least one byte."""
     if message.token_count is not None:
         return message.token_count
     size = 16
     for part in message.content:
-        size += 2000 if isinstance(part, ImagePart) else len(part.text)
+        size += 2000 if isinstance(part, ImagePart) else _bytes(part.text)
     for call in message.tool_calls:
-        size += len(call.name) + len(call.raw_arguments or "") + 16
+        raw = call.raw_arguments
+        size += _bytes(call.name) + 16 + _bytes(
+            raw if raw is not None else json.dumps(call.arguments))
     return size
+
+
+def _bytes(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _tools_upper_bound(tools: list[ToolSpec]) -> int:
+    if not tools:
+        return 0
+    definitions = [t.to_dict() for t in tools]
+    try:
+        return len(orjson.dumps(definitions))
+    except TypeError:  # what orjson cannot encode
+        return len(json.dumps(definitions).encode())
 
 
 def is_summarized(message: Message) -> bool:
