@@ -7,9 +7,9 @@ answered by exactly one result, right after its assistant message, in call order
 The one exception is a step paused for human approval: its calls stay open until the
 next run resumes it.
 
-``_Run.events`` reads as the table of contents: each phase is a method that returns data,
-and the generator yields the phase's events between them. The model call lives in
-``model_call.py``, the tool calls in ``tool_calls.py``.
+``_Run.events`` is the table of contents: each phase is a method that returns data (a
+stop, too), and the generator yields the phase's events between them. The model call lives
+in ``model_call.py``, the tool calls in ``tool_calls.py``.
 """
 
 from __future__ import annotations
@@ -105,10 +105,11 @@ class _Run(ModelCalls, ToolCalls):
         self.unsaved.append(message)
 
     async def events(self, agent_id: str) -> AsyncGenerator[AnyEvent, None]:
-        """The run, phase by phase, as DESIGN.md's "The loop in one paragraph" tells it.
-
-        One generator: another between the steps and the consumer would cost every event a
-        hop. Without ``config.events`` only the run's start and end are yielded."""
+        """The run, phase by phase: open a step, call the model, accept its response, run
+        the tools, end the step, go on or stop. One generator: another between the steps and
+        the consumer would cost every event a hop. Without ``config.events`` only the run's
+        start and end are yielded; each phase's events sit behind one check, as making and
+        yielding events nobody reads costs a ``run()`` microseconds a step."""
         config, step_events = self.config, self.step_events
         timer = self._start_clock()
         yield RunStart(self.run_id, agent_id)
@@ -275,8 +276,7 @@ class _Run(ModelCalls, ToolCalls):
             self.open_calls = []  # they stay open: a human decides
 
     async def _end_step(self, step: _Step) -> StepRecord:
-        """Save the step (with its pending approval, if paused), then run the after_step hook
-        (not for a paused step, which is not over)."""
+        """Save the step (a paused one with its pending approval); run after_step if it is over."""
         record = self._record(step.number, step.response, step.started)
         record.pending_approval = step.paused
         waiting = self._save_step(record)
