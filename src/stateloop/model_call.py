@@ -28,7 +28,7 @@ Delta = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta  # a stream's
 
 @dataclass(slots=True)
 class Attempt:
-    """A step's call to the model, across its tries."""
+    """The tries of a step's model call: what to send, what came back, what went wrong."""
 
     request: ModelRequest | None = None  # None: to build (at first, and after an overflow)
     response: ModelResponse | None = None  # set once a complete response came
