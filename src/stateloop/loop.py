@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .approvals import PendingApproval, denial_text
 from .cancellation import CancelScope
@@ -64,10 +64,10 @@ class _Step:
 
     number: int
     started: float
+    calls: list[ToolCall]
     response: ModelResponse | None = None
-    calls: list[ToolCall] = field(default_factory=list)
     offered: set[str] | None = None  # the tools its request offered (None: not checked)
-    answered: dict[str, ToolOutput] = field(default_factory=dict)  # calls answered unrun
+    answered: dict[str, ToolOutput] | None = None  # calls answered without running
     cut_off: bool = False  # the response hit the output token limit
     paused: PendingApproval | None = None  # its calls wait for a human
 
@@ -129,9 +129,9 @@ class _Run(ModelCalls, ToolCalls):
                     if config.prepare_step is not None and (
                             waiting := config.prepare_step()) is not None:
                         await waiting
-                    step = _Step(self.steps + 1, time.time())
+                    number, started = self.steps + 1, time.time()
                     if step_events:
-                        yield StepStart(step.number)
+                        yield StepStart(number)
 
                     # Call the model: compact if the request would not fit, retry what fails.
                     attempt = Attempt()
@@ -159,7 +159,7 @@ class _Run(ModelCalls, ToolCalls):
                     if step_events:
                         for call in response.message.tool_calls:
                             yield ToolCallEnd(call)
-                    self._accept(step, response, attempt.request)
+                    step = self._accept(number, started, response, attempt.request)
                     if step_events:
                         yield MessageEvent(response.message)
 
@@ -216,26 +216,26 @@ class _Run(ModelCalls, ToolCalls):
     def _start_clock(self) -> asyncio.TimerHandle | None:
         """Bind the cancel scope to this task; start the run's timeout, if any."""
         self.scope.bind()
-        if self.config.timeout is None:
-            return None
-        return asyncio.get_running_loop().call_later(self.config.timeout, self.scope.cancel,
-                                                     "timeout")
+        timeout = self.config.timeout
+        return None if timeout is None else asyncio.get_running_loop().call_later(
+            timeout, self.scope.cancel, "timeout")
 
     def _resumed_step(self, resume: Resume) -> _Step:
         """A step paused for approval, finished first: the human's verdicts answer calls
         (denied, or run by the client); the approved ones run."""
-        step = _Step(0, time.time(), calls=resume.pending.calls)
+        answered: dict[str, ToolOutput] = {}
+        step = _Step(0, time.time(), resume.pending.calls, answered=answered)
         self.open_calls, self.outputs = list(step.calls), []
         for call in step.calls:
             decision = resume.decisions.get(call.id)
             if decision is None or (decision.approve and decision.result is None):
                 continue
             if decision.result is not None:
-                step.answered[call.id] = ToolOutput(decision.result, decision.is_error)
+                answered[call.id] = ToolOutput(decision.result, decision.is_error)
                 if self.rules is not None:  # the client ran it: rules see its output
                     self.rules.record_call(call.name, decision.result)
             else:
-                step.answered[call.id] = ToolOutput(denial_text(decision.reason), True)
+                answered[call.id] = ToolOutput(denial_text(decision.reason), True)
         return step
 
     def _open_step(self) -> tuple[list[Message], Stop | None]:
@@ -255,25 +255,25 @@ class _Run(ModelCalls, ToolCalls):
                                 "(max_steps)")
         return opened, None
 
-    def _accept(self, step: _Step, response: ModelResponse, request: ModelRequest | None
-                ) -> None:
+    def _accept(self, number: int, started: float, response: ModelResponse,
+                request: ModelRequest | None) -> _Step:
         """Count the step, append the response, open its calls. Calls cut off by the output
         limit are answered with a notice; calls a human must approve pause the step."""
-        self.steps = step.number
+        self.steps = number
         self.usage.add(response.usage)
-        step.response = response
-        step.calls = calls = response.message.tool_calls
+        calls = response.message.tool_calls
+        step = _Step(number, started, calls, response, cut_off=response.finish_reason == "length")
         self.append(response.message)
         self.open_calls, self.outputs = list(calls), []
-        step.cut_off = response.finish_reason == "length"
         if step.cut_off and calls:
             step.answered = {call.id: ToolOutput(LENGTH_CUTOFF_NOTICE, True) for call in calls}
-            return
+            return step
         assert request is not None
         step.offered = {spec.name for spec in request.tools}
         self.paused = step.paused = self._approval_needed(calls, step.offered)
         if step.paused is not None:
             self.open_calls = []  # they stay open: a human decides
+        return step
 
     async def _end_step(self, step: _Step) -> StepRecord:
         """Save the step (a paused one with its pending approval); run after_step if it is over."""

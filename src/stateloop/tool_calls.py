@@ -63,12 +63,13 @@ class ToolCalls:
         return None
 
     async def _run_tools(self, calls: list[ToolCall], offered: set[str] | None,
-                         answered: dict[str, ToolOutput]) -> list[ToolOutput]:
+                         answered: dict[str, ToolOutput] | None) -> list[ToolOutput]:
         """Run a step's calls, concurrently unless order matters; outputs in call order.
         ``answered`` holds calls answered without running them. A cancel answers the calls
         that have not finished; what finished is kept (``self.outputs``, for a cancel that
         reaches the run while they run)."""
-        outputs: list[ToolOutput | None] = [answered.get(call.id) for call in calls]
+        outputs: list[ToolOutput | None] = (
+            [answered.get(call.id) for call in calls] if answered else [None] * len(calls))
         self.outputs = outputs
         if calls and self.scope.reason is None:
             self.scope._armed = True
