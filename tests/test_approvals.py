@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from stateloop import Agent, tool
+from stateloop import Agent, Hooks, tool
 from stateloop.approvals import Approval, ApprovalError
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, calls, reply
 
@@ -63,6 +63,29 @@ async def test_approval_request_event_and_state():
     assert [c.name for c in request.tool_calls] == ["wire_money"]
     assert events[-1].pending_approval is agent.pending_approval
     assert "tool_execution_start" not in types
+
+
+async def test_a_resumed_step_ends_as_a_model_step_does():
+    steps: list[tuple[int, int]] = []
+    agent = bank_agent([calls(call("lookup", name="bob"), call("wire_money", amount=5, to="bob")),
+                        reply("Sent.")],
+                       hooks=Hooks(after_step=lambda r: steps.append((r.step, len(r.messages)))))
+    await agent.run("pay bob")
+    assert steps == []  # a paused step is not over: after_step waits for its resume
+    ids = [c.id for c in agent.pending_approval.calls]
+    events = [e async for e in agent.stream(approvals=[Approval(ids[1])])]
+    assert [e.type for e in events] == [
+        "run_start",
+        "tool_execution_start", "tool_execution_start",
+        "tool_execution_end", "message", "tool_execution_end", "message",
+        "step_end",  # step 0: the paused step, finished
+        "step_start", "text_delta", "message", "step_end",
+        "run_end",
+    ]
+    assert [e.step for e in events if e.type == "step_end"] == [0, 1]
+    assert steps == [(0, 2), (1, 1)]
+    assert executed == ["lookup bob", "wire 5 to bob"]
+    assert_transcript_valid(agent.messages)
 
 
 async def test_deny_with_reason_and_the_loop_goes_on():

@@ -1,38 +1,45 @@
-"""``Agent``: the public face of stateloop — a model, tools and memory, run by the loop."""
+"""``Agent``: the public face of stateloop — a model, tools and memory, run by the loop.
+
+This module owns making an agent (``Agent(...)``, ``load``), its settings, and its runs:
+``run``, ``stream``, ``run_sync``, the queue of runs and the ``LoopConfig`` each is given.
+The rest of ``Agent`` comes from its bases, one job each: ``agent_control`` (steering,
+cancel, approvals), ``agent_state`` (reset, export, save, compact), ``agent_store`` (the
+store), ``agent_memory`` (prompt, context window, recall and archival).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
+from .agent_control import AgentControl
 from .agent_options import Input
-from .agent_store import AgentStore
 from .agent_types import agent_type as lookup_agent_type
-from .approvals import Approval, ApprovalError, PendingApproval, denial_text
+from .approvals import Approval, PendingApproval
 from .cancellation import CancelScope
 from .eager import shielded
-from .errors import AgentBusyError, CheckpointError, ConfigError
-from .events import AnyEvent, Compaction, RunEnd, StopReason
-from .hooks import Hooks, StepRecord
+from .errors import AgentBusyError, ConfigError
+from .events import AnyEvent, RunEnd
+from .hooks import Hooks
 from .llm.base import Model
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
-from .loop import CANCELLED_NOTICE, LoopConfig, Resume, run_loop
+from .loop import LoopConfig, Resume, run_loop
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
-from .messages import Message, ToolCall, Usage, new_id, tool_result
+from .messages import Message, new_id
 from .persistence import Persistence, load_state, run_blocking
-from .steering import Delivery, SteeringQueue, SteerMode
+from .run_result import RunResult
+from .steering import Delivery, SteeringQueue
 from .surrogates import check
 from .tools import Tool
 
@@ -50,26 +57,6 @@ _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", defau
 
 
 @dataclass(slots=True)
-class RunResult:
-    """What a run produced and why it stopped."""
-
-    output: str
-    stop_reason: StopReason
-    steps: int
-    usage: Usage
-    messages: list[Message]  # the messages this run added, input included
-    run_id: str
-    error: str | None = None
-    pending_approvals: list[ToolCall] = field(default_factory=list)
-
-    @classmethod
-    def from_event(cls, end: RunEnd) -> RunResult:
-        pending = end.pending_approval.requested_calls if end.pending_approval else []
-        return cls(end.output, end.stop_reason, end.steps, end.usage, end.messages, end.run_id,
-                   end.error, pending)
-
-
-@dataclass(slots=True)
 class _Running:
     """A run in flight, as ``Agent._running`` hands it out."""
 
@@ -81,7 +68,7 @@ async def _once(event: AnyEvent) -> AsyncIterator[AnyEvent]:
     yield event
 
 
-class Agent(AgentStore):
+class Agent(AgentControl):
     """An agent: a model, tools, a system prompt and core memory blocks, with a conversation.
 
     ``await agent.run("...")`` (or ``run_sync``) runs it to a stop; ``agent.stream("...")``
@@ -258,10 +245,6 @@ class Agent(AgentStore):
         return list(self._transcript)
 
     @property
-    def running(self) -> bool:
-        return self._scope is not None
-
-    @property
     def store(self) -> SqlStore | None:
         return self._persist.store if self._persist is not None else None
 
@@ -357,165 +340,7 @@ class Agent(AgentStore):
                         logger.warning("could not record the end of run %s", run_id,
                                        exc_info=True)
 
-    def steer(self, text: str | Message, mode: SteerMode = "after_batch"
-              ) -> asyncio.Task[RunResult] | None:
-        """Deliver input to the run in flight before its next model call.
-
-        ``mode="interrupt"`` skips the calls of the current batch that have not started.
-        An idle agent starts a run (returned as a task).
-        """
-        message = options.as_messages(text)[0]
-        check(message.text, "steering text")
-        if self.running:
-            self._steering.steer(message, mode)
-            return None
-        return self._start_background(message)
-
-    def follow_up(self, text: str | Message) -> asyncio.Task[RunResult] | None:
-        """Queue input for when the run in flight would otherwise stop (idle: start a run)."""
-        message = options.as_messages(text)[0]
-        check(message.text, "follow-up text")
-        if self.running:
-            self._steering.follow_ups.append(message)
-            return None
-        return self._start_background(message)
-
-    def cancel(self) -> None:
-        """Stop the run in flight with stop reason ``cancelled``, or deny a pending approval.
-
-        Safe to call from any thread while a run is in flight.
-        """
-        scope = self._scope
-        if scope is not None:
-            scope.cancel()
-        elif self.pending_approval is not None:
-            self._answer_pending("the run was cancelled")
-
-    def reset(self) -> None:
-        """Forget the conversation (the system prompt and memory blocks stay)."""
-        if self.running:
-            raise AgentBusyError(f"agent {self.name!r} is running; cancel it before reset()")
-        self._compiled = None
-        self._transcript[:] = [self._compile_system()]
-        self.pending_approval = None
-        if self._persist is not None:  # a stored pending approval is cleared with it
-            self._persist.unsaved.append(self._transcript[0])
-
-    async def save(self) -> None:
-        """Write what changed outside a run (a reset, a cancelled approval) to the store now;
-        otherwise it is written with the next step."""
-        if self._persist is not None and not self.running:
-            try:
-                self._checkpoint(StepRecord("", 0, []))
-            except CheckpointError:
-                pass  # raised by the flush, which recovers first
-            await self._flush()
-
-    def export_state(self) -> dict[str, Any]:
-        """The conversation as JSON-able data: transcript and any pending approval."""
-        return {
-            "messages": [m.to_dict() for m in self._transcript],
-            "pending_approval": (self.pending_approval.to_dict()
-                                 if self.pending_approval else None),
-            "blocks": [{"label": b.label, "value": b.value, "description": b.description,
-                        "limit": b.limit, "read_only": b.read_only, "id": b.id}
-                       for b in self.blocks],
-        }
-
-    def import_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``export_state()``'s data, e.g. in another process."""
-        if self.running:
-            raise AgentBusyError(f"agent {self.name!r} is running; cannot import state")
-        messages = [Message.from_dict(m) for m in state["messages"]]
-        if not messages or messages[0].role != "system":
-            raise ConfigError("state.messages must start with the system message")
-        self.blocks = [Block(**b) for b in state.get("blocks", [])]
-        pending = state.get("pending_approval")
-        self.pending_approval = PendingApproval.from_dict(pending) if pending else None
-        self._transcript[:] = messages
-        self._compiled = self._compile_key()
-
-    async def compact(self) -> Compaction | None:
-        """Compact now (waiting for a run in flight); None when nothing can be evicted."""
-        async with self._run_lock():
-            manager = self._context_manager() or self._new_context_manager("sliding_window")
-            result = await manager.compact(self._transcript, self._tool_specs())
-            if result is None:
-                return None
-            if self._persist is not None:
-                try:
-                    self._checkpoint(StepRecord("", 0, [result.summary]))
-                except CheckpointError:
-                    pass  # raised by the flush, which recovers first
-                await self._flush()
-            return result.event
-
     # -- internals -----------------------------------------------------------------------
-
-    def _take_pending(self, new_input: list[Message],
-                      approvals: list[Approval]) -> Resume | RunEnd | None:
-        """What the run must finish first: approvals applied to the pending step, a timed-out
-        approval denied, or (for approvals already applied) the earlier result."""
-        pending = self.pending_approval
-        if pending is None:
-            if not approvals:
-                return None
-            ends = [self._resumed.get(a.tool_call_id) for a in approvals]
-            first = ends[0]
-            if first is not None and all(end is first for end in ends):
-                return first  # the same approvals again: nothing runs twice
-            raise ApprovalError("no tool call is awaiting approval")
-        if self.approval_timeout is not None and (
-                time.time() - pending.created_at >= self.approval_timeout):
-            reason = f"no approval within {self.approval_timeout:g} s"
-            approvals = [Approval(i, approve=False, reason=reason) for i in pending.requested]
-        elif not approvals:
-            raise ApprovalError(
-                f"agent {self.name!r} is waiting for approval of tool calls "
-                f"{', '.join(pending.requested)}; send approvals=[...] or cancel()"
-                + (" before sending a new message" if new_input else ""))
-        decisions = pending.check(approvals)
-        self.pending_approval = None
-        return Resume(pending, decisions)
-
-    def _after_run(self, end: RunEnd, resume: Resume | None) -> None:
-        self.last_result = RunResult.from_event(end)
-        self.pending_approval = end.pending_approval
-        self.recall_count += len(end.messages)
-        if (self.agent_type.clear_after_run and end.pending_approval is None
-                and self._persist is None):  # else cleared as the run's end is stored
-            self._transcript[1:] = []
-        if resume is not None:
-            for call_id in resume.decisions:
-                self._resumed[call_id] = end
-            while len(self._resumed) > 1000:
-                self._resumed.popitem(last=False)
-        if end.pending_approval is not None and self.approval_timeout is not None:
-            asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
-                                                  end.pending_approval)
-
-    def _expire(self, pending: PendingApproval) -> None:
-        if self.pending_approval is pending:
-            self._start_background(None)  # the run denies the timed-out calls, then goes on
-
-    def _answer_pending(self, reason: str) -> None:
-        """Deny the pending calls (the others are cancelled) without running the model."""
-        pending, self.pending_approval = self.pending_approval, None
-        assert pending is not None
-        for call in pending.calls:
-            text = denial_text(reason) if call.id in pending.requested else CANCELLED_NOTICE
-            self._append_outside_run(tool_result(call, text, is_error=True))
-
-    def _start_background(self, message: Message | None) -> asyncio.Task[RunResult]:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError("an idle agent starts a run here, which needs a running event "
-                               "loop; use 'await agent.run(...)' or run_sync()") from None
-        task = loop.create_task(self.run(message))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
 
     def _loop_config(self, resume: Resume | None) -> LoopConfig:
         persist = self._persist
@@ -541,10 +366,6 @@ class Agent(AgentStore):
             agent=self,
         )
 
-    def _checkpoint(self, record: StepRecord) -> None:
-        assert self._persist is not None
-        self._persist.checkpoint(record, self._transcript, self._model.name)
-
     def _record(self) -> AgentRecord:
         from .store.records import AgentRecord
 
@@ -557,9 +378,3 @@ class Agent(AgentStore):
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags,
             message_buffer_autoclear=self.agent_type.clear_after_run)
-
-    def _run_lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        if self._lock is None or self._lock[0] is not loop:
-            self._lock = (loop, asyncio.Lock())
-        return self._lock[1]

@@ -1,21 +1,26 @@
-"""The tool calls of a step: which may run, which wait for a human, and running the rest
-(concurrently unless order matters), answering every one. A part of the loop's run
-(``loop._Run``), kept apart as its own job."""
+"""The tool calls of a step: which wait for a human, running the rest (concurrently unless
+order matters) and answering every one, also at a cancel. A part of the loop's run
+(``loop._Run``), kept apart as its own job.
+
+A call goes through three stages: prepare (a refusal, the arguments, ``before_tool_call``;
+an output here answers the call without running it), ``execute_tool`` (whose failures are
+already outputs), then finalize (``after_tool_call``, and the rules record it).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .approvals import PendingApproval
-from .cancellation import CancelScope
 from .hooks import Blocked, call_hook
-from .messages import ToolCall
+from .messages import Message, ToolCall, tool_result
 from .steering import SKIPPED_NOTICE
 from .tools import ToolOutput, execute_tool
 
 if TYPE_CHECKING:
-    from .loop import LoopConfig
+    from .cancellation import CancelScope
+    from .loop_config import LoopConfig
     from .tools.rules import ToolRulesSolver
 
 CANCELLED_NOTICE = "Tool call was cancelled before it finished."
@@ -30,7 +35,10 @@ class ToolCalls:
     run_id: str
     tool_names: list[str]
     parallel: bool
-    outputs: list[ToolOutput | None]  # the outputs of the calls running, so far
+    open_calls: list[ToolCall]  # issued but not yet answered
+    outputs: list[ToolOutput | None]  # their outputs so far, in call order
+
+    def append(self, message: Message) -> None: ...
 
     def _approval_needed(self, calls: list[ToolCall], offered: set[str]) -> PendingApproval | None:
         requested = [call.id for call in calls
@@ -55,10 +63,13 @@ class ToolCalls:
         return None
 
     async def _run_tools(self, calls: list[ToolCall], offered: set[str] | None,
-                         verdicts: dict[str, ToolOutput]) -> list[ToolOutput]:
+                         answered: dict[str, ToolOutput] | None) -> list[ToolOutput]:
         """Run a step's calls, concurrently unless order matters; outputs in call order.
-        ``verdicts`` answers calls without running them. A cancel answers unfinished calls."""
-        outputs: list[ToolOutput | None] = [verdicts.get(call.id) for call in calls]
+        ``answered`` holds calls answered without running them. A cancel answers the calls
+        that have not finished; what finished is kept (``self.outputs``, for a cancel that
+        reaches the run while they run)."""
+        outputs: list[ToolOutput | None] = (
+            [answered.get(call.id) for call in calls] if answered else [None] * len(calls))
         self.outputs = outputs
         if calls and self.scope.reason is None:
             self.scope._armed = True
@@ -66,7 +77,7 @@ class ToolCalls:
                 batch: list[int] = []
                 for index, call in enumerate(calls):
                     if outputs[index] is not None:
-                        continue  # answered by a human: denied, or run by the client
+                        continue  # answered already: denied, run by the client, cut off
                     tool = self.config.tools.get(call.name)
                     if not self.parallel or (tool is not None and tool.sequential):
                         await self._run_batch(batch, calls, outputs, offered)
@@ -96,28 +107,69 @@ class ToolCalls:
             await asyncio.gather(*(run_into(i) for i in indexes))
 
     async def _run_one(self, call: ToolCall, offered: set[str] | None) -> ToolOutput:
-        config, rules, hooks = self.config, self.rules, self.config.hooks
+        """Prepare (an output here answers the call unrun), execute (a failure is an
+        output), finalize. The hooks' stages cost a coroutine only when there are hooks."""
+        hooks = self.config.hooks
+        prepared = self._prepare(call, offered)
+        if hooks is not None and not isinstance(prepared, ToolOutput):
+            prepared = await self._before_tool_call(call, prepared)
+        if isinstance(prepared, ToolOutput):
+            return prepared
+        output = await execute_tool(call, prepared, self.config.tools, self.config.agent)
+        if hooks is not None:
+            output = await self._after_tool_call(call, output)
+        if self.rules is not None:
+            self.rules.record_call(call.name, output.text)
+        return output
+
+    def _prepare(self, call: ToolCall, offered: set[str] | None) -> ToolOutput | dict[str, Any]:
+        """The arguments to run ``call`` with (the rules' prefilled ones win), or the refusal
+        that answers it."""
         refusal = self._refusal(call, offered)
         if refusal is not None:
             return ToolOutput(refusal, True)
-        arguments = config.continuation.arguments(call)
-        if rules is not None:
-            prefilled = rules.prefilled_args(call.name)
+        arguments = self.config.continuation.arguments(call)
+        if self.rules is not None:
+            prefilled = self.rules.prefilled_args(call.name)
             if prefilled:
                 arguments = {**arguments, **prefilled}
-        if hooks and hooks.before_tool_call:
-            verdict = await call_hook(hooks.before_tool_call, call, arguments)
-            if isinstance(verdict, Blocked):
-                return ToolOutput(f"Tool call to {call.name!r} was blocked: {verdict.reason}", True)
-            if isinstance(verdict, dict):
-                arguments = verdict
-        output = await execute_tool(call, arguments, config.tools, config.agent)
-        if hooks and hooks.after_tool_call:
-            changed = await call_hook(hooks.after_tool_call, call, output)
-            if isinstance(changed, str):
-                output = ToolOutput(changed, output.is_error)
-            elif isinstance(changed, ToolOutput):
-                output = changed
-        if rules is not None:
-            rules.record_call(call.name, output.text)
-        return output
+        return arguments
+
+    async def _before_tool_call(self, call: ToolCall, arguments: dict[str, Any]
+                                ) -> ToolOutput | dict[str, Any]:
+        """The arguments as the hook leaves them, or the output of a blocked call."""
+        hook = self.config.hooks.before_tool_call if self.config.hooks else None
+        if hook is None:
+            return arguments
+        verdict = await call_hook(hook, call, arguments)
+        if isinstance(verdict, Blocked):
+            return ToolOutput(f"Tool call to {call.name!r} was blocked: {verdict.reason}", True)
+        return verdict if isinstance(verdict, dict) else arguments
+
+    async def _after_tool_call(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        """The output as the hook leaves it."""
+        hook = self.config.hooks.after_tool_call if self.config.hooks else None
+        if hook is None:
+            return output
+        changed = await call_hook(hook, call, output)
+        if isinstance(changed, str):
+            return ToolOutput(changed, output.is_error)
+        return changed if isinstance(changed, ToolOutput) else output
+
+    def _answer(self, calls: list[ToolCall], outputs: list[ToolOutput]) -> list[Message]:
+        """Every call's result, appended before any event about them is yielded: a consumer
+        that stops listening midway must not leave a call unanswered."""
+        results = [tool_result(call, output.text, is_error=output.is_error)
+                   for call, output in zip(calls, outputs, strict=True)]
+        for result in results:
+            self.append(result)
+        self.open_calls = []
+        return results
+
+    def answer_open_calls(self) -> None:
+        """Give every issued but unanswered call its result, keeping those already produced."""
+        calls, self.open_calls = self.open_calls, []
+        outputs = self.outputs if len(self.outputs) == len(calls) else [None] * len(calls)
+        for call, output in zip(calls, outputs, strict=True):
+            output = output or ToolOutput(CANCELLED_NOTICE, True)
+            self.append(tool_result(call, output.text, is_error=output.is_error))

@@ -1,0 +1,98 @@
+"""The conversation as state, outside a run: reset, export and import it, save it, compact
+it; and the lock that keeps these apart from a run in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .agent_store import AgentStore
+from .approvals import PendingApproval
+from .cancellation import CancelScope
+from .errors import AgentBusyError, CheckpointError, ConfigError
+from .events import Compaction
+from .hooks import StepRecord
+from .memory.blocks import Block
+from .messages import Message
+
+
+class AgentState(AgentStore):
+    """``reset``, ``save``, ``export_state``/``import_state``, ``compact``; whether a run is in
+    flight."""
+
+    _scope: CancelScope | None
+    _lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None
+
+    @property
+    def running(self) -> bool:
+        return self._scope is not None
+
+    def reset(self) -> None:
+        """Forget the conversation (the system prompt and memory blocks stay)."""
+        if self.running:
+            raise AgentBusyError(f"agent {self.name!r} is running; cancel it before reset()")
+        self._compiled = None
+        self._transcript[:] = [self._compile_system()]
+        self.pending_approval = None
+        if self._persist is not None:  # a stored pending approval is cleared with it
+            self._persist.unsaved.append(self._transcript[0])
+
+    async def save(self) -> None:
+        """Write what changed outside a run (a reset, a cancelled approval) to the store now;
+        otherwise it is written with the next step."""
+        if self._persist is not None and not self.running:
+            try:
+                self._checkpoint(StepRecord("", 0, []))
+            except CheckpointError:
+                pass  # raised by the flush, which recovers first
+            await self._flush()
+
+    def export_state(self) -> dict[str, Any]:
+        """The conversation as JSON-able data: transcript and any pending approval."""
+        return {
+            "messages": [m.to_dict() for m in self._transcript],
+            "pending_approval": (self.pending_approval.to_dict()
+                                 if self.pending_approval else None),
+            "blocks": [{"label": b.label, "value": b.value, "description": b.description,
+                        "limit": b.limit, "read_only": b.read_only, "id": b.id}
+                       for b in self.blocks],
+        }
+
+    def import_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``export_state()``'s data, e.g. in another process."""
+        if self.running:
+            raise AgentBusyError(f"agent {self.name!r} is running; cannot import state")
+        messages = [Message.from_dict(m) for m in state["messages"]]
+        if not messages or messages[0].role != "system":
+            raise ConfigError("state.messages must start with the system message")
+        self.blocks = [Block(**b) for b in state.get("blocks", [])]
+        pending = state.get("pending_approval")
+        self.pending_approval = PendingApproval.from_dict(pending) if pending else None
+        self._transcript[:] = messages
+        self._compiled = self._compile_key()
+
+    async def compact(self) -> Compaction | None:
+        """Compact now (waiting for a run in flight); None when nothing can be evicted."""
+        async with self._run_lock():
+            manager = self._context_manager() or self._new_context_manager("sliding_window")
+            result = await manager.compact(self._transcript, self._tool_specs())
+            if result is None:
+                return None
+            if self._persist is not None:
+                try:
+                    self._checkpoint(StepRecord("", 0, [result.summary]))
+                except CheckpointError:
+                    pass  # raised by the flush, which recovers first
+                await self._flush()
+            return result.event
+
+    def _run_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
+
+    def _checkpoint(self, record: StepRecord) -> None:
+        """Queue what changed (in a step, or outside a run) to be written."""
+        assert self._persist is not None
+        self._persist.checkpoint(record, self._transcript, self._model.name)
