@@ -176,13 +176,12 @@ async def seeded_agent(db_url: str, name: str, count: int, fake_url: str) -> str
 
 
 def bare_call(http: httpx.Client, url: str, body: dict[str, Any]) -> None:
-    """One streamed Chat Completions call, read to ``[DONE]``."""
+    """One streamed Chat Completions call, read to the end of the response."""
     with http.stream("POST", url, content=json.dumps(body),
                      headers={"content-type": "application/json"}) as response:
         response.raise_for_status()
-        for line in response.iter_lines():
-            if line == "data: [DONE]":
-                break
+        for _ in response.iter_lines():
+            pass
 
 
 def timed(work: Callable[[], Any]) -> float:
