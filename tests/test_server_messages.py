@@ -284,3 +284,18 @@ def test_max_steps_and_override_model_apply_to_one_request(
 
     with pytest.raises(letta_client.BadRequestError, match="unknown model"):
         client.agents.messages.create(agent.id, input="x", override_model="nope/model")
+
+
+def test_a_deleted_or_unknown_agent_is_404_for_every_message_route(
+        client: Letta, script: Script, server: Server) -> None:
+    agent = new_agent(client, name="short-lived")
+    script.set(reply("hi"))
+    client.agents.messages.create(agent.id, input="hello")  # live in the server now
+    client.agents.delete(agent.id)
+    for agent_id in (agent.id, "short-lived", "agent-unknown"):
+        with pytest.raises(letta_client.NotFoundError):
+            client.agents.messages.create(agent_id, input="hello again")
+        with pytest.raises(letta_client.NotFoundError):
+            client.agents.messages.cancel(agent_id)
+        assert httpx.get(f"{server.url}/v1/agents/{agent_id}/context").status_code == 404
+    assert len(script.requests) == 1

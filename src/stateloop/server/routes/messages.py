@@ -34,7 +34,7 @@ from ..schemas import (
 )
 from ..sse import event_stream, wanted
 from ..views import run_view
-from .agents import agent_record
+from .agents import agent_record, live_agent
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])
 
@@ -83,8 +83,7 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
                     stream_tokens: bool = False) -> RunChannel:
     """Start a run for this request; 409 while an approval is pending or (busy mode) a run
     is in flight, 400 for approvals that do not fit the pending request."""
-    await agent_record(runtime, agent_id)
-    agent = await runtime.agent(agent_id)
+    agent = await live_agent(runtime, agent_id)
     messages, approvals = parse_input(body, agent)
     pending = agent.pending_approval
     if pending is not None and not approvals and not agent.running:
@@ -161,9 +160,9 @@ async def send_message_async(agent_id: str, body: LettaAsyncRequest,
 async def cancel(agent_id: str, runtime: RuntimeDep,
                  body: CancelAgentRunRequest | None = None) -> dict[str, Any]:
     """Cancel the agent's run in flight (or deny what awaits approval)."""
-    await agent_record(runtime, agent_id)
     agent = runtime.live(agent_id)
     if agent is None:
+        await agent_record(runtime, agent_id)  # 404 for an unknown id
         return {}
     active = runtime.runs.active.get(agent_id)
     run_id = active.run_id if active is not None else None
@@ -177,8 +176,7 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
 async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """stateloop extension: deliver input to the run in flight (before its next model call,
     or ``mode: follow_up`` when it would stop); an idle agent starts a run."""
-    await agent_record(runtime, agent_id)
-    agent = await runtime.agent(agent_id)
+    agent = await live_agent(runtime, agent_id)
     active = runtime.runs.active.get(agent_id)
     if agent.running and active is not None:
         if body.mode == "follow_up":
