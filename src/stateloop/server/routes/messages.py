@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
@@ -130,13 +130,14 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
 @router.post("", response_model=None,
               responses=streamed(400, 404, 409, model=LettaResponse))
 async def send_message(agent_id: str, body: LettaStreamingRequest,
-                       runtime: RuntimeDep) -> dict[str, Any] | StreamingResponse:
+                       runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
     channel = await start_run(runtime, agent_id, body,
                               stream_tokens=body.streaming and body.stream_tokens)
     if body.streaming:
         return stream(runtime, channel, body)
-    return await collect(channel, body.include_return_message_types)
+    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
+    return JSONResponse(await collect(channel, body.include_return_message_types))
 
 
 @router.post("/stream", responses=streamed(400, 404, 409))
