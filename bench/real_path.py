@@ -8,7 +8,8 @@ OpenAI-compatible provider, with 0 / 1,000 / 10,000 messages in the agent's cont
 
 The fake runs in its own process too. Rounds are interleaved (the order rotates), so a busy
 moment of the machine lands on all three alike. Overhead is a path's time minus the bare
-loop's (p50 of each); the ratio is path / bare. Agents get their history written straight
+loop's (p50 of each); the ratio is path / bare; "vs library" is what the server adds to the
+library (HTTP both ways, routes, letta-client). Agents get their history written straight
 into the store (one transaction) with a context window large enough that nothing is
 compacted; the table shows how many messages the fake saw in the last request.
 
@@ -272,14 +273,17 @@ def tool_steps(letta: Letta, fake: Fake, http: httpx.Client, rounds: int) -> dic
 
 def report(results: list[dict[str, Any]]) -> None:
     print(f"{'in context':>10}  {'path':<8} {'p50 ms':>8} {'p90 ms':>8} {'overhead':>9} "
-          f"{'ratio':>6}  {'msgs sent':>9}")
+          f"{'ratio':>6} {'vs library':>11}  {'msgs sent':>9}")
     for result in results:
         times = result["times"]
         base = statistics.median(times["bare"])
+        library = statistics.median(times["library"])
         for path in ("bare", "library", "server"):
             p50, p90 = statistics.median(times[path]), percentile(times[path], 0.9)
+            own = f"{(p50 - library) * 1000:+11.1f}" if path == "server" else " " * 11
             print(f"{result['count']:>10,}  {path:<8} {p50 * 1000:8.1f} {p90 * 1000:8.1f} "
-                  f"{(p50 - base) * 1000:9.1f} {p50 / base:6.2f}  {result['seen'][path]:>9,}")
+                  f"{(p50 - base) * 1000:9.1f} {p50 / base:6.2f} {own}  "
+                  f"{result['seen'][path]:>9,}")
 
 
 async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) -> None:
@@ -294,7 +298,8 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) 
             for count in sizes:
                 results.append(await measure_size(count, rounds, db_url, fake, letta, http))
             print(f"plain message, {rounds} interleaved rounds; overhead = p50 - bare p50 "
-                  f"(the bare loop is the fake's own time plus a minimal client)")
+                  f"(the bare loop is the fake's own time plus a minimal client); "
+                  f"vs library = server p50 - library p50 (HTTP, routes, letta-client)")
             report(results)
             if tools:
                 steps = tool_steps(letta, fake, http, max(3, rounds // 5))
