@@ -198,7 +198,13 @@ async def list_messages(
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
     """The agent's message history, a page at a time (cursors are message ids)."""
-    record = await agent_record(runtime, agent_id)
+    live = runtime.live(agent_id)
+    if live is not None:  # its record would list every message id in context
+        pending = set(live.pending_approval.requested) if live.pending_approval else set()
+    else:
+        record = await agent_record(runtime, agent_id)
+        pending = (set(record.pending_approval["requested"]) if record.pending_approval
+                   else set())
     # Letta's cursors follow the requested order: "after" in a newest-first listing is older.
     older, newer = (after, before) if order == "desc" else (before, after)
     try:
@@ -206,6 +212,5 @@ async def list_messages(
                                                    limit=limit or 100, order=order)
     except (ValueError, LookupError) as exc:
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
-    pending = set(record.pending_approval["requested"]) if record.pending_approval else set()
     frames = [frame for message in stored for frame in to_letta(message, approval_ids=pending)]
     return [f for f in frames if wanted(f, include_return_message_types)]
