@@ -10,6 +10,10 @@ calls and results do not pair up.
         agent = Agent(model="openai/gpt-4o-mini", base_url=fake.base_url, api_key="test")
 
 Run it standalone with ``python -m stateloop.testing.fake_openai --port 8000``.
+
+This module owns ``FakeOpenAI`` (lifecycle, script, usage) and the command line; the HTTP
+handler is in ``_http``, the wire formats in ``_wire``, the faults in ``_faults``, and the
+script and recording types in ``_recorded``.
 """
 
 from __future__ import annotations
