@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/persistence_overhead.py
 	$(BIN)/python bench/vector_search.py
 	$(BIN)/python bench/server_load.py
+	$(BIN)/python bench/real_path.py
 	$(BIN)/python bench/sandbox_start.py
 
 clean:

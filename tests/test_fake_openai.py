@@ -178,3 +178,28 @@ def test_runs_as_a_module(tmp_path) -> None:  # type: ignore[no-untyped-def]
     finally:
         process.terminate()
         process.wait(timeout=5)
+
+
+def test_the_package_exports_the_fake_on_first_use() -> None:
+    import stateloop.testing as testing
+    from stateloop.testing import fake_openai
+
+    assert testing.FakeOpenAI is fake_openai.FakeOpenAI
+    assert testing.rate_limited is fake_openai.rate_limited
+    with pytest.raises(AttributeError, match="no attribute 'FakeAnthropic'"):
+        testing.FakeAnthropic  # noqa: B018
+
+
+def test_a_script_function_sees_the_transcript_of_either_wire_format() -> None:
+    seen: list[ModelRequest] = []
+
+    def script(request: ModelRequest) -> ScriptItem:
+        seen.append(request)
+        return reply("ok")
+
+    with FakeOpenAI(script) as fake:
+        httpx.post(f"{fake.base_url}/chat/completions", json=CHAT)
+        httpx.post(f"{fake.base_url}/messages", headers={"anthropic-version": "2023-06-01"},
+                   json={**CHAT, "max_tokens": 10, "system": "be brief"})
+    assert [[m.role for m in r.messages] for r in seen] == [["user"], ["system", "user"]]
+    assert seen[1].messages[0].text == "be brief"

@@ -118,6 +118,8 @@ def test_approve_and_deny_tool_calls(client: Letta, script: Script, shout_tool: 
     state = client.agents.retrieve(agent.id)
     assert state.pending_approval is not None
     assert state.pending_approval.tool_call.tool_call_id == call_id  # type: ignore[union-attr]
+    assert kinds(list(client.agents.messages.list(agent.id, order="asc")))[-1] == (
+        "approval_request_message")
     with pytest.raises(letta_client.ConflictError, match="approval"):
         client.agents.messages.create(agent.id, input="something else")
     with pytest.raises(letta_client.BadRequestError, match="not awaiting approval"):
@@ -130,6 +132,7 @@ def test_approve_and_deny_tool_calls(client: Letta, script: Script, shout_tool: 
                                            "approve": True}]}])
     assert kinds(approved.messages) == ["tool_return_message", "assistant_message"]
     assert approved.messages[0].tool_return == "YES"  # type: ignore[union-attr]
+    assert "approval_request_message" not in kinds(list(client.agents.messages.list(agent.id)))
 
     script.set(call("shout", text="no"))
     paused = client.agents.messages.create(agent.id, input="shout no")
@@ -284,3 +287,20 @@ def test_max_steps_and_override_model_apply_to_one_request(
 
     with pytest.raises(letta_client.BadRequestError, match="unknown model"):
         client.agents.messages.create(agent.id, input="x", override_model="nope/model")
+
+
+def test_a_deleted_or_unknown_agent_is_404_for_every_message_route(
+        client: Letta, script: Script, server: Server) -> None:
+    agent = new_agent(client, name="short-lived")
+    script.set(reply("hi"))
+    client.agents.messages.create(agent.id, input="hello")  # live in the server now
+    client.agents.delete(agent.id)
+    for agent_id in (agent.id, "short-lived", "agent-unknown"):
+        with pytest.raises(letta_client.NotFoundError):
+            client.agents.messages.create(agent_id, input="hello again")
+        with pytest.raises(letta_client.NotFoundError):
+            client.agents.messages.cancel(agent_id)
+        with pytest.raises(letta_client.NotFoundError):
+            client.agents.messages.list(agent_id)
+        assert httpx.get(f"{server.url}/v1/agents/{agent_id}/context").status_code == 404
+    assert len(script.requests) == 1

@@ -9,8 +9,9 @@ from fastapi import Depends, Request
 from .runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
-    """The app's ``Runtime``."""
+async def get_runtime(request: Request) -> Runtime:
+    """The app's ``Runtime``. Async, so FastAPI calls it in place: a plain function would
+    be sent to its thread pool, a thread hop on every request."""
     runtime: Runtime = request.app.state.runtime
     return runtime
 

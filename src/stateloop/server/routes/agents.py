@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
+from ...agent import Agent
 from ...store import AgentRecord
 from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
@@ -31,6 +32,17 @@ async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
     if record.id != agent_id:  # the store also finds agents by name; the API uses ids
         raise HTTPException(404, detail=f"no agent with id {agent_id!r}")
     return record
+
+
+async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
+    """The live agent with this id, loaded on first use (404 otherwise). One already live
+    is used without reading its record, which lists every message id in its context: a
+    deleted agent is no longer live, and changes reach the live agent as they are made."""
+    agent = runtime.live(agent_id)
+    if agent is None:
+        await agent_record(runtime, agent_id)
+        agent = await runtime.agent(agent_id)
+    return agent
 
 
 @router.post("", responses=errors(404, 409), response_model=AgentState)
@@ -93,8 +105,7 @@ async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
             response_model=ContextWindowOverview)
 async def context(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """How the agent's context window is used (Letta's ContextWindowOverview)."""
-    await agent_record(runtime, agent_id)
-    agent = await runtime.agent(agent_id)
+    agent = await live_agent(runtime, agent_id)
     overview = agent.context_overview().to_dict()
     overview.setdefault("num_tokens_memory_filesystem", 0)
     overview.setdefault("memory_filesystem", None)

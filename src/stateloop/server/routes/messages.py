@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
@@ -34,7 +34,7 @@ from ..schemas import (
 )
 from ..sse import event_stream, wanted
 from ..views import run_view
-from .agents import agent_record
+from .agents import agent_record, live_agent
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])
 
@@ -83,8 +83,7 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
                     stream_tokens: bool = False) -> RunChannel:
     """Start a run for this request; 409 while an approval is pending or (busy mode) a run
     is in flight, 400 for approvals that do not fit the pending request."""
-    await agent_record(runtime, agent_id)
-    agent = await runtime.agent(agent_id)
+    agent = await live_agent(runtime, agent_id)
     messages, approvals = parse_input(body, agent)
     pending = agent.pending_approval
     if pending is not None and not approvals and not agent.running:
@@ -131,13 +130,14 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
 @router.post("", response_model=None,
               responses=streamed(400, 404, 409, model=LettaResponse))
 async def send_message(agent_id: str, body: LettaStreamingRequest,
-                       runtime: RuntimeDep) -> dict[str, Any] | StreamingResponse:
+                       runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
     channel = await start_run(runtime, agent_id, body,
                               stream_tokens=body.streaming and body.stream_tokens)
     if body.streaming:
         return stream(runtime, channel, body)
-    return await collect(channel, body.include_return_message_types)
+    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
+    return JSONResponse(await collect(channel, body.include_return_message_types))
 
 
 @router.post("/stream", responses=streamed(400, 404, 409))
@@ -161,9 +161,9 @@ async def send_message_async(agent_id: str, body: LettaAsyncRequest,
 async def cancel(agent_id: str, runtime: RuntimeDep,
                  body: CancelAgentRunRequest | None = None) -> dict[str, Any]:
     """Cancel the agent's run in flight (or deny what awaits approval)."""
-    await agent_record(runtime, agent_id)
     agent = runtime.live(agent_id)
     if agent is None:
+        await agent_record(runtime, agent_id)  # 404 for an unknown id
         return {}
     active = runtime.runs.active.get(agent_id)
     run_id = active.run_id if active is not None else None
@@ -177,8 +177,7 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
 async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """stateloop extension: deliver input to the run in flight (before its next model call,
     or ``mode: follow_up`` when it would stop); an idle agent starts a run."""
-    await agent_record(runtime, agent_id)
-    agent = await runtime.agent(agent_id)
+    agent = await live_agent(runtime, agent_id)
     active = runtime.runs.active.get(agent_id)
     if agent.running and active is not None:
         if body.mode == "follow_up":
@@ -199,7 +198,13 @@ async def list_messages(
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
     """The agent's message history, a page at a time (cursors are message ids)."""
-    record = await agent_record(runtime, agent_id)
+    live = runtime.live(agent_id)
+    if live is not None:  # its record would list every message id in context
+        pending = set(live.pending_approval.requested) if live.pending_approval else set()
+    else:
+        record = await agent_record(runtime, agent_id)
+        pending = (set(record.pending_approval["requested"]) if record.pending_approval
+                   else set())
     # Letta's cursors follow the requested order: "after" in a newest-first listing is older.
     older, newer = (after, before) if order == "desc" else (before, after)
     try:
@@ -207,6 +212,5 @@ async def list_messages(
                                                    limit=limit or 100, order=order)
     except (ValueError, LookupError) as exc:
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
-    pending = set(record.pending_approval["requested"]) if record.pending_approval else set()
     frames = [frame for message in stored for frame in to_letta(message, approval_ids=pending)]
     return [f for f in frames if wanted(f, include_return_message_types)]

@@ -1,0 +1,328 @@
+"""The real provider path: one plain message, measured three ways in one run, against the fake
+OpenAI-compatible provider, with 0 / 1,000 / 10,000 messages in the agent's context.
+
+- bare:    an httpx loop posting the very body the library sent (streamed) and reading the
+           SSE to the end: the provider's own time plus the least a client must do. Baseline.
+- library: ``await agent.run(...)``, an ``Agent`` with ``OpenAIModel(base_url=fake)`` on SQLite.
+- server:  letta-client -> ``stateloop serve`` (its own process) -> the fake.
+
+The fake runs in its own process too. Rounds are interleaved (the order rotates), so a busy
+moment of the machine lands on all three alike. Overhead is a path's time minus the bare
+loop's (p50 of each); the ratio is path / bare; "vs library" is what the server adds to the
+library (HTTP both ways, routes, letta-client). Agents get their history written straight
+into the store (one transaction) with a context window large enough that nothing is
+compacted; the table shows how many messages the fake saw in the last request.
+
+Then a 20-step run through the server, each step calling a tool created from source (in the
+sandbox), reports the time per step against the bare call.
+
+    .venv/bin/python bench/real_path.py [--sizes 0,1000,10000] [--rounds 30] [--profile FILE]
+
+``--profile FILE`` runs the server under cProfile and writes its stats to FILE at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from letta_client import Letta
+
+from stateloop import Agent, Block
+from stateloop.llm.openai import OpenAIModel
+from stateloop.messages import Message, assistant, user
+from stateloop.store import open_store
+from stateloop.store.records import APPEND
+
+CONTEXT_WINDOW = 10_000_000  # so that 10,000 messages stay in context, uncompacted
+SYSTEM = "You are a helpful assistant. Answer briefly."
+TOOL_STEPS = 20
+
+# The fake in its own interpreter. Each stdin line is a command: "stats" prints, for the
+# requests since the last command, their message counts; "body" prints the last request's
+# body; "tool N" plays N - 1 calls of the tool ``lookup`` and then a reply.
+FAKE = """
+import collections, json, sys
+from stateloop.testing import call, reply
+from stateloop.testing.fake_openai import FakeOpenAI
+
+class Script:
+    def __init__(self):
+        self.queued = collections.deque()
+    def __len__(self):
+        return 1 << 60
+    def __getitem__(self, position):
+        return self.queued.popleft() if self.queued else reply("ok")
+
+script = Script()
+fake = FakeOpenAI(script).start()
+print(fake.base_url, flush=True)
+for line in sys.stdin:
+    command, *args = line.split()
+    with fake._lock:
+        taken, fake.requests[:] = list(fake.requests), []
+    if command == "stats":
+        print(json.dumps([len(r.body.get("messages", [])) for r in taken]), flush=True)
+    elif command == "body":
+        print(json.dumps(taken[-1].body), flush=True)
+    elif command == "tool":
+        steps = int(args[0])
+        script.queued.extend(call("lookup", key=f"k{i}") for i in range(steps - 1))
+        script.queued.append(reply("done"))
+        print("[]", flush=True)
+"""
+
+LOOKUP = '''
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    return "value of " + key
+'''
+
+TEXTS = ["Can you remind me what we decided about the launch date for the new release?",
+         "We agreed to ship on the fourth, after the security review is signed off.",
+         "What should I bring to the meeting with the design team tomorrow morning?",
+         "Bring the latest mockups and the list of open questions from last week."]
+
+
+class Fake:
+    """The fake provider's process and its command pipe."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", FAKE], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        self.base_url = self.process.stdout.readline().strip()
+
+    def ask(self, command: str) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(db_url: str, fake: Fake, profile: str | None) -> tuple[subprocess.Popen[str],
+                                                                           str]:
+    """``stateloop serve`` in its own process (under cProfile with ``profile``)."""
+    port = free_port()
+    command = [sys.executable, "-m", "stateloop", "serve", "--port", str(port)]
+    if profile:
+        command[1:1] = ["-m", "cProfile", "-o", profile]
+    env = {**os.environ, "STATELOOP_DATABASE_URL": db_url, "OPENAI_BASE_URL": fake.base_url,
+           "OPENAI_API_KEY": "test", "STATELOOP_EMBEDDING": "openai/text-embedding-3-small",
+           "STATELOOP_UNSAFE_TOOLS": "1"}
+    process = subprocess.Popen(command, env=env, text=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/v1/health/").status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"stateloop serve did not start: {process.communicate()[1]}")
+
+
+def history(count: int) -> list[Message]:
+    messages = []
+    for i in range(count):
+        text = f"({i}) {TEXTS[i % len(TEXTS)]}"
+        messages.append(user(text) if i % 2 == 0 else assistant(text))
+    return messages
+
+
+async def seeded_agent(db_url: str, name: str, count: int, fake_url: str) -> str:
+    """A stored agent with ``count`` messages in context; returns its id."""
+    agent = await Agent.acreate(
+        OpenAIModel("gpt-4o-mini", base_url=fake_url, api_key="test"), store=db_url,
+        name=name, system=SYSTEM, blocks=[Block(label="human", value="Name: Ada")],
+        include_base_tools=False, context_window=CONTEXT_WINDOW)
+    store = await open_store(db_url)
+    try:
+        if count:
+            await store.append_step(agent.id, history(count), in_context_ids=APPEND)
+    finally:
+        await store.close()
+    assert agent.store is not None
+    await agent.store.close()
+    return agent.id
+
+
+def bare_call(http: httpx.Client, url: str, body: dict[str, Any]) -> None:
+    """One streamed Chat Completions call, read to the end of the response."""
+    with http.stream("POST", url, content=json.dumps(body),
+                     headers={"content-type": "application/json"}) as response:
+        response.raise_for_status()
+        for _ in response.iter_lines():
+            pass
+
+
+def timed(work: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: Letta,
+                       http: httpx.Client) -> dict[str, Any]:
+    """The three paths at ``count`` messages in context, ``rounds`` interleaved rounds."""
+    lib_id = await seeded_agent(db_url, f"library-{count}", count, fake.base_url)
+    server_id = await seeded_agent(db_url, f"server-{count}", count, fake.base_url)
+    agent = await Agent.aload(lib_id, store=db_url, model=OpenAIModel(
+        "gpt-4o-mini", base_url=fake.base_url, api_key="test", context_window=CONTEXT_WINDOW))
+    fake.ask("stats")
+    await agent.run("hello")  # loads the model client; its body is the bare loop's
+    body = fake.ask("body")
+    body["stream"] = True
+    chat_url = fake.base_url + "/chat/completions"
+
+    def via_server(text: str) -> None:
+        response = letta.agents.messages.create(server_id,
+                                                messages=[{"role": "user", "content": text}])
+        assert response.stop_reason.stop_reason == "end_turn", response
+
+    via_server("hello")  # loads the agent in the server
+    fake.ask("stats")
+    times: dict[str, list[float]] = {"bare": [], "library": [], "server": []}
+    seen: dict[str, int] = {}
+    for number in range(rounds + 2):  # the first two rounds warm up
+        order = ["bare", "library", "server"]
+        order = order[number % 3:] + order[:number % 3]
+        for path in order:
+            text = f"message {number}"
+            if path == "bare":
+                took = timed(lambda: bare_call(http, chat_url, body))
+            elif path == "library":
+                started = time.perf_counter()
+                result = await agent.run(text)
+                took = time.perf_counter() - started
+                assert result.stop_reason == "end_turn", result
+            else:
+                took = timed(lambda: via_server(text))  # noqa: B023 - called right here
+            sizes = fake.ask("stats")
+            assert len(sizes) == 1, f"{path} made {len(sizes)} model calls"
+            seen[path] = sizes[0]
+            if number >= 2:
+                times[path].append(took)
+    assert agent.store is not None
+    await agent.store.close()
+    return {"count": count, "times": times, "seen": seen}
+
+
+def tool_steps(letta: Letta, fake: Fake, http: httpx.Client, rounds: int) -> dict[str, float]:
+    """A run of ``TOOL_STEPS`` steps through the server, each calling a source tool."""
+    tool = letta.tools.create(source_code=LOOKUP)
+    agent = letta.agents.create(model="openai/gpt-4o-mini", include_base_tools=False,
+                                memory_blocks=[{"label": "human", "value": "Name: Ada"}],
+                                tool_ids=[tool.id], context_window_limit=CONTEXT_WINDOW)
+    body = {"model": "gpt-4o-mini", "stream": True,
+            "messages": [{"role": "user", "content": "hello"}]}
+    chat_url = fake.base_url + "/chat/completions"
+    runs, bare = [], []
+    for number in range(rounds + 1):
+        fake.ask(f"tool {TOOL_STEPS}")
+        started = time.perf_counter()
+        response = letta.agents.messages.create(
+            agent.id, messages=[{"role": "user", "content": f"look up {number}"}])
+        took = time.perf_counter() - started
+        assert response.usage.step_count == TOOL_STEPS, response.usage
+        calls = fake.ask("stats")
+        assert len(calls) == TOOL_STEPS, calls
+        started = time.perf_counter()
+        for _ in range(TOOL_STEPS):
+            bare_call(http, chat_url, body)
+        if number:  # the first run starts the tool's sandbox
+            runs.append(took / TOOL_STEPS)
+            bare.append((time.perf_counter() - started) / TOOL_STEPS)
+    return {"step": statistics.median(runs), "step_p90": percentile(runs, 0.9),
+            "bare": statistics.median(bare)}
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    print(f"{'in context':>10}  {'path':<8} {'p50 ms':>8} {'p90 ms':>8} {'overhead':>9} "
+          f"{'ratio':>6} {'vs library':>11}  {'msgs sent':>9}")
+    for result in results:
+        times = result["times"]
+        base = statistics.median(times["bare"])
+        library = statistics.median(times["library"])
+        for path in ("bare", "library", "server"):
+            p50, p90 = statistics.median(times[path]), percentile(times[path], 0.9)
+            own = f"{(p50 - library) * 1000:+11.1f}" if path == "server" else " " * 11
+            print(f"{result['count']:>10,}  {path:<8} {p50 * 1000:8.1f} {p90 * 1000:8.1f} "
+                  f"{(p50 - base) * 1000:9.1f} {p50 / base:6.2f} {own}  "
+                  f"{result['seen'][path]:>9,}")
+
+
+async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) -> None:
+    db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
+    fake = Fake()
+    await (await open_store(db_url)).close()  # the schema, before two processes open it
+    server, url = start_server(db_url, fake, profile)
+    results = []
+    try:
+        letta = Letta(base_url=url, api_key="unused", max_retries=0, timeout=300)
+        with httpx.Client(timeout=300) as http:
+            for count in sizes:
+                results.append(await measure_size(count, rounds, db_url, fake, letta, http))
+            print(f"plain message, {rounds} interleaved rounds; overhead = p50 - bare p50 "
+                  f"(the bare loop is the fake's own time plus a minimal client); "
+                  f"vs library = server p50 - library p50 (HTTP, routes, letta-client)")
+            report(results)
+            if tools:
+                steps = tool_steps(letta, fake, http, max(3, rounds // 5))
+                print(f"{TOOL_STEPS}-step run with a source tool, through the server: "
+                      f"{steps['step'] * 1000:.1f} ms a step p50 "
+                      f"(p90 {steps['step_p90'] * 1000:.1f}), bare call "
+                      f"{steps['bare'] * 1000:.1f} ms: overhead "
+                      f"{(steps['step'] - steps['bare']) * 1000:.1f} ms a step")
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        fake.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="0,1000,10000")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--profile", help="run the server under cProfile, stats to this file")
+    parser.add_argument("--no-tools", action="store_true", help="skip the source-tool run")
+    args = parser.parse_args()
+    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.rounds, args.profile,
+                     not args.no_tools))
