@@ -1,8 +1,8 @@
 """The real provider path: one plain message, measured three ways in one run, against the fake
 OpenAI-compatible provider, with 0 / 1,000 / 10,000 messages in the agent's context.
 
-- bare:    an httpx loop posting the very body the library sent (streamed) and reading the
-           SSE to the end: the provider's own time plus the least a client must do. Baseline.
+- bare:    an httpx loop posting the very body the library sent (encoded once, streamed) and
+           reading the SSE to the end: the provider's own time and the transport. Baseline.
 - library: ``await agent.run(...)``, an ``Agent`` with ``OpenAIModel(base_url=fake)`` on SQLite.
 - server:  letta-client -> ``stateloop serve`` (its own process) -> the fake.
 
@@ -176,9 +176,10 @@ async def seeded_agent(db_url: str, name: str, count: int, fake_url: str) -> str
     return agent.id
 
 
-def bare_call(http: httpx.Client, url: str, body: dict[str, Any]) -> None:
-    """One streamed Chat Completions call, read to the end of the response."""
-    with http.stream("POST", url, content=json.dumps(body),
+def bare_call(http: httpx.Client, url: str, body: bytes) -> None:
+    """One streamed Chat Completions call of a body encoded beforehand, read to the end of
+    the response: the provider's own time and the transport, nothing else."""
+    with http.stream("POST", url, content=body,
                      headers={"content-type": "application/json"}) as response:
         response.raise_for_status()
         for _ in response.iter_lines():
@@ -205,8 +206,9 @@ async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: 
         "gpt-4o-mini", base_url=fake.base_url, api_key="test", context_window=CONTEXT_WINDOW))
     fake.ask("stats")
     await agent.run("hello")  # loads the model client; its body is the bare loop's
-    body = fake.ask("body")
-    body["stream"] = True
+    sent = fake.ask("body")
+    sent["stream"] = True
+    body = json.dumps(sent).encode()
     chat_url = fake.base_url + "/chat/completions"
 
     def via_server(text: str) -> None:
@@ -248,8 +250,8 @@ def tool_steps(letta: Letta, fake: Fake, http: httpx.Client, rounds: int) -> dic
     agent = letta.agents.create(model="openai/gpt-4o-mini", include_base_tools=False,
                                 memory_blocks=[{"label": "human", "value": "Name: Ada"}],
                                 tool_ids=[tool.id], context_window_limit=CONTEXT_WINDOW)
-    body = {"model": "gpt-4o-mini", "stream": True,
-            "messages": [{"role": "user", "content": "hello"}]}
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                       "messages": [{"role": "user", "content": "hello"}]}).encode()
     chat_url = fake.base_url + "/chat/completions"
     runs, bare = [], []
     for number in range(rounds + 1):
