@@ -1,71 +1,420 @@
-"""The sandboxed side of a source tool's call: one JSON request on stdin, one JSON reply on
-stdout. Compiles the source, validates the arguments by the function's own hints and calls
-it, under limits on memory, CPU time, file size and processes."""
+"""The sandboxed side of a source tool: a zygote that loads the tool once and forks a fresh
+child for every call.
+
+Run as a script (``python -I sandbox_child.py``) inside the sandbox, it imports the standard
+library only: no stateloop, no pydantic, so a worker is ready in tens of milliseconds. The
+control socket is its stdin. The first frame carries the source and the limits; the zygote
+makes itself undumpable (a call cannot read or trace it), applies the memory and process
+limits, runs the source's module code and answers ``ready``. Each later frame is one call,
+with the call's stdout and stderr attached as file descriptors: the zygote forks, the child
+validates the arguments by the function's own hints, calls it and writes one JSON reply to
+its stdout. When the child has exited, the zygote kills whatever it left running and empties
+the sandbox's /tmp, so each call starts from the same state; then it reports the exit status.
+
+Frames are a 4-byte big-endian length and JSON.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import dataclasses
+import datetime
+import enum
+import inspect
 import io
 import json
-import sys
+import os
+import resource
+import shutil
+import signal
+import socket
+import struct
+import time
+import typing
 from typing import Any
 
-from .base import Tool
+_HEADER = struct.Struct(">I")
+_PR_SET_DUMPABLE = 4
 
 
-def _limit_resources(memory_mb: int, cpu_seconds: int, processes: int) -> None:
-    import resource
+# -- frames ----------------------------------------------------------------------------------
 
-    memory = memory_mb * 1024 * 1024
+
+def _receive(control: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """The next frame and the descriptors sent with it; (None, []) once the server is gone."""
+    header, fds, _, _ = socket.recv_fds(control, _HEADER.size, 4)
+    if not header:
+        return None, []
+    while len(header) < _HEADER.size:
+        header += _exactly(control, _HEADER.size - len(header))
+    (size,) = _HEADER.unpack(header)
+    return json.loads(_exactly(control, size)), fds
+
+
+def _exactly(control: socket.socket, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = control.recv(min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _send(control: socket.socket, message: dict[str, Any]) -> None:
+    body = json.dumps(message).encode()
+    control.sendall(_HEADER.pack(len(body)) + body)
+
+
+# -- the zygote ------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Zygote entry point: serve calls on the control socket until it closes."""
+    control = socket.socket(fileno=os.dup(0))
+    request, _ = _receive(control)
+    if request is None:
+        return
+    _undumpable(True)
+    memory = int(request["memory_mb"]) * 1024 * 1024
+    processes = int(request["processes"])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    # Counted per user namespace, i.e. per call under bubblewrap. The kernel exempts uid 0
-    # outside, so for a server running as root the PID namespace and the timeout bound it.
+    # Counted per uid: the sandbox's own (own_uid), or per user namespace under bubblewrap.
+    # The kernel exempts uid 0 outside, so for a root server without own_uid the PID
+    # namespace and the timeout bound it.
     resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    isolated = bool(request["isolated"])
+    home = os.getcwd()
+    skeleton = _skeleton(home)
+    tool = _load(request["source"], request["name"])
+    _send(control, {"ready": True})
+    while True:
+        try:
+            call, fds = _receive(control)
+        except (EOFError, OSError):
+            return
+        if call is None:
+            return
+        child = os.fork()
+        if child == 0:
+            _child(tool, call, fds, int(request["cpu_seconds"]), control)
+        for fd in fds:
+            os.close(fd)
+        _send(control, {"pid": child})
+        _, status = os.waitpid(child, 0)
+        clean = _clean_up(child, isolated, home, skeleton)
+        _send(control, {"status": os.waitstatus_to_exitcode(status), "clean": clean})
+        if not clean:
+            return
 
 
-def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from .source import tool_from_source
+def _undumpable(yes: bool) -> None:
+    # A non-dumpable process cannot be traced nor have its /proc files read by its children
+    # (same uid): a call cannot reach into the zygote that later calls fork from.
+    import ctypes
 
-    _limit_resources(int(request["memory_mb"]), int(request["cpu_seconds"]),
-                     int(request["processes"]))
-    captured = io.StringIO()
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0 if yes else 1, 0, 0, 0)
+
+
+def _load(source: str, name: str) -> Any:
+    """The tool's function, or the exception its module code raised (each call reports it)."""
+    namespace: dict[str, Any] = {"__name__": f"stateloop_tool_{name}"}
     try:
-        with contextlib.redirect_stdout(captured):
-            tool = tool_from_source(request["source"], name=request.get("name"))
-            return {"ok": True, "result": _call(tool, request.get("arguments") or {})}
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(source, f"<tool {name}>", "exec"), namespace)
+        function = namespace.get(name)
+        if not callable(function):
+            raise NameError(f"tool source defines no function named {name!r}")
+        if inspect.iscoroutinefunction(function):
+            import asyncio  # noqa: F401  (loaded once here, not in every call)
+        return function
+    except BaseException as exc:  # the module's failure is every call's answer
+        return exc
+
+
+def _skeleton(home: str) -> set[str]:
+    """What the sandbox put under ``home`` (the directories leading to binds, the binds
+    themselves): kept when the rest is emptied after a call."""
+    kept: set[str] = set()
+    for top, dirs, files in os.walk(home):
+        for entry in [*dirs, *files]:
+            kept.add(os.path.join(top, entry))
+        dirs[:] = [d for d in dirs if not os.path.ismount(os.path.join(top, d))]
+    return kept
+
+
+def _clean_up(child: int, isolated: bool, home: str, skeleton: set[str]) -> bool:
+    """Kill what the call left running and empty ``home``; False when something remains."""
+    if isolated:
+        # Alone in the PID namespace with its init: every other process is the call's.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        deadline = time.monotonic() + 2
+        while _others():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child, signal.SIGKILL)
+    try:
+        _empty(home, skeleton)
+    except OSError:
+        return False
+    return True
+
+
+def _others() -> list[str]:
+    own = {"1", str(os.getpid())}
+    return [entry for entry in os.listdir("/proc") if entry.isdigit() and entry not in own]
+
+
+def _empty(directory: str, skeleton: set[str]) -> None:
+    for entry in os.scandir(directory):
+        if entry.path in skeleton:
+            if entry.is_dir(follow_symlinks=False) and not os.path.ismount(entry.path):
+                _empty(entry.path, skeleton)
+        elif entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, onerror=_writable_then_retry)
+        else:
+            os.unlink(entry.path)
+
+
+def _writable_then_retry(function: Any, path: str, _: Any) -> None:
+    os.chmod(os.path.dirname(path), 0o700)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    function(path)
+
+
+# -- the child: one call ---------------------------------------------------------------------
+
+
+def _child(tool: Any, call: dict[str, Any], fds: list[int], cpu_seconds: int,
+           control: socket.socket) -> None:
+    """Runs in the forked child and never returns."""
+    try:
+        os.setsid()  # a process group of its own: the unisolated mode kills it whole
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        control.detach()
+        os.closerange(3, 1 << 16)  # the control socket among them
+        _undumpable(False)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+        reply = _answer(tool, call.get("arguments") or {})
+        try:
+            text = json.dumps(reply)
+        except (TypeError, ValueError) as exc:
+            text = json.dumps({"ok": False, "error_type": "ToolError",
+                               "message": f"the tool's reply is not JSON: {exc}"})
+        data = text.encode()
+        while data:
+            data = data[os.write(1, data):]
+    finally:
+        os._exit(0)
+
+
+def _answer(tool: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        if isinstance(tool, BaseException):
+            raise tool
+        with contextlib.redirect_stdout(io.StringIO()):
+            value = tool(**_validate(tool, arguments))
+            if inspect.iscoroutine(value):
+                import asyncio
+
+                value = asyncio.run(value)
+        return {"ok": True, "result": format_return(value)}
     except BaseException as exc:  # the tool's failure is the call's answer
         return {"ok": False, "error_type": type(exc).__name__, "message": str(exc) or repr(exc)}
 
 
-def _call(tool: Tool, arguments: dict[str, Any]) -> str:
-    from pydantic import ValidationError
+# -- arguments by the function's hints -------------------------------------------------------
 
-    from .execution import format_return
 
-    assert tool.function is not None and tool.arguments_model is not None
+class _Invalid(ValueError):
+    pass
+
+
+def _validate(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` checked and converted by the function's type hints (the common JSON
+    types, leniently as pydantic does: "3" for an int, 2.0 for an int), or a TypeError that
+    names every problem."""
+    signature = inspect.signature(function)
     try:
-        validated = tool.arguments_model.model_validate(arguments)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                             for e in exc.errors(include_url=False))
-        raise TypeError(f"invalid arguments for tool {tool.name!r}: {problems}") from None
-    kwargs = dict(validated.__dict__)
-    value = tool.function(**kwargs)
-    if asyncio.iscoroutine(value):
-        value = asyncio.run(value)
-    return format_return(value)
+        hints = typing.get_type_hints(function)
+    except Exception:  # a hint that names what no longer exists: take values as they are
+        hints = {}
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    for name, parameter in signature.parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if name not in arguments:
+            if parameter.default is parameter.empty:
+                problems.append(f"{name}: Field required")
+            continue
+        try:
+            values[name] = _convert(arguments[name], hints.get(name, Any))
+        except _Invalid as exc:
+            problems.append(f"{name}: {exc}")
+    for name in arguments:
+        if name not in signature.parameters:
+            if takes_any:
+                values[name] = arguments[name]
+            else:
+                problems.append(f"{name}: Extra inputs are not permitted")
+    if problems:
+        raise TypeError(f"invalid arguments for tool {function.__name__!r}: "
+                        f"{'; '.join(problems)}")
+    return values
 
 
-def main() -> None:
-    """Child entry point: one JSON request on stdin, one JSON reply on stdout."""
-    request = json.loads(sys.stdin.buffer.read())
-    reply = _child(request)
+_TRUE = {"true", "1", "yes", "on", "t", "y"}
+_FALSE = {"false", "0", "no", "off", "f", "n"}
+
+
+def _convert(value: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if hint in (Any, object, inspect.Parameter.empty):
+        return value
+    if hint is None or hint is type(None):
+        if value is None:
+            return None
+        raise _Invalid("Input should be None")
+    if origin is typing.Union or type(hint).__name__ == "UnionType":
+        return _union(value, typing.get_args(hint))
+    if origin is typing.Literal:
+        if value in typing.get_args(hint):
+            return value
+        raise _Invalid("Input should be " + " or ".join(map(repr, typing.get_args(hint))))
+    if origin is typing.Annotated:
+        return _convert(value, typing.get_args(hint)[0])
+    if hint is bool:
+        return _boolean(value)
+    if hint is int:
+        return _integer(value)
+    if hint is float:
+        return _number(value)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _Invalid("Input should be a valid string")
+    return _container(value, hint, origin)
+
+
+def _union(value: Any, members: tuple[Any, ...]) -> Any:
+    for member in members:  # an exact type first, as pydantic's smart mode does
+        if isinstance(member, type) and type(value) is member:
+            return value
+    problems = []
+    for member in members:
+        try:
+            return _convert(value, member)
+        except _Invalid as exc:
+            problems.append(str(exc))
+    raise _Invalid("; ".join(problems))
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _Invalid("Input should be a valid boolean")
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise _Invalid("Input should be a valid integer, got a number with a fractional part")
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise _Invalid("Input should be a valid integer, unable to parse string as an "
+                           "integer") from None
+    raise _Invalid("Input should be a valid integer")
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise _Invalid("Input should be a valid number, unable to parse string as a "
+                           "number") from None
+    raise _Invalid("Input should be a valid number")
+
+
+def _container(value: Any, hint: Any, origin: Any) -> Any:
+    kind = origin or hint
+    arguments = typing.get_args(hint)
+    if kind in (list, tuple, set, frozenset) or _abstract(kind, "Sequence", "Set"):
+        if not isinstance(value, list | tuple):
+            raise _Invalid(f"Input should be a valid {getattr(kind, '__name__', 'list')}")
+        item = arguments[0] if arguments else Any
+        items = [_convert(element, item) for element in value]
+        return tuple(items) if kind is tuple else set(items) if kind is set else (
+            frozenset(items) if kind is frozenset else items)
+    if kind is dict or _abstract(kind, "Mapping", "MutableMapping"):
+        if not isinstance(value, dict):
+            raise _Invalid("Input should be a valid dictionary")
+        item = arguments[1] if len(arguments) == 2 else Any
+        return {key: _convert(element, item) for key, element in value.items()}
+    validate = getattr(hint, "model_validate", None)  # a pydantic model the source defines
+    if callable(validate):
+        try:
+            return validate(value)
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
+    return value  # a type this check does not know: the function sees the JSON value
+
+
+def _abstract(kind: Any, *names: str) -> bool:
+    return getattr(kind, "__module__", "") == "collections.abc" and kind.__name__ in names
+
+
+# -- the return value ------------------------------------------------------------------------
+
+
+def format_return(value: Any) -> str:
+    """``str`` as is; anything else as compact JSON (pydantic models, dataclasses, dates,
+    enums and sets included), else ``str(value)``."""
+    if isinstance(value, str):
+        return value
     try:
-        text = json.dumps(reply)
-    except (TypeError, ValueError) as exc:
-        text = json.dumps({"ok": False, "error_type": "ToolError",
-                           "message": f"the tool's reply is not JSON: {exc}"})
-    sys.stdout.write(text)
-    sys.stdout.flush()
+        return json.dumps(value, default=_plain, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""One sandboxed worker, seen from the server: a zygote (``sandbox_child.py``) started in its
+own bubblewrap sandbox with one tool loaded, and the calls sent to it.
+
+The server talks to the zygote over a socket pair. A call sends the arguments with two fresh
+sockets for the call's stdout and stderr; the server reads both to their end under the
+output limit and the timeout, while the zygote forks the child, waits for it, cleans up
+after it and reports its exit status. A call that times out, floods its output or is
+cancelled kills the whole worker (its sandbox's init, and with it every process inside):
+the worker is then ``dead`` and the pool replaces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .bwrap import bwrap_command
+
+_CHUNK = 64 * 1024
+_HEADER = struct.Struct(">I")
+CHILD_SCRIPT = str(Path(__file__).with_name("sandbox_child.py"))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What a worker runs and how: the tool's source and function, the limits, the
+    isolation (``SandboxLimits`` and ``Isolation`` from ``sandbox.py``)."""
+
+    source: str
+    name: str
+    limits: Any
+    isolation: Any = field(compare=False)
+
+
+class WorkerFailed(Exception):
+    """The worker could not answer: ``error_type`` and the message become the call's error."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+class _OutputLimitExceeded(Exception):
+    def __init__(self, stream: str, limit: int) -> None:
+        super().__init__(f"the tool wrote more than {limit} bytes to {stream}; the call was "
+                         f"stopped (limit: STATELOOP_TOOL_OUTPUT_BYTES)")
+
+
+class Worker:
+    """A started zygote; ``await Worker.start(spec)``, then ``call`` one at a time."""
+
+    def __init__(self, spec: WorkerSpec, process: asyncio.subprocess.Process,
+                 control: socket.socket, home: tempfile.TemporaryDirectory[str] | None) -> None:
+        self.spec = spec
+        self.process = process
+        self._control = control
+        self._home = home
+        self._buffer = b""
+        self._child: int | None = None  # the call's child, as the host sees it (unisolated)
+        self.dead = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @classmethod
+    async def start(cls, spec: WorkerSpec) -> Worker:
+        """A worker with the tool loaded, or WorkerFailed (bubblewrap failed, the zygote
+        died, or the source's module code did not finish within the timeout)."""
+        limits, isolation = spec.limits, spec.isolation
+        server_end, worker_end = socket.socketpair()
+        server_end.setblocking(False)
+        argv = [sys.executable, "-I", CHILD_SCRIPT]
+        home = None
+        if isolation.bwrap is not None:
+            bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
+            command = bwrap_command(bwrap, argv, env=isolation.env, network=isolation.network,
+                                    tmp_bytes=limits.tmp_mb * 1024 * 1024,
+                                    own_uid=isolation.own_uid)
+            env: dict[str, str] = {}
+            cwd = None
+        else:  # unisolated, as explicitly allowed: still no server environment
+            home = tempfile.TemporaryDirectory(prefix="stateloop-tool-")
+            command, cwd = argv, home.name
+            env = {"HOME": cwd, "TMPDIR": cwd, "PATH": "/usr/local/bin:/usr/bin:/bin",
+                   **isolation.env}
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command, stdin=worker_end.fileno(), stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, cwd=cwd)
+        except BaseException:
+            server_end.close()
+            if home is not None:
+                home.cleanup()
+            raise
+        finally:
+            worker_end.close()
+        worker = cls(spec, process, server_end, home)
+        try:
+            await worker._send({"source": spec.source, "name": spec.name,
+                                "memory_mb": limits.memory_mb,
+                                "cpu_seconds": int(limits.timeout) + 1,
+                                "processes": limits.processes,
+                                "isolated": isolation.bwrap is not None})
+            await asyncio.wait_for(worker._receive(), limits.timeout)
+        except TimeoutError:
+            await worker.close()
+            raise WorkerFailed("TimeoutError", f"the tool's module code did not finish within "
+                                               f"{limits.timeout:g} s") from None
+        except (OSError, EOFError):
+            said = await worker._stderr_tail()
+            await worker.close()
+            raise WorkerFailed("ToolCrashed", "the tool's sandbox did not start"
+                               + (f": {said}" if said else "")) from None
+        except BaseException:
+            await worker.close()
+            raise
+        return worker
+
+    async def call(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The child's reply, or an error reply; kills the worker on a timeout, an output
+        flood or a cancellation."""
+        limits = self.spec.limits
+        out_server, out_child = socket.socketpair()
+        err_server, err_child = socket.socketpair()
+        try:
+            for sock in (out_server, err_server):
+                sock.setblocking(False)
+            try:
+                await self._send({"arguments": arguments}, [out_child.fileno(),
+                                                            err_child.fileno()])
+            except OSError:
+                self.kill()
+                raise WorkerFailed("ToolCrashed", "the tool's sandbox is gone") from None
+            finally:
+                out_child.close()
+                err_child.close()
+            return await self._exchange(out_server, err_server, limits)
+        finally:
+            out_server.close()
+            err_server.close()
+
+    async def _exchange(self, out: socket.socket, err: socket.socket,
+                        limits: Any) -> dict[str, Any]:
+        reading = (asyncio.ensure_future(self._read_bounded(out, "stdout", limits.output_bytes)),
+                   asyncio.ensure_future(self._read_bounded(err, "stderr", limits.output_bytes)))
+        status = asyncio.ensure_future(self._status())
+        failure: tuple[str, str] | None = None
+        code: int | None
+        try:
+            stdout, stderr, (code, clean) = await asyncio.wait_for(
+                asyncio.gather(*reading, status), limits.timeout)
+        except TimeoutError:
+            failure = ("TimeoutError", f"the tool did not finish within {limits.timeout:g} s "
+                                       f"and was stopped")
+        except _OutputLimitExceeded as exc:
+            failure = ("OutputLimitExceeded", str(exc))
+        except (OSError, EOFError):
+            code, clean = None, False
+            stdout, stderr = b"", (await self._stderr_tail()).encode()
+        except BaseException:  # cancelled (the run was): nothing of the call outlives it
+            self.kill()
+            raise
+        finally:
+            for task in (*reading, status):
+                task.cancel()
+        if failure is not None:
+            self.kill()
+            return {"ok": False, "error_type": failure[0], "message": failure[1]}
+        if not clean:
+            self.kill()
+        return _reply(stdout, stderr, code)
+
+    async def _read_bounded(self, sock: socket.socket, name: str, limit: int) -> bytes:
+        loop = asyncio.get_running_loop()
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := await loop.sock_recv(sock, _CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise _OutputLimitExceeded(name, limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _status(self) -> tuple[int, bool]:
+        self._child = (await self._receive())["pid"]
+        done = await self._receive()
+        self._child = None
+        return int(done["status"]), bool(done["clean"])
+
+    async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        body = json.dumps(message).encode()
+        header = _HEADER.pack(len(body))
+        if fds:  # with the first bytes; the zygote is waiting for a frame, its buffer empty
+            sent = socket.send_fds(self._control, [header], fds)
+            header = header[sent:]
+        await asyncio.get_running_loop().sock_sendall(self._control, header + body)
+
+    async def _receive(self) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        while True:
+            if len(self._buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(self._buffer)
+                if len(self._buffer) >= _HEADER.size + size:
+                    body = self._buffer[_HEADER.size:_HEADER.size + size]
+                    self._buffer = self._buffer[_HEADER.size + size:]
+                    message: dict[str, Any] = json.loads(body)
+                    return message
+            chunk = await loop.sock_recv(self._control, _CHUNK)
+            if not chunk:
+                raise EOFError("the worker is gone")
+            self._buffer += chunk
+
+    async def _stderr_tail(self) -> str:
+        """The last lines the zygote or bubblewrap wrote (once it has exited)."""
+        assert self.process.stderr is not None
+        with contextlib.suppress(TimeoutError):
+            said = await asyncio.wait_for(self.process.stderr.read(_CHUNK), 2)
+            return " | ".join(said.decode(errors="replace").strip().splitlines()[-3:])
+        return ""
+
+    def kill(self) -> None:
+        """Kill the worker now (its sandbox and everything in it); ``close`` reaps it."""
+        self.dead = True
+        if self._child is not None and self.spec.isolation.bwrap is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._child, signal.SIGKILL)  # unisolated: the call's own group
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    async def close(self) -> None:
+        """Kill and reap the worker, and free what it held."""
+        self.kill()
+        self._control.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.process.wait(), 5)
+        if self._home is not None:
+            self._home.cleanup()
+            self._home = None
+
+
+def _reply(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
+    try:
+        reply: dict[str, Any] = json.loads(out)
+    except ValueError:
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        how = ("was lost with its sandbox" if code is None else
+               f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        return {"ok": False, "error_type": "ToolCrashed",
+                "message": f"the tool process {how}" + (f": {' | '.join(tail)}" if tail else "")}
+    return reply
