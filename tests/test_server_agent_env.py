@@ -13,6 +13,7 @@ from letta_client import APIStatusError, Letta
 
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
+from stateloop.tools.bwrap import package_root
 from test_server_support import Script, Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -119,3 +120,38 @@ def test_server_and_agent_variables_combine_the_agent_s_winning(
         # Only the sandbox's own variables besides: nothing of the server's environment.
         assert set(seen) == {"HOME", "TMPDIR", "PATH", "LANG", "PWD", "REGION", "API_TOKEN"}
         assert _tool_return(client, script, plain.id, "dump_env")["API_TOKEN"] == "server"
+
+
+WHO = ('import os\nWORKER = os.urandom(8).hex()\n\n'
+       'def who() -> str:\n    """The worker serving this call, and the token it sees."""\n'
+       '    import json\n    return json.dumps([WORKER, os.environ.get("API_TOKEN")])\n')
+
+
+def test_warm_workers_serve_one_agent_s_tool_only(fake: FakeOpenAI, tmp_path: Path,
+                                                  script: Script) -> None:
+    with Server(settings_for(fake, tmp_path / "db.sqlite")) as server:
+        client = Letta(base_url=server.url, api_key="x", max_retries=0)
+        client.tools.upsert(source_code=WHO)
+        one = new_agent(client, tools=["who"], secrets={"API_TOKEN": "abc"})
+        two = new_agent(client, tools=["who"], secrets={"API_TOKEN": "xyz"})
+        twin = new_agent(client, tools=["who"], secrets={"API_TOKEN": "abc"})
+        seen = {agent.id: [_tool_return(client, script, agent.id, "who") for _ in range(3)]
+                for agent in (one, two, twin)}
+        workers = server.server.config.app.state.runtime.workers.pids()
+        for calls in seen.values():  # one warm worker per agent, reused by each call
+            assert len({worker for worker, _ in calls}) == 1
+        assert [calls[0][1] for calls in seen.values()] == ["abc", "xyz", "abc"]
+        # Never shared across agents, not even by two with the same secrets.
+        assert len({calls[0][0] for calls in seen.values()}) == 3
+        assert len(workers) >= 3
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    child = str(Path(package_root()) / "stateloop" / "tools" / "sandbox_child.py")
+    assert not [entry for entry in Path("/proc").glob("[0-9]*/cmdline")
+                if child.encode() in _read(entry)]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # gone meanwhile
+        return b""

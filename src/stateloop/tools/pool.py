@@ -21,7 +21,7 @@ import collections
 import contextlib
 from typing import Any
 
-from .worker import Worker, WorkerFailed, WorkerSpec
+from .worker import Worker, WorkerFailed, WorkerGone, WorkerSpec
 
 
 class Slot:
@@ -71,19 +71,23 @@ class WorkerPool:
         return [worker.pid for worker in [*self._idle, *self._busy]]
 
     async def call(self, slot: Slot, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The reply of one call on a worker of ``slot``."""
-        try:
-            worker = await self._acquire(slot)
-        except WorkerFailed as exc:
-            return {"ok": False, "error_type": exc.error_type, "message": str(exc)}
-        self._busy.add(worker)
-        try:
-            return await worker.call(arguments)
-        except WorkerFailed as exc:
-            return {"ok": False, "error_type": exc.error_type, "message": str(exc)}
-        finally:
-            self._busy.discard(worker)
-            self._release(slot, worker)
+        """The reply of one call on a worker of ``slot``; a worker found dead (killed while
+        idle) is replaced and the call, which never reached it, goes to the new one."""
+        for attempt in (1, 2):
+            try:
+                worker = await self._acquire(slot)
+            except WorkerFailed as exc:
+                return {"ok": False, "error_type": exc.error_type, "message": str(exc)}
+            self._busy.add(worker)
+            try:
+                return await worker.call(arguments)
+            except WorkerGone as exc:
+                if attempt == 2:
+                    return {"ok": False, "error_type": exc.error_type, "message": str(exc)}
+            finally:
+                self._busy.discard(worker)
+                self._release(slot, worker)
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         """Kill every worker, idle, busy or starting, and reap them."""

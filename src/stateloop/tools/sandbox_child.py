@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime
 import enum
+import gc
 import inspect
 import io
 import json
@@ -76,7 +77,10 @@ def main() -> None:
     request, _ = _receive(control)
     if request is None:
         return
-    _undumpable(True)
+    # A non-dumpable process cannot be traced nor have its /proc files read by its children
+    # (same uid): a call cannot reach into the zygote that later calls fork from.
+    dumpable = _dumpable_switch()
+    dumpable(False)
     memory = int(request["memory_mb"]) * 1024 * 1024
     processes = int(request["processes"])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -88,6 +92,7 @@ def main() -> None:
     home = os.getcwd()
     skeleton = _skeleton(home)
     tool = _load(request["source"], request["name"])
+    gc.freeze()  # the loaded state is shared with every child: the collector leaves it be
     _send(control, {"ready": True})
     while True:
         try:
@@ -98,7 +103,7 @@ def main() -> None:
             return
         child = os.fork()
         if child == 0:
-            _child(tool, call, fds, int(request["cpu_seconds"]), control)
+            _child(tool, call, fds, int(request["cpu_seconds"]), control, dumpable)
         for fd in fds:
             os.close(fd)
         _send(control, {"pid": child})
@@ -109,12 +114,12 @@ def main() -> None:
             return
 
 
-def _undumpable(yes: bool) -> None:
-    # A non-dumpable process cannot be traced nor have its /proc files read by its children
-    # (same uid): a call cannot reach into the zygote that later calls fork from.
+def _dumpable_switch() -> Any:
+    """``prctl(PR_SET_DUMPABLE, ...)``, found once in the zygote (ctypes costs milliseconds)."""
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0 if yes else 1, 0, 0, 0)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda dumpable: prctl(_PR_SET_DUMPABLE, int(dumpable), 0, 0, 0)
 
 
 def _load(source: str, name: str) -> Any:
@@ -192,7 +197,7 @@ def _writable_then_retry(function: Any, path: str, _: Any) -> None:
 
 
 def _child(tool: Any, call: dict[str, Any], fds: list[int], cpu_seconds: int,
-           control: socket.socket) -> None:
+           control: socket.socket, dumpable: Any) -> None:
     """Runs in the forked child and never returns."""
     try:
         os.setsid()  # a process group of its own: the unisolated mode kills it whole
@@ -202,7 +207,7 @@ def _child(tool: Any, call: dict[str, Any], fds: list[int], cpu_seconds: int,
         os.dup2(fds[1], 2)
         control.detach()
         os.closerange(3, 1 << 16)  # the control socket among them
-        _undumpable(False)
+        dumpable(True)  # itself: a tool may trace or inspect its own processes
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         reply = _answer(tool, call.get("arguments") or {})
         try:

@@ -51,6 +51,13 @@ class WorkerFailed(Exception):
         self.error_type = error_type
 
 
+class WorkerGone(WorkerFailed):
+    """The worker was dead before the call reached it: the call did not run."""
+
+    def __init__(self) -> None:
+        super().__init__("ToolCrashed", "the tool's sandbox is gone")
+
+
 class _OutputLimitExceeded(Exception):
     def __init__(self, stream: str, limit: int) -> None:
         super().__init__(f"the tool wrote more than {limit} bytes to {stream}; the call was "
@@ -142,7 +149,7 @@ class Worker:
                                                             err_child.fileno()])
             except OSError:
                 self.kill()
-                raise WorkerFailed("ToolCrashed", "the tool's sandbox is gone") from None
+                raise WorkerGone from None
             finally:
                 out_child.close()
                 err_child.close()
