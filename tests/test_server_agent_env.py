@@ -13,7 +13,6 @@ from letta_client import APIStatusError, Letta
 
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from stateloop.tools.bwrap import package_root
 from test_server_support import Script, Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -137,21 +136,32 @@ def test_warm_workers_serve_one_agent_s_tool_only(fake: FakeOpenAI, tmp_path: Pa
         twin = new_agent(client, tools=["who"], secrets={"API_TOKEN": "abc"})
         seen = {agent.id: [_tool_return(client, script, agent.id, "who") for _ in range(3)]
                 for agent in (one, two, twin)}
-        workers = server.server.config.app.state.runtime.workers.pids()
+        workers = _with_descendants(server.server.config.app.state.runtime.workers.pids())
         for calls in seen.values():  # one warm worker per agent, reused by each call
             assert len({worker for worker, _ in calls}) == 1
         assert [calls[0][1] for calls in seen.values()] == ["abc", "xyz", "abc"]
         # Never shared across agents, not even by two with the same secrets.
         assert len({calls[0][0] for calls in seen.values()}) == 3
-        assert len(workers) >= 3
-    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
-    child = str(Path(package_root()) / "stateloop" / "tools" / "sandbox_child.py")
-    assert not [entry for entry in Path("/proc").glob("[0-9]*/cmdline")
-                if child.encode() in _read(entry)]
+        assert len(workers) >= 3 * 3  # bubblewrap, the sandbox's init, the zygote
+    assert not [pid for pid in workers if _running(pid)]  # shut down with it
 
 
-def _read(path: Path) -> bytes:
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (one the host's init has yet to reap)."""
     try:
-        return path.read_bytes()
-    except OSError:  # gone meanwhile
-        return b""
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _with_descendants(pids: list[int]) -> set[int]:
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    found = set(pids)
+    while grown := {pid for pid, parent in parents.items() if parent in found} - found:
+        found |= grown
+    return found

@@ -94,6 +94,8 @@ class WorkerPool:
         self._closed = True
         for task in self._starting:
             task.cancel()  # a start cancelled kills what it started
+        for worker in self._busy:
+            worker.kill()
         workers = [*self._idle, *self._busy]
         for slot, timer in self._idle.values():
             timer.cancel()
@@ -159,10 +161,10 @@ class WorkerPool:
             self._reap(worker)
 
     def _reap(self, worker: Worker) -> None:
-        worker.kill()
         try:
             task = asyncio.ensure_future(worker.close())
         except RuntimeError:  # no running loop (the tool collected late): killed is enough
+            worker.kill()
             return
         self._reaping.add(task)
         task.add_done_callback(self._reaping.discard)

@@ -122,15 +122,18 @@ class Worker:
                                 "isolated": isolation.bwrap is not None})
             await asyncio.wait_for(worker._receive(), limits.timeout)
         except TimeoutError:
+            worker.kill()
             await worker.close()
             raise WorkerFailed("TimeoutError", f"the tool's module code did not finish within "
                                                f"{limits.timeout:g} s") from None
         except (OSError, EOFError):
             said = await worker._stderr_tail()
+            worker.kill()
             await worker.close()
             raise WorkerFailed("ToolCrashed", "the tool's sandbox did not start"
                                + (f": {said}" if said else "")) from None
         except BaseException:
+            worker.kill()
             await worker.close()
             raise
         return worker
@@ -238,24 +241,57 @@ class Worker:
         return ""
 
     def kill(self) -> None:
-        """Kill the worker now (its sandbox and everything in it); ``close`` reaps it."""
+        """Kill the worker now, and everything of its calls; ``close`` reaps it.
+
+        Under bubblewrap the sandbox's init goes: the kernel takes every process of its PID
+        namespace with it and bubblewrap, its parent, reaps it and exits (killing both at
+        once would leave the init a zombie of the host's init). Unisolated, the running
+        call's process group goes, and the zygote, left without a server, exits."""
         self.dead = True
-        if self._child is not None and self.spec.isolation.bwrap is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._child, signal.SIGKILL)  # unisolated: the call's own group
-        if self.process.returncode is None:
+        if self.process.returncode is not None:
+            return
+        targets: list[int] = []
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.spec.isolation.bwrap is not None:
+                for pid in (targets := _children(self.process.pid)):
+                    os.kill(pid, signal.SIGKILL)
+            elif self._child is not None:
+                targets = [self._child]
+                os.killpg(self._child, signal.SIGKILL)
+        if not targets:  # still starting, or the zygote itself is stuck
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
+        self._control.close()
 
     async def close(self) -> None:
-        """Kill and reap the worker, and free what it held."""
-        self.kill()
+        """Stop and reap the worker (unless killed, its zygote exits at the end of its
+        stream), and free what it held."""
+        self.dead = True
         self._control.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.process.wait(), 5)
+        for last_resort in (False, True):
+            try:
+                await asyncio.wait_for(self.process.wait(), 5)
+                break
+            except TimeoutError:
+                if last_resort:
+                    break
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
         if self._home is not None:
             self._home.cleanup()
             self._home = None
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return found
 
 
 def _reply(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
