@@ -5,11 +5,12 @@ Run as a script (``python -I sandbox_child.py``) inside the sandbox, it imports 
 library only: no stateloop, no pydantic, so a worker is ready in tens of milliseconds. The
 control socket is its stdin. The first frame carries the source and the limits; the zygote
 makes itself undumpable (a call cannot read or trace it), applies the memory and process
-limits, runs the source's module code and answers ``ready``. Each later frame is one call,
-with the call's stdout and stderr attached as file descriptors: the zygote forks, the child
-validates the arguments by the function's own hints, calls it and writes one JSON reply to
-its stdout. When the child has exited, the zygote kills whatever it left running and empties
-the sandbox's /tmp, so each call starts from the same state; then it reports the exit status.
+limits, runs the source's module code and answers ``ready``. Each later frame carries the
+next call's stdin, stdout and stderr as file descriptors: the zygote forks the child ahead of
+the call, and the child waits for the request on its stdin, validates the arguments by the
+function's own hints, calls it and writes one JSON reply to its stdout. When the child has
+exited, the zygote kills whatever it left running and empties the sandbox's /tmp, so each
+call starts from the same state; then it reports the exit status.
 
 Frames are a 4-byte big-endian length and JSON.
 """
@@ -105,22 +106,25 @@ def main() -> None:
     tool = _load(request["source"], request["name"])
     gc.freeze()  # the loaded state is shared with every child: the collector leaves it be
     _send(control, {"ready": True})
-    while True:
+    while True:  # each frame: the next call's stdin, stdout and stderr
         try:
-            call, fds = _receive(control)
+            frame, fds = _receive(control)
         except (EOFError, OSError):
             return
-        if call is None:
+        if frame is None:
             return
         child = os.fork()
         if child == 0:
-            _child(tool, call, fds, int(request["cpu_seconds"]), control, dumpable)
+            _child(tool, fds, int(request["cpu_seconds"]), control, dumpable)
         for fd in fds:
             os.close(fd)
-        _send(control, {"pid": child})
-        _, status = os.waitpid(child, 0)
-        clean = _clean_up(child, isolated, home, skeleton)
-        _send(control, {"status": os.waitstatus_to_exitcode(status), "clean": clean})
+        try:
+            _send(control, {"pid": child})
+            _, status = os.waitpid(child, 0)
+            clean = _clean_up(child, isolated, home, skeleton)
+            _send(control, {"status": os.waitstatus_to_exitcode(status), "clean": clean})
+        except OSError:  # the server is gone
+            return
         if not clean:
             return
 
@@ -207,20 +211,25 @@ def _writable_then_retry(function: Any, path: str, _: Any) -> None:
 # -- the child: one call ---------------------------------------------------------------------
 
 
-def _child(tool: Any, call: dict[str, Any], fds: list[int], cpu_seconds: int,
-           control: socket.socket, dumpable: Any) -> None:
-    """Runs in the forked child and never returns."""
+def _child(tool: Any, fds: list[int], cpu_seconds: int, control: socket.socket,
+           dumpable: Any) -> None:
+    """Runs in the forked child and never returns: set up ahead of its call, it waits for
+    the request on its stdin (none, at its end: the worker is closing)."""
     try:
         os.setsid()  # a process group of its own: the unisolated mode kills it whole
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)
-        os.dup2(fds[0], 1)
-        os.dup2(fds[1], 2)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
         control.detach()
         os.closerange(3, 1 << 16)  # the control socket among them
         dumpable(True)  # itself: a tool may trace or inspect its own processes
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-        reply = _answer(tool, call.get("arguments") or {})
+        chunks = []
+        while chunk := os.read(0, 1 << 16):
+            chunks.append(chunk)
+        request = b"".join(chunks)
+        if not request:
+            return
+        reply = _answer(tool, json.loads(request).get("arguments") or {})
         try:
             text = json.dumps(reply)
         except (TypeError, ValueError) as exc:

@@ -1,12 +1,15 @@
 """One sandboxed worker, seen from the server: a zygote (``sandbox_child.py``) started in its
 own bubblewrap sandbox with one tool loaded, and the calls sent to it.
 
-The server talks to the zygote over a socket pair. A call sends the arguments with two fresh
-sockets for the call's stdout and stderr; the server reads both to their end under the
-output limit and the timeout, while the zygote forks the child, waits for it, cleans up
-after it and reports its exit status. A call that times out, floods its output or is
-cancelled kills the whole worker (its sandbox's init, and with it every process inside):
-the worker is then ``dead`` and the pool replaces it.
+The server talks to the zygote over a socket pair. Ahead of each call it sends three fresh
+sockets, the child's stdin, stdout and stderr, and the zygote forks the child, which waits
+on its stdin. A call then costs one hop each way: the server writes the request, reads the
+reply and the errors to their end under the output limit and the timeout, and returns;
+meanwhile the zygote waits for the child, cleans up after it, reports its exit status and
+is sent the next call's sockets (the next call waits for that, when it comes first). A call
+that times out, floods its output or is cancelled kills the whole worker (its sandbox's
+init, and with it every process inside): the worker is then ``dead`` and the pool replaces
+it.
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ class Worker:
         self._home = home
         self._buffer = b""
         self._child: int | None = None  # the call's child, as the host sees it (unisolated)
+        # The waiting child's stdin, stdout and stderr.
+        self._next: tuple[socket.socket, socket.socket, socket.socket] | None = None
+        self._settling: asyncio.Future[None] | None = None  # clean-up after the last call
         self.dead = False
 
     @property
@@ -121,6 +127,7 @@ class Worker:
                                 "processes": limits.processes,
                                 "isolated": isolation.bwrap is not None})
             await asyncio.wait_for(worker._receive(), limits.timeout)
+            await asyncio.wait_for(worker._prepare(), limits.timeout)
         except TimeoutError:
             worker.kill()
             await worker.close()
@@ -140,57 +147,96 @@ class Worker:
 
     async def call(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The child's reply, or an error reply; kills the worker on a timeout, an output
-        flood or a cancellation."""
-        limits = self.spec.limits
-        out_server, out_child = socket.socketpair()
-        err_server, err_child = socket.socketpair()
+        flood or a cancellation. WorkerGone: the worker died before the call reached it."""
+        await self.ready()
+        assert self._next is not None
+        streams, self._next = self._next, None
         try:
-            for sock in (out_server, err_server):
-                sock.setblocking(False)
-            try:
-                await self._send({"arguments": arguments}, [out_child.fileno(),
-                                                            err_child.fileno()])
-            except OSError:
-                self.kill()
-                raise WorkerGone from None
-            finally:
-                out_child.close()
-                err_child.close()
-            return await self._exchange(out_server, err_server, limits)
+            return await self._exchange(*streams, json.dumps({"arguments": arguments}).encode())
         finally:
-            out_server.close()
-            err_server.close()
+            for stream in streams:
+                stream.close()
 
-    async def _exchange(self, out: socket.socket, err: socket.socket,
-                        limits: Any) -> dict[str, Any]:
-        reading = (asyncio.ensure_future(self._read_bounded(out, "stdout", limits.output_bytes)),
-                   asyncio.ensure_future(self._read_bounded(err, "stderr", limits.output_bytes)))
-        status = asyncio.ensure_future(self._status())
+    async def ready(self) -> None:
+        """Wait until the previous call is cleaned up after and the next child waits."""
+        if self._settling is not None:
+            await self._settling
+        if self.dead or self._next is None or self.process.returncode is not None:
+            self.kill()
+            raise WorkerGone
+
+    async def _exchange(self, stdin: socket.socket, out: socket.socket, err: socket.socket,
+                        request: bytes) -> dict[str, Any]:
+        limits = self.spec.limits
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.timeout
+        tasks = (asyncio.ensure_future(self._feed(stdin, request)),
+                 asyncio.ensure_future(self._read_bounded(out, "stdout", limits.output_bytes)),
+                 asyncio.ensure_future(self._read_bounded(err, "stderr", limits.output_bytes)))
         failure: tuple[str, str] | None = None
-        code: int | None
+        status: tuple[int, bool] | None = None
         try:
-            stdout, stderr, (code, clean) = await asyncio.wait_for(
-                asyncio.gather(*reading, status), limits.timeout)
+            _, stdout, stderr = await asyncio.wait_for(asyncio.gather(*tasks), limits.timeout)
+            reply = _parse(stdout)
+            if reply is None:  # no reply: how the child ended says why
+                status = await asyncio.wait_for(self._exit(), max(deadline - loop.time(), 1))
         except TimeoutError:
             failure = ("TimeoutError", f"the tool did not finish within {limits.timeout:g} s "
                                        f"and was stopped")
         except _OutputLimitExceeded as exc:
             failure = ("OutputLimitExceeded", str(exc))
-        except (OSError, EOFError):
-            code, clean = None, False
-            stdout, stderr = b"", (await self._stderr_tail()).encode()
-        except BaseException:  # cancelled (the run was): nothing of the call outlives it
+        except (OSError, EOFError):  # the worker died during the call
+            self.kill()
+            return _crashed(b"", (await self._stderr_tail()).encode(), None)
+        except BaseException:  # cancelled (the run was) or gone: nothing of the call outlives it
             self.kill()
             raise
         finally:
-            for task in (*reading, status):
+            for task in tasks:
                 task.cancel()
         if failure is not None:
             self.kill()
             return {"ok": False, "error_type": failure[0], "message": failure[1]}
-        if not clean:
+        self._settling = asyncio.ensure_future(self._settle(status))
+        return reply if reply is not None else _crashed(stdout, stderr, status and status[0])
+
+    async def _feed(self, stdin: socket.socket, request: bytes) -> None:
+        try:
+            await asyncio.get_running_loop().sock_sendall(stdin, request)
+        except (BrokenPipeError, ConnectionResetError):
+            raise WorkerGone from None  # the waiting child was dead: the call never ran
+        stdin.close()  # the end of the request
+
+    async def _prepare(self) -> None:
+        """Have the zygote fork the next call's child, to wait for its request."""
+        pairs = [socket.socketpair() for _ in range(3)]  # its stdin, stdout, stderr
+        self._next = (pairs[0][0], pairs[1][0], pairs[2][0])
+        for ours in self._next:
+            ours.setblocking(False)
+        try:
+            await self._send({}, [theirs.fileno() for _, theirs in pairs])
+        finally:
+            for _, theirs in pairs:
+                theirs.close()
+        self._child = int((await self._receive())["pid"])
+
+    async def _settle(self, status: tuple[int, bool] | None) -> None:
+        """After a call: the zygote's clean-up, then the next child; or the worker goes."""
+        try:
+            if status is None:
+                status = await asyncio.wait_for(self._exit(), 5)
+            if not status[1]:
+                self.kill()  # something of the call could not be removed
+                return
+            await asyncio.wait_for(self._prepare(), 5)
+        except (OSError, EOFError, TimeoutError):
             self.kill()
-        return _reply(stdout, stderr, code)
+
+    async def _exit(self) -> tuple[int, bool]:
+        """The call's exit status, and whether all it left was removed."""
+        done = await self._receive()
+        self._child = None
+        return int(done["status"]), bool(done["clean"])
 
     async def _read_bounded(self, sock: socket.socket, name: str, limit: int) -> bytes:
         loop = asyncio.get_running_loop()
@@ -267,6 +313,10 @@ class Worker:
         """Stop and reap the worker (unless killed, its zygote exits at the end of its
         stream), and free what it held."""
         self.dead = True
+        if self._settling is not None:
+            self._settling.cancel()
+        for stream in self._next or ():
+            stream.close()  # the waiting child reads the end of its request, and exits
         self._control.close()
         for last_resort in (False, True):
             try:
@@ -294,13 +344,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _reply(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
+def _parse(out: bytes) -> dict[str, Any] | None:
     try:
         reply: dict[str, Any] = json.loads(out)
     except ValueError:
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
-        how = ("was lost with its sandbox" if code is None else
-               f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
-        return {"ok": False, "error_type": "ToolCrashed",
-                "message": f"the tool process {how}" + (f": {' | '.join(tail)}" if tail else "")}
-    return reply
+        return None
+    return reply if isinstance(reply, dict) and "ok" in reply else None
+
+
+def _crashed(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
+    tail = err.decode(errors="replace").strip().splitlines()[-3:]
+    how = ("was lost with its sandbox" if code is None else
+           f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+    return {"ok": False, "error_type": "ToolCrashed",
+            "message": f"the tool process {how}" + (f": {' | '.join(tail)}" if tail else "")}
