@@ -4,8 +4,9 @@ Calls (medians; rounds interleaved):
 - baselines: the tool called in process, and a bare ``python -I -c pass`` subprocess;
 - cold: a call in a sandbox of its own, started and stopped with it (``run_source``), in
   bubblewrap and unisolated (bubblewrap's share is the difference);
-- warm: a call on a pool's worker, as the server makes them: a fork of a zygote that has
-  the tool loaded, and the clean-up after it.
+- warm: a call on a pool's worker, as the server makes them: a child forked ahead from a
+  zygote that has the tool loaded; calls come back to back here, so each also waits for
+  the clean-up after the one before and the next fork (a server has a model call between).
 Through the server: a 20-step run of an agent calling a source tool, per step (from one
 streamed tool result to the next), against the same run of an agent whose tool is the same
 function given to the server as a Python tool (in process); the source tool's overhead per

@@ -90,7 +90,8 @@ class WorkerPool:
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
-        """Kill every worker, idle, busy or starting, and reap them."""
+        """Stop every worker (idle ones close, busy and starting ones are killed) and reap
+        them all."""
         self._closed = True
         for task in self._starting:
             task.cancel()  # a start cancelled kills what it started
