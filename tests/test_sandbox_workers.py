@@ -130,14 +130,17 @@ async def test_a_worker_killed_while_idle_is_replaced_and_the_call_answers() -> 
         await pool.close()
 
 
-async def test_a_call_that_kills_its_worker_fails_alone_and_the_next_one_runs() -> None:
+async def test_a_call_that_kills_its_worker_leaves_the_next_call_a_fresh_one() -> None:
     pool = WorkerPool()
     try:
         slot = _slot(pool)
         token = (await _probe(pool, slot))[0]
+        [pid] = pool.pids()
         reply = await pool.call(slot, {"action": "kill-zygote"})
-        assert not reply["ok"] and reply["error_type"] == "ToolCrashed", reply
+        # Its reply may have left before the sandbox went down with the zygote.
+        assert reply["ok"] or reply["error_type"] == "ToolCrashed", reply
         assert (await _probe(pool, slot))[0] != token
+        assert await _until(lambda: not _alive(pid))
     finally:
         await pool.close()
 
