@@ -119,3 +119,49 @@ def test_server_and_agent_variables_combine_the_agent_s_winning(
         # Only the sandbox's own variables besides: nothing of the server's environment.
         assert set(seen) == {"HOME", "TMPDIR", "PATH", "LANG", "PWD", "REGION", "API_TOKEN"}
         assert _tool_return(client, script, plain.id, "dump_env")["API_TOKEN"] == "server"
+
+
+WHO = ('import os\nWORKER = os.urandom(8).hex()\n\n'
+       'def who() -> str:\n    """The worker serving this call, and the token it sees."""\n'
+       '    import json\n    return json.dumps([WORKER, os.environ.get("API_TOKEN")])\n')
+
+
+def test_warm_workers_serve_one_agent_s_tool_only(fake: FakeOpenAI, tmp_path: Path,
+                                                  script: Script) -> None:
+    with Server(settings_for(fake, tmp_path / "db.sqlite")) as server:
+        client = Letta(base_url=server.url, api_key="x", max_retries=0)
+        client.tools.upsert(source_code=WHO)
+        one = new_agent(client, tools=["who"], secrets={"API_TOKEN": "abc"})
+        two = new_agent(client, tools=["who"], secrets={"API_TOKEN": "xyz"})
+        twin = new_agent(client, tools=["who"], secrets={"API_TOKEN": "abc"})
+        seen = {agent.id: [_tool_return(client, script, agent.id, "who") for _ in range(3)]
+                for agent in (one, two, twin)}
+        workers = _with_descendants(server.server.config.app.state.runtime.workers.pids())
+        for calls in seen.values():  # one warm worker per agent, reused by each call
+            assert len({worker for worker, _ in calls}) == 1
+        assert [calls[0][1] for calls in seen.values()] == ["abc", "xyz", "abc"]
+        # Never shared across agents, not even by two with the same secrets.
+        assert len({calls[0][0] for calls in seen.values()}) == 3
+        assert len(workers) >= 3 * 3  # bubblewrap, the sandbox's init, the zygote
+    assert not [pid for pid in workers if _running(pid)]  # shut down with it
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (one the host's init has yet to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _with_descendants(pids: list[int]) -> set[int]:
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    found = set(pids)
+    while grown := {pid for pid, parent in parents.items() if parent in found} - found:
+        found |= grown
+    return found

@@ -16,6 +16,7 @@ from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool
 from ..tools.bwrap import bwrap_mode
+from ..tools.pool import WorkerPool
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
@@ -43,7 +44,8 @@ class Runtime:
                                     output_bytes=settings.tool_output_bytes,
                                     processes=settings.tool_processes)
         self.sandbox_problem: str | None = None  # why bubblewrap is unusable, found at start
-        self._own_uid: bool | None = None  # each call a uid of its own (see bwrap_mode)
+        self._own_uid: bool | None = None  # each worker a uid of its own (see bwrap_mode)
+        self.workers = WorkerPool()  # warm sandboxes of the source tools, per bound tool
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
         self._agents: dict[str, Agent] = {}
@@ -75,6 +77,7 @@ class Runtime:
 
     async def close(self) -> None:
         await self.runs.close()
+        await self.workers.close()
         await self.store.close()
 
     # -- agents --------------------------------------------------------------------------
@@ -135,10 +138,11 @@ class Runtime:
         if python is not None and record.binding == f"python:{record.name}":
             return python
         if record.source_code:
+            refused = self.source_tools_refused()
             tool = sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
                                   isolation=self.isolation(record.name, env),
-                                  requires_approval=bool(record.default_requires_approval))
-            refused = self.source_tools_refused()
+                                  requires_approval=bool(record.default_requires_approval),
+                                  pool=None if refused else self.workers)
             if refused:
                 tool.function = _refuse(refused)
             return tool

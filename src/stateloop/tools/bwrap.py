@@ -1,12 +1,12 @@
-"""The bubblewrap command line that isolates one call of a source tool.
+"""The bubblewrap command line that isolates one worker of a source tool (its calls).
 
-The child sees an empty file system but for read-only binds of what its interpreter needs
+The worker sees an empty file system but for read-only binds of what its interpreter needs
 (the Python installation, the virtualenv, the stateloop package and the system libraries),
 a fresh ``/proc`` and ``/dev``, and a size-limited tmpfs of its own as ``/tmp``: the only
-writable place, also its ``HOME``, gone with the call. It has new user, PID, IPC, UTS,
-cgroup and network namespaces (so no host process to signal and only its own loopback), no
-environment but what is passed, and it dies with the server: ``--die-with-parent`` on the
-sandbox's init, whose exit takes the whole PID namespace with it.
+writable place, also its ``HOME``, emptied after each call and gone with the worker. It has
+new user, PID, IPC, UTS, cgroup and network namespaces (so no host process to signal and
+only its own loopback), no environment but what is passed, and it dies with the server:
+``--die-with-parent`` on the sandbox's init, whose exit takes the whole PID namespace with it.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
                   network: bool = False, tmp_bytes: int = 64 * 1024 * 1024,
                   own_uid: bool | None = None) -> list[str]:
     """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
-    ``own_uid`` (default: when running as root) gives the child a uid of its own."""
+    ``own_uid`` (default: when running as root) gives it a uid of its own."""
     own_uid = os.geteuid() == 0 if own_uid is None else own_uid
     command = [bwrap, *_identity(own_uid), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
                "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
@@ -124,7 +124,7 @@ _next_uid = itertools.count()
 def _drop_root(own_uid: bool) -> list[str]:
     if not own_uid:
         return []
-    # A uid per call (rotating through an unused range): its process limit is its own.
+    # A uid per worker (rotating through an unused range): its process limit is its own.
     uid = str(SANDBOX_UIDS.start + next(_next_uid) % len(SANDBOX_UIDS))
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     return [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--inh-caps=-all",

@@ -1,38 +1,29 @@
-"""Tools from Python source, run isolated, one fresh process per call.
+"""Tools from Python source, run isolated: the public face of the sandbox.
 
-Each call runs ``python -I`` in a bubblewrap sandbox (see ``bwrap.py``): no server secrets,
-no server files, no network unless allowed, no host process to signal, a process tree that
-dies with the call. Inside, the child (``sandbox_child.py``) runs under memory, CPU and
-process limits; outside, a wall-clock timeout and bounded reads of its output. A tool that
-crashes, hangs, floods its output or allocates without bound fails its own call and nothing
-else. Without bubblewrap, calls run only when explicitly allowed (``Isolation(bwrap=None)``),
-as a plain subprocess with the same limits.
+Each call runs in a bubblewrap sandbox (see ``bwrap.py``): no server secrets, no server
+files, no network unless allowed, no host process to signal, a process tree that dies with
+the call. Inside, a zygote (``sandbox_child.py``) has loaded the tool once and forks a fresh
+child per call, under memory, CPU and process limits; outside, a wall-clock timeout and
+bounded reads of its output (``worker.py``). A tool that crashes, hangs, floods its output
+or allocates without bound fails its own call and nothing else. With a ``WorkerPool``
+(``pool.py``) workers stay warm between calls of one bound tool; without one, each call
+starts a sandbox of its own and stops it after. Without bubblewrap, calls run only when
+explicitly allowed (``Isolation(bwrap=None)``), as plain subprocesses with the same limits.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
-import json
-import os
-import shutil
-import signal
-import sys
-import tempfile
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ToolDefinitionError
 from .base import Tool
-from .bwrap import bwrap_command, package_root
+from .pool import WorkerPool
 from .source_schema import find_function, parse_source, schema_from_source
-
-_CHUNK = 64 * 1024
-# -I: no PYTHON* variables, no user site; the package path comes as an argument.
-_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); "
-              "from stateloop.tools.sandbox_child import main; main()")
+from .worker import Worker, WorkerFailed, WorkerSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +43,7 @@ class Isolation:
     """How calls are isolated: ``bwrap`` names the bubblewrap executable, or is None for a
     plain subprocess (no isolation but the limits); ``env`` is all the environment the tool
     gets; ``network`` shares the host's network (off: only the sandbox's own loopback);
-    ``own_uid`` gives each call a uid of its own (default: when running as root; see
+    ``own_uid`` gives each worker a uid of its own (default: when running as root; see
     ``bwrap_mode``)."""
 
     bwrap: str | None = "bwrap"
@@ -90,34 +81,60 @@ def describe_source(source_code: str, name: str | None = None) -> dict[str, Any]
 async def run_source(source_code: str, name: str, arguments: dict[str, Any],
                      limits: SandboxLimits = SandboxLimits(),
                      isolation: Isolation = Isolation()) -> str:
-    """Call the tool in a fresh sandbox; its return value as text, or a SandboxedToolError."""
-    reply = await _run_child({"source": source_code, "name": name, "arguments": arguments},
-                             limits, isolation)
-    if not reply.get("ok"):
-        raise _error_type(reply.get("error_type", "ToolError"))(reply["message"])
-    text: str = reply["result"]
-    return text
+    """Call the tool in a sandbox of its own, stopped after; its return value as text, or
+    a SandboxedToolError."""
+    return _result(await _call_once(WorkerSpec(source_code, name, limits, isolation),
+                                    arguments))
 
 
 def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
                    limits: SandboxLimits = SandboxLimits(),
                    isolation: Isolation = Isolation(),
-                   requires_approval: bool = False) -> Tool:
+                   requires_approval: bool = False, pool: WorkerPool | None = None) -> Tool:
     """A ``Tool`` whose calls run ``source_code`` out of process; ``schema`` is Letta's
-    ``json_schema`` (name, description, parameters)."""
+    ``json_schema`` (name, description, parameters). With ``pool``, its calls share warm
+    workers of their own (started now if an event loop runs); without, each call starts
+    a sandbox."""
     name = schema["name"]
     parameters = schema.get("parameters") or {"type": "object", "properties": {}}
+    spec = WorkerSpec(source_code, name, limits, isolation)
+    slot = pool.slot(spec) if pool is not None else None
 
     async def call(**fields: Any) -> str:
         arguments = {aliases[key]: value for key, value in fields.items()
                      if value is not _MISSING}
-        return await run_source(source_code, name, arguments, limits, isolation)
+        if pool is not None and slot is not None:
+            return _result(await pool.call(slot, arguments))
+        return _result(await _call_once(spec, arguments))
 
+    if pool is not None and slot is not None:
+        weakref.finalize(call, pool.drop, slot)  # rebound or dropped: its workers stop
     model, aliases = _passthrough_model(name, parameters)
-    # The sandbox enforces the limit; the in-process timeout is only a backstop.
+    # The sandbox enforces the limit; the in-process timeout is only a backstop (a cold call
+    # waits for its worker first).
     return Tool(name, (schema.get("description") or "").strip(), parameters, call,
-                arguments_model=model, timeout=limits.timeout + 10,
+                arguments_model=model, timeout=2 * limits.timeout + 10,
                 requires_approval=requires_approval)
+
+
+async def _call_once(spec: WorkerSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        worker = await Worker.start(spec)
+    except WorkerFailed as exc:
+        return {"ok": False, "error_type": exc.error_type, "message": str(exc)}
+    try:
+        return await worker.call(arguments)
+    except WorkerFailed as exc:
+        return {"ok": False, "error_type": exc.error_type, "message": str(exc)}
+    finally:
+        await worker.close()
+
+
+def _result(reply: dict[str, Any]) -> str:
+    if not reply.get("ok"):
+        raise _error_type(reply.get("error_type", "ToolError"))(reply["message"])
+    text: str = reply["result"]
+    return text
 
 
 class _Missing:
@@ -146,127 +163,3 @@ def _passthrough_model(name: str, parameters: dict[str, Any]) -> tuple[Any, dict
     model = create_model(f"{name}_sandbox_arguments",
                          __config__=ConfigDict(extra=extra, populate_by_name=False), **fields)
     return model, aliases
-
-
-async def _run_child(request: dict[str, Any], limits: SandboxLimits,
-                     isolation: Isolation) -> dict[str, Any]:
-    payload = json.dumps({**request, "memory_mb": limits.memory_mb,
-                          "cpu_seconds": int(limits.timeout) + 1,
-                          "processes": limits.processes}).encode()
-    argv = [sys.executable, "-I", "-c", _BOOTSTRAP, package_root()]
-    with contextlib.ExitStack() as cleanup:
-        if isolation.bwrap is not None:
-            bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
-            command = bwrap_command(bwrap, argv, env=isolation.env, network=isolation.network,
-                                    tmp_bytes=limits.tmp_mb * 1024 * 1024,
-                                    own_uid=isolation.own_uid)
-            env: dict[str, str] = {}
-            cwd = None
-        else:  # unisolated, as explicitly allowed: still no server environment
-            cwd = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="stateloop-tool-"))
-            command = argv
-            env = {"HOME": cwd, "TMPDIR": cwd, "PATH": "/usr/local/bin:/usr/bin:/bin",
-                   **isolation.env}
-        process = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, cwd=cwd)
-        return await _exchange(process, payload, limits)
-    raise AssertionError("unreachable")  # for mypy: ExitStack may swallow exceptions
-
-
-class _OutputLimitExceeded(Exception):
-    def __init__(self, stream: str, limit: int) -> None:
-        super().__init__(f"the tool wrote more than {limit} bytes to {stream}; the call was "
-                         f"stopped (limit: STATELOOP_TOOL_OUTPUT_BYTES)")
-
-
-async def _read_bounded(stream: asyncio.StreamReader | None, name: str, limit: int) -> bytes:
-    """All of ``stream`` in chunks, or _OutputLimitExceeded the moment it passes ``limit``."""
-    assert stream is not None
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await stream.read(_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise _OutputLimitExceeded(name, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _feed(process: asyncio.subprocess.Process, payload: bytes) -> None:
-    assert process.stdin is not None
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        process.stdin.write(payload)
-        await process.stdin.drain()
-    process.stdin.close()
-
-
-async def _exchange(process: asyncio.subprocess.Process, payload: bytes,
-                    limits: SandboxLimits) -> dict[str, Any]:
-    """Send the request, read the reply and the errors concurrently, under the limits."""
-    tasks = [asyncio.ensure_future(_feed(process, payload)),
-             asyncio.ensure_future(_read_bounded(process.stdout, "stdout", limits.output_bytes)),
-             asyncio.ensure_future(_read_bounded(process.stderr, "stderr", limits.output_bytes))]
-
-    async def finish() -> tuple[bytes, bytes]:
-        _, out, err = await asyncio.gather(*tasks)
-        await process.wait()
-        return out or b"", err or b""
-
-    failure: tuple[str, str] | None = None
-    try:
-        out, err = await asyncio.wait_for(finish(), limits.timeout)
-    except TimeoutError:
-        failure = ("TimeoutError", f"the tool did not finish within {limits.timeout:g} s and "
-                                   f"was stopped")
-    except _OutputLimitExceeded as exc:
-        failure = ("OutputLimitExceeded", str(exc))
-    except BaseException:  # cancelled (the run was): kill now, reap in the background
-        _kill(process)
-        _reaping.add(reaping := asyncio.ensure_future(_reap(process, tasks)))
-        reaping.add_done_callback(_reaping.discard)
-        raise
-    if failure is not None:
-        await _reap(process, tasks)
-        return {"ok": False, "error_type": failure[0], "message": failure[1]}
-    return _reply(out, err, process.returncode or 0)
-
-
-_reaping: set[asyncio.Future[None]] = set()
-
-
-async def _reap(process: asyncio.subprocess.Process,
-                tasks: Sequence[asyncio.Future[Any]]) -> None:
-    """Kill what is left of the call and read its pipes to the end, so they close (bounded:
-    without bubblewrap a process that left the call's session may hold them open)."""
-    _kill(process)  # nothing of the call outlives it
-    for task in tasks:
-        task.cancel()
-
-    async def drain() -> None:
-        for stream in (process.stdout, process.stderr):  # its writers are dead: both end
-            while stream is not None and await stream.read(_CHUNK):
-                pass
-        await process.wait()
-
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(drain(), 5)
-
-
-def _reply(out: bytes, err: bytes, code: int) -> dict[str, Any]:
-    try:
-        reply: dict[str, Any] = json.loads(out)
-    except ValueError:
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return {"ok": False, "error_type": "ToolCrashed",
-                "message": f"the tool process {how}" + (f": {' | '.join(tail)}" if tail else "")}
-    return reply
-
-
-def _kill(process: asyncio.subprocess.Process) -> None:
-    # The child's own session: only what we started. Under bubblewrap its death takes the
-    # sandbox's init, and with it every process of the call's PID namespace.
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
