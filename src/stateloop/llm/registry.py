@@ -32,10 +32,6 @@ def resolve_model(model: str | Model, **options: Any) -> Model:
             f"{', '.join(sorted(PROVIDERS))} (for an OpenAI-compatible server such as vLLM, "
             f"Ollama, llama.cpp or LM Studio use 'openai/MODEL' with base_url=...)")
     module_name, _, class_name = PROVIDERS[provider].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"provider {provider!r} needs a package that is not installed: "
-                          f"{exc.name} (pip install 'stateloop[{provider}]')") from exc
+    module = importlib.import_module(module_name)
     adapter: Model = getattr(module, class_name)(name, **options)
     return adapter
