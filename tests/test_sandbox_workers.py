@@ -148,7 +148,9 @@ async def test_a_call_that_kills_its_worker_leaves_the_next_call_a_fresh_one() -
 async def test_a_timed_out_call_takes_its_worker_and_a_fresh_one_follows() -> None:
     pool = WorkerPool()
     try:
-        slot = _slot(pool, SandboxLimits(timeout=1.0, memory_mb=256, processes=16))
+        # The timeout bounds a worker's start too: short enough to wait out, long enough
+        # for a start on a busy machine.
+        slot = _slot(pool, SandboxLimits(timeout=3.0, memory_mb=256, processes=16))
         token = (await _probe(pool, slot))[0]
         [pid] = pool.pids()
         reply = await pool.call(slot, {"action": "hang"})

@@ -2,7 +2,13 @@
 
 from .agent import Agent, RunResult
 from .approvals import Approval, ApprovalError
-from .errors import ConfigError, ModelError, StateloopError, ToolDefinitionError
+from .errors import (
+    ConfigError,
+    InputTooLarge,
+    ModelError,
+    StateloopError,
+    ToolDefinitionError,
+)
 from .events import AnyEvent, Event, StopReason
 from .hooks import Blocked, Hooks, StepRecord
 from .memory.blocks import Block
@@ -21,6 +27,7 @@ __all__ = [
     "ConfigError",
     "Event",
     "Hooks",
+    "InputTooLarge",
     "Message",
     "ModelError",
     "RunResult",

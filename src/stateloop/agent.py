@@ -256,7 +256,8 @@ class Agent(AgentControl):
         """Run until the agent stops; returns the result (never raises for model/tool failure).
 
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
-        ``max_steps`` and ``model`` replace the agent's own for this run only.
+        ``max_steps`` and ``model`` replace the agent's own for this run only. Input that
+        can never fit the context window raises ``InputTooLarge`` before anything is stored.
         """
         async with self._running(input, approvals, max_steps, model, events=False) as running:
             async for _ in running.events:  # straight from the loop: no generator between
@@ -293,9 +294,12 @@ class Agent(AgentControl):
         new_input = options.as_messages(input)
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
+        run_model = resolve_model(model, **self._model_options) if model is not None else None
+        options.check_fits(new_input, system=self._transcript[0], tools=self._tool_specs(),
+                           window=self.context_window, reserve=self.output_reserve,
+                           model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
-        run_model = resolve_model(model, **self._model_options) if model is not None else None
         lock = self._run_lock()
         if self.busy == "reject" and lock.locked():
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "

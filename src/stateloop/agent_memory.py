@@ -54,6 +54,12 @@ class AgentMemory:
     def context_window(self) -> int:
         return self._context_window or self._model.context_window
 
+    @property
+    def output_reserve(self) -> int:
+        """Tokens of the window kept free for the answer."""
+        return self.max_tokens or min(self._model.max_output_tokens or 4096,
+                                      self.context_window // 8)
+
     def memory_changed(self, block: Block | None = None) -> None:
         """A block changed: recompile the system prompt now, so the next step sees it. A
         value holding a lone surrogate is refused (``ValueError``)."""
@@ -115,9 +121,8 @@ class AgentMemory:
     def _new_context_manager(self, strategy: Strategy) -> ContextManager:
         from .memory.compaction import ContextManager
 
-        window = self.context_window
-        reserve = self.max_tokens or min(self._model.max_output_tokens or 4096, window // 8)
-        return ContextManager(window=window, reserve=reserve, strategy=strategy,
+        return ContextManager(window=self.context_window, reserve=self.output_reserve,
+                              strategy=strategy,
                               model=lambda: self.summarizer or self._model,
                               threshold=self.compaction_threshold, on_evict=self._evict)
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError
+from .errors import ConfigError, InputTooLarge
+from .llm.tokens import is_exact, message_tokens
 from .memory.blocks import Block
+from .memory.compaction import _tools_upper_bound, _upper_bound, tool_tokens
 from .messages import Message, user
 from .tools import Tool
 from .tools.builtin import builtin_tool
 
 if TYPE_CHECKING:
+    from .llm.base import ToolSpec
     from .tools.rules import BaseToolRule
 
 Input = str | Message | Sequence[str | Message] | None
@@ -42,6 +45,31 @@ def as_messages(input: Input) -> list[Message]:
         else:
             raise _bad_input(item)
     return messages
+
+
+def check_fits(messages: list[Message], *, system: Message, tools: list[ToolSpec],
+               window: int, reserve: int, model: str | None) -> None:
+    """Refuse input that can never fit the context window (``InputTooLarge``): more tokens
+    than the system prompt, the tool definitions and the answer's reserve leave, which no
+    compaction frees. A cheap bound (a token is at least a byte) clears nearly every input
+    uncounted; the rest is counted exactly, and each count is kept on its message."""
+    if not messages:
+        return
+    bound = sum(_upper_bound(m) for m in messages) + _upper_bound(system)
+    if bound + _tools_upper_bound(tools) + reserve <= window:
+        return
+    fixed = message_tokens(system, model) + tool_tokens(tools, model)
+    room = window - reserve - fixed
+    if room <= 0:
+        return  # the system prompt does not fit either: the run stops for that, naming it
+    tokens = sum(message_tokens(m, model) for m in messages)
+    if tokens > room:
+        raise InputTooLarge(
+            f"the input is {tokens:,} tokens{'' if is_exact(model) else ' (estimated)'}; "
+            f"the context window of {window:,} leaves {room:,} for input after the system "
+            f"prompt and tool definitions ({fixed:,}) and the answer's reserve "
+            f"({reserve:,}): send less at once (archival memory holds long texts)",
+            tokens=tokens, room=room, window=window)
 
 
 def _bad_input(found: object) -> TypeError:

@@ -11,6 +11,18 @@ class ConfigError(StateloopError, ValueError):
     """Bad configuration: an argument, an environment variable, a model string."""
 
 
+class InputTooLarge(StateloopError, ValueError):
+    """Run input larger than the context window leaves it: more tokens than remain after the
+    system prompt, the tool definitions and the answer's reserve, which no compaction frees.
+    Raised before the run starts: nothing is stored and the agent stays as it was."""
+
+    def __init__(self, message: str, *, tokens: int, room: int, window: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens  # the input's
+        self.room = room  # what the window leaves for input
+        self.window = window
+
+
 class ToolDefinitionError(StateloopError, TypeError):
     """A function that cannot become a tool (its signature has no JSON schema)."""
 

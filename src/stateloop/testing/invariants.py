@@ -1,4 +1,4 @@
-"""Checks of DESIGN.md's invariant 1, for tests of anything that edits a transcript."""
+"""Checks of invariant 1 in docs/design.md, for tests of anything that edits a transcript."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
-from ...errors import AgentBusyError, ConfigError
+from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, TextPart, user
 from ..creation import unprocessable
 from ..deps import RuntimeDep
@@ -94,6 +94,8 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
     try:
         return await runtime.runs.start(agent, messages, approvals, stream_tokens=stream_tokens,
                                         max_steps=body.max_steps, model=body.override_model)
+    except InputTooLarge as exc:  # nothing was stored: the agent is as it was
+        raise unprocessable("input" if body.input is not None else "messages", exc) from exc
     except ConfigError as exc:  # an unknown override_model, say
         raise HTTPException(400, detail=str(exc)) from exc
     except AgentBusyError as exc:
