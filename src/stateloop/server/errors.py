@@ -1,5 +1,6 @@
-"""Our exceptions as HTTP errors: 404 unknown ids, 409 conflicts, 422 bad input, and any
-other exception as a 500 that leaves the connection usable.
+"""Our exceptions as HTTP errors: 404 unknown ids, 409 conflicts, 422 bad input, 503 when
+archival memory cannot embed (no model, endpoint down), and any other exception as a 500
+that leaves the connection usable.
 
 Bodies are ``{"detail": "..."}``, as Letta's (FastAPI's) errors are; a 422's detail is
 FastAPI's list of ``{"loc", "msg", "type"}``, the shape the OpenAPI document declares for it.
@@ -14,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from ..approvals import ApprovalError
 from ..errors import AgentBusyError, ConfigError, ToolDefinitionError
+from ..memory.embeddings import EmbeddingError
 from ..store import BlockLimitError, DuplicateError, EmbeddingMismatchError, NotFoundError
 from .middleware import ASGIApp, Message, Receive, Scope, Send, reply
 
@@ -28,6 +30,7 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (BlockLimitError, 422),
     (ConfigError, 422),
     (ToolDefinitionError, 422),
+    (EmbeddingError, 503),
 ]
 
 

@@ -61,7 +61,7 @@ def _between(passage: PassageRecord, after: int | None, before: int | None,
     return (after is None or seq < after) and (before is None or seq > before)
 
 
-@router.post("", responses=errors(404, 409), response_model=list[Passage])
+@router.post("", responses=errors(404, 409, 503), response_model=list[Passage])
 async def insert(agent_id: str, body: CreateArchivalMemory,
                  runtime: RuntimeDep) -> list[dict[str, Any]]:
     """Embed and store a passage."""
@@ -72,7 +72,8 @@ async def insert(agent_id: str, body: CreateArchivalMemory,
     return [passage_view(p) for p in stored]
 
 
-@router.get("/search", responses=errors(404), response_model=ArchivalMemorySearchResponse)
+@router.get("/search", responses=errors(404, 503),
+            response_model=ArchivalMemorySearchResponse)
 async def search(agent_id: str, runtime: RuntimeDep, query: str,
                  tags: Annotated[list[str] | None, Query()] = None,
                  tag_match_mode: Literal["any", "all"] = "any",
