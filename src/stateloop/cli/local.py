@@ -230,11 +230,13 @@ class LocalSession:
             trapped = False
         end: TurnEnd | None = None
         frames = letta_frames(self.agent) if on_raw is not None else None
+        sent = 0
         try:
             async for event in self.agent.stream(text, approvals=approvals or None):
                 if frames is not None and on_raw is not None:
                     for frame in frames.feed(event):
-                        on_raw(frame)
+                        sent += 1
+                        on_raw({**frame, "seq_id": sent})  # numbered from 1, as a server's
                 if isinstance(event, RunEnd):
                     end = turn_end(event)
                     continue
