@@ -246,7 +246,8 @@ Port = Annotated[int | None, typer.Option(
 ServerModel = Annotated[str | None, typer.Option(
     "--model", "-m", envvar="STATELOOP_MODEL", show_default=False,
     help="Model of the agent up makes ready and of agents created without one, e.g. "
-         "openai/gpt-4o-mini or openai/NAME for a local server \\[default: STATELOOP_DEFAULT_MODEL, else openai/gpt-4o-mini].")]
+         "openai/gpt-4o-mini or openai/NAME for a local server \\[default: "
+         "STATELOOP_DEFAULT_MODEL, else openai/gpt-4o-mini].")]
 ServerBaseUrl = Annotated[str | None, typer.Option(
     "--base-url", show_default=False,
     help="OpenAI-compatible endpoint every agent's model calls (vLLM, Ollama, llama.cpp, LM "
