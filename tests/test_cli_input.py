@@ -27,6 +27,13 @@ def commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     return found
 
 
+def help_text(*path: str) -> str:
+    """``stateloop PATH --help`` as words, without the boxes and the wrapping."""
+    done = CliRunner().invoke(app, [*path, "--help"])
+    assert done.exit_code == 0, done.output
+    return " ".join(done.output.replace("│", " ").split())
+
+
 def test_every_help_text_keeps_its_brackets() -> None:
     """Rich markup would swallow an unescaped "[default: ...]" ("Port ." was shown)."""
     root = get_command(app)
@@ -36,12 +43,11 @@ def test_every_help_text_keeps_its_brackets() -> None:
         for name in path:
             command = command.commands[name]
         wanted = [p for p in command.params if "[default:" in (getattr(p, "help", "") or "")]
-        shown = CliRunner().invoke(app, [*path, "--help"], env={"TERMINAL_WIDTH": "400"})
-        assert shown.exit_code == 0, shown.output
-        assert shown.output.count("[default:") >= len(wanted), (path, shown.output)
+        shown = help_text(*path)
+        assert shown.count("[default:") >= len(wanted), (path, shown)
         checked += len(wanted)
-    serve = CliRunner().invoke(app, ["serve", "--help"], env={"TERMINAL_WIDTH": "400"})
-    assert "Port [default: STATELOOP_PORT, else 8283]." in serve.output
+    serve = help_text("serve")
+    assert "Port ." not in serve and "Address to bind" in serve and "STATELOOP_PORT" in serve
     assert checked >= 10  # serve, up, run, chat, agents create, ...
 
 
