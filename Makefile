@@ -14,14 +14,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The server on SQLite with a ready agent "assistant" (Ctrl-C stops it).
+# The server on SQLite with a ready agent "assistant" (Ctrl-C stops it); PORT=, HOST=
+# (else STATELOOP_PORT, STATELOOP_HOST, else 127.0.0.1:8283) and MODEL= pass through.
 run: $(STAMP)
-	$(BIN)/stateloop up
+	$(BIN)/stateloop up $(if $(PORT),--port $(PORT)) $(if $(HOST),--host $(HOST)) \
+		$(if $(MODEL),--model $(MODEL))
 
 # An agent end to end in one script, no provider needed (a scripted model).
 demo: $(STAMP)
 	$(BIN)/python -m stateloop.examples.quickstart
 
+# Talk to AGENT (else the "assistant" that `make run` made ready) on the same database.
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 

@@ -121,17 +121,23 @@ def test_run_prints_the_answer_and_tool_calls(cli: Cli, script: Script) -> None:
         ("assistant", "message")]
     assert rows[1][4] == "hi" and rows[4][4].startswith("memory_insert(")
     assert all(tokens > 0 for _, _, _, tokens, _ in rows)
-    assert lines[-1].startswith(f"total {sum(row[3] for row in rows)} tokens in 7 messages")
+    # One total, above and below: the messages and the tool schemas they are sent with.
     data = cli.inline_json("context", "ada")
     assert data["context_window_size_max"] == 128000 and data["num_messages"] == 7
+    used = data["context_window_size_current"]
+    assert used > sum(row[3] for row in rows)  # the tool schemas are counted too
+    share = f"{used} of 128000 tokens ({100 * used / 128000:.1f}%)"
+    assert lines[0] == f"context window: {share}"
+    assert lines[-1].startswith(f"total {share}: the messages above and "
+                                f"{data['num_tokens_functions_definitions']} tokens of tool")
 
 
-def test_run_json_streams_one_event_a_line_as_they_happen(cli: Cli, script: Script) -> None:
+def test_run_json_streams_one_message_a_line_as_they_happen(cli: Cli, script: Script) -> None:
     cli.create("ada")
     release = threading.Event()
 
     def held_reply(request: ModelRequest) -> ScriptItem:
-        release.wait(10)  # until the test has read the first step's events
+        release.wait(10)  # until the test has read the first step's messages
         return reply("Done.")
 
     script.set(call("memory_insert", label="human", new_string="x"), held_reply)
@@ -142,9 +148,9 @@ def test_run_json_streams_one_event_a_line_as_they_happen(cli: Cli, script: Scri
         assert process.stdout is not None
         seen: list[str] = []
         deadline = time.monotonic() + 15
-        while "tool_execution_end" not in seen and time.monotonic() < deadline:
-            seen.append(json.loads(process.stdout.readline())["type"])
-        assert "tool_execution_end" in seen and not release.is_set()  # the run is not over
+        while "tool_return_message" not in seen and time.monotonic() < deadline:
+            seen.append(json.loads(process.stdout.readline())["message_type"])
+        assert "tool_return_message" in seen and not release.is_set()  # the run is not over
         release.set()
         rest = [json.loads(line) for line in process.stdout]
         assert process.wait(15) == 0
@@ -152,11 +158,12 @@ def test_run_json_streams_one_event_a_line_as_they_happen(cli: Cli, script: Scri
         release.set()
         process.kill()
         process.wait()
-    types = seen + [event["type"] for event in rest]
-    assert types[0] == "run_start" and types[-1] == "run_end"
-    for kind in ("step_start", "tool_call_end", "tool_execution_end", "text_delta", "step_end"):
-        assert kind in types
-    assert rest[-1]["stop_reason"] == "end_turn" and rest[-1]["output"] == "Done."
+    # Letta's messages, as a server streams them (the same with --server: test_cli_server).
+    assert seen[0] == "tool_call_message"
+    assert [frame["message_type"] for frame in rest][-2:] == ["stop_reason", "usage_statistics"]
+    assert rest[-2]["stop_reason"] == "end_turn"
+    assert "".join(f["content"] for f in rest if f["message_type"] == "assistant_message") == (
+        "Done.")
 
 
 def test_run_failure_exits_1_with_one_error_line(cli: Cli, script: Script) -> None:
@@ -167,8 +174,9 @@ def test_run_failure_exits_1_with_one_error_line(cli: Cli, script: Script) -> No
     [line] = error_lines(done.stderr)
     assert line.startswith("error: run failed (llm_api_error)") and "does not exist" in line
     again = cli.inline("run", "ada", "hi again", "--json")  # same code; run_end on stdout
-    events = [json.loads(line) for line in again.stdout.splitlines()]
-    assert again.exit_code == 1 and events[-1]["stop_reason"] == "llm_api_error"
+    frames = {f["message_type"]: f for f in map(json.loads, again.stdout.splitlines())}
+    assert again.exit_code == 1 and frames["stop_reason"]["stop_reason"] == "llm_api_error"
+    assert "does not exist" in frames["error_message"]["message"]
 
 
 def test_unknown_agent_and_bad_options_exit_2(cli: Cli) -> None:
@@ -240,9 +248,13 @@ def test_chat_from_a_pipe(cli: Cli, script: Script) -> None:
     assert cli.inline_json("context", "ada")["num_messages"] == 1  # the reset was saved
 
 
-def test_chat_without_agent_creates_the_default_one(cli: Cli, script: Script) -> None:
-    script.set(reply("Hello."))
+def test_chat_without_agent_talks_to_the_assistant(cli: Cli, script: Script) -> None:
+    """The agent `stateloop up` (make run) makes ready; created on first use if missing."""
+    script.set(reply("Hello."), reply("Again."))
     done = cli.inline("chat", input="hi\n")  # end of input leaves, like Ctrl-D
     assert done.exit_code == 0, done.stderr
-    assert "created agent default" in done.stderr and "default> Hello." in done.stdout
-    assert cli.inline_json("agents", "show", "default")["model"] == "openai/gpt-4o-mini"
+    assert "created agent assistant" in done.stderr and "assistant> Hello." in done.stdout
+    assert cli.inline_json("agents", "show", "assistant")["model"] == "openai/gpt-4o-mini"
+    again = cli.inline("chat", input="hi\n")
+    assert again.exit_code == 0 and "created" not in again.stderr
+    assert [a["name"] for a in cli.inline_json("agents", "list")] == ["assistant"]

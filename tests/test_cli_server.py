@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
+from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from test_cli_support import Cli, Script, console_script, free_port, serving
 
@@ -62,32 +65,112 @@ def test_unreachable_server_is_a_configuration_error(cli: Cli) -> None:
     assert done.exit_code == 3 and done.stderr.startswith("error: cannot reach the server")
 
 
-def test_up_makes_an_agent_ready_and_serves(cli: Cli) -> None:
-    """What ``make run`` does: an agent, instructions, and the server, with no provider set."""
-    port = free_port()
-    env = cli.environment({"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None})
-    process = subprocess.Popen([*console_script(), "up", "--port", str(port)], env=env,
+def run_up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
+           port: int | None = None) -> tuple[list[dict[str, Any]], str]:
+    """``stateloop up ARGS`` until its agents are listed on ``port``; (agents, its output)."""
+    port = port or free_port()
+    process = subprocess.Popen([*console_script(), "up", *args], env=cli.environment(env),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
         agents = None
         while agents is None:
             try:
-                agents = httpx.get(f"{url}/v1/agents/", timeout=1).json()
+                agents = httpx.get(f"http://127.0.0.1:{port}/v1/agents/", timeout=1).json()
             except httpx.HTTPError:
-                assert process.poll() is None and time.monotonic() < deadline
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"up did not serve: {process.communicate()[0]}") from None
                 time.sleep(0.1)
-        assert [a["name"] for a in agents] == ["assistant"]
     finally:
         process.send_signal(signal.SIGINT)
         try:
             output, _ = process.communicate(timeout=10)
         finally:
             process.kill()
-    assert "stateloop chat assistant" in output
-    assert "set OPENAI_API_KEY, or OPENAI_BASE_URL" in output
-    assert "vLLM, Ollama, llama.cpp, LM Studio" in output
+    return agents, output
+
+
+def test_up_makes_an_agent_ready_and_serves(cli: Cli) -> None:
+    """What ``make run`` does: an agent, instructions, and the server, with no provider set;
+    the port from STATELOOP_PORT is the one it prints."""
+    port = free_port()
+    agents, output = run_up(cli, port=port, env={
+        "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "STATELOOP_PORT": str(port)})
+    assert [a["name"] for a in agents] == ["assistant"]
+    url = f"http://127.0.0.1:{port}"
+    assert f"stateloop chat assistant --server {url}\n" in output
+    assert f'Letta(base_url="{url}")' in output and "8283" not in output
+    assert "set OPENAI_API_KEY, or OPENAI_BASE_URL (or --base-url)" in output
+    assert "vLLM, Ollama, llama.cpp, LM Studio" in output and "--model openai/" in output
+
+
+def test_up_takes_the_model_its_hints_name(cli: Cli, fake: FakeOpenAI, script: Script) -> None:
+    """--base-url and --model (as the warning says), --context-window; on every interface it
+    prints an address a client can use."""
+    cli.create("assistant")  # made earlier with the default model: up switches it
+    port = free_port()
+    agents, output = run_up(
+        cli, "--host", "0.0.0.0", "--insecure", "--port", str(port), "--model",
+        "openai/llama-local", "--base-url", fake.base_url, "--context-window", "32000",
+        env={"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}, port=port)
+    assert [(a["name"], a["llm_config"]["context_window"]) for a in agents] == [
+        ("assistant", 32000)]
+    assert agents[0]["model"] == "openai/llama-local"
+    assert "warning" not in output and "0.0.0.0" not in output
+    assert f'Letta(base_url="http://127.0.0.1:{port}")' in output
+    assert "every interface" in output
+    assert f"OPENAI_BASE_URL={fake.base_url} .venv/bin/stateloop chat assistant" in output
+    script.set(reply("Local."))
+    done = cli.inline("run", "assistant", "hi", env={"OPENAI_BASE_URL": fake.base_url})
+    assert (done.exit_code, done.stdout) == (0, "Local.\n")
+    assert fake.requests[-1].body["model"] == "llama-local"
+
+
+def test_a_port_in_use_is_named_with_how_to_choose_another(cli: Cli) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in ("serve", "up"):
+            done = cli(command, "--port", str(port))
+            assert done.returncode == 2, done.stderr
+            assert done.stderr.startswith(f"error: port {port} on 127.0.0.1 is already in use")
+            assert "--port N or STATELOOP_PORT=N" in done.stderr
+    assert cli.inline_json("agents", "list") == []  # up made nothing
+
+
+def test_run_json_is_the_same_with_and_without_a_server(cli: Cli, script: Script) -> None:
+    """Letta's streamed messages, one a line, whichever side runs the agent."""
+    cli.create("ada", "--approve", "memory_insert")
+
+    def frames(*args: str) -> list[dict[str, Any]]:
+        script.set(reply("Hello there.", reasoning="Greet."),
+                   call("memory_insert", label="human", new_string="x"))
+        first = cli.inline("run", "ada", "hi", "--json", *args)
+        paused = cli.inline("run", "ada", "more", "--json", *args)
+        denied = cli.inline("run", "ada", "--deny", "no", "--json", *args)
+        assert (first.exit_code, paused.exit_code, denied.exit_code) == (0, 4, 0)
+        return [json.loads(line) for done in (first, paused, denied)
+                for line in done.stdout.splitlines()]
+
+    local = frames()
+    with serving(cli) as url:
+        remote = frames("--server", url)
+
+    def shape(found: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+        kinds: list[tuple[str, list[str]]] = []
+        for frame in found:
+            kind = (frame["message_type"], sorted(frame))
+            if not kinds or kinds[-1] != kind:  # text streams in chunks
+                kinds.append(kind)
+        return kinds
+
+    assert shape(local) == shape(remote)
+    kinds = [kind for kind, _ in shape(local)]
+    for kind in ("reasoning_message", "assistant_message", "approval_request_message",
+                 "tool_return_message", "stop_reason", "usage_statistics"):
+        assert kind in kinds
 
 
 def test_what_the_server_refuses_is_said_on_one_line(server: str, cli: Cli) -> None:

@@ -15,6 +15,7 @@ from .backend import open_backend
 from .console import err, out, shorten
 from .exits import USAGE, fail, handled
 from .spec import DEFAULT_MODEL, DEFAULT_SYSTEM, AgentSpec, parse_blocks, text_or_file
+from .windows import warn_if_unknown
 
 app = typer.Typer(help="Create, list, show and delete agents.", no_args_is_help=True)
 
@@ -61,7 +62,7 @@ def create(
         "--system", "-s", help="System prompt, or @FILE to read it.")] = DEFAULT_SYSTEM,
     block: Annotated[list[str] | None, typer.Option(
         "--block", "-b", help="Memory block LABEL=VALUE (or LABEL=@FILE); repeatable "
-                              "[default: human and persona].")] = None,
+                              "\\[default: human and persona].")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag; repeatable.")
                    ] = None,
     approve: Annotated[list[str] | None, typer.Option(
@@ -69,16 +70,19 @@ def create(
     agent_type: Annotated[str, typer.Option(
         "--agent-type", help="letta_v1_agent, memgpt_agent, react_agent or workflow_agent."
     )] = "letta_v1_agent",
+    context_window: options.ContextWindow = None,
     as_json: options.Json = False,
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """Create an agent with a model, system prompt and memory blocks."""
     spec = AgentSpec(name=name, model=model, system=text_or_file(system, "--system"),
-                     tags=tag or [], approve=approve or [], agent_type=agent_type)
+                     tags=tag or [], approve=approve or [], agent_type=agent_type,
+                     context_window=context_window)
     if block:
         spec.blocks = parse_blocks(block)
     with open_backend(db, server, token) as backend:
         agent = backend.create_agent(spec)
+    warn_if_unknown(model, context_window)
     if as_json:
         print_json(agent)
     else:

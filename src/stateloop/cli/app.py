@@ -28,6 +28,7 @@ from .exits import (
 from .items import Decision, Session, TurnEnd, failed
 from .render import TurnPrinter
 from .spec import DEFAULT_MODEL, AgentSpec
+from .windows import warn_if_unknown
 
 app = typer.Typer(
     name="stateloop",
@@ -40,14 +41,19 @@ app = typer.Typer(
 )
 app.add_typer(agents.app, name="agents")
 
-DEFAULT_AGENT = "default"
+# The agent `chat` talks to when none is named: the one `stateloop up` makes ready.
+DEFAULT_AGENT = "assistant"
+# The server's default body limit (STATELOOP_MAX_BODY_BYTES): a message no server would take
+# is refused before anything is sent.
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
 @contextmanager
 def open_session(backend: Backend, agent: str, *, model: str | None, base_url: str | None,
-                 check: bool = True) -> Iterator[Session]:
+                 context_window: int | None = None, check: bool = True) -> Iterator[Session]:
     """The agent's session, closed when the block ends."""
-    session = backend.session(agent, model=model, base_url=base_url, check=check)
+    session = backend.session(agent, model=model, base_url=base_url,
+                              context_window=context_window, check=check)
     try:
         yield session
     finally:
@@ -58,9 +64,10 @@ def open_session(backend: Backend, agent: str, *, model: str | None, base_url: s
 @handled
 def chat(
     agent: Annotated[str | None, typer.Argument(
-        help=f"Name or id [default: STATELOOP_AGENT, else {DEFAULT_AGENT!r}, created on first "
-             "use].", show_default=False)] = None,
+        help=f"Name or id \\[default: STATELOOP_AGENT, else {DEFAULT_AGENT!r} (the agent "
+             "`stateloop up` makes ready), created on first use].", show_default=False)] = None,
     model: options.Model = None, base_url: options.BaseUrl = None,
+    context_window: options.ContextWindow = None,
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """Talk to an agent: text streams as it arrives; /memory, /context, /reset, /quit."""
@@ -70,9 +77,10 @@ def chat(
 
     name = agent or os.environ.get("STATELOOP_AGENT") or DEFAULT_AGENT
     with open_backend(db, server, token) as backend:
-        if agent is None:
-            ensure_default(backend, name, model)
-        with open_session(backend, name, model=model, base_url=base_url) as session:
+        if agent is None and ensure_agent(backend, name, model, context_window):
+            context_window = None  # stored with the agent just made
+        with open_session(backend, name, model=model, base_url=base_url,
+                          context_window=context_window) as session:
             try:
                 import readline  # noqa: F401  (line editing and history for input())
             except ImportError:
@@ -80,18 +88,23 @@ def chat(
             Chat(session).run()
 
 
-def ensure_default(backend: Backend, name: str, model: str | None) -> None:
-    """Create the default agent the first time ``chat`` runs without one."""
+def ensure_agent(backend: Backend, name: str, model: str | None,
+                 context_window: int | None = None) -> bool:
+    """Create agent ``name`` unless it exists (on ``model``, else ``STATELOOP_MODEL``, else
+    the default); whether it was created."""
     import os
 
     try:
         backend.show_agent(name)
-        return
+        return False
     except (CliError, LookupError):  # not there yet (locally, or on the server)
         pass
     chosen = model or os.environ.get("STATELOOP_MODEL") or DEFAULT_MODEL
-    created = backend.create_agent(AgentSpec(name=name, model=chosen))
+    created = backend.create_agent(AgentSpec(name=name, model=chosen,
+                                             context_window=context_window))
+    warn_if_unknown(chosen, context_window)
     err.print(f"created agent {escape(created['name'])} with model {escape(chosen)}")
+    return True
 
 
 @app.command()
@@ -101,22 +114,26 @@ def run(
     message: Annotated[str | None, typer.Argument(
         help="What to say; '-' or nothing reads standard input.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option(
-        "--json", help="Print every event as one JSON object a line.")] = False,
+        "--json", help="Print what streams as one JSON object a line: Letta's messages "
+                       "(message_type), as a server's messages/stream sends them, with or "
+                       "without --server.")] = False,
     approve: Annotated[bool, typer.Option(
         "--approve", help="Approve the tool calls the agent waits for, and go on.")] = False,
     deny: Annotated[str | None, typer.Option(
         "--deny", help="Deny the tool calls the agent waits for, with this reason.",
         show_default=False)] = None,
     model: options.Model = None, base_url: options.BaseUrl = None,
+    context_window: options.ContextWindow = None,
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
-    """Send one message and print the answer (or, with --json, every event)."""
+    """Send one message and print the answer (or, with --json, every message as it streams)."""
     answering = approve or deny is not None
     if approve and deny is not None:
         fail("give --approve or --deny, not both", USAGE)
     text = None if answering and message is None else read_message(message)
     with (open_backend(db, server, token) as backend,
-          open_session(backend, agent, model=model, base_url=base_url) as session):
+          open_session(backend, agent, model=model, base_url=base_url,
+                       context_window=context_window) as session):
         pending = session.pending()
         decisions = None
         if answering:
@@ -145,20 +162,34 @@ def run(
 
 
 def read_message(message: str | None) -> str:
+    """The message from the argument or standard input: UTF-8 text, not empty, and no larger
+    than a server takes (``MAX_MESSAGE_BYTES``)."""
     if message is not None and message != "-":
         # Bytes that are not UTF-8 reach argv as lone surrogates: no server can take them.
         if first_lone_surrogate(message) is not None:
             fail("the message is not valid UTF-8 text", USAGE)
+        if not message.strip():
+            fail("no message: the argument is empty", USAGE)
+        if len(message.encode()) > MAX_MESSAGE_BYTES:
+            fail(too_long("the message"), USAGE)
         return message
     if sys.stdin.isatty():
         fail("no message: give it as an argument, or pipe it in with '-'", USAGE)
+    data = sys.stdin.buffer.read(MAX_MESSAGE_BYTES + 1)
+    if len(data) > MAX_MESSAGE_BYTES:
+        fail(too_long("standard input"), USAGE)
     try:
-        text = sys.stdin.buffer.read().decode("utf-8").strip()
+        text = data.decode("utf-8").strip()
     except UnicodeDecodeError as exc:
         fail(f"standard input is not valid UTF-8 text (byte {exc.start})", USAGE)
     if not text:
         fail("no message: standard input was empty", USAGE)
     return text
+
+
+def too_long(what: str) -> str:
+    return (f"{what} is larger than {MAX_MESSAGE_BYTES // (1024 * 1024)} MiB, more than a "
+            "server takes in one request: send less (archival memory holds documents)")
 
 
 def print_event(data: dict[str, Any]) -> None:
@@ -206,49 +237,78 @@ def context(
 Insecure = Annotated[bool, typer.Option(
     "--insecure", help="Serve off loopback (e.g. --host 0.0.0.0) with no password or API "
                        "keys set: anyone who can reach the port can use every agent.")]
+Host = Annotated[str | None, typer.Option(
+    help="Address to bind; 0.0.0.0 is every interface \\[default: STATELOOP_HOST, else "
+         "127.0.0.1].", show_default=False)]
+Port = Annotated[int | None, typer.Option(
+    min=1, max=65535, help="Port \\[default: STATELOOP_PORT, else 8283].",
+    show_default=False)]
+ServerModel = Annotated[str | None, typer.Option(
+    "--model", "-m", envvar="STATELOOP_MODEL", show_default=False,
+    help="Model of the agent up makes ready and of agents created without one, e.g. "
+         "openai/gpt-4o-mini or openai/NAME for a local server \\[default: "
+         "STATELOOP_DEFAULT_MODEL, else openai/gpt-4o-mini].")]
+ServerBaseUrl = Annotated[str | None, typer.Option(
+    "--base-url", show_default=False,
+    help="OpenAI-compatible endpoint every agent's model calls (vLLM, Ollama, llama.cpp, LM "
+         "Studio), e.g. http://127.0.0.1:11434/v1 \\[default: STATELOOP_MODEL_BASE_URL, else "
+         "OPENAI_BASE_URL].")]
 
 
 @app.command()
 @handled
 def serve(
-    host: Annotated[str | None, typer.Option(
-        help="Address to bind [default: STATELOOP_HOST, else 127.0.0.1].",
-        show_default=False)] = None,
-    port: Annotated[int | None, typer.Option(
-        help="Port [default: STATELOOP_PORT, else 8283].", show_default=False)] = None,
+    host: Host = None, port: Port = None,
+    model: ServerModel = None, base_url: ServerBaseUrl = None,
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Run the HTTP server (Letta's REST API) on the local database."""
-    from .serving import server_settings, start_server
+    from .serving import bind, server_settings, start_server
 
-    start_server(host, port, server_settings(host, db, insecure=insecure))
+    settings = server_settings(host, port, db, insecure=insecure, model=model,
+                               base_url=base_url)
+    start_server(settings, bind(settings))
 
 
 @app.command()
 @handled
 def up(
-    agent: Annotated[str, typer.Option(help="The agent to make ready.")] = "assistant",
-    host: Annotated[str | None, typer.Option(help="Address to bind.", show_default=False)] = None,
-    port: Annotated[int | None, typer.Option(help="Port.", show_default=False)] = None,
+    agent: Annotated[str, typer.Option(help="The agent to make ready.")] = DEFAULT_AGENT,
+    host: Host = None, port: Port = None,
+    model: ServerModel = None, base_url: ServerBaseUrl = None,
+    context_window: options.ContextWindow = None,
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Make an agent ready on the local database, say how to talk to it, and serve."""
     from .local import LocalBackend
-    from .serving import server_settings, start_server
+    from .serving import bind, client_url, listens_everywhere, server_settings, start_server
 
-    settings = server_settings(host, db, insecure=insecure)  # nothing is created if misset
-    backend = LocalBackend(db)
+    # Nothing is created when a setting is wrong or the port is taken.
+    settings = server_settings(host, port, db, insecure=insecure, model=model,
+                               base_url=base_url)
+    sock = bind(settings)
     try:
-        ensure_default(backend, agent, None)
-    finally:
-        backend.close()
-    address = f"http://{host or '127.0.0.1'}:{port or 8283}"
+        backend = LocalBackend(db)
+        try:
+            chosen = model or settings.default_model
+            if not ensure_agent(backend, agent, chosen, context_window) and (
+                    model or context_window):
+                backend.configure(agent, model, context_window)
+        finally:
+            backend.close()
+    except BaseException:
+        sock.close()
+        raise
+    address = client_url(settings)
+    where = (" (listening on every interface: from another machine, use this one's address)"
+             if listens_everywhere(settings) else "")
+    local = f"OPENAI_BASE_URL={settings.model_base_url} " if base_url else ""
     err.print(f"agent [bold]{escape(agent)}[/] is ready. Talk to it:\n"
-              f"  .venv/bin/stateloop chat {escape(agent)}          (in this terminal's "
-              f"project, on the same database)\n"
-              f"  .venv/bin/stateloop chat {escape(agent)} --server {address}\n"
-              f"  or any Letta client: Letta(base_url=\"{address}\")")
-    start_server(host, port, settings)
+              f"  {escape(local)}.venv/bin/stateloop chat {escape(agent)}          (in this "
+              f"terminal's project, on the same database)\n"
+              f"  .venv/bin/stateloop chat {escape(agent)} --server {escape(address)}\n"
+              f"  or any Letta client: Letta(base_url=\"{escape(address)}\"){escape(where)}")
+    start_server(settings, sock, chosen)
 
 
 def main() -> None:

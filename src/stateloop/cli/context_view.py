@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .console import shorten
+
+if TYPE_CHECKING:
+    from ..memory.window import ContextRow
 
 # (label, key) for each part of the window, in the order they are sent.
 _PARTS = (
@@ -19,17 +22,37 @@ _PARTS = (
 )
 
 
-def overview_text(data: dict[str, Any]) -> str:
-    """Letta's ``ContextWindowOverview`` figures as a few aligned lines."""
+def _usage(data: dict[str, Any]) -> str:
+    """``used of window tokens (share)``: the one total, above the parts and under the rows."""
     window = int(data.get("context_window_size_max") or 0)
     used = int(data.get("context_window_size_current") or 0)
     share = f" ({100 * used / window:.1f}%)" if window else ""
-    lines = [f"context window: {used} of {window} tokens{share}"]
+    return f"{used} of {window} tokens{share}"
+
+
+def total_line(data: dict[str, Any]) -> str:
+    """The view's last line: the header's total, saying what it holds besides the rows."""
+    tools = int(data.get("num_tokens_functions_definitions") or 0)
+    return (f"total {_usage(data)}: the messages above and {tools} tokens of tool schemas "
+            "(a message's count includes its framing)")
+
+
+def overview_text(data: dict[str, Any]) -> str:
+    """Letta's ``ContextWindowOverview`` figures as a few aligned lines."""
+    lines = [f"context window: {_usage(data)}"]
     lines += [f"  {label:<16}{int(data.get(key) or 0):>8}" for label, key in _PARTS]
     lines.append(f"in context: {data.get('num_messages', 0)} messages; recall: "
                  f"{data.get('num_recall_memory', 0)} messages; archival: "
                  f"{data.get('num_archival_memory', 0)} passages")
     return "\n".join(lines)
+
+
+def local_messages_text(data: dict[str, Any], rows: list[ContextRow]) -> str:
+    """The assembled context message by message with tokens, then the total."""
+    lines = [f"{'#':>4}  {'role':<9} {'kind':<11} {'tokens':>7}  content"]
+    lines += [f"{row.index:>4}  {row.role:<9} {row.kind:<11} {row.tokens:>7}  {row.preview}"
+              for row in rows]
+    return "\n".join([*lines, total_line(data)])
 
 
 def remote_messages_text(data: dict[str, Any]) -> str:
@@ -40,7 +63,7 @@ def remote_messages_text(data: dict[str, Any]) -> str:
         tokens = message.get("token_count")
         count = str(tokens) if isinstance(tokens, int) else "-"
         lines.append(f"{index:>4}  {role:<9} {count:>7}  {shorten(_message_text(message))}")
-    return "\n".join(lines)
+    return "\n".join([*lines, total_line(data)])
 
 
 def _message_text(message: dict[str, Any]) -> str:

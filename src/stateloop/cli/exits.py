@@ -12,15 +12,16 @@ from .console import err
 
 OK = 0
 RUN_FAILED = 1  # the run ended with a failure stop reason (llm_api_error, error, timeout, ...)
-USAGE = 2  # bad input: unknown agent, bad option or value (Typer's own usage errors are 2 too)
+USAGE = 2  # bad input: unknown agent, bad option or value, a port in use (Typer's are 2 too)
 NOT_CONFIGURED = 3  # no model provider (API key or base URL), no model, no server available
 AWAITING_APPROVAL = 4  # `run` paused: a tool call waits for a human (answer it in `chat`)
 INTERRUPTED = 130  # Ctrl-C, as shells report it
 
 EPILOG = (
     "Exit codes: 0 ok; 1 the run failed (stop reason such as llm_api_error, error, timeout); "
-    "2 bad input (unknown agent, bad option); 3 configuration missing (no provider key or "
-    "base URL, no model, server not available); 4 the run waits for a tool approval; "
+    "2 bad input (unknown agent, bad option or message, a port in use); 3 configuration "
+    "missing (no provider key or base URL, no model, server not available); 4 the run waits "
+    "for a tool approval; "
     "130 interrupted. Errors are one line on stderr starting with 'error:'."
 )
 

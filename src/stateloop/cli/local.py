@@ -9,6 +9,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .exits import USAGE, fail
 from .items import (
     Decision,
     Item,
@@ -24,10 +25,12 @@ from .items import (
 )
 from .provider import check_provider, no_model_error
 from .spec import AgentSpec
+from .windows import resolved, warn_if_unknown
 
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..events import AnyEvent, RunEnd
+    from ..server.messages import StreamConverter
     from ..store.records import AgentRecord, BlockRecord
     from ..store.sql import SqlStore
 
@@ -35,10 +38,24 @@ T = TypeVar("T")
 
 
 def database_url(db: str | None) -> str:
-    """``--db`` as given, else ``STATELOOP_DATABASE_URL``, else the default file."""
+    """``--db`` as given, else ``STATELOOP_DATABASE_URL``, else the default file (whose
+    directory is made on first use; a given one's must exist)."""
     from ..store.url import ENV_VAR, default_path
 
-    return db or os.environ.get(ENV_VAR) or f"sqlite:///{default_path()}"
+    given = db or os.environ.get(ENV_VAR)
+    if given:
+        check_database_dir(given)
+    return given or f"sqlite:///{default_path()}"
+
+
+def check_database_dir(url: str) -> None:
+    """Refuse a database whose directory does not exist: a typo must not make directories."""
+    from ..store.url import resolve_url
+
+    directory = resolve_url(url).path.parent
+    if not directory.is_dir():
+        fail(f"--db {url}: the directory {str(directory)!r} does not exist; create it "
+             "first, or give another path", USAGE)
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -118,13 +135,34 @@ class LocalBackend:
         async def go() -> dict[str, Any]:
             db = await self.store()
             agent = await Agent.acreate(
-                spec.model, store=db, name=spec.name, system=spec.system,
-                blocks=[Block(label, value) for label, value in spec.blocks],
-                tags=spec.tags, agent_type=spec.agent_type, tool_rules=spec.tool_rules())
+                resolved(spec.model, spec.context_window), store=db, name=spec.name,
+                system=spec.system, blocks=[Block(label, value) for label, value in spec.blocks],
+                tags=spec.tags, agent_type=spec.agent_type, tool_rules=spec.tool_rules(),
+                context_window=spec.context_window)
             record = await db.get_agent(agent.id)
             return summary(record, await db.list_blocks(record.id))
 
         return self.run(go())
+
+    def configure(self, name: str, model: str | None, context_window: int | None) -> None:
+        """Store a new model and/or context window for an agent (``stateloop up --model``)."""
+
+        async def go() -> None:
+            db = await self.store()
+            record = await db.get_agent(name)
+            chosen = model or record.model
+            window = context_window or record.llm_config.get("context_window_override")
+            if chosen == record.model and window == record.llm_config.get(
+                    "context_window_override"):
+                return
+            if chosen and chosen != record.model:
+                warn_if_unknown(chosen, window)
+            size = window or (resolved(chosen, None).context_window if chosen else None)
+            await db.update_agent(record.id, model=chosen, llm_config={
+                **record.llm_config, "model": chosen, "context_window": size,
+                "context_window_override": window})
+
+        self.run(go())
 
     def delete_agent(self, name: str) -> dict[str, Any]:
         """Delete an agent, its history and its unshared blocks; returns what it was."""
@@ -139,8 +177,9 @@ class LocalBackend:
         return self.run(go())
 
     def session(self, name: str, *, model: str | None = None, base_url: str | None = None,
-                check: bool = True) -> LocalSession:
-        """Load the agent to talk to it; ``check`` first verifies a provider is configured."""
+                context_window: int | None = None, check: bool = True) -> LocalSession:
+        """Load the agent to talk to it; ``check`` first verifies a provider is configured.
+        A ``context_window`` is stored with the agent."""
         from ..agent import Agent
 
         async def go() -> Agent:
@@ -151,8 +190,14 @@ class LocalBackend:
                 raise no_model_error(record.name)
             if check:
                 check_provider(chosen, base_url)
+            if context_window is not None:
+                record = await db.update_agent(record.id, llm_config={
+                    **record.llm_config, "context_window": context_window,
+                    "context_window_override": context_window})
+            window = record.llm_config.get("context_window_override")
             options = {"base_url": base_url} if base_url else {}
-            return await Agent.aload(record.id, store=db, model=chosen, **options)
+            return await Agent.aload(record.id, store=db,
+                                     model=resolved(chosen, window, **options), **options)
 
         return LocalSession(self, self.run(go()))
 
@@ -184,10 +229,14 @@ class LocalSession:
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             trapped = False
         end: TurnEnd | None = None
+        frames = letta_frames(self.agent) if on_raw is not None else None
+        sent = 0
         try:
             async for event in self.agent.stream(text, approvals=approvals or None):
-                if on_raw is not None:
-                    on_raw(event.to_dict())
+                if frames is not None and on_raw is not None:
+                    for frame in frames.feed(event):
+                        sent += 1
+                        on_raw({**frame, "seq_id": sent})  # numbered from 1, as a server's
                 if isinstance(event, RunEnd):
                     end = turn_end(event)
                     continue
@@ -215,9 +264,12 @@ class LocalSession:
 
     def context_view(self) -> str:
         """Letta's figures, then the assembled context message by message with tokens."""
-        from .context_view import overview_text
+        from ..memory.window import context_rows
+        from .context_view import local_messages_text, overview_text
 
-        return overview_text(self.context_data()) + "\n\n" + self.agent.context_view()
+        data = self.context_data()
+        rows = context_rows(self.agent.messages, self.agent.model.name)
+        return overview_text(data) + "\n\n" + local_messages_text(data, rows)
 
     def reset(self) -> None:
         self.backend.run(self._reset())
@@ -228,6 +280,15 @@ class LocalSession:
 
     def close(self) -> None:
         pass
+
+
+def letta_frames(agent: Agent) -> StreamConverter:
+    """What turns the run's events into the frames a server streams (``--json`` prints the
+    same objects with or without ``--server``)."""
+    from ..server.messages import StreamConverter
+    from ..server.runs import approval_names
+
+    return StreamConverter(stream_tokens=True, approval_names=approval_names(agent))
 
 
 def as_item(event: AnyEvent) -> Item | None:

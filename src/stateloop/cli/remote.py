@@ -91,11 +91,13 @@ class RemoteBackend:
         return summary(self.agent_state(name))
 
     def create_agent(self, spec: AgentSpec) -> dict[str, Any]:
-        body = {"name": spec.name, "model": spec.model, "system": spec.system,
-                "agent_type": spec.agent_type, "tags": spec.tags,
-                "memory_blocks": [{"label": label, "value": value}
-                                  for label, value in spec.blocks],
-                "tool_rules": spec.tool_rules()}
+        body: dict[str, Any] = {"name": spec.name, "model": spec.model, "system": spec.system,
+                                "agent_type": spec.agent_type, "tags": spec.tags,
+                                "memory_blocks": [{"label": label, "value": value}
+                                                  for label, value in spec.blocks],
+                                "tool_rules": spec.tool_rules()}
+        if spec.context_window is not None:
+            body["context_window_limit"] = spec.context_window
         return summary(self.request("POST", "/v1/agents", json=body))
 
     def delete_agent(self, name: str) -> dict[str, Any]:
@@ -104,11 +106,11 @@ class RemoteBackend:
         return summary(state)
 
     def session(self, name: str, *, model: str | None = None, base_url: str | None = None,
-                check: bool = True) -> RemoteSession:
+                context_window: int | None = None, check: bool = True) -> RemoteSession:
         """Talk to an agent on the server (which has its own model configuration)."""
-        if model or base_url:
-            raise CliError("--model and --base-url apply to local mode; the server uses its "
-                           "own model configuration", USAGE)
+        if model or base_url or context_window:
+            raise CliError("--model, --base-url and --context-window apply to local mode; "
+                           "the server uses its own model configuration", USAGE)
         return RemoteSession(self, self.agent_state(name))
 
 

@@ -1,22 +1,33 @@
-"""``stateloop serve``: start the HTTP server, imported only when asked for."""
+"""``stateloop serve`` and ``up``: the server's settings checked, its port bound, then served.
+Imported only when asked for."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from .console import err
 from .exits import NOT_CONFIGURED, USAGE, CliError, fail
+from .local import check_database_dir
 from .provider import check_provider
 
 if TYPE_CHECKING:
+    import socket
+
     from pydantic_core import ErrorDetails
 
     from ..server.settings import ServerSettings
 
+# Binding these means every interface: a client connects to this machine's loopback.
+_EVERYWHERE = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
-def server_settings(host: str | None, db: str | None, *, insecure: bool) -> ServerSettings:
-    """The settings the server will run with, checked before anything starts: a misset
-    variable, or a bind off loopback without authentication, is one line and an exit code."""
+
+def server_settings(host: str | None, port: int | None, db: str | None, *, insecure: bool,
+                    model: str | None = None, base_url: str | None = None) -> ServerSettings:
+    """The settings the server will run with (flags over ``STATELOOP_*`` variables), checked
+    before anything starts: a misset variable, or a bind off loopback without
+    authentication, is one line and an exit code."""
     try:
         from pydantic import ValidationError
 
@@ -30,25 +41,52 @@ def server_settings(host: str | None, db: str | None, *, insecure: bool) -> Serv
         settings = ServerSettings(database_url=db)
     except ValidationError as exc:
         fail("; ".join(_problem(error) for error in exc.errors()), USAGE)
+    settings.host = host or settings.host
+    settings.port = port or settings.port
+    settings.default_model = model or settings.default_model
+    settings.model_base_url = base_url or settings.model_base_url
+    if settings.database_url:
+        check_database_dir(settings.database_url)
     if not insecure:
         try:
-            check_exposure(host or settings.host, settings)
+            check_exposure(settings.host, settings)
         except ConfigError as exc:
             fail(str(exc), NOT_CONFIGURED)
     return settings
 
 
-def start_server(host: str | None, port: int | None, settings: ServerSettings) -> None:
-    """Run the server until interrupted (``settings`` from ``server_settings``)."""
+def client_url(settings: ServerSettings) -> str:
+    """The URL a client on this machine uses to reach the server."""
+    host = _EVERYWHERE.get(settings.host, settings.host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{settings.port}"
+
+
+def listens_everywhere(settings: ServerSettings) -> bool:
+    return settings.host in _EVERYWHERE
+
+
+def bind(settings: ServerSettings) -> socket.socket:
+    """The server's socket, bound now: a port in use is an error before anything else."""
+    from ..server import bind as bind_socket
+
+    return bind_socket(settings.host, settings.port)
+
+
+def start_server(settings: ServerSettings, sock: socket.socket, model: str | None = None,
+                 ) -> None:
+    """Run the server on ``sock`` until interrupted; warn first when ``model`` (the default
+    model, else the server's) has no provider configured."""
     from ..server import serve
 
     try:  # the server starts anyway (agents may name other models); runs would fail
-        check_provider(settings.default_model, settings.model_base_url, base_url_flag=None)
+        check_provider(model or settings.default_model, settings.model_base_url)
     except CliError as error:
-        err.print(f"[yellow]warning:[/] {error.message}")
+        err.print(f"[yellow]warning:[/] {escape(error.message)}")
         for hint in error.hints:
-            err.print(f"  {hint}")
-    serve(host, port, settings=settings, insecure=True)  # exposure was checked already
+            err.print(f"  {escape(hint)}")
+    serve(settings.host, settings.port, settings=settings, insecure=True,  # checked already
+          sock=sock)
 
 
 def _problem(error: ErrorDetails) -> str:

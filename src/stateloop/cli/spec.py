@@ -24,6 +24,7 @@ class AgentSpec:
     tags: list[str] = field(default_factory=list)
     approve: list[str] = field(default_factory=list)  # tools that wait for a human
     agent_type: str = "letta_v1_agent"
+    context_window: int | None = None  # None: the model's known window, else the default
 
     def tool_rules(self) -> list[dict[str, Any]]:
         """Letta's JSON rules for the tools that need approval."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import socket
+
     from fastapi import FastAPI
 
     from .settings import ServerSettings
 
-__all__ = ["create_app", "serve"]
+__all__ = ["bind", "create_app", "serve"]
 
 
 def create_app(settings: ServerSettings | None = None, **options: Any) -> FastAPI:
@@ -20,19 +22,49 @@ def create_app(settings: ServerSettings | None = None, **options: Any) -> FastAP
     return build(settings, **options)
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready socket on ``host:port``; a ``ConfigError`` naming the port and how to
+    choose another when it is taken (or the address is not this machine's)."""
+    import errno
+    import socket
+
+    from ..errors import ConfigError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is already in use (another stateloop server?): "
+                "choose another with --port N or STATELOOP_PORT=N") from exc
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                          "(choose the address with --host or STATELOOP_HOST)") from exc
+    return sock
+
+
 def serve(host: str | None = None, port: int | None = None, *,
-          settings: ServerSettings | None = None, insecure: bool = False) -> None:
+          settings: ServerSettings | None = None, insecure: bool = False,
+          sock: socket.socket | None = None) -> None:
     """Run the server until interrupted (``stateloop serve``); defaults 127.0.0.1:8283.
 
     Off loopback it needs a password or API keys in ``settings``, unless ``insecure``: a
-    ``ConfigError`` says so before anything binds."""
+    ``ConfigError`` says so before anything binds. ``sock`` is one ``bind`` returned, for a
+    caller that binds before it says where to connect."""
     import uvicorn
 
     from .exposure import check_exposure
     from .settings import ServerSettings
 
     config = settings or ServerSettings()
-    bind = host or config.host
+    where = host or config.host
     if not insecure:
-        check_exposure(bind, config)
-    uvicorn.run(create_app(config), host=bind, port=port or config.port, log_level="info")
+        check_exposure(where, config)
+    if sock is None:
+        sock = bind(where, port or config.port)
+    server = uvicorn.Server(uvicorn.Config(create_app(config), host=where,
+                                           port=sock.getsockname()[1], log_level="info"))
+    server.run(sockets=[sock])
