@@ -66,9 +66,13 @@ def test_messages_are_refused_when_empty_or_larger_than_a_server_takes(
         assert done.exit_code == 2
         assert done.stderr.startswith(f"error: {what} is larger than 8 MiB"), done.stderr
     assert script.requests == []  # nothing was sent
+    # Just under the cap, the message is taken, and refused next by the agent's window.
+    under = cli.inline("run", "ada", "-", input="x" * (MAX_MESSAGE_BYTES - 1000))
+    assert under.exit_code == 2, under.stderr
+    assert under.stderr.startswith("error: the input is ") and "context window" in under.stderr
     script.set(reply("Read it."))
-    fits = "x" * (MAX_MESSAGE_BYTES - 1000)  # just under the cap: taken
-    assert cli.inline("run", "ada", "-", input=fits).exit_code == 0
+    assert cli.inline("run", "ada", "-", input="x" * 10_000).exit_code == 0
+    assert script.requests
 
 
 def test_a_database_in_a_missing_directory_is_refused(cli: Cli, tmp_path: Path) -> None:
