@@ -192,6 +192,7 @@ async def test_a_dropped_tool_stops_its_workers() -> None:
 
 
 async def test_closing_the_pool_leaves_no_process() -> None:
+    earlier = set(_with_in_cmdline(CHILD_SCRIPT))  # sandboxes of earlier tests, still ending
     pool = WorkerPool()
     idle, busy = _slot(pool), _slot(pool)
     _slot(pool)  # a worker still starting, or idle, never called
@@ -203,4 +204,17 @@ async def test_closing_the_pool_leaves_no_process() -> None:
     reply = await hanging
     assert not reply["ok"]
     assert not [pid for pid in started if _alive(pid)]
-    assert await _until(lambda: not _with_in_cmdline(CHILD_SCRIPT))
+    assert await _until(lambda: not set(_with_in_cmdline(CHILD_SCRIPT)) - earlier, 30)
+
+
+async def test_a_worker_dropped_while_it_starts_leaves_no_process() -> None:
+    # A tool bound and dropped at once (a draft agent's, say) cancels its worker's start
+    # while bubblewrap is still setting the sandbox up: none of it may be left behind.
+    earlier = set(_with_in_cmdline(CHILD_SCRIPT))
+    pool = WorkerPool()
+    for attempt in range(12):
+        slot = _slot(pool)
+        await asyncio.sleep(0.001 * attempt)  # cancelled at different points of the start
+        pool.drop(slot)
+    await pool.close()
+    assert await _until(lambda: not set(_with_in_cmdline(CHILD_SCRIPT)) - earlier, 30)

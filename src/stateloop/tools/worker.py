@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -78,6 +79,7 @@ class Worker:
         self._home = home
         self._buffer = b""
         self._child: int | None = None  # the call's child, as the host sees it (unisolated)
+        self._command = b""  # the worker's command line, as /proc shows it
         # The waiting child's stdin, stdout and stderr.
         self._next: tuple[socket.socket, socket.socket, socket.socket] | None = None
         self._settling: asyncio.Future[None] | None = None  # clean-up after the last call
@@ -94,7 +96,9 @@ class Worker:
         limits, isolation = spec.limits, spec.isolation
         server_end, worker_end = socket.socketpair()
         server_end.setblocking(False)
-        argv = [sys.executable, "-I", CHILD_SCRIPT]
+        # The token (unused by the child) makes the command line this worker's own, so that
+        # what outlives it can be found (``_kill_orphans``).
+        argv = [sys.executable, "-I", CHILD_SCRIPT, secrets.token_hex(8)]
         home = None
         if isolation.bwrap is not None:
             bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
@@ -108,18 +112,30 @@ class Worker:
             command, cwd = argv, home.name
             env = {"HOME": cwd, "TMPDIR": cwd, "PATH": "/usr/local/bin:/usr/bin:/bin",
                    **isolation.env}
+        command_line = b"".join(os.fsencode(part) + b"\0" for part in command)
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *command, stdin=worker_end.fileno(), stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, cwd=cwd))
         try:
-            process = await asyncio.create_subprocess_exec(
-                *command, stdin=worker_end.fileno(), stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, cwd=cwd)
+            process = await asyncio.shield(spawn)
         except BaseException:
-            server_end.close()
-            if home is not None:
-                home.cleanup()
+            # Cancelled while bubblewrap starts: let it start, then stop all of it (killed
+            # half-started, it can leave the sandbox's init behind, waiting forever).
+            started = await _started(spawn)
+            if started is None:
+                server_end.close()
+                if home is not None:
+                    home.cleanup()
+            else:
+                stray = cls(spec, started, server_end, home)
+                stray._command = command_line
+                stray.kill()
+                await stray.close()
             raise
         finally:
             worker_end.close()
         worker = cls(spec, process, server_end, home)
+        worker._command = command_line
         try:
             await worker._send({"source": spec.source, "name": spec.name,
                                 "memory_mb": limits.memory_mb,
@@ -327,9 +343,36 @@ class Worker:
                     break
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
+        if self.spec.isolation.bwrap is not None:
+            _kill_orphans(self._command)
         if self._home is not None:
             self._home.cleanup()
             self._home = None
+
+
+async def _started(spawn: asyncio.Future[asyncio.subprocess.Process],
+                   ) -> asyncio.subprocess.Process | None:
+    """The process ``spawn`` starts, once it has; None if it could not start."""
+    try:
+        return await spawn
+    except Exception:
+        return None
+
+
+def _kill_orphans(command: bytes) -> None:
+    """Kill what is left of a worker once bubblewrap is reaped: a sandbox's init whose
+    parent-death signal never came (bubblewrap killed while it was still setting the init
+    up) would otherwise wait forever, ignoring every signal from outside but SIGKILL."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or (entry / "cmdline").read_bytes() != command:
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if state != "Z":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:
