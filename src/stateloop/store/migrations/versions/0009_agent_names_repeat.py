@@ -26,32 +26,37 @@ _NAMES = {"uq": "uq_%(table_name)s_%(column_0_name)s"}  # names the reflected UN
 
 
 def upgrade() -> None:
-    with (_foreign_keys_off(),
-          op.batch_alter_table("agents", recreate="always", naming_convention=_NAMES) as batch):
-        batch.drop_constraint("uq_agents_name", type_="unique")
+    if op.get_bind().dialect.name == "sqlite":
+        with (_foreign_keys_off(),
+              op.batch_alter_table("agents", recreate="always", naming_convention=_NAMES)
+              as batch):
+            batch.drop_constraint("uq_agents_name", type_="unique")
+    else:  # PostgreSQL's name for the constraint 0001 made
+        op.drop_constraint("agents_name_key", "agents", type_="unique")
     op.create_index("ix_agents_name", "agents", ["name"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_agents_name", table_name="agents")
-    with _foreign_keys_off(), op.batch_alter_table("agents", recreate="always") as batch:
-        batch.create_unique_constraint("uq_agents_name", ["name"])
+    if op.get_bind().dialect.name == "sqlite":
+        with _foreign_keys_off(), op.batch_alter_table("agents", recreate="always") as batch:
+            batch.create_unique_constraint("uq_agents_name", ["name"])
+    else:
+        op.create_unique_constraint("agents_name_key", "agents", ["name"])
 
 
 class _foreign_keys_off:
-    """SQLite: run the body in its own transaction with foreign key enforcement off, then
-    check every reference and turn enforcement on again. Elsewhere: nothing to do."""
+    """Run the body in a transaction of its own with SQLite's foreign key enforcement off,
+    then check every reference and turn enforcement on again."""
 
     def __enter__(self) -> None:
         self.conn: Any = op.get_bind()
-        self.sqlite = self.conn.dialect.name == "sqlite"
-        if self.sqlite:
-            for sql in ("COMMIT", "PRAGMA foreign_keys=OFF", "BEGIN IMMEDIATE"):
-                self.conn.exec_driver_sql(sql)
+        for sql in ("COMMIT", "PRAGMA foreign_keys=OFF", "BEGIN IMMEDIATE"):
+            self.conn.exec_driver_sql(sql)
 
     def __exit__(self, kind: object, *_: object) -> None:
-        if not self.sqlite or kind is not None:
-            return  # an error: the caller rolls back; enforcement stays off on this connection
+        if kind is not None:
+            return  # the caller rolls back and closes the connection
         broken = self.conn.exec_driver_sql("PRAGMA foreign_key_check").all()
         if broken:
             raise RuntimeError(f"rebuilding agents left dangling references: {broken[:5]}")
