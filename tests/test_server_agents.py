@@ -183,12 +183,6 @@ def test_block_value_over_limit_is_422_and_unchanged(client: Letta) -> None:
     assert client.agents.blocks.retrieve("human", agent_id=agent.id).value == "a"
 
 
-def test_duplicate_name_is_409(client: Letta) -> None:
-    new_agent(client, name="unique-name")
-    with pytest.raises(letta_client.ConflictError, match="unique-name"):
-        new_agent(client, name="unique-name")
-
-
 def test_health_and_openapi(server: Server) -> None:
     health = Letta(base_url=server.url, api_key="x").health()
     assert health.status == "ok"

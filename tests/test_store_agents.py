@@ -49,10 +49,8 @@ async def test_agent_crud_and_filters(store: SqlStore) -> None:
     assert again == updated
     assert (again.system, again.tags, again.in_context_message_ids) == ("new", ["x"], ["a", "b"])
 
-    with pytest.raises(DuplicateError, match="'two'"):
-        await store.update_agent(one.id, name="two")
     with pytest.raises(DuplicateError, match="'one'"):
-        await store.create_agent(AgentRecord(name="one"))
+        await store.create_agent(AgentRecord(name="one"), unique_name=True)
     with pytest.raises(TypeError, match="created_at"):
         await store.update_agent(one.id, created_at=0.0)
 

@@ -63,7 +63,7 @@ async def test_empty_database_upgrades_to_head_and_matches_the_schema(tmp_path: 
         assert compare_metadata(context, metadata) == []
 
 
-@pytest.mark.parametrize("revision", ["0001", "0007"])  # the oldest and the previous head
+@pytest.mark.parametrize("revision", ["0001", "0008"])  # the oldest and the previous head
 async def test_database_at_previous_revision_with_data_upgrades_losing_nothing(
         tmp_path: Path, revision: str) -> None:
     path = tmp_path / "old.db"

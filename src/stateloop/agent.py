@@ -223,7 +223,9 @@ class Agent(AgentControl):
                     blocks=blocks, name=record.name, agent_type=record.agent_type,
                     tool_rules=record.tool_rules, include_base_tools=False, tags=record.tags,
                     context_window=record.llm_config.get("context_window_override"),
-                    **settings)
+                    **{"max_tokens": record.llm_config.get("max_tokens"),
+                       "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
+                       **settings})
         agent.id = record.id
         agent._persist = Persistence(db, record.id)
         await agent._use_stored(messages, pending)
@@ -378,7 +380,8 @@ class Agent(AgentControl):
             model=self._model.name,
             llm_config={"model": self._model.name, "context_window": self.context_window,
                         "context_window_override": self._context_window,
-                        "max_tokens": self.max_tokens},
+                        "max_tokens": self.max_tokens,
+                        "parallel_tool_calls": self.parallel_tool_calls},
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags,
             message_buffer_autoclear=self.agent_type.clear_after_run)

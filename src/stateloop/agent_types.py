@@ -1,7 +1,12 @@
-"""Agent types are presets: a continuation policy and the built-in tools attached by default."""
+"""Agent types are presets: a continuation policy and the built-in tools attached by default.
+
+Every value of Letta's ``AgentType`` is accepted. Types whose behaviour stateloop does not
+implement as such (voice, split threads, sleep-time companions) run as the closest preset
+under their own name, so an agent keeps the type it was created with."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,17 +28,39 @@ class AgentType:
     clear_after_run: bool = False
 
 
+_LETTA_V1 = AgentType("letta_v1_agent", LettaV1, (),
+                      ("memory_insert", "memory_replace", "conversation_search"),
+                      ("conversation_search",))
+_MEMGPT = AgentType("memgpt_agent", Heartbeat, ("send_message",),
+                    ("core_memory_append", "core_memory_replace", "conversation_search"),
+                    ("conversation_search", "archival_memory_insert", "archival_memory_search"))
+# The memory editor a sleep-time companion runs: it rewrites blocks and says when it is done.
+_SLEEPTIME = AgentType("sleeptime_agent", LettaV1, (),
+                       ("memory_replace", "memory_insert", "memory_rethink",
+                        "memory_finish_edits"))
+
+
+def _like(preset: AgentType, name: str) -> AgentType:
+    return dataclasses.replace(preset, name=name)
+
+
 AGENT_TYPES: dict[str, AgentType] = {
     t.name: t
     for t in (
-        AgentType("letta_v1_agent", LettaV1, (),
+        _LETTA_V1,
+        _MEMGPT,
+        # MemGPT's loop (heartbeats, send_message) with Letta's newer memory tools.
+        AgentType("memgpt_v2_agent", Heartbeat, ("send_message",),
                   ("memory_insert", "memory_replace", "conversation_search"),
                   ("conversation_search",)),
-        AgentType("memgpt_agent", Heartbeat, ("send_message",),
-                  ("core_memory_append", "core_memory_replace", "conversation_search"),
-                  ("conversation_search", "archival_memory_insert", "archival_memory_search")),
         AgentType("react_agent", LettaV1),
         AgentType("workflow_agent", LettaV1, clear_after_run=True),
+        _SLEEPTIME,
+        _like(_SLEEPTIME, "voice_sleeptime_agent"),
+        # A conversational agent that answers with send_message and can search its history.
+        AgentType("voice_convo_agent", Heartbeat, ("send_message",), (),
+                  ("conversation_search",)),
+        _like(_MEMGPT, "split_thread_agent"),
     )
 }
 

@@ -108,7 +108,7 @@ class Persistence:
     async def create(cls, store: str | SqlStore, record: AgentRecord, blocks: list[Block],
                      system: Message) -> Persistence:
         db = await get_store(store)
-        await db.create_agent(record, [block_record(b) for b in blocks])
+        await db.create_agent(record, [block_record(b) for b in blocks], unique_name=True)
         await db.append_step(record.id, [system], in_context_ids=APPEND)
         persistence = cls(db, record.id)
         persistence._context = [system]

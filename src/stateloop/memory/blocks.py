@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..messages import new_id
 from ..surrogates import check
 
-DEFAULT_BLOCK_LIMIT = 20_000
+DEFAULT_BLOCK_LIMIT = 100_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT (0.16.8)
 
 
 @dataclass(slots=True)

@@ -17,18 +17,20 @@ from ..persistence import block_record
 from ..store import AgentRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names
+from .agent_fields import (
+    check_response_format,
+    embedding_config,
+    initial_messages,
+    merged_rules,
+    model_settings,
+    unprocessable,
+)
 from .runtime import Runtime
 from .schemas import CreateAgent, LLMConfig, UpdateAgent
 from .tool_env import agent_env, replace_env
 
 DEFAULT_SYSTEM = ("You are a helpful assistant with persistent memory. Your core memory "
                   "blocks are always in your context; use your tools to keep them current.")
-
-
-def unprocessable(field: str, problem: object) -> HTTPException:
-    """A 422 that names the field, in FastAPI's error shape."""
-    return HTTPException(422, detail=[{"loc": ["body", *field.split(".")],
-                                       "msg": str(problem), "type": "value_error"}])
 
 
 def model_handle(model: str | None, llm_config: LLMConfig | None, default: str) -> str:
@@ -59,9 +61,16 @@ async def tool_names(runtime: Runtime, names: list[str], tool_ids: list[str]) ->
 
 
 async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
-    """Validate ``body``, store the agent with its blocks and system message; its id."""
+    """Validate ``body``, store the agent with its blocks and opening messages; its id."""
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
+    if body.include_multi_agent_tools:
+        raise unprocessable("include_multi_agent_tools", "this server has no multi-agent "
+                                                         "tools; leave it false")
+    check_response_format(body.response_format)
+    settings = model_settings(body.model_settings)
+    embedding = embedding_config(runtime.settings.embedding, body.embedding,
+                                 body.embedding_config)
     names = await tool_names(runtime, body.tools or [], body.tool_ids or [])
     env = body.secrets or body.tool_exec_environment_variables or {}
     tools = await runtime.bind_tools(names, env)
@@ -83,30 +92,37 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       include_base_tools=body.include_base_tools, tags=body.tags or (),
                       context_window=body.context_window_limit or (
                           config.context_window if config else None),
-                      max_tokens=body.max_tokens or (config.max_tokens if config else None),
+                      max_tokens=settings.get("max_tokens") or body.max_tokens or (
+                          config.max_tokens if config else None),
+                      parallel_tool_calls=_first_set(
+                          settings.get("parallel_tool_calls"), body.parallel_tool_calls,
+                          config.parallel_tool_calls if config else None, True),
                       base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"))
     except ConfigError as exc:
         raise unprocessable(_field_of(str(exc)), exc) from exc
     all_names = list(draft.tools)
     if body.include_base_tools:  # a stored agent also gets the tools that search the store
         all_names += [n for n in draft.agent_type.stored_memory_tools if n not in all_names]
-    first = draft.messages[0]
-    message_tokens(first, draft.model.name)
+    opening = [draft.messages[0], *initial_messages(body.initial_message_sequence)]
+    for message in opening:
+        message_tokens(message, draft.model.name)
     record = AgentRecord(
         name=draft.name, id=draft.id, agent_type=draft.agent_type.name, system=draft.system,
         description=body.description, model=draft.model.name,
         llm_config={"model": draft.model.name, "context_window": draft.context_window,
                     "context_window_override": body.context_window_limit or (
                         config.context_window if config else None),
-                    "max_tokens": draft.max_tokens},
-        tool_rules=[rule.model_dump(mode="json") for rule in draft.tool_rules],
+                    "max_tokens": draft.max_tokens,
+                    "parallel_tool_calls": draft.parallel_tool_calls},
+        embedding_config=embedding,
+        tool_rules=merged_rules([rule.model_dump(mode="json") for rule in draft.tool_rules]),
         tool_names=all_names, tags=list(draft.tags), metadata=body.metadata or {},
         message_buffer_autoclear=draft.agent_type.clear_after_run,
-        timezone=body.timezone or "UTC", in_context_message_ids=[first.id])
-    record.extra = replace_env(record, env)
+        timezone=body.timezone or "UTC", in_context_message_ids=[m.id for m in opening])
+    record.extra = {**replace_env(record, env), **_asked(body, settings)}
     await store.create_agent(record, [block_record(b) for b in draft.blocks])
     try:
-        await store.append_step(record.id, [first])
+        await store.append_step(record.id, opening)
         for block in shared:
             await store.attach_block(record.id, block.id)
     except BaseException:
@@ -149,14 +165,17 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
         changes["model"] = handle
         changes["llm_config"] = {"model": handle, "context_window": agent.context_window,
                                  "context_window_override": None,
-                                 "max_tokens": agent.max_tokens}
+                                 "max_tokens": agent.max_tokens,
+                                 "parallel_tool_calls": agent.parallel_tool_calls}
     if "tool_rules" in fields:
         try:
-            rules = parse_rules(body.tool_rules or [])
+            dumped = merged_rules([rule.model_dump(mode="json")
+                                   for rule in parse_rules(body.tool_rules or [])])
         except ConfigError as exc:
             raise unprocessable("tool_rules", exc) from exc
-        live["tool_rules"] = rules
-        changes["tool_rules"] = [rule.model_dump(mode="json") for rule in rules]
+        live["tool_rules"] = parse_rules(dumped)
+        changes["tool_rules"] = dumped
+    _update_model_fields(runtime, body, record, changes, live)
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
         live["tools"] = tool_map([*await runtime.bind_tools(names, env),
@@ -180,6 +199,39 @@ def apply_live(agent: Agent, live: dict[str, Any]) -> None:
 def set_tools(agent: Agent, tools: dict[str, Tool]) -> None:
     agent.tools = tools
     agent.memory_changed()
+
+
+def _update_model_fields(runtime: Runtime, body: UpdateAgent, record: AgentRecord,
+                         changes: dict[str, Any], live: dict[str, Any]) -> None:
+    """A PATCH's ``model_settings``, ``response_format`` and ``embedding``."""
+    fields = body.model_fields_set
+    check_response_format(body.response_format)
+    settings = model_settings(body.model_settings)
+    extra = {**changes.get("extra", record.extra), **_asked(body, settings)}
+    if extra != record.extra:
+        changes["extra"] = extra
+    if settings:
+        live.update(settings)
+        config = {**record.llm_config, **changes.get("llm_config", {})}
+        changes["llm_config"] = {**config, **settings}
+    if "embedding" in fields:
+        changes["embedding_config"] = embedding_config(runtime.settings.embedding,
+                                                       body.embedding, None)
+
+
+def _asked(body: CreateAgent | UpdateAgent, settings: dict[str, Any]) -> dict[str, Any]:
+    """What the agent's state shows of ``model_settings`` and ``response_format``."""
+    shown: dict[str, Any] = {}
+    if body.model_settings is not None:
+        shown["model_settings"] = {k: v for k, v in body.model_settings.items()
+                                   if v is not None}
+    if body.response_format is not None:
+        shown["response_format"] = body.response_format
+    return shown
+
+
+def _first_set(*values: bool | None) -> bool:
+    return next(v for v in values if v is not None)
 
 
 def _field_of(message: str) -> str:

@@ -145,6 +145,7 @@ class EmbeddingConfig(Response):
     embedding_model: str
     embedding_dim: int
     embedding_chunk_size: int | None = None
+    handle: str | None = None
 
 
 class Memory(Response):
@@ -169,7 +170,10 @@ class AgentState(Response):
     system: str
     model: str | None = None
     llm_config: LLMConfig
-    embedding_config: EmbeddingConfig
+    embedding_config: EmbeddingConfig | None = None
+    embedding: str | None = None
+    model_settings: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
     blocks: list[Block]
     memory: Memory
     tools: list[Tool]

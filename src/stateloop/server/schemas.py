@@ -119,6 +119,12 @@ class CreateAgent(Lenient):
     tool_ids: list[str] | None = None
     tool_rules: list[dict[str, Any]] | None = None
     include_base_tools: bool = True
+    include_multi_agent_tools: bool = False
+    initial_message_sequence: list[MessageCreate] | None = None
+    embedding: str | None = None
+    embedding_config: dict[str, Any] | None = None
+    model_settings: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     message_buffer_autoclear: bool = False
@@ -134,6 +140,9 @@ class UpdateAgent(Lenient):
     model: str | None = None
     llm_config: LLMConfig | None = None
     context_window_limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    embedding: str | None = None
+    model_settings: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
     tool_ids: list[str] | None = None
     tool_rules: list[dict[str, Any]] | None = None
     tags: list[str] | None = None

@@ -55,12 +55,16 @@ def llm_config(record: AgentRecord) -> dict[str, Any]:
             "parallel_tool_calls": config.get("parallel_tool_calls")}
 
 
-def embedding_config(record: AgentRecord) -> dict[str, Any]:
-    config = record.embedding_config or {}
+def embedding_config(record: AgentRecord) -> dict[str, Any] | None:
+    """The embedding the agent asked for; ``None`` when it asked for none, as in Letta."""
+    config = record.embedding_config
+    if not config:
+        return None
     return {"embedding_endpoint_type": config.get("embedding_endpoint_type", "openai"),
             "embedding_model": config.get("embedding_model", "all-MiniLM-L6-v2-int8"),
             "embedding_dim": config.get("embedding_dim", 384),
-            "embedding_chunk_size": config.get("embedding_chunk_size", 300)}
+            "embedding_chunk_size": config.get("embedding_chunk_size", 300),
+            "handle": config.get("handle")}
 
 
 def agent_view(record: AgentRecord, blocks: list[BlockRecord],
@@ -82,6 +86,9 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
         "description": record.description, "system": record.system,
         "model": record.model, "llm_config": llm_config(record),
         "embedding_config": embedding_config(record),
+        "embedding": (record.embedding_config or {}).get("handle"),
+        "model_settings": shown(record.extra.get("model_settings")),
+        "response_format": shown(record.extra.get("response_format")),
         "blocks": block_views,
         "memory": {"agent_type": record.agent_type, "blocks": block_views, "file_blocks": []},
         "tools": [tool_view(by_name[name]) for name in record.tool_names if name in by_name],

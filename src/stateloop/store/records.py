@@ -8,7 +8,7 @@ from typing import Any
 
 from stateloop.messages import Message, Usage, new_uuid_id
 
-DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT, as in the .af fixtures
+DEFAULT_BLOCK_LIMIT = 100_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT (0.16.8)
 
 KEEP: Any = object()  # append_step leaves the pending approval as it is
 APPEND: Any = object()  # append_step: the step's messages join the end of the context

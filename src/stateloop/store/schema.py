@@ -25,7 +25,7 @@ Json = JSON(none_as_null=True)  # PostgreSQL: JSONB via .with_variant when that 
 agents = Table(
     "agents", metadata,
     Column("id", String, primary_key=True),
-    Column("name", String, nullable=False, unique=True),
+    Column("name", String, nullable=False),  # names repeat, as in Letta (revision 0009)
     Column("agent_type", String, nullable=False),
     Column("description", Text),
     Column("system", Text, nullable=False),
@@ -49,6 +49,7 @@ agents = Table(
     Column("pending_approval", Json),
     # revision 0006: the agent's messages stored after this seq follow the list in context
     Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
+    Index("ix_agents_name", "name"),
 )
 
 agent_tags = Table(

@@ -5,11 +5,12 @@ tool_registry.py."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from stateloop.store import rows, schema
@@ -97,9 +98,10 @@ class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
 
     # --- agents ---
 
-    async def create_agent(self, agent: AgentRecord,
-                           blocks: Sequence[BlockRecord] = ()) -> AgentRecord:
-        """Store a new agent with its new blocks attached, in one transaction."""
+    async def create_agent(self, agent: AgentRecord, blocks: Sequence[BlockRecord] = (), *,
+                           unique_name: bool = False) -> AgentRecord:
+        """Store a new agent with its new blocks attached, in one transaction. Names may
+        repeat (as in Letta); ``unique_name`` refuses one already taken."""
         for block in blocks:
             _check_limit(block)
         labels = [block.label for block in blocks]
@@ -107,7 +109,8 @@ class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
             raise DuplicateError(f"agent {agent.name!r}: block labels repeat: {labels}")
 
         def txn(conn: Connection) -> None:
-            self._ensure_name_free(conn, agent.name)
+            if unique_name:
+                _ensure_name_free(conn, agent.name)
             conn.execute(insert(a), rows.agent_values(agent))
             set_in_context(conn, agent.id, agent.in_context_message_ids)
             _write_tags(conn, agent.id, agent.tags)
@@ -118,23 +121,22 @@ class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
         await self._runner.write(txn)
         return agent
 
-    @staticmethod
-    def _ensure_name_free(conn: Connection, name: str, agent_id: str | None = None) -> None:
-        found = conn.execute(select(a.c.id).where(a.c.name == name)).scalar()
-        if found is not None and found != agent_id:
-            raise DuplicateError(f"an agent named {name!r} already exists (id {found})")
-
     async def get_agent(self, id_or_name: str) -> AgentRecord:
-        """The agent with this id or name; ``NotFoundError`` if none."""
+        """The agent with this id, else the newest agent with this name; ``NotFoundError``
+        if none."""
         return await self._runner.read(lambda conn: _load_agent(conn, id_or_name))
 
     async def list_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
                           match_all_tags: bool = False, limit: int | None = None,
-                          ) -> list[AgentRecord]:
-        """Agents, oldest first, filtered by exact name and/or tags (any, or all)."""
+                          query_text: str | None = None) -> list[AgentRecord]:
+        """Agents, oldest first, filtered by exact name, by a part of the name (any case)
+        and/or by tags (any, or all)."""
         stmt = select(a).order_by(a.c.created_at, a.c.id)
         if name is not None:
             stmt = stmt.where(a.c.name == name)
+        if query_text:
+            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query_text) + "%"
+            stmt = stmt.where(func.lower(a.c.name).like(func.lower(pattern), escape="\\"))
         if tags:
             tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
             if match_all_tags:
@@ -159,8 +161,6 @@ class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
 
         def txn(conn: Connection) -> AgentRecord:
             current = _load_agent(conn, agent_id, by_name=False)
-            if "name" in changes:
-                self._ensure_name_free(conn, changes["name"], agent_id)
             values = {k: v for k, v in changes.items() if k != "tags"}
             values["updated_at"] = time.time()
             columns = {k: v for k, v in values.items() if k != "in_context_message_ids"}
@@ -292,8 +292,10 @@ class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
 # --- transaction helpers (functions of a sync Connection) ---
 
 def _load_agent(conn: Connection, id_or_name: str, *, by_name: bool = True) -> AgentRecord:
-    cond = or_(a.c.id == id_or_name, a.c.name == id_or_name) if by_name else a.c.id == id_or_name
-    row = conn.execute(select(a).where(cond)).first()
+    row = conn.execute(select(a).where(a.c.id == id_or_name)).first()
+    if row is None and by_name:  # names repeat: the newest agent of that name
+        row = conn.execute(select(a).where(a.c.name == id_or_name)
+                           .order_by(a.c.created_at.desc(), a.c.id.desc()).limit(1)).first()
     if row is None:
         raise NotFoundError(f"no agent with id{' or name' if by_name else ''} {id_or_name!r}")
     return _agent_from_row(conn, row, _tags_for(conn, [row.id]).get(row.id, []))
@@ -304,6 +306,12 @@ def _agent_from_row(conn: Connection, row: Any, tags: list[str]) -> AgentRecord:
     agent.in_context_message_ids = context_ids(conn, agent.id, agent.in_context_message_ids,
                                                row.in_context_after_seq)
     return agent
+
+
+def _ensure_name_free(conn: Connection, name: str) -> None:
+    found = conn.execute(select(a.c.id).where(a.c.name == name).limit(1)).scalar()
+    if found is not None:
+        raise DuplicateError(f"an agent named {name!r} already exists (id {found})")
 
 
 def _tags_for(conn: Connection, agent_ids: list[str]) -> dict[str, list[str]]:

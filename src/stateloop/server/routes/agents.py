@@ -56,6 +56,7 @@ async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
 async def list_agents(
     runtime: RuntimeDep,
     name: str | None = None,
+    query_text: str | None = None,
     tags: Annotated[list[str] | None, Query()] = None,
     match_all_tags: bool = False,
     before: str | None = None,
@@ -64,10 +65,11 @@ async def list_agents(
     order: Order = "desc",
     ascending: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """Agents, filtered by name and tags, with cursor pagination."""
+    """Agents, filtered by name (exact, or a part of it in any case) and tags, with cursor
+    pagination. Names repeat, as in Letta."""
     if ascending is not None and order == "desc":
         order = "asc" if ascending else "desc"
-    records = await runtime.store.list_agents(name=name, tags=tags,
+    records = await runtime.store.list_agents(name=name, query_text=query_text, tags=tags,
                                               match_all_tags=match_all_tags)
     chosen = page(records, key=lambda r: r.id, after=after, before=before, limit=limit,
                   order=order)
