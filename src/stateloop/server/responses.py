@@ -237,3 +237,36 @@ class LettaResponse(Response):
     messages: list[dict[str, Any]]  # Letta's message frames, by message_type
     stop_reason: LettaStopReason
     usage: LettaUsageStatistics
+
+
+# --- catalog, steps and run metrics (routes/catalog.py, routes/steps.py, run_metrics.py) ---
+
+
+class Model(Response):
+    handle: str | None = None
+    name: str
+    display_name: str | None = None
+    provider_type: str
+    provider_name: str | None = None
+    model_type: str = "llm"
+    model: str
+    model_endpoint_type: str
+    model_endpoint: str | None = None
+    context_window: int
+    max_context_window: int
+    max_tokens: int | None = None
+
+
+class EmbeddingModel(Response):
+    handle: str | None = None
+    name: str
+    display_name: str
+    provider_type: str
+    provider_name: str
+    model_type: str = "embedding"
+    embedding_endpoint_type: str
+    embedding_endpoint: str | None = None
+    embedding_model: str
+    embedding_dim: int
+    embedding_chunk_size: int | None = None
+

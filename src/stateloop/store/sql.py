@@ -1,6 +1,6 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
-tool_registry.py."""
+tool_registry.py, tags and counts in catalog.py."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
+from stateloop.store.catalog import CatalogMixin
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.errors import (
     BlockLimitError,
@@ -70,7 +71,7 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
+class SqlStore(HistoryMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
