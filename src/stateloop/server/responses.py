@@ -104,6 +104,8 @@ class Step(Response):
     stop_reason: str | None = None
     error_type: str | None = None
     error_data: dict[str, Any] | None = None
+    feedback: str | None = None
+    tags: list[str] = []
 
 
 class Passage(Response):
@@ -270,3 +272,22 @@ class EmbeddingModel(Response):
     embedding_dim: int
     embedding_chunk_size: int | None = None
 
+
+class RunMetrics(Response):
+    id: str
+    agent_id: str | None = None
+    run_start_ns: int | None = None
+    run_ns: int | None = None
+    num_steps: int | None = None
+    tools_used: list[str] | None = None
+
+
+class StepMetrics(Response):
+    id: str
+    run_id: str | None = None
+    agent_id: str | None = None
+    step_start_ns: int | None = None
+    llm_request_start_ns: int | None = None
+    llm_request_ns: int | None = None
+    tool_execution_ns: int | None = None
+    step_ns: int | None = None

@@ -1,6 +1,6 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
-tool_registry.py, tags and counts in catalog.py."""
+tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from stateloop.store.history import HistoryMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
+from stateloop.store.steps import StepsMixin
 from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
 
@@ -71,7 +72,7 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin):
+class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
