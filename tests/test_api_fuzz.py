@@ -74,6 +74,7 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     assert runs and messages and steps
     known = {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
+             "message_id": messages[:3],
              "block_label": ["human", "notes"],
              "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout"]}
     ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]
