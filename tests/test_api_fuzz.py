@@ -73,7 +73,9 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     steps = [step.id for step in client.runs.steps.list(runs[0])]
     assert runs and messages and steps
     known = {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
-             "memory_id": [passage[0].id], "run_id": runs, "block_label": ["human", "notes"],
+             "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
+             "message_id": messages[:3],
+             "block_label": ["human", "notes"],
              "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout"]}
     ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]
     return {**known, "cursor": ids + messages[:3] + messages[-3:] + steps}
@@ -141,9 +143,11 @@ def test_every_operation_answers_as_documented(served: tuple[Any, dict[str, list
     schema, known = served
     failures: list[str] = []
     statuses: dict[str, Counter[int]] = defaultdict(Counter)
-    # Deletions last, an agent's own objects before the agent: the others need them alive.
+    # Deletions last, the agent itself last of all: the others need it and its objects
+    # (its runs go with it) alive.
     operations = sorted((result.ok() for result in schema.get_all_operations()),
-                        key=lambda op: (op.method == "delete", -len(op.path)))
+                        key=lambda op: (op.method == "delete",
+                                        op.path == "/v1/agents/{agent_id}", -len(op.path)))
 
     def send(case: Case) -> None:
         response = case.call_and_validate(checks=CHECKS)

@@ -10,6 +10,7 @@ import letta_client
 import pytest
 from letta_client import Letta
 
+from letta_spec import letta_operation
 from test_server_support import Server, new_agent
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -105,3 +106,28 @@ def test_page_size_beyond_64_bits_is_422_naming_limit(server: Server, client: Le
     url = f"{server.url}/v1/agents/{agent.id}/archival-memory"
     _field_error(httpx.get(url, params={"limit": str(2**70)}), "query", "limit")
     assert len(httpx.get(url, params={"limit": str(2**63 - 1)}).json()) == 1
+
+
+# Operations stateloop serves beyond Letta's API.
+BEYOND_LETTA = {("post", "/v1/agents/{agent_id}/messages/steer")}
+
+
+def test_served_operations_are_lettas_with_its_parameter_names(server: Server) -> None:
+    """Every operation served is one of Letta's document, at its path (less the trailing
+    slash) with the method it has there, and takes no parameter Letta's does not name."""
+    served = httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    problems = []
+    for path, item in served.items():
+        for method, operation in item.items():
+            if (method, path) in BEYOND_LETTA:
+                continue
+            try:
+                letta = letta_operation(path, method)
+            except KeyError:
+                problems.append(f"{method.upper()} {path}: not in Letta's document")
+                continue
+            ours = {(p["name"], p["in"]) for p in operation.get("parameters", [])}
+            theirs = {(p["name"], p["in"]) for p in letta.get("parameters", [])}
+            if ours - theirs:
+                problems.append(f"{method.upper()} {path}: {sorted(ours - theirs)}")
+    assert not problems, problems

@@ -69,6 +69,22 @@ class AgentMemory:
             self._persist.dirty_blocks[block.id] = block.value
         self._refresh_system()
 
+    async def recompile(self, *, dry_run: bool = False) -> str:
+        """The system prompt compiled now, from the instructions, the tool rules and the blocks
+        as the store holds them (edits made through it are read first); unless ``dry_run`` it
+        becomes the agent's first message, stored with the next step or ``save()``."""
+        if self._persist is not None:
+            await self._persist.flush()
+            await self._sync_blocks()
+        if dry_run:
+            compiled = self._compiled
+            text = self._compile_system().text
+            self._compiled = compiled
+            return text
+        self._compiled = None  # compile even when the key matches: the store may be behind
+        self._refresh_system()
+        return self._transcript[0].text
+
     def recall_messages(self) -> list[Message]:
         """Every message of an agent without a store: evicted ones, then those in context."""
         return [*self._evicted, *(m for m in self._transcript[1:] if not is_summary(m))]

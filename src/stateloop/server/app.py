@@ -12,7 +12,18 @@ from ..store import open_store
 from ..tools import Tool
 from . import errors
 from .middleware import ServerMiddleware
-from .routes import agents, archival, blocks, health, messages, runs
+from .routes import (
+    agents,
+    archival,
+    blocks,
+    catalog,
+    context,
+    health,
+    messages,
+    run_metrics,
+    runs,
+    steps,
+)
 from .routes import tools as tool_routes
 from .runtime import Runtime
 from .settings import ServerSettings
@@ -36,7 +47,10 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
 
     app = FastAPI(title="stateloop", version=__version__, lifespan=lifespan,
                   description="Letta's REST API, served by stateloop.")
-    for module in (health, agents, messages, blocks, tool_routes, archival, runs):
+    # catalog and run_metrics first: their fixed paths (/v1/agents/count, /v1/runs/active)
+    # would otherwise be taken for ids by the routes with a path parameter there.
+    for module in (health, catalog, run_metrics, agents, context, messages, blocks,
+                   tool_routes, archival, runs, steps):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),

@@ -104,6 +104,8 @@ class Step(Response):
     stop_reason: str | None = None
     error_type: str | None = None
     error_data: dict[str, Any] | None = None
+    feedback: str | None = None
+    tags: list[str] = []
 
 
 class Passage(Response):
@@ -241,3 +243,55 @@ class LettaResponse(Response):
     messages: list[dict[str, Any]]  # Letta's message frames, by message_type
     stop_reason: LettaStopReason
     usage: LettaUsageStatistics
+
+
+# --- catalog, steps and run metrics (routes/catalog.py, routes/steps.py, run_metrics.py) ---
+
+
+class Model(Response):
+    handle: str | None = None
+    name: str
+    display_name: str | None = None
+    provider_type: str
+    provider_name: str | None = None
+    model_type: str = "llm"
+    model: str
+    model_endpoint_type: str
+    model_endpoint: str | None = None
+    context_window: int
+    max_context_window: int
+    max_tokens: int | None = None
+
+
+class EmbeddingModel(Response):
+    handle: str | None = None
+    name: str
+    display_name: str
+    provider_type: str
+    provider_name: str
+    model_type: str = "embedding"
+    embedding_endpoint_type: str
+    embedding_endpoint: str | None = None
+    embedding_model: str
+    embedding_dim: int
+    embedding_chunk_size: int | None = None
+
+
+class RunMetrics(Response):
+    id: str
+    agent_id: str | None = None
+    run_start_ns: int | None = None
+    run_ns: int | None = None
+    num_steps: int | None = None
+    tools_used: list[str] | None = None
+
+
+class StepMetrics(Response):
+    id: str
+    run_id: str | None = None
+    agent_id: str | None = None
+    step_start_ns: int | None = None
+    llm_request_start_ns: int | None = None
+    llm_request_ns: int | None = None
+    tool_execution_ns: int | None = None
+    step_ns: int | None = None

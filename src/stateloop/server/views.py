@@ -152,7 +152,8 @@ def step_view(step: StepRecord) -> dict[str, Any]:
             "reasoning_tokens": usage.reasoning_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
             "status": "failed" if step.error else "success", "stop_reason": None,
-            "error_type": None, "error_data": {"message": step.error} if step.error else None}
+            "error_type": None, "error_data": {"message": step.error} if step.error else None,
+            "feedback": step.metadata.get("feedback"), "tags": step.metadata.get("tags", [])}
 
 
 def passage_view(passage: PassageRecord) -> dict[str, Any]:

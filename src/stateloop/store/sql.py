@@ -1,6 +1,6 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
-tool_registry.py."""
+tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
+from stateloop.store.catalog import CatalogMixin
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.errors import (
     BlockLimitError,
@@ -26,6 +27,7 @@ from stateloop.store.history import HistoryMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
+from stateloop.store.steps import StepsMixin
 from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
 
@@ -71,7 +73,7 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, ArchiveMixin, ToolRegistryMixin):
+class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -1,0 +1,165 @@
+"""What the server holds, at a glance: tags, models, readiness, counts of agents, blocks and
+tools, and the agents sharing a block.
+
+Registered before the agents, blocks and tools routers, so ``/v1/agents/count`` is not read
+as an agent id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from ... import __version__
+from ...llm.models import DEFAULT_LIMITS, known_limits
+from ...store import ToolRecord
+from ..deps import RuntimeDep
+from ..pagination import Limit, Order, page
+from ..responses import AgentState, EmbeddingModel, Health, Model
+from ..runtime import Runtime
+from ..schemas import errors
+from .agents import agent_state
+
+router = APIRouter()
+
+# Dimensions of the embedding models an OpenAI-compatible endpoint commonly serves.
+_EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
+                   "text-embedding-ada-002": 1536}
+_PROVIDER_TYPES = {"openai", "anthropic"}
+
+
+@router.get("/v1/ready", tags=["health"], response_model=Health)
+async def ready() -> dict[str, str]:
+    """The server is up and its store is open: it takes requests (the lifespan opened the
+    store before the first one is served)."""
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/v1/tags", tags=["tag"], response_model=list[str])
+async def list_tags(runtime: RuntimeDep, before: str | None = None, after: str | None = None,
+                    limit: Limit = 50, order: Order = "asc",
+                    query_text: Annotated[str | None, Query(deprecated=True)] = None,
+                    name: str | None = None) -> list[str]:
+    """Tags in use by agents, alphabetically; ``after``/``before`` are tags, as in Letta
+    (blocks carry no tags here)."""
+    tags = await runtime.store.list_tags(name or query_text)
+    if order == "desc":
+        tags.reverse()
+    if after is not None:
+        tags = [t for t in tags if (t > after if order == "asc" else t < after)]
+    if before is not None:
+        tags = [t for t in tags if (t < before if order == "asc" else t > before)]
+    return tags[:limit] if limit is not None else tags
+
+
+@router.get("/v1/models", tags=["models"], response_model=list[Model])
+async def list_models(runtime: RuntimeDep,
+                      provider_category: Annotated[list[str] | None, Query()] = None,
+                      provider_name: str | None = None,
+                      provider_type: str | None = None) -> list[dict[str, Any]]:
+    """The server's default model and every model an agent uses, by handle; all are
+    'base' models (none brought by a user's own key)."""
+    handles = {runtime.settings.default_model}
+    handles.update(r.model for r in await runtime.store.list_agents() if r.model)
+    models = [_model(handle) for handle in sorted(handles)]
+    return [m for m in models
+            if (provider_category is None or "base" in provider_category)
+            and provider_name in (None, m["provider_name"])
+            and provider_type in (None, m["provider_type"])]
+
+
+@router.get("/v1/models/embedding", tags=["models"], response_model=list[EmbeddingModel])
+async def list_embedding_models(runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """The embedding model archival memory uses (``STATELOOP_EMBEDDING``)."""
+    return [_embedding_model(runtime)]
+
+
+@router.get("/v1/agents/count", tags=["agents"], response_model=int)
+async def count_agents(runtime: RuntimeDep, name: str | None = None,
+                       tags: Annotated[list[str] | None, Query()] = None,
+                       match_all_tags: bool = False, query_text: str | None = None) -> int:
+    """How many agents match: exact ``name``, ``tags`` (any, or all), ``query_text`` in the
+    name."""
+    return await runtime.store.count_agents(name=name, tags=tags, match_all_tags=match_all_tags,
+                                            query_text=query_text)
+
+
+@router.get("/v1/blocks/count", tags=["blocks"], response_model=int)
+async def count_blocks(runtime: RuntimeDep, label: str | None = None,
+                       templates_only: bool = False, name: str | None = None,
+                       tags: Annotated[list[str] | None, Query()] = None,
+                       match_all_tags: bool = False) -> int:
+    """How many blocks there are (with this ``label``). Blocks here are never templates and
+    carry no template name or tags, so asking for those counts none."""
+    if templates_only or name is not None or tags:
+        return 0
+    return await runtime.store.count_blocks(label=label)
+
+
+@router.get("/v1/tools/count", tags=["tools"], response_model=int)
+async def count_tools(runtime: RuntimeDep, name: str | None = None,
+                      names: Annotated[list[str] | None, Query()] = None,
+                      tool_ids: Annotated[list[str] | None, Query()] = None,
+                      search: str | None = None,
+                      tool_types: Annotated[list[str] | None, Query()] = None,
+                      exclude_tool_types: Annotated[list[str] | None, Query()] = None,
+                      return_only_letta_tools: bool | None = False,
+                      exclude_letta_tools: bool | None = False) -> int:
+    """How many tools match every filter given; list filters take repeated parameters or
+    comma-separated values."""
+    wanted_names = _split(names) | ({name} if name is not None else set())
+    ids, types, excluded = _split(tool_ids), _split(tool_types), _split(exclude_tool_types)
+
+    def matches(tool: ToolRecord) -> bool:
+        letta = tool.tool_type.startswith("letta_")
+        return ((not wanted_names or tool.name in wanted_names)
+                and (not ids or tool.id in ids)
+                and (not search or search.lower() in tool.name.lower())
+                and (not types or tool.tool_type in types)
+                and tool.tool_type not in excluded
+                and (letta or not return_only_letta_tools)
+                and not (letta and exclude_letta_tools))
+
+    return sum(1 for tool in await runtime.store.list_tools() if matches(tool))
+
+
+@router.get("/v1/blocks/{block_id}/agents", tags=["blocks"], responses=errors(404),
+            response_model=list[AgentState])
+async def list_agents_for_block(block_id: str, runtime: RuntimeDep, before: str | None = None,
+                                after: str | None = None, limit: Limit = 50,
+                                order: Order = "desc") -> list[dict[str, Any]]:
+    """The agents this block is attached to, newest first by default."""
+    ids = await runtime.store.block_agent_ids(block_id)
+    chosen = page(ids, key=lambda i: i, after=after, before=before, limit=limit, order=order)
+    return [await agent_state(runtime, await runtime.store.get_agent(i)) for i in chosen]
+
+
+def _split(values: list[str] | None) -> set[str]:
+    return {part.strip() for value in values or () for part in value.split(",") if part.strip()}
+
+
+def _model(handle: str) -> dict[str, Any]:
+    provider, _, name = handle.partition("/")
+    name = name or handle
+    limits = known_limits(name) or DEFAULT_LIMITS
+    kind = provider if provider in _PROVIDER_TYPES else "openai"
+    return {"handle": handle, "name": name, "display_name": name, "provider_type": kind,
+            "provider_name": provider or kind, "model_type": "llm", "model": name,
+            "model_endpoint_type": kind, "model_endpoint": None,
+            "context_window": limits.context_window,
+            "max_context_window": limits.context_window,
+            "max_tokens": limits.max_output_tokens}
+
+
+def _embedding_model(runtime: Runtime) -> dict[str, Any]:
+    spec = runtime.settings.embedding
+    if spec == "minilm":  # in process, offline
+        name, dim, provider, endpoint = "all-MiniLM-L6-v2-int8", 384, "letta", "hugging-face"
+    else:
+        name = spec.partition("/")[2]
+        dim, provider, endpoint = _EMBEDDING_DIMS.get(name, 1536), "openai", "openai"
+    return {"handle": f"{provider}/{name}", "name": name, "display_name": name,
+            "provider_type": provider, "provider_name": provider, "model_type": "embedding",
+            "embedding_endpoint_type": endpoint, "embedding_endpoint": None,
+            "embedding_model": name, "embedding_dim": dim, "embedding_chunk_size": 300}

@@ -1,0 +1,61 @@
+"""``/v1/runs``: the runs in flight, deleting a run, and a run's metrics.
+
+Registered before routes/runs.py, so ``/v1/runs/active`` is not read as a run id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from ...store import RunRecord
+from ..deps import RuntimeDep
+from ..responses import Run, RunMetrics
+from ..schemas import errors
+from ..views import run_view
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+_ACTIVE = ("created", "running")
+_LIST_WINDOW = 10_000
+
+
+@router.get("/active", response_model=list[Run], deprecated=True)
+async def list_active_runs(runtime: RuntimeDep, agent_id: str | None = None,
+                           background: bool | None = None) -> list[dict[str, Any]]:
+    """Runs not yet finished, oldest first; ``background`` keeps those started in (or not
+    in) background mode."""
+    found: list[RunRecord] = []
+    for status in _ACTIVE:
+        found += await runtime.store.list_runs(agent_id, status=status, limit=_LIST_WINDOW)
+    if background is not None:
+        found = [r for r in found if bool(r.metadata.get("background")) == background]
+    found.sort(key=lambda r: (r.created_at, r.id))
+    return [run_view(r) for r in found]
+
+
+@router.delete("/{run_id}", responses=errors(404, 409))
+async def delete_run(run_id: str, runtime: RuntimeDep) -> None:
+    """Delete a finished run's record; the messages it added stay in the agent's history.
+    A run in flight is a 409: cancel it first."""
+    run = await runtime.store.get_run(run_id)
+    if run.status in _ACTIVE:
+        raise HTTPException(409, detail=f"run {run_id!r} is {run.status}; cancel it before "
+                                        "deleting it")
+    await runtime.store.delete_run(run_id)
+
+
+@router.get("/{run_id}/metrics", responses=errors(404), response_model=RunMetrics)
+async def retrieve_metrics_for_run(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """When the run started, how long it took, its steps, and the ids of the tools it
+    called."""
+    run = await runtime.store.get_run(run_id)
+    started = run.started_at or run.created_at
+    names = {call.name for message in await runtime.store.list_run_messages(run)
+             for call in message.tool_calls or ()}
+    tools = await runtime.store.list_tools(sorted(names)) if names else []
+    took = run.completed_at - started if run.completed_at is not None else None
+    return {"id": run.id, "agent_id": run.agent_id, "run_start_ns": int(started * 1e9),
+            "run_ns": int(took * 1e9) if took is not None else None,
+            "num_steps": run.step_count, "tools_used": sorted(t.id for t in tools)}

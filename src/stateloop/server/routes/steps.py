@@ -1,0 +1,107 @@
+"""``/v1/steps``: every model call across runs, one step, its messages, its timing, and the
+feedback a user gives on it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+
+from ...store import StepRecord
+from ...store.times import to_epoch
+from ..deps import RuntimeDep
+from ..messages import to_letta
+from ..pagination import Limit, Order, page
+from ..responses import Step, StepMetrics
+from ..schemas import Lenient, errors
+from ..views import step_view
+
+router = APIRouter(prefix="/v1/steps", tags=["steps"])
+
+Feedback = Literal["positive", "negative"]
+
+
+class ModifyFeedbackRequest(Lenient):
+    feedback: Feedback | None = None
+    tags: list[str] | None = None
+
+
+@router.get("", response_model=list[Step])
+async def list_steps(runtime: RuntimeDep, before: str | None = None, after: str | None = None,
+                     limit: Limit = 50, order: Order = "desc", start_date: str | None = None,
+                     end_date: str | None = None, model: str | None = None,
+                     agent_id: str | None = None,
+                     trace_ids: Annotated[list[str] | None, Query()] = None,
+                     feedback: Feedback | None = None, has_feedback: bool | None = None,
+                     tags: Annotated[list[str] | None, Query()] = None
+                     ) -> list[dict[str, Any]]:
+    """Steps, newest first by default, filtered by agent, model (name or handle), time,
+    feedback and tags. Steps here carry no trace id, so ``trace_ids`` matches none."""
+    start, end = _epoch("start_date", start_date), _epoch("end_date", end_date)
+
+    def matches(step: StepRecord) -> bool:
+        given = step.metadata.get("feedback")
+        return ((model is None or model in (step.model, (step.model or "").partition("/")[2]))
+                and (start is None or step.created_at >= start)
+                and (end is None or step.created_at <= end)
+                and (feedback is None or given == feedback)
+                and (has_feedback is None or (given is not None) == has_feedback)
+                and (not tags or bool(set(tags) & set(step.metadata.get("tags", []))))
+                and trace_ids is None)
+
+    found = [s for s in await runtime.store.list_all_steps(agent_id) if matches(s)]
+    return [step_view(s) for s in page(found, key=lambda s: s.id, after=after, before=before,
+                                       limit=limit, order=order)]
+
+
+@router.get("/{step_id}", responses=errors(404), response_model=Step)
+async def retrieve_step(step_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """One step: model, tokens, status, feedback."""
+    return step_view(await runtime.store.get_step(step_id))
+
+
+@router.get("/{step_id}/metrics", responses=errors(404), response_model=StepMetrics)
+async def retrieve_metrics_for_step(step_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """When the step started and how long it took (its model call and tools together: the
+    two are not timed apart)."""
+    step = await runtime.store.get_step(step_id)
+    took = step.latency_ms / 1000 if step.latency_ms is not None else None
+    started = step.created_at - took if took is not None else None
+    return {"id": step.id, "run_id": step.run_id, "agent_id": step.agent_id,
+            "step_start_ns": _ns(started), "llm_request_start_ns": _ns(started),
+            "llm_request_ns": None, "tool_execution_ns": None, "step_ns": _ns(took)}
+
+
+@router.patch("/{step_id}/feedback", responses=errors(404), response_model=Step)
+async def modify_feedback_for_step(step_id: str, body: ModifyFeedbackRequest,
+                                   runtime: RuntimeDep) -> dict[str, Any]:
+    """Mark the step's outcome 'positive' or 'negative' (or clear it); ``tags``, when not
+    empty, replace its tags."""
+    return step_view(await runtime.store.set_step_feedback(step_id, body.feedback, body.tags))
+
+
+@router.get("/{step_id}/messages", responses=errors(404))
+async def list_messages_for_step(step_id: str, runtime: RuntimeDep, before: str | None = None,
+                                 after: str | None = None, limit: Limit = 100,
+                                 order: Order = "asc") -> list[dict[str, Any]]:
+    """The messages the step wrote, as Letta messages."""
+    step = await runtime.store.get_step(step_id)
+    stored = await runtime.store.list_step_messages(step_id)
+    chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
+                  order=order)
+    frames = [frame for message in chosen for frame in to_letta(message, run_id=step.run_id)]
+    for frame in frames:
+        frame["step_id"] = step.id
+    return frames
+
+
+def _epoch(name: str, value: str | None) -> float | None:
+    try:
+        return to_epoch(value)
+    except (ValueError, OverflowError) as exc:
+        raise HTTPException(422, detail=[{"loc": ["query", name], "msg": str(exc),
+                                          "type": "value_error"}]) from exc
+
+
+def _ns(seconds: float | None) -> int | None:
+    return int(seconds * 1e9) if seconds is not None else None

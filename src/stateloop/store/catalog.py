@@ -1,0 +1,64 @@
+"""Counting and cross-cutting reads of ``SqlStore``: tags in use, how many agents or blocks
+match a filter, and which agents share a block."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, func, select
+
+from stateloop.store import schema
+from stateloop.store.errors import NotFoundError
+from stateloop.store.runner import Runner
+
+a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
+
+
+class CatalogMixin:
+    """Tag, count and block-sharing reads of ``SqlStore``."""
+
+    _runner: Runner
+
+    async def list_tags(self, text: str | None = None) -> list[str]:
+        """Every tag some agent has, alphabetically; ``text`` keeps those containing it
+        (case-insensitive)."""
+        stmt = select(tags_t.c.tag).distinct().order_by(tags_t.c.tag)
+        if text:
+            stmt = stmt.where(func.lower(tags_t.c.tag).contains(text.lower(), autoescape=True))
+        return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
+
+    async def count_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
+                           match_all_tags: bool = False, query_text: str | None = None) -> int:
+        """How many agents have this exact name, these tags (any, or all) and a name
+        containing ``query_text`` (case-insensitive)."""
+        stmt = select(func.count()).select_from(a)
+        if name is not None:
+            stmt = stmt.where(a.c.name == name)
+        if query_text:
+            stmt = stmt.where(func.lower(a.c.name).contains(query_text.lower(), autoescape=True))
+        if tags:
+            tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
+            if match_all_tags:
+                tagged = (tagged.group_by(tags_t.c.agent_id)
+                          .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
+            stmt = stmt.where(a.c.id.in_(tagged))
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+
+    async def count_blocks(self, *, label: str | None = None) -> int:
+        """How many blocks there are (with this label)."""
+        stmt = select(func.count()).select_from(b)
+        if label is not None:
+            stmt = stmt.where(b.c.label == label)
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+
+    async def block_agent_ids(self, block_id: str) -> list[str]:
+        """Ids of the agents this block is attached to, oldest agent first."""
+
+        def txn(conn: Connection) -> list[str]:
+            if conn.execute(select(b.c.id).where(b.c.id == block_id)).first() is None:
+                raise NotFoundError(f"no block with id {block_id!r}")
+            stmt = (select(a.c.id).join(ba, ba.c.agent_id == a.c.id)
+                    .where(ba.c.block_id == block_id).order_by(a.c.created_at, a.c.id))
+            return list(conn.execute(stmt).scalars())
+
+        return await self._runner.read(txn)
