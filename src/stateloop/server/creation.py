@@ -17,7 +17,7 @@ from ..persistence import block_record
 from ..store import AgentRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names
-from .runtime import Runtime
+from .runtime import Runtime, with_default_approvals
 from .schemas import CreateAgent, LLMConfig, UpdateAgent
 from .tool_env import agent_env, replace_env
 
@@ -79,7 +79,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     try:
         draft = Agent(handle, tools=[*tools, *(n for n in names if n in builtin_names())],
                       system=body.system or DEFAULT_SYSTEM, blocks=blocks, name=body.name,
-                      agent_type=body.agent_type, tool_rules=body.tool_rules or (),
+                      agent_type=body.agent_type, tool_rules=with_default_approvals(
+                          body.tool_rules or [], await runtime.store.list_tools(names)),
                       include_base_tools=body.include_base_tools, tags=body.tags or (),
                       context_window=body.context_window_limit or (
                           config.context_window if config else None),

@@ -15,7 +15,7 @@ from ..creation import set_tools, unprocessable
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, Tool
-from ..runtime import Runtime
+from ..runtime import Runtime, with_default_approvals
 from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
 from ..tool_env import agent_env
 from ..views import tool_view
@@ -193,10 +193,13 @@ async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: b
                                         "when the run ends")
     names = [n for n in record.tool_names if n != tool.name]
     tools = {n: t for n, t in agent.tools.items() if n != tool.name}
+    rules = record.tool_rules
     if attach:
         names.append(tool.name)
         tools[tool.name] = runtime.bind(tool, agent_env(record))
-    await runtime.store.update_agent(agent_id, tool_names=names)
+        rules = with_default_approvals(rules, [tool])
+    await runtime.store.update_agent(agent_id, tool_names=names, tool_rules=rules)
+    agent.tool_rules = parse_rules(rules)
     set_tools(agent, tools)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
