@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("stateloop.server")
 
+RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
+
 # Letta's tool_type for each kind of built-in tool.
 _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
                   "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core"}
@@ -147,6 +149,7 @@ class Runtime:
             refused = self.source_tools_refused()
             tool = sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
                                   isolation=self.isolation(record.name, env),
+                                  return_char_limit=record.return_char_limit or RETURN_CHAR_LIMIT,
                                   pool=None if refused else self.workers)
             if refused:
                 tool.function = _refuse(refused)

@@ -278,6 +278,7 @@ class ToolUpdate(Lenient):
     description: str | None = None
     tags: list[str] | None = None
     json_schema: dict[str, Any] | None = None
+    args_json_schema: dict[str, Any] | None = None
     default_requires_approval: bool | None = None
     return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
 
