@@ -220,6 +220,12 @@ InputMessage = Annotated[
     _kind("message")]
 
 
+class ClientToolSchema(Lenient):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
     input: str | list[TextContent] | None = None
@@ -228,6 +234,7 @@ class LettaRequest(Lenient):
     use_assistant_message: bool = True
     include_return_message_types: list[str] | None = None
     enable_thinking: str | None = None
+    client_tools: list[ClientToolSchema] | None = None
 
 
 class LettaStreamingRequest(LettaRequest):
