@@ -17,6 +17,7 @@ from pydantic_core import to_json
 
 from ..eager import first_step
 from ..messages import Message, ToolCall, tool_result
+from ..surrogates import replace_lone_surrogates
 from .base import Tool, ToolContext
 
 # Letta's cap on an error's text, and the note that ends a return cut to its tool's limit.
@@ -38,11 +39,12 @@ class ToolOutput:
 
 
 def result_message(call: ToolCall, output: ToolOutput) -> Message:
-    """The tool message answering ``call``; what the tool printed goes in its metadata."""
+    """The tool message answering ``call``; what the tool printed goes in its metadata
+    (lone surrogates as U+FFFD, as in its text)."""
     message = tool_result(call, output.text, is_error=output.is_error)
     for name in ("stdout", "stderr"):
         if value := getattr(output, name):
-            message.metadata[name] = value
+            message.metadata[name] = [replace_lone_surrogates(text) for text in value]
     return message
 
 
