@@ -54,7 +54,10 @@ async def test_tool_exception_becomes_error_result():
     agent = agent_with([call("fail", reason="that"), reply("it failed")])
     result = await agent.run("try")
     answer = result.messages[2]
-    assert answer.is_error and answer.text == "Error: ValueError: cannot do that"
+    assert answer.is_error
+    assert answer.text == "Error executing function fail: ValueError: cannot do that"
+    trace = answer.metadata["stderr"][0]
+    assert trace.startswith("Traceback") and trace.rstrip().endswith("cannot do that")
     assert result.output == "it failed"
 
 

@@ -254,14 +254,16 @@ class Agent(AgentControl):
 
     async def run(self, input: Input = None, *,
                   approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
-                  model: str | Model | None = None) -> RunResult:
+                  model: str | Model | None = None, tools: Sequence[Tool] = ()) -> RunResult:
         """Run until the agent stops; returns the result (never raises for model/tool failure).
 
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
-        ``max_steps`` and ``model`` replace the agent's own for this run only. Input that
+        ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
+        offered for this run only, over the agent's own of the same name. Input that
         can never fit the context window raises ``InputTooLarge`` before anything is stored.
         """
-        async with self._running(input, approvals, max_steps, model, events=False) as running:
+        async with self._running(input, approvals, max_steps, model, tools,
+                                 events=False) as running:
             async for _ in running.events:  # straight from the loop: no generator between
                 pass
         assert running.end is not None
@@ -279,17 +281,18 @@ class Agent(AgentControl):
 
     async def stream(self, input: Input = None, *,
                      approvals: Sequence[Approval] | None = None,
-                     max_steps: int | None = None,
-                     model: str | Model | None = None) -> AsyncIterator[AnyEvent]:
+                     max_steps: int | None = None, model: str | Model | None = None,
+                     tools: Sequence[Tool] = ()) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order.
-        ``max_steps`` and ``model`` replace the agent's own for this run only."""
-        async with self._running(input, approvals, max_steps, model) as running:
+        ``max_steps``, ``model`` and ``tools`` are as for ``run``."""
+        async with self._running(input, approvals, max_steps, model, tools) as running:
             async for event in running.events:
                 yield event
 
     @contextlib.asynccontextmanager
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
-                       max_steps: int | None, model: str | Model | None, *,
+                       max_steps: int | None, model: str | Model | None,
+                       tools: Sequence[Tool] = (), *,
                        events: bool = True) -> AsyncIterator[_Running]:
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
@@ -324,6 +327,8 @@ class Agent(AgentControl):
                     config.max_steps = max_steps
                 if run_model is not None:
                     config.model = run_model
+                if tools:
+                    config.tools = {**self.tools, **{tool.name: tool for tool in tools}}
                 config.events = events
 
                 def ended(end: RunEnd) -> None:

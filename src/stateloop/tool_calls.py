@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from .approvals import PendingApproval
 from .hooks import Blocked, call_hook
-from .messages import Message, ToolCall, tool_result
+from .messages import Message, ToolCall
 from .steering import SKIPPED_NOTICE
 from .tools import ToolOutput, execute_tool
+from .tools.execution import result_message
 
 if TYPE_CHECKING:
     from .cancellation import CancelScope
@@ -159,7 +160,7 @@ class ToolCalls:
     def _answer(self, calls: list[ToolCall], outputs: list[ToolOutput]) -> list[Message]:
         """Every call's result, appended before any event about them is yielded: a consumer
         that stops listening midway must not leave a call unanswered."""
-        results = [tool_result(call, output.text, is_error=output.is_error)
+        results = [result_message(call, output)
                    for call, output in zip(calls, outputs, strict=True)]
         for result in results:
             self.append(result)
@@ -172,4 +173,4 @@ class ToolCalls:
         outputs = self.outputs if len(self.outputs) == len(calls) else [None] * len(calls)
         for call, output in zip(calls, outputs, strict=True):
             output = output or ToolOutput(CANCELLED_NOTICE, True)
-            self.append(tool_result(call, output.text, is_error=output.is_error))
+            self.append(result_message(call, output))

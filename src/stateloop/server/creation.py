@@ -25,7 +25,7 @@ from .agent_fields import (
     model_settings,
     unprocessable,
 )
-from .runtime import Runtime
+from .runtime import Runtime, with_default_approvals
 from .schemas import CreateAgent, LLMConfig, UpdateAgent
 from .tool_env import agent_env, replace_env
 
@@ -88,7 +88,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     try:
         draft = Agent(handle, tools=[*tools, *(n for n in names if n in builtin_names())],
                       system=body.system or DEFAULT_SYSTEM, blocks=blocks, name=body.name,
-                      agent_type=body.agent_type, tool_rules=body.tool_rules or (),
+                      agent_type=body.agent_type, tool_rules=with_default_approvals(
+                          body.tool_rules or [], await runtime.store.list_tools(names)),
                       include_base_tools=body.include_base_tools, tags=body.tags or (),
                       context_window=body.context_window_limit or (
                           config.context_window if config else None),

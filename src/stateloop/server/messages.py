@@ -67,7 +67,8 @@ def to_letta(message: Message, *, run_id: str | None = None,
         frame = _base(mid, "tool_return_message", created, 0, run_id)
         frame.update(tool_call_id=message.tool_call_id, tool_return=message.text,
                      status="error" if message.is_error else "success", name=message.name,
-                     stdout=None, stderr=None)
+                     stdout=message.metadata.get("stdout"),
+                     stderr=message.metadata.get("stderr"))
         return [frame]
     frames: list[Frame] = []
     if message.reasoning:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..approvals import Approval
 from ..events import AnyEvent, RunEnd
 from ..messages import Message
+from ..tools import Tool
 from .messages import Frame, StreamConverter
 
 if TYPE_CHECKING:
@@ -96,15 +97,15 @@ class RunRegistry:
 
     async def start(self, agent: Agent, messages: list[Message], approvals: list[Approval], *,
                     stream_tokens: bool, max_steps: int | None = None,
-                    model: str | None = None) -> RunChannel:
+                    model: str | None = None, tools: Sequence[Tool] = ()) -> RunChannel:
         """Start a run in the background; returns once the agent accepted it (raises what
         the agent raises on refusal: busy, pending approval, approvals that do not fit)."""
         channel = RunChannel(agent.id, capacity=self.events_per_run)
-        converter = StreamConverter(stream_tokens=stream_tokens,
-                                    approval_names=approval_names(agent))
+        names = approval_names(agent) | {tool.name for tool in tools if tool.requires_approval}
+        converter = StreamConverter(stream_tokens=stream_tokens, approval_names=names)
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         run = agent.stream(messages or None, approvals=approvals or None, max_steps=max_steps,
-                           model=model)
+                           model=model, tools=tools)
         task = asyncio.create_task(self._drive(agent, run, channel, converter, accepted))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

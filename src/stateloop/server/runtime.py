@@ -4,6 +4,7 @@ runs of one agent queue on one object), tool binding, and the runs in flight."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from ..store.sql import SqlStore
 
 logger = logging.getLogger("stateloop.server")
+
+RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
 
 # Letta's tool_type for each kind of built-in tool.
 _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
@@ -134,14 +137,19 @@ class Runtime:
         variables) over the server's."""
         if record.binding and record.binding.startswith("builtin:"):
             return builtin_tool(record.name)
+        # Whether a call pauses for a human is the agent's rule (see with_default_approvals),
+        # so the agent can turn it off: the bound tool never asks on its own.
         python = self.python_tools.get(record.name)
         if python is not None and record.binding == f"python:{record.name}":
+            if python.requires_approval:
+                python = copy.copy(python)
+                python.requires_approval = False
             return python
         if record.source_code:
             refused = self.source_tools_refused()
             tool = sandboxed_tool(record.source_code, record.json_schema, limits=self.limits,
                                   isolation=self.isolation(record.name, env),
-                                  requires_approval=bool(record.default_requires_approval),
+                                  return_char_limit=record.return_char_limit or RETURN_CHAR_LIMIT,
                                   pool=None if refused else self.workers)
             if refused:
                 tool.function = _refuse(refused)
@@ -192,6 +200,17 @@ def tool_record(tool: Tool, *, binding: str, tool_type: str = "custom",
                       json_schema=tool.spec().to_dict(), tool_type=tool_type,
                       source_type="python", source_code=source_code, binding=binding,
                       default_requires_approval=tool.requires_approval)
+
+
+def with_default_approvals(rules: list[dict[str, Any]], records: Iterable[ToolRecord]
+                           ) -> list[dict[str, Any]]:
+    """``rules`` plus a ``requires_approval`` rule for each tool made with
+    ``default_requires_approval`` that has none: as in Letta, the default is copied onto the
+    agent when the tool is given to it, and from then on the agent's rule decides."""
+    have = {rule.get("tool_name") for rule in rules if rule.get("type") == "requires_approval"}
+    return [*rules, *({"type": "requires_approval", "tool_name": record.name}
+                      for record in records
+                      if record.default_requires_approval and record.name not in have)]
 
 
 def _refuse(reason: str) -> Any:

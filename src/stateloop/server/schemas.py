@@ -229,6 +229,12 @@ InputMessage = Annotated[
     _kind("message")]
 
 
+class ClientToolSchema(Lenient):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
     input: str | list[TextContent] | None = None
@@ -237,6 +243,7 @@ class LettaRequest(Lenient):
     use_assistant_message: bool = True
     include_return_message_types: list[str] | None = None
     enable_thinking: str | None = None
+    client_tools: list[ClientToolSchema] | None = None
 
 
 class LettaStreamingRequest(LettaRequest):
@@ -287,6 +294,7 @@ class ToolUpdate(Lenient):
     description: str | None = None
     tags: list[str] | None = None
     json_schema: dict[str, Any] | None = None
+    args_json_schema: dict[str, Any] | None = None
     default_requires_approval: bool | None = None
     return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
 

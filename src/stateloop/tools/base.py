@@ -41,6 +41,7 @@ class Tool:
         "name",
         "parameters",
         "requires_approval",
+        "return_char_limit",
         "sequential",
         "timeout",
     )
@@ -49,7 +50,8 @@ class Tool:
                  function: Callable[..., Any] | None, *,
                  arguments_model: type[BaseModel] | None = None,
                  context_parameter: str | None = None, sequential: bool = False,
-                 timeout: float | None = DEFAULT_TIMEOUT, requires_approval: bool = False) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, requires_approval: bool = False,
+                 return_char_limit: int | None = None) -> None:
         self.name = name
         self.description = description
         self.parameters = parameters
@@ -58,6 +60,7 @@ class Tool:
         self.sequential = sequential  # never runs alongside other calls of the same step
         self.timeout = timeout
         self.requires_approval = requires_approval
+        self.return_char_limit = return_char_limit  # longer returns are cut, with a note
         self.arguments_model = arguments_model
         self.context_parameter = context_parameter
 

@@ -7,6 +7,7 @@ import functools
 import itertools
 import json
 import time
+import traceback
 import weakref
 from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -15,16 +16,48 @@ from typing import Any
 from pydantic_core import to_json
 
 from ..eager import first_step
-from ..messages import ToolCall
+from ..messages import Message, ToolCall, tool_result
+from ..surrogates import replace_lone_surrogates
 from .base import Tool, ToolContext
+
+# Letta's cap on an error's text, and the note that ends a return cut to its tool's limit.
+ERROR_CHAR_LIMIT = 1000
+TRUNCATED_NOTE = ("... [NOTE: function output was truncated since it exceeded the character "
+                  "limit ({length} > {limit})]")
 
 
 @dataclass(slots=True)
 class ToolOutput:
-    """What a call produced: the text the model sees, and whether it failed."""
+    """What a call produced: the text the model sees, and whether it failed; ``stdout`` and
+    ``stderr`` are what the tool printed (for a failure, its traceback), as Letta's tool
+    returns carry them. A tool may return one to say all of this itself."""
 
     text: str
     is_error: bool = False
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
+
+
+def result_message(call: ToolCall, output: ToolOutput) -> Message:
+    """The tool message answering ``call``; what the tool printed goes in its metadata
+    (lone surrogates as U+FFFD, as in its text)."""
+    message = tool_result(call, output.text, is_error=output.is_error)
+    for name in ("stdout", "stderr"):
+        if value := getattr(output, name):
+            message.metadata[name] = [replace_lone_surrogates(text) for text in value]
+    return message
+
+
+def error_text(tool_name: str, error_type: str, message: str) -> str:
+    """A failed call's text, in Letta's words."""
+    return f"Error executing function {tool_name}: {error_type}: {message}"[:ERROR_CHAR_LIMIT]
+
+
+def truncated(text: str, limit: int | None) -> str:
+    """``text`` cut to ``limit`` characters, with Letta's note saying so."""
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATED_NOTE.format(length=len(text), limit=limit)
 
 
 async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping[str, Tool],
@@ -58,8 +91,14 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
     except TimeoutError:
         return ToolOutput(f"Tool {tool.name!r} timed out after {tool.timeout:g} s.", True)
     except Exception as exc:
-        return ToolOutput(f"Error: {type(exc).__name__}: {exc}", True)
-    return ToolOutput(format_return(value))
+        # A sandboxed tool's error carries the traceback from its own process.
+        trace = getattr(exc, "traceback", None) or traceback.format_exc()
+        return ToolOutput(error_text(tool.name, type(exc).__name__, str(exc)), True,
+                          stdout=getattr(exc, "stdout", None), stderr=[trace])
+    if isinstance(value, ToolOutput):
+        value.text = truncated(value.text, tool.return_char_limit)
+        return value
+    return ToolOutput(truncated(format_return(value), tool.return_char_limit))
 
 
 def _start(coro: Coroutine[Any, Any, Any], seconds: float | None) -> tuple[bool, Any]:

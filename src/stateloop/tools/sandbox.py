@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from ..errors import ToolDefinitionError
 from .base import Tool
+from .execution import ToolOutput
 from .pool import WorkerPool
-from .source_schema import find_function, parse_source, schema_from_source
+from .source_schema import find_function, parse_source, schema_from_args, schema_from_source
 from .worker import Worker, WorkerFailed, WorkerSpec
 
 
@@ -53,12 +54,16 @@ class Isolation:
 
 
 class SandboxedToolError(Exception):
-    """A sandboxed call failed; subclasses carry the tool's own exception name."""
+    """A sandboxed call failed; subclasses carry the tool's own exception name, and
+    ``traceback`` and ``stdout`` what the tool's process said."""
+
+    traceback: str | None = None
+    stdout: list[str] | None = None
 
 
 @functools.cache
 def _error_type(name: str) -> type[SandboxedToolError]:
-    # Named after the child's exception so the model reads "Error: ZeroDivisionError: ..."
+    # Named after the child's exception so the model reads "...: ZeroDivisionError: ..."
     # exactly as it would for an in-process tool.
     clean = name if name.isidentifier() else "ToolError"
     return type(clean, (SandboxedToolError,), {})
@@ -69,10 +74,13 @@ def check_source(source_code: str, name: str | None = None) -> str:
     return find_function(parse_source(source_code), name).name
 
 
-def describe_source(source_code: str, name: str | None = None) -> dict[str, Any]:
+def describe_source(source_code: str, name: str | None = None,
+                    args_json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """The tool's JSON schema (name, description, parameters), read from the source's syntax
-    tree: nothing runs."""
+    tree (nothing runs); ``args_json_schema``, when given, is the parameters'."""
     try:
+        if args_json_schema:
+            return schema_from_args(source_code, args_json_schema, name)
         return schema_from_source(source_code, name)
     except ToolDefinitionError as exc:
         raise ToolDefinitionError(f"source_code cannot become a tool: {exc}") from None
@@ -83,14 +91,16 @@ async def run_source(source_code: str, name: str, arguments: dict[str, Any],
                      isolation: Isolation = Isolation()) -> str:
     """Call the tool in a sandbox of its own, stopped after; its return value as text, or
     a SandboxedToolError."""
-    return _result(await _call_once(WorkerSpec(source_code, name, limits, isolation),
-                                    arguments))
+    result = _result(await _call_once(WorkerSpec(source_code, name, limits, isolation),
+                                      arguments))
+    return result.text if isinstance(result, ToolOutput) else str(result)
 
 
 def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
                    limits: SandboxLimits = SandboxLimits(),
                    isolation: Isolation = Isolation(),
-                   requires_approval: bool = False, pool: WorkerPool | None = None) -> Tool:
+                   requires_approval: bool = False, return_char_limit: int | None = None,
+                   pool: WorkerPool | None = None) -> Tool:
     """A ``Tool`` whose calls run ``source_code`` out of process; ``schema`` is Letta's
     ``json_schema`` (name, description, parameters). With ``pool``, its calls share warm
     workers of their own (started now if an event loop runs); without, each call starts
@@ -100,7 +110,7 @@ def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
     spec = WorkerSpec(source_code, name, limits, isolation)
     slot = pool.slot(spec) if pool is not None else None
 
-    async def call(**fields: Any) -> str:
+    async def call(**fields: Any) -> Any:
         arguments = {aliases[key]: value for key, value in fields.items()
                      if value is not _MISSING}
         if pool is not None and slot is not None:
@@ -114,7 +124,7 @@ def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
     # waits for its worker first).
     return Tool(name, (schema.get("description") or "").strip(), parameters, call,
                 arguments_model=model, timeout=2 * limits.timeout + 10,
-                requires_approval=requires_approval)
+                requires_approval=requires_approval, return_char_limit=return_char_limit)
 
 
 async def _call_once(spec: WorkerSpec, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -130,11 +140,16 @@ async def _call_once(spec: WorkerSpec, arguments: dict[str, Any]) -> dict[str, A
         await worker.close()
 
 
-def _result(reply: dict[str, Any]) -> str:
+def _result(reply: dict[str, Any]) -> Any:
+    """The call's return text (a ``ToolOutput`` when the tool printed something), or its
+    error raised."""
+    printed = [reply["stdout"]] if reply.get("stdout") else None
     if not reply.get("ok"):
-        raise _error_type(reply.get("error_type", "ToolError"))(reply["message"])
+        error = _error_type(reply.get("error_type", "ToolError"))(reply["message"])
+        error.traceback, error.stdout = reply.get("traceback"), printed
+        raise error
     text: str = reply["result"]
-    return text
+    return ToolOutput(text, stdout=printed) if printed else text
 
 
 class _Missing:

@@ -16,6 +16,7 @@ Frames are a 4-byte big-endian length and JSON.
 """
 
 from __future__ import annotations
+import __future__
 
 import contextlib
 import gc
@@ -30,6 +31,7 @@ import signal
 import socket
 import struct
 import time
+import traceback
 from typing import Any
 
 _HEADER = struct.Struct(">I")
@@ -141,8 +143,14 @@ def _load(source: str, name: str) -> Any:
     """The tool's function, or the exception its module code raised (each call reports it)."""
     namespace: dict[str, Any] = {"__name__": f"stateloop_tool_{name}"}
     try:
+        # As in Letta's sandbox: typing's names are there without an import, and annotations
+        # stay unevaluated, so a hint naming a class the source lacks (one of the models an
+        # args_json_schema describes) does not stop the tool from loading.
+        exec("from typing import *", namespace)
+        code = compile(source, f"<tool {name}>", "exec",
+                       flags=__future__.annotations.compiler_flag, dont_inherit=True)
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(source, f"<tool {name}>", "exec"), namespace)
+            exec(code, namespace)
         function = namespace.get(name)
         if not callable(function):
             raise NameError(f"tool source defines no function named {name!r}")
@@ -242,19 +250,32 @@ def _child(tool: Any, fds: list[int], cpu_seconds: int, control: socket.socket,
         os._exit(0)
 
 
+_PRINTED_CHARS = 50_000  # of what the tool prints, kept for its return's ``stdout``
+
+
 def _answer(tool: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    printed = io.StringIO()
     try:
         if isinstance(tool, BaseException):
             raise tool
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(printed):
             value = tool(**_values.validate(tool, arguments))
             if inspect.iscoroutine(value):
                 import asyncio
 
                 value = asyncio.run(value)
-        return {"ok": True, "result": _values.format_return(value)}
+        return {"ok": True, "result": _values.format_return(value),
+                "stdout": printed.getvalue()[:_PRINTED_CHARS]}
     except BaseException as exc:  # the tool's failure is the call's answer
-        return {"ok": False, "error_type": type(exc).__name__, "message": str(exc) or repr(exc)}
+        return {"ok": False, "error_type": type(exc).__name__, "message": str(exc) or repr(exc),
+                "stdout": printed.getvalue()[:_PRINTED_CHARS],
+                "traceback": _traceback(exc)[-_PRINTED_CHARS:]}
+
+
+def _traceback(exc: BaseException) -> str:
+    """The exception's traceback from the tool's frames on (this file's are not the tool's)."""
+    frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+    return "".join(traceback.format_exception(type(exc), exc, frames))
 
 
 if __name__ == "__main__":

@@ -79,6 +79,32 @@ def schema_from_source(source_code: str, name: str | None = None) -> dict[str, A
                            "additionalProperties": False}}
 
 
+def schema_from_args(source_code: str, args_json_schema: dict[str, Any],
+                     name: str | None = None) -> dict[str, Any]:
+    """As ``schema_from_source``, with the parameters taken from ``args_json_schema`` (a
+    pydantic model's JSON schema, as Letta's clients send for ``args_schema=``) instead of
+    the annotations, which may name classes the source does not define."""
+    function = find_function(parse_source(source_code), name)
+    summary, docs = parse_docstring(ast.get_docstring(function, clean=False))
+    properties = args_json_schema.get("properties", {})
+    required = args_json_schema.get("required", [])
+    if not isinstance(properties, dict) or not all(isinstance(p, dict)
+                                                   for p in properties.values()):
+        raise ToolDefinitionError("args_json_schema.properties must map each parameter to "
+                                  "a JSON schema")
+    if not isinstance(required, list) or not set(required) <= set(properties):
+        raise ToolDefinitionError("args_json_schema.required must list some of its properties")
+    parameters: dict[str, Any] = {"type": "object", "properties": {}, "required": required}
+    for key, schema in properties.items():
+        schema = {k: v for k, v in schema.items() if k != "title"}  # pydantic's, not the model's
+        if key in docs and "description" not in schema:
+            schema["description"] = docs[key]
+        parameters["properties"][key] = schema
+    if "$defs" in args_json_schema:  # the nested models the properties refer to
+        parameters["$defs"] = args_json_schema["$defs"]
+    return {"name": function.name, "description": summary, "parameters": parameters}
+
+
 def _property(tool: str, parameter: ast.arg, default: ast.expr | None,
               description: str | None) -> dict[str, Any]:
     if parameter.annotation is None:

@@ -12,6 +12,7 @@ from ...agent import Agent
 from ...approvals import Approval, ApprovalError
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, TextPart, user
+from ...tools.client import client_tool
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
@@ -92,8 +93,10 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
             f"{', '.join(pending.requested)}; send {{\"type\": \"approval\", \"approvals\": "
             "[...]} or cancel the run before sending a new message"))
     try:
-        return await runtime.runs.start(agent, messages, approvals, stream_tokens=stream_tokens,
-                                        max_steps=body.max_steps, model=body.override_model)
+        return await runtime.runs.start(
+            agent, messages, approvals, stream_tokens=stream_tokens, max_steps=body.max_steps,
+            model=body.override_model, tools=[client_tool(t.name, t.description, t.parameters)
+                                              for t in body.client_tools or ()])
     except InputTooLarge as exc:  # nothing was stored: the agent is as it was
         raise unprocessable("input" if body.input is not None else "messages", exc) from exc
     except ConfigError as exc:  # an unknown override_model, say

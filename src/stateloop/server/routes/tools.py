@@ -15,7 +15,7 @@ from ..creation import set_tools, unprocessable
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, Tool
-from ..runtime import Runtime
+from ..runtime import Runtime, with_default_approvals
 from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
 from ..tool_env import agent_env
 from ..views import tool_view
@@ -24,10 +24,12 @@ from .agents import agent_record, agent_state
 router = APIRouter(tags=["tools"])
 
 
-def _schema(runtime: Runtime, source_code: str,
-            json_schema: dict[str, Any] | None, description: str | None) -> dict[str, Any]:
+def _schema(runtime: Runtime, source_code: str, json_schema: dict[str, Any] | None,
+            description: str | None, args_json_schema: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
     """The tool's JSON schema: as given (checked against the source), or read from the
-    source's signature and docstring. The source is parsed, never run."""
+    source's signature (or ``args_json_schema``) and docstring. The source is parsed,
+    never run."""
     refused = runtime.source_tools_refused()
     if refused:
         raise HTTPException(503, detail=refused)
@@ -41,9 +43,10 @@ def _schema(runtime: Runtime, source_code: str,
                                     "must be a JSON schema object with 'properties'")
             schema = {**json_schema, "name": name, "parameters": parameters}
         else:
-            schema = describe_source(source_code, name)
+            schema = describe_source(source_code, name, args_json_schema)
     except ToolDefinitionError as exc:
-        raise unprocessable("source_code", exc) from exc
+        field = "args_json_schema" if "args_json_schema" in str(exc) else "source_code"
+        raise unprocessable(field, exc) from exc
     if description:
         schema["description"] = description
     return schema
@@ -75,7 +78,8 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     if (body.source_type or "python") != "python":
         raise unprocessable("source_type", f"only 'python' is supported, not "
                                            f"{body.source_type!r}")
-    schema = _schema(runtime, body.source_code, body.json_schema, body.description)
+    schema = _schema(runtime, body.source_code, body.json_schema, body.description,
+                     body.args_json_schema)
     _check_name_free(runtime, schema["name"])
     try:
         await runtime.store.get_tool(schema["name"])
@@ -90,7 +94,8 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
 @router.put("/v1/tools", responses=errors(409, 503), response_model=Tool)
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Create a tool, or replace the one with the same name."""
-    schema = _schema(runtime, body.source_code, body.json_schema, body.description)
+    schema = _schema(runtime, body.source_code, body.json_schema, body.description,
+                     body.args_json_schema)
     _check_name_free(runtime, schema["name"])
     record = await runtime.store.upsert_tool(_record(body, schema))
     await _rebind(runtime, record)
@@ -140,13 +145,17 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
     if record.binding != "sandbox":
         raise HTTPException(409, detail=f"tool {record.name!r} is built in; it cannot change")
     fields = body.model_fields_set
-    if {"source_code", "json_schema", "description"} & fields:
+    if {"source_code", "json_schema", "description", "args_json_schema"} & fields:
         source = body.source_code or record.source_code or ""
+        args_schema = (body.args_json_schema if "args_json_schema" in fields
+                       else record.args_json_schema)
+        derive = {"source_code", "args_json_schema"} & fields  # the schema is read anew
         schema = _schema(runtime, source, body.json_schema or (
-            None if "source_code" in fields else record.json_schema), body.description)
+            None if derive else record.json_schema), body.description, args_schema)
         if schema["name"] != record.name:
             raise unprocessable("source_code", f"the function must stay named {record.name!r}")
         record.source_code, record.json_schema = source, schema
+        record.args_json_schema = args_schema
         record.description = schema.get("description")
     for name in ("tags", "default_requires_approval", "return_char_limit"):
         if name in fields and getattr(body, name) is not None:  # null: left as it is
@@ -193,10 +202,13 @@ async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: b
                                         "when the run ends")
     names = [n for n in record.tool_names if n != tool.name]
     tools = {n: t for n, t in agent.tools.items() if n != tool.name}
+    rules = record.tool_rules
     if attach:
         names.append(tool.name)
         tools[tool.name] = runtime.bind(tool, agent_env(record))
-    await runtime.store.update_agent(agent_id, tool_names=names)
+        rules = with_default_approvals(rules, [tool])
+    await runtime.store.update_agent(agent_id, tool_names=names, tool_rules=rules)
+    agent.tool_rules = parse_rules(rules)
     set_tools(agent, tools)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
