@@ -199,7 +199,12 @@ async def list_messages(
     order: Order = "desc",
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
-    """The agent's message history, a page at a time (cursors are message ids)."""
+    """The agent's message history, a page at a time (cursors are message ids).
+
+    As in Letta, ``order`` picks which end of the history the page comes from (``desc``: the
+    newest ``limit`` messages) while the page itself reads oldest first; ``after`` is always
+    newer than its id and ``before`` older, so ``after=<the last id seen>`` returns what was
+    sent since."""
     live = runtime.live(agent_id)
     if live is not None:  # its record would list every message id in context
         pending = set(live.pending_approval.requested) if live.pending_approval else set()
@@ -207,12 +212,12 @@ async def list_messages(
         record = await agent_record(runtime, agent_id)
         pending = (set(record.pending_approval["requested"]) if record.pending_approval
                    else set())
-    # Letta's cursors follow the requested order: "after" in a newest-first listing is older.
-    older, newer = (after, before) if order == "desc" else (before, after)
     try:
-        stored = await runtime.store.list_messages(agent_id, before=older, after=newer,
+        stored = await runtime.store.list_messages(agent_id, before=before, after=after,
                                                    limit=limit or 100, order=order)
     except (ValueError, LookupError) as exc:
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
+    if order == "desc":
+        stored.reverse()
     frames = [frame for message in stored for frame in to_letta(message, approval_ids=pending)]
     return [f for f in frames if wanted(f, include_return_message_types)]
