@@ -12,11 +12,13 @@ from ...agent import Agent
 from ...approvals import Approval, ApprovalError
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, TextPart, user
+from .. import run_errors
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order
 from ..responses import LettaResponse, Run
+from ..run_errors import error_response, failed
 from ..runs import RunChannel
 from ..runtime import Runtime
 from ..schemas import (
@@ -104,11 +106,12 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
         raise HTTPException(409 if not approvals else 400, detail=str(exc)) from exc
 
 
-async def collect(channel: RunChannel, include: list[str] | None) -> dict[str, Any]:
-    """Letta's ``LettaResponse`` once the run ends."""
+async def collect(channel: RunChannel, include: list[str] | None) -> JSONResponse:
+    """Letta's ``LettaResponse`` once the run ends; a failed run is an error saying why."""
     messages: list[Frame] = []
     stop: Frame = {"message_type": "stop_reason", "stop_reason": "error"}
     usage: Frame = {"message_type": "usage_statistics"}
+    error: str | None = None
     async for frame in channel.follow(0):
         assert frame is not None  # no ping interval: no quiet markers
         kind = frame.get("message_type")
@@ -116,9 +119,15 @@ async def collect(channel: RunChannel, include: list[str] | None) -> dict[str, A
             stop = frame
         elif kind == "usage_statistics":
             usage = frame
-        elif kind != "error_message" and wanted(frame, include):
+        elif kind == "error_message":
+            error = frame.get("message")
+        elif wanted(frame, include):
             messages.append(frame)
-    return {"messages": messages, "stop_reason": stop, "usage": usage}
+    if failed(stop["stop_reason"], error):
+        assert error is not None
+        return error_response(stop["stop_reason"], error, channel.run_id)
+    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
+    return JSONResponse({"messages": messages, "stop_reason": stop, "usage": usage})
 
 
 def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
@@ -130,7 +139,8 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
 
 
 @router.post("", response_model=None,
-              responses=streamed(400, 404, 409, model=LettaResponse))
+              responses={**run_errors.responses(),
+                         **streamed(400, 404, 409, model=LettaResponse)})
 async def send_message(agent_id: str, body: LettaStreamingRequest,
                        runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
@@ -138,8 +148,7 @@ async def send_message(agent_id: str, body: LettaStreamingRequest,
                               stream_tokens=body.streaming and body.stream_tokens)
     if body.streaming:
         return stream(runtime, channel, body)
-    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
-    return JSONResponse(await collect(channel, body.include_return_message_types))
+    return await collect(channel, body.include_return_message_types)
 
 
 @router.post("/stream", responses=streamed(400, 404, 409))
