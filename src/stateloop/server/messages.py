@@ -39,14 +39,44 @@ def _call(call: ToolCall) -> dict[str, str]:
     return {"name": call.name, "arguments": arguments, "tool_call_id": call.id}
 
 
-def call_frame(message_id: str, call: ToolCall, created: float, index: int,
+def call_frame(message_id: str, calls: list[ToolCall], created: float, index: int,
                run_id: str | None, *, approval: bool = False) -> Frame:
-    """A ``tool_call_message`` (or ``approval_request_message``) for one call."""
+    """A ``tool_call_message`` (or ``approval_request_message``) holding ``calls``, made in
+    one step; ``tool_call``, which Letta keeps for older clients, is the first of them."""
     kind = "approval_request_message" if approval else "tool_call_message"
     frame = _base(message_id, kind, created, index, run_id)
-    frame["tool_call"] = _call(call)
-    frame["tool_calls"] = [frame["tool_call"]]
+    frame["tool_calls"] = [_call(call) for call in calls]
+    frame["tool_call"] = frame["tool_calls"][0]
     return frame
+
+
+def _call_frames(message: Message, first_index: int, run_id: str | None,
+                 approvals: set[str]) -> list[Frame]:
+    """A step's calls as Letta shows them: a run of calls of one kind (run, or awaiting
+    approval) is one message; a ``send_message`` call is the assistant's text between."""
+    frames: list[Frame] = []
+    group: list[ToolCall] = []
+
+    def flush() -> None:
+        if group:
+            frames.append(call_frame(message.id, group.copy(), message.created_at,
+                                     first_index + len(frames), run_id,
+                                     approval=group[0].id in approvals))
+            group.clear()
+
+    for call in message.tool_calls:
+        if call.name == SEND_MESSAGE and "message" in call.arguments:
+            flush()
+            frame = _base(message.id, "assistant_message", message.created_at,
+                          first_index + len(frames), run_id)
+            frame["content"] = str(call.arguments["message"])
+            frames.append(frame)
+            continue
+        if group and (group[0].id in approvals) != (call.id in approvals):
+            flush()
+        group.append(call)
+    flush()
+    return frames
 
 
 def to_letta(message: Message, *, run_id: str | None = None,
@@ -78,16 +108,7 @@ def to_letta(message: Message, *, run_id: str | None = None,
         frame = _base(mid, "assistant_message", created, len(frames), run_id)
         frame["content"] = message.text
         frames.append(frame)
-    approvals = set(approval_ids)
-    for call in message.tool_calls:
-        if call.name == SEND_MESSAGE and "message" in call.arguments:
-            frame = _base(mid, "assistant_message", created, len(frames), run_id)
-            frame["content"] = str(call.arguments["message"])
-            frames.append(frame)
-            continue
-        frames.append(call_frame(mid, call, created, len(frames), run_id,
-                                 approval=call.id in approvals))
-    return frames
+    return frames + _call_frames(message, len(frames), run_id, set(approval_ids))
 
 
 def end_frames(end: RunEnd) -> list[Frame]:
@@ -153,10 +174,10 @@ class StreamConverter:
         elif kind == "message":
             return self._message(event.message)  # type: ignore[union-attr]
         elif kind == "approval_request":
-            return [call_frame(f"message-{uuid.uuid4()}", call, time.time(), 0, self.run_id,
-                               approval=True)
-                    for call in event.tool_calls  # type: ignore[union-attr]
-                    if call.id not in self._shown_calls]
+            calls = [call for call in event.tool_calls  # type: ignore[union-attr]
+                     if call.id not in self._shown_calls]
+            return [call_frame(f"message-{uuid.uuid4()}", calls, time.time(), 0, self.run_id,
+                               approval=True)] if calls else []
         return []
 
     def _chunk(self, event: Any) -> list[Frame]:
@@ -177,13 +198,13 @@ class StreamConverter:
             if call.name == SEND_MESSAGE:
                 return []
             self._shown_calls.add(call.id)
-            return [call_frame(self._chunk_id, call, now, 2 + event.index, self.run_id,
+            return [call_frame(self._chunk_id, [call], now, 2 + event.index, self.run_id,
                                approval=call.name in self.approval_names)]
         started = self._streamed_calls.get(event.index)
         if started is None or started.name == SEND_MESSAGE:
             return []
         delta = ToolCall(started.id, started.name, {}, event.delta)
-        return [call_frame(self._chunk_id, delta, now, 2 + event.index, self.run_id,
+        return [call_frame(self._chunk_id, [delta], now, 2 + event.index, self.run_id,
                            approval=started.name in self.approval_names)]
 
     def _message(self, message: Message) -> list[Frame]:
@@ -199,11 +220,14 @@ class StreamConverter:
             if kind == "assistant_message" and self._streamed_text:
                 continue
             if kind == "tool_call_message":
-                call_id = frame["tool_call"]["tool_call_id"]
-                if call_id in self._shown_calls:
+                # Calls already streamed, or shown when the approval request comes, are left
+                # out; the rest of the step's calls stay one message.
+                calls = [c for c in frame["tool_calls"]
+                         if c["tool_call_id"] not in self._shown_calls
+                         and c["name"] not in self.approval_names]
+                if not calls:
                     continue
-                if frame["tool_call"]["name"] in self.approval_names:
-                    continue  # shown when the approval request comes
-                self._shown_calls.add(call_id)
+                self._shown_calls.update(c["tool_call_id"] for c in calls)
+                frame.update(tool_calls=calls, tool_call=calls[0])
             frames.append(frame)
         return frames

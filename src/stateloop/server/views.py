@@ -74,9 +74,8 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
         approval = PendingApproval.from_dict(record.pending_approval)
         calls = approval.requested_calls
         if calls:
-            pending = call_frame(f"message-{approval.run_id}", calls[0], approval.created_at, 0,
+            pending = call_frame(f"message-{approval.run_id}", calls, approval.created_at, 0,
                                  approval.run_id, approval=True)
-            pending["tool_calls"] = [call_frame("", c, 0, 0, None)["tool_call"] for c in calls]
     return {
         "id": record.id, "name": record.name, "agent_type": record.agent_type,
         "description": record.description, "system": record.system,
