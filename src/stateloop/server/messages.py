@@ -51,9 +51,10 @@ def call_frame(message_id: str, calls: list[ToolCall], created: float, index: in
 
 
 def _call_frames(message: Message, first_index: int, run_id: str | None,
-                 approvals: set[str]) -> list[Frame]:
+                 approvals: set[str], assistant_message: bool) -> list[Frame]:
     """A step's calls as Letta shows them: a run of calls of one kind (run, or awaiting
-    approval) is one message; a ``send_message`` call is the assistant's text between."""
+    approval) is one message; a ``send_message`` call is the assistant's text between
+    (with ``assistant_message``; otherwise a call like the others)."""
     frames: list[Frame] = []
     group: list[ToolCall] = []
 
@@ -65,7 +66,7 @@ def _call_frames(message: Message, first_index: int, run_id: str | None,
             group.clear()
 
     for call in message.tool_calls:
-        if call.name == SEND_MESSAGE and "message" in call.arguments:
+        if assistant_message and call.name == SEND_MESSAGE and "message" in call.arguments:
             flush()
             frame = _base(message.id, "assistant_message", message.created_at,
                           first_index + len(frames), run_id)
@@ -79,9 +80,23 @@ def _call_frames(message: Message, first_index: int, run_id: str | None,
     return frames
 
 
-def to_letta(message: Message, *, run_id: str | None = None,
-             approval_ids: Iterable[str] = ()) -> list[Frame]:
-    """The Letta messages one stored message becomes (none for a hidden one)."""
+def to_letta(message: Message, *, run_id: str | None = None, step_id: str | None = None,
+             approval_ids: Iterable[str] = (), assistant_message: bool = True) -> list[Frame]:
+    """The Letta messages one stored message becomes (none for a hidden one), with the run
+    and step that stored it.
+
+    ``assistant_message`` is Letta's ``use_assistant_message``: ``send_message`` calls shown
+    as the assistant's text, their returns left out; without it both are shown as they are.
+    """
+    frames = _frames(message, run_id, set(approval_ids), assistant_message)
+    if step_id is not None:
+        for frame in frames:
+            frame["step_id"] = step_id
+    return frames
+
+
+def _frames(message: Message, run_id: str | None, approvals: set[str],
+            assistant_message: bool) -> list[Frame]:
     created, mid = message.created_at, message.id
     if message.role == "system":
         frame = _base(mid, "system_message", created, 0, run_id)
@@ -90,9 +105,10 @@ def to_letta(message: Message, *, run_id: str | None = None,
     if message.role == "user":
         frame = _base(mid, "user_message", created, 0, run_id)
         frame["content"] = message.text
+        frame["otid"] = message.metadata.get("otid") or frame["otid"]  # the client's own
         return [frame]
     if message.role == "tool":
-        if message.name == SEND_MESSAGE:
+        if assistant_message and message.name == SEND_MESSAGE:
             return []  # its text was shown as the assistant's message
         frame = _base(mid, "tool_return_message", created, 0, run_id)
         frame.update(tool_call_id=message.tool_call_id, tool_return=message.text,
@@ -108,7 +124,7 @@ def to_letta(message: Message, *, run_id: str | None = None,
         frame = _base(mid, "assistant_message", created, len(frames), run_id)
         frame["content"] = message.text
         frames.append(frame)
-    return frames + _call_frames(message, len(frames), run_id, set(approval_ids))
+    return frames + _call_frames(message, len(frames), run_id, approvals, assistant_message)
 
 
 def end_frames(end: RunEnd) -> list[Frame]:
@@ -146,9 +162,13 @@ class StreamConverter:
     ``approval_request_message`` rather than ``tool_call_message``.
     """
 
-    def __init__(self, *, stream_tokens: bool, approval_names: set[str]) -> None:
+    def __init__(self, *, stream_tokens: bool, approval_names: set[str],
+                 assistant_message: bool = True) -> None:
         self.stream_tokens = stream_tokens
         self.approval_names = approval_names
+        self.assistant_message = assistant_message
+        # With assistant_message, send_message calls are shown as text once whole.
+        self._as_text = SEND_MESSAGE if assistant_message else None
         self.run_id: str | None = None
         self._chunk_id = ""
         self._chunk_index = 0
@@ -195,13 +215,13 @@ class StreamConverter:
         if event.type == "tool_call_start":
             call = ToolCall(event.id, event.name, {}, "")
             self._streamed_calls[event.index] = call
-            if call.name == SEND_MESSAGE:
+            if call.name == self._as_text:
                 return []
             self._shown_calls.add(call.id)
             return [call_frame(self._chunk_id, [call], now, 2 + event.index, self.run_id,
                                approval=call.name in self.approval_names)]
         started = self._streamed_calls.get(event.index)
-        if started is None or started.name == SEND_MESSAGE:
+        if started is None or started.name == self._as_text:
             return []
         delta = ToolCall(started.id, started.name, {}, event.delta)
         return [call_frame(self._chunk_id, [delta], now, 2 + event.index, self.run_id,
@@ -211,9 +231,10 @@ class StreamConverter:
         if message.role == "user":
             return []  # Letta does not echo the input
         if message.role != "assistant":
-            return to_letta(message, run_id=self.run_id)
+            return to_letta(message, run_id=self.run_id, assistant_message=self.assistant_message)
         frames = []
-        for frame in to_letta(message, run_id=self.run_id):
+        for frame in to_letta(message, run_id=self.run_id,
+                              assistant_message=self.assistant_message):
             kind = frame["message_type"]
             if kind == "reasoning_message" and self._streamed_reasoning:
                 continue

@@ -35,7 +35,7 @@ from ..schemas import (
     streamed,
 )
 from ..sse import event_stream, wanted
-from ..views import run_view
+from ..views import DEFAULT_REQUEST_CONFIG, request_config, run_view
 from .agents import agent_record, live_agent
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])
@@ -54,9 +54,12 @@ def parse_input(body: LettaRequest, agent: Agent) -> tuple[list[Message], list[A
     for item in body.messages or []:
         if isinstance(item, MessageCreate):
             if item.role == "assistant":
-                messages.append(Message("assistant", [TextPart(item.text)]))
+                message = Message("assistant", [TextPart(item.text)])
             else:  # a system message from the client is input, not our system prompt
-                messages.append(user(item.text))
+                message = user(item.text)
+            if item.otid is not None:  # the client's id for it, returned as given
+                message.metadata["otid"] = item.otid
+            messages.append(message)
         elif isinstance(item, ApprovalCreate):
             approvals += _decisions(item, agent)
         else:
@@ -94,8 +97,9 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
             f"{', '.join(pending.requested)}; send {{\"type\": \"approval\", \"approvals\": "
             "[...]} or cancel the run before sending a new message"))
     try:
-        return await runtime.runs.start(agent, messages, approvals, stream_tokens=stream_tokens,
-                                        max_steps=body.max_steps, model=body.override_model)
+        channel = await runtime.runs.start(
+            agent, messages, approvals, stream_tokens=stream_tokens, max_steps=body.max_steps,
+            model=body.override_model, assistant_message=body.use_assistant_message)
     except InputTooLarge as exc:  # nothing was stored: the agent is as it was
         raise unprocessable("input" if body.input is not None else "messages", exc) from exc
     except ConfigError as exc:  # an unknown override_model, say
@@ -104,6 +108,19 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
         raise HTTPException(409, detail=str(exc)) from exc
     except ApprovalError as exc:
         raise HTTPException(409 if not approvals else 400, detail=str(exc)) from exc
+    await remember_request(runtime, channel.run_id, body)
+    return channel
+
+
+async def remember_request(runtime: Runtime, run_id: str | None, body: LettaRequest) -> None:
+    """Keep what shapes the run's messages as its ``request_config``, so listing them later
+    (``GET /v1/runs/{id}/messages``) shows what the request asked for. Letta's defaults are
+    not written: a run without one shows them (``views.run_view``)."""
+    config = request_config(body)
+    if run_id is None or config == DEFAULT_REQUEST_CONFIG:
+        return
+    run = await runtime.store.get_run(run_id)
+    await runtime.store.update_run(run_id, metadata={**run.metadata, "request_config": config})
 
 
 async def collect(channel: RunChannel, include: list[str] | None) -> JSONResponse:
@@ -207,6 +224,7 @@ async def list_messages(
     limit: Annotated[int | None, Query(ge=1, le=1000)] = 100,
     order: Order = "desc",
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
+    use_assistant_message: bool = True,
 ) -> list[dict[str, Any]]:
     """The agent's message history, a page at a time (cursors are message ids).
 
@@ -228,5 +246,10 @@ async def list_messages(
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
     if order == "desc":
         stored.reverse()
-    frames = [frame for message in stored for frame in to_letta(message, approval_ids=pending)]
+    origins = await runtime.store.message_origins([m.id for m in stored])
+    frames: list[Frame] = []
+    for message in stored:
+        run_id, step_id = origins.get(message.id, (None, None))  # None: deleted since
+        frames += to_letta(message, run_id=run_id, step_id=step_id, approval_ids=pending,
+                           assistant_message=use_assistant_message)
     return [f for f in frames if wanted(f, include_return_message_types)]
