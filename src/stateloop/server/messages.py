@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..events import AnyEvent, RunEnd
-from ..messages import Message, ToolCall
+from ..messages import ImagePart, Message, TextPart, ToolCall
 from ..persistence import run_status
+from .content import image_view
 
 Frame = dict[str, Any]
 
@@ -104,7 +105,7 @@ def _frames(message: Message, run_id: str | None, approvals: set[str],
         return [frame]
     if message.role == "user":
         frame = _base(mid, "user_message", created, 0, run_id)
-        frame["content"] = message.text
+        frame["content"] = _user_content(message)
         frame["otid"] = message.metadata.get("otid") or frame["otid"]  # the client's own
         return [frame]
     if message.role == "tool":
@@ -125,6 +126,14 @@ def _frames(message: Message, run_id: str | None, approvals: set[str],
         frame["content"] = message.text
         frames.append(frame)
     return frames + _call_frames(message, len(frames), run_id, approvals, assistant_message)
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    """A user message's text, or (when it holds images) its parts as Letta lists them."""
+    if not any(type(part) is ImagePart for part in message.content):
+        return message.text
+    return [image_view(p) if isinstance(p, ImagePart) else {"type": "text", "text": p.text}
+            for p in message.content if isinstance(p, ImagePart | TextPart)]
 
 
 def end_frames(end: RunEnd) -> list[Frame]:

@@ -11,8 +11,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
-from ...messages import Message, TextPart, user
+from ...messages import Message, Part, TextPart
 from .. import run_errors
+from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
@@ -41,22 +42,29 @@ from .agents import agent_record, live_agent
 router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])
 
 
-def _text(content: str | list[TextContent]) -> str:
-    return content if isinstance(content, str) else "".join(p.text for p in content)
+def _parts(content: str | list[TextContent | ImageContent]) -> list[Part]:
+    """A message's content: its text, and its images as they come."""
+    if isinstance(content, str):
+        return [TextPart(content)]
+    return [TextPart(p.text) if isinstance(p, TextContent) else p.to_part() for p in content]
 
 
 def parse_input(body: LettaRequest, agent: Agent) -> tuple[list[Message], list[Approval]]:
     """Our input messages and approval decisions from Letta's ``messages``/``input``."""
+    if body.input is not None and body.messages is not None:
+        raise HTTPException(422, detail=[{
+            "loc": ["body"], "type": "value_error",
+            "msg": "Cannot specify both 'input' and 'messages'. Use one or the other."}])
     messages: list[Message] = []
     approvals: list[Approval] = []
     if body.input is not None:
-        messages.append(user(_text(body.input)))
+        messages.append(Message("user", _parts(body.input)))
     for item in body.messages or []:
         if isinstance(item, MessageCreate):
             if item.role == "assistant":
                 message = Message("assistant", [TextPart(item.text)])
             else:  # a system message from the client is input, not our system prompt
-                message = user(item.text)
+                message = Message("user", _parts(item.content))
             if item.otid is not None:  # the client's id for it, returned as given
                 message.metadata["otid"] = item.otid
             messages.append(message)
