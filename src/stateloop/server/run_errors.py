@@ -58,7 +58,7 @@ def error_response(stop_reason: str, error: str, run_id: str | None) -> JSONResp
     return JSONResponse(body, status_code=status, headers={"x-should-retry": "false"})
 
 
-def responses() -> dict[int | str, dict[str, Any]]:
+def failure_responses() -> dict[int | str, dict[str, Any]]:
     """``responses=`` entries for the statuses a failed run is answered with."""
     return {status: {"model": ErrorBody, "description": meaning}
             for status, meaning in STATUSES.items()}

@@ -12,14 +12,13 @@ from ...agent import Agent
 from ...approvals import Approval, ApprovalError
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, Part, TextPart
-from .. import run_errors
 from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order
 from ..responses import LettaResponse, Run
-from ..run_errors import error_response, failed
+from ..run_errors import error_response, failed, failure_responses
 from ..runs import RunChannel
 from ..runtime import Runtime
 from ..schemas import (
@@ -164,7 +163,7 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
 
 
 @router.post("", response_model=None,
-              responses={**run_errors.responses(),
+              responses={**failure_responses(),
                          **streamed(400, 404, 409, model=LettaResponse)})
 async def send_message(agent_id: str, body: LettaStreamingRequest,
                        runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
