@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import letta_client
 import pytest
 from letta_client import Letta
 
@@ -39,15 +40,18 @@ def test_a_step_that_cannot_be_stored_fails_the_request_and_the_agent_goes_on(
 
         with unwritable(db, way):
             script.set(reply("lost"), reply("lost too"))
-            plain = client.agents.messages.create(agent.id, input="two")
-            assert plain.stop_reason.stop_reason == "error"
+            with pytest.raises(letta_client.InternalServerError) as plain:
+                client.agents.messages.create(agent.id, input="two")
             frames = list(client.agents.messages.create(agent.id, input="three",
                                                         streaming=True, include_pings=False))
         stops = [f.stop_reason for f in frames if f.message_type == "stop_reason"]
         assert stops == ["error"]
         errors = [f for f in frames if f.message_type == "error_message"]
         assert errors and "could not be stored" in errors[0].message  # type: ignore[union-attr]
-        failed_run = plain.usage.run_ids[0]  # type: ignore[index]
+        body = plain.value.body
+        assert isinstance(body, dict) and body["stop_reason"] == "error"
+        assert "could not be stored" in body["detail"]
+        failed_run = body["run_id"]
 
         script.set(reply("back"))
         again = client.agents.messages.create(agent.id, input="four")

@@ -168,14 +168,35 @@ def test_page_through_messages(client: Letta, script: Script) -> None:
     assert kinds(everything)[0] == "system_message" and len(everything) == 9
     walked = list(client.agents.messages.list(agent.id, limit=2, order="asc"))
     assert [m.id for m in walked] == [m.id for m in everything]
-    newest_first = list(client.agents.messages.list(agent.id, limit=3))
-    assert [m.id for m in newest_first] == [m.id for m in reversed(everything)]
     page = client.agents.messages.list(agent.id, limit=2, order="asc",
                                        after=everything[2].id).items
     assert [m.id for m in page] == [m.id for m in everything[3:5]]
     users = list(client.agents.messages.list(agent.id, include_return_message_types=[
         "user_message"], limit=100))
-    assert [m.content for m in users] == [f"question {i}" for i in (3, 2, 1, 0)]  # type: ignore
+    assert [m.content for m in users] == [f"question {i}" for i in range(4)]  # type: ignore
+
+
+def test_newest_page_reads_oldest_first_and_cursors_point_in_time(client: Letta,
+                                                                  script: Script) -> None:
+    agent = new_agent(client)
+    for i in range(3):
+        script.set(reply(f"answer {i}"))
+        client.agents.messages.create(agent.id, input=f"question {i}")
+    everything = client.agents.messages.list(agent.id, limit=100, order="asc").items
+    # desc picks the newest messages; the page itself reads in the order they were sent.
+    newest = client.agents.messages.list(agent.id, limit=3).items
+    assert [m.id for m in newest] == [m.id for m in everything[-3:]]
+    older = client.agents.messages.list(agent.id, limit=2, before=everything[4].id).items
+    assert [m.id for m in older] == [m.id for m in everything[2:4]]
+    assert client.agents.messages.list(agent.id, after=everything[-1].id).items == []
+    # The usual "what came since": remember the newest id, send, list after it.
+    [last] = client.agents.messages.list(agent.id, limit=1).items
+    assert last.id == everything[-1].id
+    script.set(reply("answer 3"))
+    client.agents.messages.create(agent.id, input="question 3")
+    since = client.agents.messages.list(agent.id, after=last.id).items
+    assert [getattr(m, "content", None) for m in since] == ["question 3", "answer 3"]
+    assert kinds(since) == ["user_message", "assistant_message"]
 
 
 def test_async_run_then_cancel(client: Letta, script: Script) -> None:

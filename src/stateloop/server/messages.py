@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..events import AnyEvent, RunEnd
-from ..messages import Message, ToolCall
+from ..messages import ImagePart, Message, TextPart, ToolCall
 from ..persistence import run_status
+from .content import image_view
 
 Frame = dict[str, Any]
 
@@ -39,19 +40,64 @@ def _call(call: ToolCall) -> dict[str, str]:
     return {"name": call.name, "arguments": arguments, "tool_call_id": call.id}
 
 
-def call_frame(message_id: str, call: ToolCall, created: float, index: int,
+def call_frame(message_id: str, calls: list[ToolCall], created: float, index: int,
                run_id: str | None, *, approval: bool = False) -> Frame:
-    """A ``tool_call_message`` (or ``approval_request_message``) for one call."""
+    """A ``tool_call_message`` (or ``approval_request_message``) holding ``calls``, made in
+    one step; ``tool_call``, which Letta keeps for older clients, is the first of them."""
     kind = "approval_request_message" if approval else "tool_call_message"
     frame = _base(message_id, kind, created, index, run_id)
-    frame["tool_call"] = _call(call)
-    frame["tool_calls"] = [frame["tool_call"]]
+    frame["tool_calls"] = [_call(call) for call in calls]
+    frame["tool_call"] = frame["tool_calls"][0]
     return frame
 
 
-def to_letta(message: Message, *, run_id: str | None = None,
-             approval_ids: Iterable[str] = ()) -> list[Frame]:
-    """The Letta messages one stored message becomes (none for a hidden one)."""
+def _call_frames(message: Message, first_index: int, run_id: str | None,
+                 approvals: set[str], assistant_message: bool) -> list[Frame]:
+    """A step's calls as Letta shows them: a run of calls of one kind (run, or awaiting
+    approval) is one message; a ``send_message`` call is the assistant's text between
+    (with ``assistant_message``; otherwise a call like the others)."""
+    frames: list[Frame] = []
+    group: list[ToolCall] = []
+
+    def flush() -> None:
+        if group:
+            frames.append(call_frame(message.id, group.copy(), message.created_at,
+                                     first_index + len(frames), run_id,
+                                     approval=group[0].id in approvals))
+            group.clear()
+
+    for call in message.tool_calls:
+        if assistant_message and call.name == SEND_MESSAGE and "message" in call.arguments:
+            flush()
+            frame = _base(message.id, "assistant_message", message.created_at,
+                          first_index + len(frames), run_id)
+            frame["content"] = str(call.arguments["message"])
+            frames.append(frame)
+            continue
+        if group and (group[0].id in approvals) != (call.id in approvals):
+            flush()
+        group.append(call)
+    flush()
+    return frames
+
+
+def to_letta(message: Message, *, run_id: str | None = None, step_id: str | None = None,
+             approval_ids: Iterable[str] = (), assistant_message: bool = True) -> list[Frame]:
+    """The Letta messages one stored message becomes (none for a hidden one), with the run
+    and step that stored it.
+
+    ``assistant_message`` is Letta's ``use_assistant_message``: ``send_message`` calls shown
+    as the assistant's text, their returns left out; without it both are shown as they are.
+    """
+    frames = _frames(message, run_id, set(approval_ids), assistant_message)
+    if step_id is not None:
+        for frame in frames:
+            frame["step_id"] = step_id
+    return frames
+
+
+def _frames(message: Message, run_id: str | None, approvals: set[str],
+            assistant_message: bool) -> list[Frame]:
     created, mid = message.created_at, message.id
     if message.role == "system":
         frame = _base(mid, "system_message", created, 0, run_id)
@@ -59,10 +105,11 @@ def to_letta(message: Message, *, run_id: str | None = None,
         return [frame]
     if message.role == "user":
         frame = _base(mid, "user_message", created, 0, run_id)
-        frame["content"] = message.text
+        frame["content"] = _user_content(message)
+        frame["otid"] = message.metadata.get("otid") or frame["otid"]  # the client's own
         return [frame]
     if message.role == "tool":
-        if message.name == SEND_MESSAGE:
+        if assistant_message and message.name == SEND_MESSAGE:
             return []  # its text was shown as the assistant's message
         frame = _base(mid, "tool_return_message", created, 0, run_id)
         frame.update(tool_call_id=message.tool_call_id, tool_return=message.text,
@@ -79,16 +126,15 @@ def to_letta(message: Message, *, run_id: str | None = None,
         frame = _base(mid, "assistant_message", created, len(frames), run_id)
         frame["content"] = message.text
         frames.append(frame)
-    approvals = set(approval_ids)
-    for call in message.tool_calls:
-        if call.name == SEND_MESSAGE and "message" in call.arguments:
-            frame = _base(mid, "assistant_message", created, len(frames), run_id)
-            frame["content"] = str(call.arguments["message"])
-            frames.append(frame)
-            continue
-        frames.append(call_frame(mid, call, created, len(frames), run_id,
-                                 approval=call.id in approvals))
-    return frames
+    return frames + _call_frames(message, len(frames), run_id, approvals, assistant_message)
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    """A user message's text, or (when it holds images) its parts as Letta lists them."""
+    if not any(type(part) is ImagePart for part in message.content):
+        return message.text
+    return [image_view(p) if isinstance(p, ImagePart) else {"type": "text", "text": p.text}
+            for p in message.content if isinstance(p, ImagePart | TextPart)]
 
 
 def end_frames(end: RunEnd) -> list[Frame]:
@@ -126,9 +172,13 @@ class StreamConverter:
     ``approval_request_message`` rather than ``tool_call_message``.
     """
 
-    def __init__(self, *, stream_tokens: bool, approval_names: set[str]) -> None:
+    def __init__(self, *, stream_tokens: bool, approval_names: set[str],
+                 assistant_message: bool = True) -> None:
         self.stream_tokens = stream_tokens
         self.approval_names = approval_names
+        self.assistant_message = assistant_message
+        # With assistant_message, send_message calls are shown as text once whole.
+        self._as_text = SEND_MESSAGE if assistant_message else None
         self.run_id: str | None = None
         self._chunk_id = ""
         self._chunk_index = 0
@@ -154,10 +204,10 @@ class StreamConverter:
         elif kind == "message":
             return self._message(event.message)  # type: ignore[union-attr]
         elif kind == "approval_request":
-            return [call_frame(f"message-{uuid.uuid4()}", call, time.time(), 0, self.run_id,
-                               approval=True)
-                    for call in event.tool_calls  # type: ignore[union-attr]
-                    if call.id not in self._shown_calls]
+            calls = [call for call in event.tool_calls  # type: ignore[union-attr]
+                     if call.id not in self._shown_calls]
+            return [call_frame(f"message-{uuid.uuid4()}", calls, time.time(), 0, self.run_id,
+                               approval=True)] if calls else []
         return []
 
     def _chunk(self, event: Any) -> list[Frame]:
@@ -175,36 +225,40 @@ class StreamConverter:
         if event.type == "tool_call_start":
             call = ToolCall(event.id, event.name, {}, "")
             self._streamed_calls[event.index] = call
-            if call.name == SEND_MESSAGE:
+            if call.name == self._as_text:
                 return []
             self._shown_calls.add(call.id)
-            return [call_frame(self._chunk_id, call, now, 2 + event.index, self.run_id,
+            return [call_frame(self._chunk_id, [call], now, 2 + event.index, self.run_id,
                                approval=call.name in self.approval_names)]
         started = self._streamed_calls.get(event.index)
-        if started is None or started.name == SEND_MESSAGE:
+        if started is None or started.name == self._as_text:
             return []
         delta = ToolCall(started.id, started.name, {}, event.delta)
-        return [call_frame(self._chunk_id, delta, now, 2 + event.index, self.run_id,
+        return [call_frame(self._chunk_id, [delta], now, 2 + event.index, self.run_id,
                            approval=started.name in self.approval_names)]
 
     def _message(self, message: Message) -> list[Frame]:
         if message.role == "user":
             return []  # Letta does not echo the input
         if message.role != "assistant":
-            return to_letta(message, run_id=self.run_id)
+            return to_letta(message, run_id=self.run_id, assistant_message=self.assistant_message)
         frames = []
-        for frame in to_letta(message, run_id=self.run_id):
+        for frame in to_letta(message, run_id=self.run_id,
+                              assistant_message=self.assistant_message):
             kind = frame["message_type"]
             if kind == "reasoning_message" and self._streamed_reasoning:
                 continue
             if kind == "assistant_message" and self._streamed_text:
                 continue
             if kind == "tool_call_message":
-                call_id = frame["tool_call"]["tool_call_id"]
-                if call_id in self._shown_calls:
+                # Calls already streamed, or shown when the approval request comes, are left
+                # out; the rest of the step's calls stay one message.
+                calls = [c for c in frame["tool_calls"]
+                         if c["tool_call_id"] not in self._shown_calls
+                         and c["name"] not in self.approval_names]
+                if not calls:
                     continue
-                if frame["tool_call"]["name"] in self.approval_names:
-                    continue  # shown when the approval request comes
-                self._shown_calls.add(call_id)
+                self._shown_calls.update(c["tool_call_id"] for c in calls)
+                frame.update(tool_calls=calls, tool_call=calls[0])
             frames.append(frame)
         return frames

@@ -97,12 +97,14 @@ class RunRegistry:
 
     async def start(self, agent: Agent, messages: list[Message], approvals: list[Approval], *,
                     stream_tokens: bool, max_steps: int | None = None,
-                    model: str | None = None, tools: Sequence[Tool] = ()) -> RunChannel:
+                    model: str | None = None, tools: Sequence[Tool] = (),
+                    assistant_message: bool = True) -> RunChannel:
         """Start a run in the background; returns once the agent accepted it (raises what
         the agent raises on refusal: busy, pending approval, approvals that do not fit)."""
         channel = RunChannel(agent.id, capacity=self.events_per_run)
         names = approval_names(agent) | {tool.name for tool in tools if tool.requires_approval}
-        converter = StreamConverter(stream_tokens=stream_tokens, approval_names=names)
+        converter = StreamConverter(stream_tokens=stream_tokens, approval_names=names,
+                                    assistant_message=assistant_message)
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         run = agent.stream(messages or None, approvals=approvals or None, max_steps=max_steps,
                            model=model, tools=tools)

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from .content import ImageContent
+
 # The store keeps counts and limits in 64-bit integer columns: a larger one is refused (422,
 # naming the field) rather than failing in the database.
 INT64_MAX = 2**63 - 1
@@ -160,7 +162,7 @@ class TextContent(Lenient):
 class MessageCreate(Lenient):
     type: Literal["message"] | None = "message"
     role: Literal["user", "system", "assistant"]
-    content: str | list[TextContent]
+    content: str | list[TextContent | ImageContent]
     name: str | None = None
     otid: str | None = None
     sender_id: str | None = None
@@ -169,7 +171,7 @@ class MessageCreate(Lenient):
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(part.text for part in self.content if isinstance(part, TextContent))
 
 
 class ApprovalReturn(Lenient):
@@ -237,7 +239,7 @@ class ClientToolSchema(Lenient):
 
 class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
-    input: str | list[TextContent] | None = None
+    input: str | list[TextContent | ImageContent] | None = None
     max_steps: int | None = Field(default=None, gt=0, le=INT64_MAX)
     override_model: str | None = None  # a handle such as "openai/gpt-4o", for this run only
     use_assistant_message: bool = True

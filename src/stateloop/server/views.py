@@ -7,7 +7,7 @@ from typing import Any
 from ..approvals import PendingApproval
 from ..deepjson import MAX_DEPTH, cut, deeper_than
 from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
-from .messages import call_frame, iso
+from .messages import SEND_MESSAGE, call_frame, iso
 from .tool_env import stored_env
 
 _ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
@@ -78,9 +78,8 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
         approval = PendingApproval.from_dict(record.pending_approval)
         calls = approval.requested_calls
         if calls:
-            pending = call_frame(f"message-{approval.run_id}", calls[0], approval.created_at, 0,
+            pending = call_frame(f"message-{approval.run_id}", calls, approval.created_at, 0,
                                  approval.run_id, approval=True)
-            pending["tool_calls"] = [call_frame("", c, 0, 0, None)["tool_call"] for c in calls]
     return {
         "id": record.id, "name": record.name, "agent_type": record.agent_type,
         "description": record.description, "system": record.system,
@@ -114,6 +113,17 @@ def env_views(record: AgentRecord) -> list[dict[str, Any]]:
              "description": None, "agent_id": record.id} for variable in stored_env(record)]
 
 
+DEFAULT_REQUEST_CONFIG: dict[str, Any] = {
+    "use_assistant_message": True, "assistant_message_tool_name": SEND_MESSAGE,
+    "assistant_message_tool_kwarg": "message", "include_return_message_types": None}
+
+
+def request_config(body: Any) -> dict[str, Any]:
+    """Letta's ``LettaRequestConfig`` of a message request."""
+    return {**DEFAULT_REQUEST_CONFIG, "use_assistant_message": body.use_assistant_message,
+            "include_return_message_types": body.include_return_message_types}
+
+
 def run_view(run: RunRecord) -> dict[str, Any]:
     duration = None
     if run.completed_at is not None:
@@ -122,14 +132,18 @@ def run_view(run: RunRecord) -> dict[str, Any]:
             "stop_reason": run.stop_reason, "created_at": iso(run.created_at),
             "completed_at": iso(run.completed_at), "metadata": shown(_run_metadata(run)),
             "background": run.metadata.get("background"), "total_duration_ns": duration,
-            "request_config": shown(run.metadata.get("request_config")), "conversation_id": None}
+            "request_config": shown(run.metadata.get("request_config")
+                                    or DEFAULT_REQUEST_CONFIG),
+            "conversation_id": None}
 
 
 def _run_metadata(run: RunRecord) -> dict[str, Any]:
-    """The run's metadata; a failed run's says why, under ``error``, as Letta's do."""
-    if run.status == "failed" and run.error and "error" not in run.metadata:
-        return {**run.metadata, "error": run.error}
-    return run.metadata
+    """The run's metadata (its request config is shown apart); a failed run's says why,
+    under ``error``, as Letta's do."""
+    metadata = {k: v for k, v in run.metadata.items() if k != "request_config"}
+    if run.status == "failed" and run.error and "error" not in metadata:
+        metadata["error"] = run.error
+    return metadata
 
 
 def usage_view(run: RunRecord) -> dict[str, Any]:

@@ -153,6 +153,17 @@ class HistoryMixin:
         return await self._runner.read(
             lambda conn: [rows.message_from_row(row) for row in conn.execute(stmt)])
 
+    async def message_origins(self, ids: Sequence[str]
+                              ) -> dict[str, tuple[str | None, str | None]]:
+        """The run and step that stored each of these messages (``None`` where none did)."""
+        wanted = list(ids)
+        # A few hundred ids a statement: SQLite caps the parameters one may take.
+        stmts = [select(m.c.id, m.c.run_id, m.c.step_id).where(m.c.id.in_(wanted[i:i + 500]))
+                 for i in range(0, len(wanted), 500)]
+        return await self._runner.read(
+            lambda conn: {row.id: (row.run_id, row.step_id)
+                          for stmt in stmts for row in conn.execute(stmt)})
+
     async def count_messages(self, agent_id: str) -> int:
         """How many messages the agent has ever stored (in context or not)."""
         stmt = select(func.count()).select_from(m).where(m.c.agent_id == agent_id)

@@ -11,13 +11,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
-from ...messages import Message, TextPart, user
+from ...messages import Message, Part, TextPart
 from ...tools.client import client_tool
+from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import Frame, to_letta
 from ..pagination import Order
 from ..responses import LettaResponse, Run
+from ..run_errors import error_response, failed, failure_responses
 from ..runs import RunChannel
 from ..runtime import Runtime
 from ..schemas import (
@@ -34,28 +36,38 @@ from ..schemas import (
     streamed,
 )
 from ..sse import event_stream, wanted
-from ..views import run_view
+from ..views import DEFAULT_REQUEST_CONFIG, request_config, run_view
 from .agents import agent_record, live_agent
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])
 
 
-def _text(content: str | list[TextContent]) -> str:
-    return content if isinstance(content, str) else "".join(p.text for p in content)
+def _parts(content: str | list[TextContent | ImageContent]) -> list[Part]:
+    """A message's content: its text, and its images as they come."""
+    if isinstance(content, str):
+        return [TextPart(content)]
+    return [TextPart(p.text) if isinstance(p, TextContent) else p.to_part() for p in content]
 
 
 def parse_input(body: LettaRequest, agent: Agent) -> tuple[list[Message], list[Approval]]:
     """Our input messages and approval decisions from Letta's ``messages``/``input``."""
+    if body.input is not None and body.messages is not None:
+        raise HTTPException(422, detail=[{
+            "loc": ["body"], "type": "value_error",
+            "msg": "Cannot specify both 'input' and 'messages'. Use one or the other."}])
     messages: list[Message] = []
     approvals: list[Approval] = []
     if body.input is not None:
-        messages.append(user(_text(body.input)))
+        messages.append(Message("user", _parts(body.input)))
     for item in body.messages or []:
         if isinstance(item, MessageCreate):
             if item.role == "assistant":
-                messages.append(Message("assistant", [TextPart(item.text)]))
+                message = Message("assistant", [TextPart(item.text)])
             else:  # a system message from the client is input, not our system prompt
-                messages.append(user(item.text))
+                message = Message("user", _parts(item.content))
+            if item.otid is not None:  # the client's id for it, returned as given
+                message.metadata["otid"] = item.otid
+            messages.append(message)
         elif isinstance(item, ApprovalCreate):
             approvals += _decisions(item, agent)
         else:
@@ -93,10 +105,11 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
             f"{', '.join(pending.requested)}; send {{\"type\": \"approval\", \"approvals\": "
             "[...]} or cancel the run before sending a new message"))
     try:
-        return await runtime.runs.start(
+        channel = await runtime.runs.start(
             agent, messages, approvals, stream_tokens=stream_tokens, max_steps=body.max_steps,
-            model=body.override_model, tools=[client_tool(t.name, t.description, t.parameters)
-                                              for t in body.client_tools or ()])
+            model=body.override_model, assistant_message=body.use_assistant_message,
+            tools=[client_tool(t.name, t.description, t.parameters)
+                   for t in body.client_tools or ()])
     except InputTooLarge as exc:  # nothing was stored: the agent is as it was
         raise unprocessable("input" if body.input is not None else "messages", exc) from exc
     except ConfigError as exc:  # an unknown override_model, say
@@ -105,13 +118,27 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
         raise HTTPException(409, detail=str(exc)) from exc
     except ApprovalError as exc:
         raise HTTPException(409 if not approvals else 400, detail=str(exc)) from exc
+    await remember_request(runtime, channel.run_id, body)
+    return channel
 
 
-async def collect(channel: RunChannel, include: list[str] | None) -> dict[str, Any]:
-    """Letta's ``LettaResponse`` once the run ends."""
+async def remember_request(runtime: Runtime, run_id: str | None, body: LettaRequest) -> None:
+    """Keep what shapes the run's messages as its ``request_config``, so listing them later
+    (``GET /v1/runs/{id}/messages``) shows what the request asked for. Letta's defaults are
+    not written: a run without one shows them (``views.run_view``)."""
+    config = request_config(body)
+    if run_id is None or config == DEFAULT_REQUEST_CONFIG:
+        return
+    run = await runtime.store.get_run(run_id)
+    await runtime.store.update_run(run_id, metadata={**run.metadata, "request_config": config})
+
+
+async def collect(channel: RunChannel, include: list[str] | None) -> JSONResponse:
+    """Letta's ``LettaResponse`` once the run ends; a failed run is an error saying why."""
     messages: list[Frame] = []
     stop: Frame = {"message_type": "stop_reason", "stop_reason": "error"}
     usage: Frame = {"message_type": "usage_statistics"}
+    error: str | None = None
     async for frame in channel.follow(0):
         assert frame is not None  # no ping interval: no quiet markers
         kind = frame.get("message_type")
@@ -119,9 +146,15 @@ async def collect(channel: RunChannel, include: list[str] | None) -> dict[str, A
             stop = frame
         elif kind == "usage_statistics":
             usage = frame
-        elif kind != "error_message" and wanted(frame, include):
+        elif kind == "error_message":
+            error = frame.get("message")
+        elif wanted(frame, include):
             messages.append(frame)
-    return {"messages": messages, "stop_reason": stop, "usage": usage}
+    if failed(stop["stop_reason"], error):
+        assert error is not None
+        return error_response(stop["stop_reason"], error, channel.run_id)
+    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
+    return JSONResponse({"messages": messages, "stop_reason": stop, "usage": usage})
 
 
 def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
@@ -133,7 +166,8 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
 
 
 @router.post("", response_model=None,
-              responses=streamed(400, 404, 409, model=LettaResponse))
+              responses={**failure_responses(),
+                         **streamed(400, 404, 409, model=LettaResponse)})
 async def send_message(agent_id: str, body: LettaStreamingRequest,
                        runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
@@ -141,8 +175,7 @@ async def send_message(agent_id: str, body: LettaStreamingRequest,
                               stream_tokens=body.streaming and body.stream_tokens)
     if body.streaming:
         return stream(runtime, channel, body)
-    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
-    return JSONResponse(await collect(channel, body.include_return_message_types))
+    return await collect(channel, body.include_return_message_types)
 
 
 @router.post("/stream", responses=streamed(400, 404, 409))
@@ -201,8 +234,14 @@ async def list_messages(
     limit: Annotated[int | None, Query(ge=1, le=1000)] = 100,
     order: Order = "desc",
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
+    use_assistant_message: bool = True,
 ) -> list[dict[str, Any]]:
-    """The agent's message history, a page at a time (cursors are message ids)."""
+    """The agent's message history, a page at a time (cursors are message ids).
+
+    As in Letta, ``order`` picks which end of the history the page comes from (``desc``: the
+    newest ``limit`` messages) while the page itself reads oldest first; ``after`` is always
+    newer than its id and ``before`` older, so ``after=<the last id seen>`` returns what was
+    sent since."""
     live = runtime.live(agent_id)
     if live is not None:  # its record would list every message id in context
         pending = set(live.pending_approval.requested) if live.pending_approval else set()
@@ -210,12 +249,17 @@ async def list_messages(
         record = await agent_record(runtime, agent_id)
         pending = (set(record.pending_approval["requested"]) if record.pending_approval
                    else set())
-    # Letta's cursors follow the requested order: "after" in a newest-first listing is older.
-    older, newer = (after, before) if order == "desc" else (before, after)
     try:
-        stored = await runtime.store.list_messages(agent_id, before=older, after=newer,
+        stored = await runtime.store.list_messages(agent_id, before=before, after=after,
                                                    limit=limit or 100, order=order)
     except (ValueError, LookupError) as exc:
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
-    frames = [frame for message in stored for frame in to_letta(message, approval_ids=pending)]
+    if order == "desc":
+        stored.reverse()
+    origins = await runtime.store.message_origins([m.id for m in stored])
+    frames: list[Frame] = []
+    for message in stored:
+        run_id, step_id = origins.get(message.id, (None, None))  # None: deleted since
+        frames += to_letta(message, run_id=run_id, step_id=step_id, approval_ids=pending,
+                           assistant_message=use_assistant_message)
     return [f for f in frames if wanted(f, include_return_message_types)]

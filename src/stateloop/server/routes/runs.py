@@ -15,7 +15,7 @@ from ..pagination import Limit, Order, page
 from ..responses import Run, Step, UsageStatistics
 from ..runtime import Runtime
 from ..schemas import RetrieveStreamRequest, errors, streamed
-from ..sse import event_stream
+from ..sse import event_stream, wanted
 from ..views import run_view, step_view, usage_view
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -53,12 +53,20 @@ async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
                    before: str | None = None, limit: Limit = 100,
                    order: Order = "asc") -> list[dict[str, Any]]:
-    """The messages the run added (input included)."""
+    """The messages the run added (input included), as its request asked for them
+    (``use_assistant_message``, ``include_return_message_types``)."""
     run = await runtime.store.get_run(run_id)
     stored = await runtime.store.list_run_messages(run)
     chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
                   order=order)
-    return [frame for message in chosen for frame in to_letta(message, run_id=run_id)]
+    config = run_view(run)["request_config"]
+    origins = await runtime.store.message_origins([m.id for m in chosen])
+    frames: list[Frame] = []
+    for message in chosen:
+        step_id = origins.get(message.id, (None, None))[1]  # None: deleted since
+        frames += to_letta(message, run_id=run_id, step_id=step_id,
+                           assistant_message=config["use_assistant_message"])
+    return [f for f in frames if wanted(f, config["include_return_message_types"])]
 
 
 @router.get("/{run_id}/steps", responses=errors(404), response_model=list[Step])
