@@ -121,7 +121,10 @@ class Worker:
         except BaseException:
             # Cancelled while bubblewrap starts: let it start, then stop all of it (killed
             # half-started, it can leave the sandbox's init behind, waiting forever).
-            started = await _started(spawn)
+            try:
+                started: asyncio.subprocess.Process | None = await spawn
+            except Exception:
+                started = None  # it could not start
             if started is None:
                 server_end.close()
                 if home is not None:
@@ -348,15 +351,6 @@ class Worker:
         if self._home is not None:
             self._home.cleanup()
             self._home = None
-
-
-async def _started(spawn: asyncio.Future[asyncio.subprocess.Process],
-                   ) -> asyncio.subprocess.Process | None:
-    """The process ``spawn`` starts, once it has; None if it could not start."""
-    try:
-        return await spawn
-    except Exception:
-        return None
 
 
 def _kill_orphans(command: bytes) -> None:
