@@ -60,6 +60,17 @@ def test_agents_create_list_show_delete(cli: Cli) -> None:
     assert [a["name"] for a in cli.inline_json("agents", "list")] == ["ada"]
 
 
+def test_every_agent_type_can_be_created_and_an_unknown_one_is_named(cli: Cli) -> None:
+    from stateloop.agent_types import AGENT_TYPES
+
+    assert "voice_convo_agent" in cli.inline("agents", "create", "--help").output
+    for number, name in enumerate(AGENT_TYPES):
+        cli.create(f"agent{number}", "--agent-type", name)
+        assert cli.inline_json("agents", "show", f"agent{number}")["agent_type"] == name
+    unknown = cli.inline("agents", "create", "eve", "--agent-type", "chat_agent")
+    assert unknown.exit_code == 2 and "chat_agent" in unknown.output, unknown.output
+
+
 def test_agents_details(cli: Cli) -> None:
     """Text output, filters and refusals (in-process: the same code, without the startup)."""
     unreadable = cli.inline("agents", "create", "ada", "--block", "persona=@/nonexistent")

@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..agent_types import AGENT_TYPES
 from . import options
 from .backend import open_backend
 from .console import err, out, shorten
@@ -68,7 +69,7 @@ def create(
     approve: Annotated[list[str] | None, typer.Option(
         "--approve", help="A tool whose calls wait for your approval; repeatable.")] = None,
     agent_type: Annotated[str, typer.Option(
-        "--agent-type", help="letta_v1_agent, memgpt_agent, react_agent or workflow_agent."
+        "--agent-type", help=f"One of: {', '.join(AGENT_TYPES)}."
     )] = "letta_v1_agent",
     context_window: options.ContextWindow = None,
     as_json: options.Json = False,
