@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from loop_support import add, agent_with
 from stateloop import Agent, Block, ConfigError, tool
 from stateloop.events import RunEnd
 from stateloop.llm.retry import RetryPolicy
@@ -20,23 +21,6 @@ from stateloop.testing import (
     error,
     reply,
 )
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@tool
-def fail(reason: str) -> str:
-    """Always raises."""
-    raise ValueError(f"cannot do {reason}")
-
-
-def agent_with(script, **options) -> Agent:
-    options.setdefault("tools", [add, fail])
-    return Agent(model=ScriptedModel(script), system="You are helpful.", **options)
 
 
 async def test_plain_answer():

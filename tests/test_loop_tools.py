@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from loop_support import agent_with
 from stateloop import Agent, tool
 from stateloop.loop import CANCELLED_NOTICE
 from stateloop.testing import (
@@ -19,25 +20,6 @@ from stateloop.testing import (
     raw_call,
     reply,
 )
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@tool
-def fail(reason: str) -> str:
-    """Always raises."""
-    raise ValueError(f"cannot do {reason}")
-
-
-def agent_with(script, **options) -> Agent:
-    options.setdefault("tools", [add, fail])
-    return Agent(model=ScriptedModel(script), system="You are helpful.", **options)
-
-
 
 
 async def test_unknown_tool_is_answered_and_the_run_goes_on():
