@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# letta-client 1.7.12 alone (the version Letta 0.16.8 locks): tests/test_server_letta17.py
+# runs its walk with it; the main venv has 1.12.1.
+LETTA17 := .venv-letta17
+LETTA17_STAMP := $(LETTA17)/.installed
 
 .PHONY: run demo chat test lint bench install clean
 
@@ -13,6 +17,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(LETTA17_STAMP):
+	$(PYTHON) -m venv $(LETTA17)
+	$(LETTA17)/bin/pip install --quiet letta-client==1.7.12
+	touch $(LETTA17_STAMP)
 
 # The server on SQLite with a ready agent "assistant" (Ctrl-C stops it); PORT=, HOST=
 # (else STATELOOP_PORT, STATELOOP_HOST, else 127.0.0.1:8283) and MODEL= pass through.
@@ -28,7 +37,7 @@ demo: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 
-test: $(STAMP)
+test: $(STAMP) $(LETTA17_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest
@@ -47,4 +56,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/sandbox_start.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LETTA17) build .pytest_cache .mypy_cache .ruff_cache

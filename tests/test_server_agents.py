@@ -164,10 +164,10 @@ def test_bad_bodies_are_4xx_naming_the_field_and_store_nothing(client: Letta,
     assert _count_agents(client) == before
 
 
-def test_tool_source_that_does_not_compile_is_422(client: Letta) -> None:
-    with pytest.raises(letta_client.UnprocessableEntityError, match="line 1"):
+def test_tool_source_that_does_not_compile_is_400(client: Letta) -> None:
+    with pytest.raises(letta_client.BadRequestError, match="line 1"):  # as Letta answers
         client.tools.create(source_code="def broken(:\n  pass")
-    with pytest.raises(letta_client.UnprocessableEntityError, match="source_code"):
+    with pytest.raises(letta_client.BadRequestError, match="source_code"):
         client.tools.create(source_code="x = 1")
     with pytest.raises(letta_client.UnprocessableEntityError, match="unknown_field"):
         client.tools.create(source_code=ECHO, extra_body={"unknown_field": 1})

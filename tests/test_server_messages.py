@@ -122,7 +122,7 @@ def test_approve_and_deny_tool_calls(client: Letta, script: Script, shout_tool: 
         "approval_request_message")
     with pytest.raises(letta_client.ConflictError, match="approval"):
         client.agents.messages.create(agent.id, input="something else")
-    with pytest.raises(letta_client.BadRequestError, match="not awaiting approval"):
+    with pytest.raises(letta_client.BadRequestError, match="Invalid tool call IDs"):
         client.agents.messages.create(agent.id, messages=[{
             "type": "approval", "approvals": [{"type": "approval", "tool_call_id": "nope",
                                                "approve": True}]}])

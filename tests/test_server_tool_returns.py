@@ -102,7 +102,7 @@ def test_a_failing_tool_reads_as_in_letta_with_its_traceback(client: Letta,
 
 
 def test_args_json_schema_gives_the_parameters(client: Letta, script: Script) -> None:
-    with pytest.raises(letta_client.UnprocessableEntityError, match="Step"):
+    with pytest.raises(letta_client.BadRequestError, match="Step"):
         client.tools.upsert(source_code=PLAN)  # its hints cannot be read from the text alone
     # What upsert_from_function(func=plan, args_schema=PlanArgs) sends.
     tool = client.tools.upsert(source_code=PLAN, args_json_schema=PlanArgs.model_json_schema())
@@ -129,5 +129,5 @@ def test_args_json_schema_gives_the_parameters(client: Letta, script: Script) ->
     assert changed.json_schema["parameters"]["required"] == ["steps", "note"]
     assert changed.json_schema["parameters"]["properties"]["note"]["description"] == (
         "Now required.")
-    with pytest.raises(letta_client.UnprocessableEntityError, match="args_json_schema"):
+    with pytest.raises(letta_client.BadRequestError, match="args_json_schema"):
         client.tools.upsert(source_code=PLAN, args_json_schema={"properties": ["steps"]})

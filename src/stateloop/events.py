@@ -58,6 +58,7 @@ class RunStart(Event):
 class StepStart(Event):
     type: ClassVar[Literal["step_start"]] = "step_start"
     step: int  # 1-based within the run
+    message_id: str = ""  # the id the step's response message will have
 
 
 @dataclass(slots=True)

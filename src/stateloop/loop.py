@@ -38,7 +38,7 @@ from .events import (
 from .hooks import StepRecord, call_hook
 from .llm.base import ModelRequest, ModelResponse, ToolSpec
 from .loop_config import LoopConfig, Resume, Stop
-from .messages import Message, ToolCall, Usage, user
+from .messages import Message, ToolCall, Usage, new_id, user
 from .model_call import Attempt, ModelCalls
 from .tool_calls import CANCELLED_NOTICE, ToolCalls
 from .tools import ToolOutput
@@ -129,9 +129,9 @@ class _Run(ModelCalls, ToolCalls):
                     if config.prepare_step is not None and (
                             waiting := config.prepare_step()) is not None:
                         await waiting
-                    number, started = self.steps + 1, time.time()
+                    number, started, reply_id = self.steps + 1, time.time(), new_id("message")
                     if step_events:
-                        yield StepStart(number)
+                        yield StepStart(number, reply_id)
 
                     # Call the model: compact if the request would not fit, retry what fails.
                     attempt = Attempt()
@@ -159,7 +159,7 @@ class _Run(ModelCalls, ToolCalls):
                     if step_events:
                         for call in response.message.tool_calls:
                             yield ToolCallEnd(call)
-                    step = self._accept(number, started, response, attempt.request)
+                    step = self._accept(number, started, response, attempt.request, reply_id)
                     if step_events:
                         yield MessageEvent(response.message)
 
@@ -256,10 +256,10 @@ class _Run(ModelCalls, ToolCalls):
         return opened, None
 
     def _accept(self, number: int, started: float, response: ModelResponse,
-                request: ModelRequest | None) -> _Step:
+                request: ModelRequest | None, reply_id: str) -> _Step:
         """Count the step, append the response, open its calls. Calls cut off by the output
         limit are answered with a notice; calls a human must approve pause the step."""
-        self.steps = number
+        self.steps, response.message.id = number, reply_id
         self.usage.add(response.usage)
         calls = response.message.tool_calls
         step = _Step(number, started, calls, response, cut_off=response.finish_reason == "length")

@@ -20,7 +20,7 @@ from .hooks import StepRecord
 from .llm.tokens import message_tokens
 from .memory.blocks import Block
 from .messages import Message
-from .store.records import APPEND, KEEP
+from .store.records import APPEND, KEEP, step_record_id
 from .store.records import StepRecord as StoredStep
 
 if TYPE_CHECKING:
@@ -217,6 +217,7 @@ class Persistence:
         step = None
         if record.step:
             step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
+                              id=step_record_id(record.run_id, record.step - 1),
                               usage=record.usage, latency_ms=record.duration * 1000,
                               finish_reason=record.finish_reason)
         pending: Any = KEEP

@@ -9,11 +9,14 @@ FastAPI's list of ``{"loc", "msg", "type"}``, the shape the OpenAPI document dec
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
-from ..approvals import ApprovalError
+from ..agent import Agent
+from ..approvals import Approval, ApprovalError, PendingApproval
 from ..errors import AgentBusyError, ConfigError, ToolDefinitionError
 from ..memory.embeddings import EmbeddingError
 from ..store import BlockLimitError, DuplicateError, EmbeddingMismatchError, NotFoundError
@@ -32,6 +35,54 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (ToolDefinitionError, 422),
     (EmbeddingError, 503),
 ]
+
+
+# Letta's approval errors (letta/errors.py, agents/helpers.py), word for word: its clients
+# read them. Input while an approval is pending is a 409 whose detail names the request.
+PENDING_APPROVAL = ("CONFLICT: Cannot send a new message: The agent is waiting for approval "
+                    "on a tool call. Please approve or deny the pending request before "
+                    "continuing.")
+NO_PENDING_APPROVAL = ("Cannot process approval response: No tool call is currently awaiting "
+                       "approval. Please send a regular message to interact with the agent.")
+
+
+class PendingApprovalDetail(BaseModel):
+    code: str
+    message: str
+    pending_request_id: str | None
+
+
+class ConflictBody(BaseModel):
+    """A 409: ``detail`` says why; for input sent while an approval is pending it is
+    Letta's ``{"code": "PENDING_APPROVAL", "message", "pending_request_id"}``."""
+
+    detail: str | PendingApprovalDetail
+
+
+CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": ConflictBody,
+                                                   "description": "Conflict"}}
+
+
+def pending_approval_error(agent: Agent) -> HTTPException:
+    """Letta's PendingApprovalError: the id is the message holding the awaited calls."""
+    pending = agent.pending_approval
+    awaited = set(pending.requested) if pending is not None else set()
+    request_id = next((m.id for m in reversed(agent.messages)
+                       if any(c.id in awaited for c in m.tool_calls)), None)
+    return HTTPException(409, detail={"code": "PENDING_APPROVAL", "message": PENDING_APPROVAL,
+                                      "pending_request_id": request_id})
+
+
+def approval_mismatch(pending: PendingApproval | None, approvals: list[Approval],
+                      error: ApprovalError) -> HTTPException:
+    """A 400 for approvals that answer nothing pending, or other calls than those pending."""
+    if pending is None:
+        return HTTPException(400, detail=NO_PENDING_APPROVAL)
+    expected, received = pending.requested, [a.tool_call_id for a in approvals]
+    if set(expected) != set(received):
+        return HTTPException(400, detail=f"Invalid tool call IDs. Expected '{expected}', but "
+                                         f"received '{received}'.")
+    return HTTPException(400, detail=str(error))  # e.g. two decisions for one call
 
 
 def install(app: FastAPI) -> None:

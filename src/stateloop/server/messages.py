@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from ..events import AnyEvent, RunEnd
+from ..events import AnyEvent, RunEnd, StepStart
 from ..messages import ImagePart, Message, TextPart, ToolCall
 from ..persistence import run_status
+from ..store.records import step_record_id
 from .content import image_view
 
 Frame = dict[str, Any]
@@ -26,11 +27,29 @@ def iso(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def otid(message_id: str, index: int) -> str:
+    """The otid of the ``index``-th Letta message one stored message becomes, as Letta
+    derives it: the message's UUID with its low 7 bits set to ``index``. Our own ids (a
+    per-process prefix and a counter) keep all their bits, shifted above the index, so two
+    messages never share an otid; an id that is not hex is hashed first."""
+    digits = message_id.partition("-")[2].replace("-", "")
+    hexadecimal = all(c in _HEX for c in digits) and digits != ""
+    if hexadecimal and len(digits) == 32:
+        value = int(digits, 16) & ~0x7F
+    elif hexadecimal and len(digits) <= 28:
+        value = int(digits, 16) << 7
+    else:
+        value = uuid.uuid5(uuid.NAMESPACE_OID, message_id).int & ~0x7F
+    return str(uuid.UUID(int=value | (index & 0x7F)))
+
+
 def _base(message_id: str, kind: str, created: float, index: int,
           run_id: str | None) -> Frame:
-    # otid tells apart the several Letta messages one stored message becomes.
     return {"id": message_id, "message_type": kind, "date": iso(created),
-            "otid": f"{message_id}-{index}", "run_id": run_id, "step_id": None,
+            "otid": otid(message_id, index), "run_id": run_id, "step_id": None,
             "name": None, "sender_id": None, "is_err": None, "seq_id": None}
 
 
@@ -167,7 +186,9 @@ class StreamConverter:
     """Turns a run's events into Letta stream frames.
 
     Without ``stream_tokens`` each message arrives whole; with it, text, reasoning and tool
-    call arguments arrive as chunks sharing one id, and the whole message is not repeated.
+    call arguments arrive as chunks, and the whole message is not repeated. As in Letta,
+    chunks carry the id, otid and step of the message they become when stored, so a client
+    can join them by otid and find them again in the history.
     ``approval_names`` are the tools that pause for a human: their calls become
     ``approval_request_message`` rather than ``tool_call_message``.
     """
@@ -180,9 +201,13 @@ class StreamConverter:
         # With assistant_message, send_message calls are shown as text once whole.
         self._as_text = SEND_MESSAGE if assistant_message else None
         self.run_id: str | None = None
-        self._chunk_id = ""
-        self._chunk_index = 0
-        self._streamed_text = self._streamed_reasoning = False
+        self._step_id: str | None = None  # none for a step resumed after an approval
+        self._reply_id = ""  # the id the step's reply will be stored with
+        self._reply: Message | None = None
+        # The index (for the otid) of each Letta message the reply becomes, in the order
+        # ``to_letta`` gives them: reasoning, text, then each run of calls of one kind.
+        self._indices: dict[str, int] = {}
+        self._last_group: tuple[bool, int] | None = None  # approval?, index
         self._streamed_calls: dict[int, ToolCall] = {}  # call index -> the call so far
         self._shown_calls: set[str] = set()
 
@@ -192,8 +217,10 @@ class StreamConverter:
         if kind == "run_start":
             self.run_id = event.run_id  # type: ignore[union-attr]
         elif kind == "step_start":
-            self._chunk_id = f"message-{uuid.uuid4()}"
-            self._streamed_text = self._streamed_reasoning = False
+            assert isinstance(event, StepStart)
+            self._reply_id = event.message_id or f"message-{uuid.uuid4()}"
+            self._step_id = step_record_id(self.run_id or "", event.step - 1)
+            self._reply, self._indices, self._last_group = None, {}, None
             self._streamed_calls = {}
         elif kind == "run_end":
             assert isinstance(event, RunEnd)
@@ -204,61 +231,98 @@ class StreamConverter:
         elif kind == "message":
             return self._message(event.message)  # type: ignore[union-attr]
         elif kind == "approval_request":
-            calls = [call for call in event.tool_calls  # type: ignore[union-attr]
-                     if call.id not in self._shown_calls]
-            return [call_frame(f"message-{uuid.uuid4()}", calls, time.time(), 0, self.run_id,
-                               approval=True)] if calls else []
+            return self._approval_request(event.tool_calls)  # type: ignore[union-attr]
         return []
 
+    def _index(self, kind: str) -> int:
+        if kind not in self._indices:
+            self._indices[kind] = len(self._indices)
+        return self._indices[kind]
+
+    def _frame(self, kind: str, index: int) -> Frame:
+        frame = _base(self._reply_id, kind, time.time(), index, self.run_id)
+        frame["step_id"] = self._step_id
+        return frame
+
     def _chunk(self, event: Any) -> list[Frame]:
-        now = time.time()
         if event.type == "text_delta":
-            self._streamed_text = True
-            frame = _base(self._chunk_id, "assistant_message", now, 1, self.run_id)
+            frame = self._frame("assistant_message", self._index("assistant_message"))
             frame["content"] = event.delta
             return [frame]
         if event.type == "reasoning_delta":
-            self._streamed_reasoning = True
-            frame = _base(self._chunk_id, "reasoning_message", now, 0, self.run_id)
+            frame = self._frame("reasoning_message", self._index("reasoning_message"))
             frame.update(reasoning=event.delta, source="reasoner_model", signature=None)
             return [frame]
         if event.type == "tool_call_start":
             call = ToolCall(event.id, event.name, {}, "")
             self._streamed_calls[event.index] = call
             if call.name == self._as_text:
+                self._index(f"text:{call.id}")  # shown whole, as its own message
+                self._last_group = None
                 return []
             self._shown_calls.add(call.id)
-            return [call_frame(self._chunk_id, [call], now, 2 + event.index, self.run_id,
-                               approval=call.name in self.approval_names)]
+            approval = call.name in self.approval_names
+            if self._last_group is None or self._last_group[0] != approval:
+                self._last_group = (approval, self._index(f"calls:{call.id}"))
+            self._indices[call.id] = self._last_group[1]
+            return [self._calls_frame(call, approval)]
         started = self._streamed_calls.get(event.index)
         if started is None or started.name == self._as_text:
             return []
         delta = ToolCall(started.id, started.name, {}, event.delta)
-        return [call_frame(self._chunk_id, [delta], now, 2 + event.index, self.run_id,
-                           approval=started.name in self.approval_names)]
+        return [self._calls_frame(delta, started.name in self.approval_names)]
+
+    def _calls_frame(self, call: ToolCall, approval: bool) -> Frame:
+        frame = call_frame(self._reply_id, [call], time.time(), self._indices[call.id],
+                           self.run_id, approval=approval)
+        frame["step_id"] = self._step_id
+        return frame
 
     def _message(self, message: Message) -> list[Frame]:
         if message.role == "user":
             return []  # Letta does not echo the input
         if message.role != "assistant":
-            return to_letta(message, run_id=self.run_id, assistant_message=self.assistant_message)
+            return to_letta(message, run_id=self.run_id, step_id=self._step_id,
+                            assistant_message=self.assistant_message)
+        self._reply = message
         frames = []
-        for frame in to_letta(message, run_id=self.run_id,
-                              assistant_message=self.assistant_message):
+        for frame in self._reply_frames(message):
             kind = frame["message_type"]
-            if kind == "reasoning_message" and self._streamed_reasoning:
-                continue
-            if kind == "assistant_message" and self._streamed_text:
-                continue
+            if kind in self._indices and frame["otid"] == otid(self._reply_id,
+                                                                self._indices[kind]):
+                continue  # streamed already
+            if kind == "approval_request_message":
+                continue  # shown when the approval request comes
             if kind == "tool_call_message":
-                # Calls already streamed, or shown when the approval request comes, are left
-                # out; the rest of the step's calls stay one message.
+                # Calls already streamed are left out; the rest stay one message.
                 calls = [c for c in frame["tool_calls"]
-                         if c["tool_call_id"] not in self._shown_calls
-                         and c["name"] not in self.approval_names]
+                         if c["tool_call_id"] not in self._shown_calls]
                 if not calls:
                     continue
                 self._shown_calls.update(c["tool_call_id"] for c in calls)
                 frame.update(tool_calls=calls, tool_call=calls[0])
             frames.append(frame)
+        return frames
+
+    def _reply_frames(self, message: Message, approvals: Iterable[str] = ()) -> list[Frame]:
+        approvals = {*approvals, *(c.id for c in message.tool_calls
+                                   if c.name in self.approval_names)}
+        return to_letta(message, run_id=self.run_id, step_id=self._step_id,
+                        approval_ids=approvals, assistant_message=self.assistant_message)
+
+    def _approval_request(self, requested: list[ToolCall]) -> list[Frame]:
+        """The calls awaiting a human, as the stored reply lists them (less any streamed)."""
+        if self._reply is None:  # not seen: the calls alone, under a message id of their own
+            calls = [c for c in requested if c.id not in self._shown_calls]
+            return [call_frame(f"message-{uuid.uuid4()}", calls, time.time(), 0, self.run_id,
+                               approval=True)] if calls else []
+        frames = []
+        for frame in self._reply_frames(self._reply, (c.id for c in requested)):
+            if frame["message_type"] != "approval_request_message":
+                continue
+            left = [c for c in frame["tool_calls"] if c["tool_call_id"] not in self._shown_calls]
+            if left:
+                self._shown_calls.update(c["tool_call_id"] for c in left)
+                frame.update(tool_calls=left, tool_call=left[0])
+                frames.append(frame)
         return frames

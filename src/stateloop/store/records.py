@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,15 @@ RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 def new_record_id(kind: str) -> str:
     """A persistent id in Letta's format, e.g. ``agent-<uuid4>``."""
     return new_uuid_id(kind)
+
+
+_STEP_IDS = uuid.UUID("7b4e1f52-3c1d-4f7a-9d2e-5a6b8c0d1e2f")
+
+
+def step_record_id(run_id: str, index: int) -> str:
+    """The id of step ``index`` (0-based) of a run: derived, not drawn, so the step's
+    messages can name it while the step is still under way (Letta streams ``step_id``)."""
+    return f"step-{uuid.uuid5(_STEP_IDS, f'{run_id}/{index}')}"
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from ...tools.client import client_tool
 from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
+from ..errors import CONFLICT, approval_mismatch, pending_approval_error
 from ..messages import Frame, to_letta
 from ..pagination import Order
 from ..responses import LettaResponse, Run
@@ -100,10 +101,7 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
     messages, approvals = parse_input(body, agent)
     pending = agent.pending_approval
     if pending is not None and not approvals and not agent.running:
-        raise HTTPException(409, detail=(
-            f"agent {agent_id!r} is waiting for approval of tool calls "
-            f"{', '.join(pending.requested)}; send {{\"type\": \"approval\", \"approvals\": "
-            "[...]} or cancel the run before sending a new message"))
+        raise pending_approval_error(agent)
     try:
         channel = await runtime.runs.start(
             agent, messages, approvals, stream_tokens=stream_tokens, max_steps=body.max_steps,
@@ -117,7 +115,9 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
     except AgentBusyError as exc:
         raise HTTPException(409, detail=str(exc)) from exc
     except ApprovalError as exc:
-        raise HTTPException(409 if not approvals else 400, detail=str(exc)) from exc
+        if not approvals:
+            raise pending_approval_error(agent) from exc
+        raise approval_mismatch(pending, approvals, exc) from exc
     await remember_request(runtime, channel.run_id, body)
     return channel
 
@@ -167,7 +167,7 @@ def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
 
 @router.post("", response_model=None,
               responses={**failure_responses(),
-                         **streamed(400, 404, 409, model=LettaResponse)})
+                         **streamed(400, 404, model=LettaResponse), **CONFLICT})
 async def send_message(agent_id: str, body: LettaStreamingRequest,
                        runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
     """Send messages (or approvals); the whole response, or SSE with ``streaming: true``."""
@@ -178,7 +178,7 @@ async def send_message(agent_id: str, body: LettaStreamingRequest,
     return await collect(channel, body.include_return_message_types)
 
 
-@router.post("/stream", responses=streamed(400, 404, 409))
+@router.post("/stream", responses={**streamed(400, 404), **CONFLICT})
 async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
                                  runtime: RuntimeDep) -> StreamingResponse:
     """Send messages and stream the run as SSE (tokens too with ``stream_tokens``)."""
@@ -186,7 +186,7 @@ async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
     return stream(runtime, channel, body)
 
 
-@router.post("/async", responses=errors(400, 404, 409), response_model=Run)
+@router.post("/async", responses={**errors(400, 404), **CONFLICT}, response_model=Run)
 async def send_message_async(agent_id: str, body: LettaAsyncRequest,
                              runtime: RuntimeDep) -> dict[str, Any]:
     """Start a run in the background; returns the run (poll it, or stream it by id)."""
@@ -211,7 +211,7 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
     return {run_id: "cancelled"} if run_id else {}
 
 
-@router.post("/steer", status_code=202, responses=errors(400, 404, 409))
+@router.post("/steer", status_code=202, responses={**errors(400, 404), **CONFLICT})
 async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """stateloop extension: deliver input to the run in flight (before its next model call,
     or ``mode: follow_up`` when it would stop); an idle agent starts a run."""

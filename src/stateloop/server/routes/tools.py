@@ -34,7 +34,10 @@ def _schema(runtime: Runtime, source_code: str, json_schema: dict[str, Any] | No
     if refused:
         raise HTTPException(503, detail=refused)
     try:
-        name = check_source(source_code, (json_schema or {}).get("name"))
+        wanted = (json_schema or {}).get("name")
+        if wanted and f"def {wanted}" not in source_code:
+            raise name_mismatch(wanted, wanted, source_code)
+        name = check_source(source_code, wanted)
         if json_schema:
             parameters = json_schema.get("parameters", {"type": "object", "properties": {}})
             if not isinstance(parameters, dict) or not isinstance(
@@ -44,12 +47,18 @@ def _schema(runtime: Runtime, source_code: str, json_schema: dict[str, Any] | No
             schema = {**json_schema, "name": name, "parameters": parameters}
         else:
             schema = describe_source(source_code, name, args_json_schema)
-    except ToolDefinitionError as exc:
-        field = "args_json_schema" if "args_json_schema" in str(exc) else "source_code"
-        raise unprocessable(field, exc) from exc
+    except ToolDefinitionError as exc:  # Letta's LettaToolCreateError: a 400
+        raise HTTPException(400, detail=str(exc)) from exc
     if description:
         schema["description"] = description
     return schema
+
+
+def name_mismatch(name: str, schema_name: str | None, source_code: str) -> HTTPException:
+    """Letta's LettaToolNameSchemaMismatchError, word for word."""
+    return HTTPException(400, detail=f"Tool name '{name}' does not match the name in the JSON "
+                                     f"schema '{schema_name}' or in the source code "
+                                     f"`{source_code}`")
 
 
 def _check_name_free(runtime: Runtime, name: str) -> None:
@@ -72,7 +81,7 @@ async def _rebind(runtime: Runtime, record: ToolRecord) -> None:
             set_tools(agent, {**agent.tools, record.name: runtime.bind(record, env)})
 
 
-@router.post("/v1/tools", responses=errors(409, 503), response_model=Tool)
+@router.post("/v1/tools", responses=errors(400, 409, 503), response_model=Tool)
 async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """A tool from Python source; its calls run in a sandbox with limits."""
     if (body.source_type or "python") != "python":
@@ -91,7 +100,7 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await runtime.store.upsert_tool(_record(body, schema)))
 
 
-@router.put("/v1/tools", responses=errors(409, 503), response_model=Tool)
+@router.put("/v1/tools", responses=errors(400, 409, 503), response_model=Tool)
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Create a tool, or replace the one with the same name."""
     schema = _schema(runtime, body.source_code, body.json_schema, body.description,
@@ -137,7 +146,7 @@ async def retrieve_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await _tool(runtime, tool_id))
 
 
-@router.patch("/v1/tools/{tool_id}", responses=errors(404, 409, 503),
+@router.patch("/v1/tools/{tool_id}", responses=errors(400, 404, 409, 503),
               response_model=Tool)
 async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> dict[str, Any]:
     """Change a source tool's code, schema, description, tags or approval default."""
@@ -153,7 +162,7 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
         schema = _schema(runtime, source, body.json_schema or (
             None if derive else record.json_schema), body.description, args_schema)
         if schema["name"] != record.name:
-            raise unprocessable("source_code", f"the function must stay named {record.name!r}")
+            raise name_mismatch(record.name, schema["name"], source)
         record.source_code, record.json_schema = source, schema
         record.args_json_schema = args_schema
         record.description = schema.get("description")
