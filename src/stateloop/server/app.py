@@ -25,6 +25,7 @@ from .routes import (
     steps,
 )
 from .routes import tools as tool_routes
+from .routes.agent_ops import router as agent_ops_router
 from .runtime import Runtime
 from .settings import ServerSettings
 
@@ -52,6 +53,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,
                    tool_routes, archival, runs, steps):
         app.include_router(module.router)
+    app.include_router(agent_ops_router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)
