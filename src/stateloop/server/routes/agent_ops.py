@@ -78,7 +78,8 @@ class UpdateMessage(Lenient):
     reasoning: str | None = None
 
 
-@router.patch("/messages/{message_id}", tags=["messages"], responses=errors(404, 409))
+@router.patch("/messages/{message_id}", tags=["messages"], responses=errors(404, 409),
+               deprecated=True)
 async def modify_message(agent_id: str, message_id: str, body: UpdateMessage,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """Change a stored message's content: a user or system message's, an assistant
