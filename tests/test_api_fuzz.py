@@ -105,6 +105,8 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
                                                               query={cursor: pair[1]})))
     if operation.body and "source_code" in str(operation.body[0].definition):
         variants.append(operation.as_strategy().map(_with_source))
+    elif operation.body and "'code'" in str(operation.body[0].definition):
+        variants.append(operation.as_strategy().map(_with_code))
     return st.one_of(operation.as_strategy(), st.one_of(variants))
 
 
@@ -120,6 +122,13 @@ def _with_source(case: Case) -> Case:
         case.body["source_code"] = SOURCE.replace("shout", name)
         if turn % 3 == 1:
             case.body["json_schema"] = None
+    return case
+
+
+def _with_code(case: Case) -> Case:
+    """Source to read a schema from (``code``, as /v1/tools/generate-schema names it)."""
+    if isinstance(case.body, dict):
+        case.body["code"] = SOURCE
     return case
 
 

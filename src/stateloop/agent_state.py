@@ -13,6 +13,7 @@ from .errors import AgentBusyError, CheckpointError, ConfigError
 from .events import Compaction
 from .hooks import StepRecord
 from .memory.blocks import Block
+from .memory.context import ContextBuilder
 from .messages import Message
 
 
@@ -22,6 +23,7 @@ class AgentState(AgentStore):
 
     _scope: CancelScope | None
     _lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None
+    _context: ContextBuilder
 
     @property
     def running(self) -> bool:
@@ -46,6 +48,19 @@ class AgentState(AgentStore):
             except CheckpointError:
                 pass  # raised by the flush, which recovers first
             await self._flush()
+
+    def replace_message(self, message: Message) -> bool:
+        """Put an edited message in place of the in-context one with its id (the caller
+        stores it); the next request sends it. False when no message in context has it."""
+        if self.running:
+            raise AgentBusyError(f"agent {self.name!r} is running; edit messages when it ends")
+        for index, current in enumerate(self._transcript):
+            if current.id == message.id:
+                self._transcript[index] = message
+                # Prepared request messages are kept by position: start them again.
+                self._context = ContextBuilder(self.context_window)
+                return True
+        return False
 
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""

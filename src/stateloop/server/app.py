@@ -25,6 +25,8 @@ from .routes import (
     steps,
 )
 from .routes import tools as tool_routes
+from .routes.agent_ops import router as agent_ops_router
+from .routes.tool_ops import router as tool_ops_router
 from .runtime import Runtime
 from .settings import ServerSettings
 
@@ -52,6 +54,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,
                    tool_routes, archival, runs, steps):
         app.include_router(module.router)
+    # Their POSTs at fixed paths (/v1/tools/run, ...) meet no other POST route there.
+    for router in (agent_ops_router, tool_ops_router):
+        app.include_router(router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)

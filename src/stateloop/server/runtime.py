@@ -69,10 +69,7 @@ class Runtime:
                            self.sandbox_problem)
         elif self.sandbox_problem:
             logger.warning("%s", self.source_tools_refused())
-        for name in builtin_names():
-            await self.store.upsert_tool(tool_record(
-                builtin_tool(name), binding=f"builtin:{name}",
-                tool_type=_BUILTIN_TYPES.get(name, "letta_memory_core")))
+        await self.upsert_builtin_tools()
         for tool in self.python_tools.values():
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
         # Runs a stopped process left running end failed (not those of a live process).
@@ -119,6 +116,13 @@ class Runtime:
         self._agents.pop(agent_id, None)
 
     # -- tools ---------------------------------------------------------------------------
+
+    async def upsert_builtin_tools(self) -> list[ToolRecord]:
+        """The built-in tools' rows, written anew (as this version defines them)."""
+        return [await self.store.upsert_tool(tool_record(
+                    builtin_tool(name), binding=f"builtin:{name}",
+                    tool_type=_BUILTIN_TYPES.get(name, "letta_memory_core")))
+                for name in builtin_names()]
 
     async def bind_tools(self, names: Iterable[str],
                          env: Mapping[str, str] | None = None) -> list[Tool]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
@@ -38,6 +38,9 @@ _INSERT_RUN = FastStatement(insert(r).values(
     {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
     | {"first_seq": MAX_SEQ}), ["metadata"])
 _RUN = r.c.id == bindparam("run")
+# ``data`` is bound already encoded (rows.message_row), so plain SQL rather than Core's JSON.
+_REPLACE_MESSAGE = text("UPDATE messages SET text = :text, tool_text = :tool_text, "
+                        "data = :data, token_count = NULL WHERE id = :id AND agent_id = :agent_id")
 # The step records carried by run ``:run``'s messages (found through the agent's seq index).
 _CARRIED_STEPS = FastStatement(
     select(m.c.step_id, m.c.step)
@@ -94,14 +97,16 @@ class HistoryMixin:
         """Wait until every queued write has committed (or failed)."""
         await self._runner.barrier()
 
-    async def get_messages(self, ids: Sequence[str]) -> list[Message]:
-        """The messages with these ids, in the order given; unknown ids are an error."""
+    async def get_messages(self, ids: Sequence[str], *,
+                           agent_id: str | None = None) -> list[Message]:
+        """The messages with these ids (of this agent, if given), in the order given;
+        unknown ids are an error."""
         wanted = list(ids)
         if not wanted:
             return []
 
         def txn(conn: Connection) -> list[Message]:
-            found = _messages_by_id(conn, wanted)
+            found = _messages_by_id(conn, wanted, agent_id)
             missing = [i for i in wanted if i not in found]
             if missing:
                 raise NotFoundError(f"no messages with ids {missing[:10]}")
@@ -163,6 +168,21 @@ class HistoryMixin:
         return await self._runner.read(
             lambda conn: {row.id: (row.run_id, row.step_id)
                           for stmt in stmts for row in conn.execute(stmt)})
+
+    async def replace_message(self, agent_id: str, message: Message) -> None:
+        """Store an edited message in place of the agent's message with its id (recall
+        searches the new text: the index triggers follow the row); NotFoundError when the
+        agent has no message with that id."""
+        row = dict(zip(rows.MESSAGE_COLUMNS, rows.message_row(agent_id, message, None, None),
+                       strict=True))
+        params = {name: row[name] for name in ("id", "agent_id", "text", "tool_text", "data")}
+
+        def txn(conn: Connection) -> None:
+            if conn.execute(_REPLACE_MESSAGE, params).rowcount == 0:
+                raise NotFoundError(f"agent {agent_id!r} has no message with id "
+                                    f"{message.id!r}")
+
+        await self._runner.write(txn)
 
     async def count_messages(self, agent_id: str) -> int:
         """How many messages the agent has ever stored (in context or not)."""
@@ -332,10 +352,13 @@ class HistoryMixin:
         return await self._runner.read(txn)
 
 
-def _messages_by_id(conn: Connection, ids: list[str]) -> dict[str, Any]:
-    """The message rows with these ids, by id."""
-    return {row.id: row for row in
-            conn.execute(select(*schema.MESSAGE_READ).where(m.c.id.in_(ids)))}
+def _messages_by_id(conn: Connection, ids: list[str], agent_id: str | None = None
+                    ) -> dict[str, Any]:
+    """The message rows with these ids (of this agent, if given), by id."""
+    stmt = select(*schema.MESSAGE_READ).where(m.c.id.in_(ids))
+    if agent_id is not None:
+        stmt = stmt.where(m.c.agent_id == agent_id)
+    return {row.id: row for row in conn.execute(stmt)}
 
 
 def _drop_missing(conn: Connection, agent_id: str) -> None:

@@ -1,0 +1,222 @@
+"""Operations on one agent beyond sending it messages: summarize its context now, edit a
+stored message, show the provider request its next step would send, a one-off completion
+with its model, and run one of its tools as it would."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Body, HTTPException
+from pydantic import Field
+
+from ...errors import ConfigError
+from ...llm.registry import resolve_model
+from ...memory.compaction import _summary_body, is_summary
+from ...messages import ToolCall, new_id
+from ...tools.client import client_tool
+from ...tools.execution import execute_tool
+from ..content import ImageContent
+from ..deps import RuntimeDep
+from ..message_edit import edit_message
+from ..messages import to_letta
+from ..model_requests import complete, completion_request, next_request, provider_body
+from ..responses import AgentState, Response
+from ..schemas import ErrorBody, Lenient, LettaStreamingRequest, TextContent, errors
+from .agents import agent_record, live_agent
+from .messages import parse_input
+
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["agents"])
+
+
+# -- summarize ----------------------------------------------------------------------------
+
+
+class CompactionRequest(Lenient):
+    # Letta's CompactionSettings; the agent's own compaction is used (see summarize).
+    compaction_settings: dict[str, Any] | None = None
+
+
+class CompactionResponse(Response):
+    summary: str
+    num_messages_before: int
+    num_messages_after: int
+
+
+@router.post("/summarize", responses=errors(400, 404), response_model=CompactionResponse)
+async def summarize_messages(agent_id: str, runtime: RuntimeDep,
+                             body: CompactionRequest | None = None) -> dict[str, Any]:
+    """Compact the agent's context now (after a run in flight): the oldest turns leave it
+    for a summary, as when it fills; they stay in recall. ``compaction_settings`` is
+    accepted; the agent's own strategy (summarize, or a sliding window) decides."""
+    agent = await live_agent(runtime, agent_id)
+    before = agent.messages
+    event = await agent.compact()
+    after = agent.messages
+    if event is None:
+        if any(m.role != "system" and not is_summary(m) for m in after):
+            raise HTTPException(400, detail="Summarization failed to reduce the number of "
+                                            "messages: the context holds too few turns to "
+                                            "compact")
+        before = after  # nothing but the system prompt (and a summary): nothing to do
+    summary = next((_summary_body(m) for m in after if is_summary(m)), "")
+    return {"summary": summary, "num_messages_before": len(before),
+            "num_messages_after": len(after)}
+
+
+# -- edit a message -----------------------------------------------------------------------
+
+UpdateType = Literal["system_message", "user_message", "reasoning_message",
+                     "assistant_message"]
+
+
+class UpdateMessage(Lenient):
+    """Letta's UpdateSystemMessage, UpdateUserMessage, UpdateReasoningMessage and
+    UpdateAssistantMessage in one: without ``message_type``, the stored message's kind."""
+
+    message_type: UpdateType | None = None
+    content: str | list[TextContent | ImageContent] | None = None
+    reasoning: str | None = None
+
+
+@router.patch("/messages/{message_id}", tags=["messages"], responses=errors(404, 409),
+               deprecated=True)
+async def modify_message(agent_id: str, message_id: str, body: UpdateMessage,
+                         runtime: RuntimeDep) -> dict[str, Any]:
+    """Change a stored message's content: a user or system message's, an assistant
+    message's text, or its reasoning. The store keeps the new text (recall finds it) and
+    the agent's next request sends it. A system prompt edited here lasts until the prompt
+    is compiled again (a memory, instruction or rule change)."""
+    agent = await live_agent(runtime, agent_id)
+    if body.message_type == "reasoning_message" or (
+            body.message_type is None and body.content is None and body.reasoning is not None):
+        if body.reasoning is None:
+            raise HTTPException(422, detail=[{
+                "loc": ["body", "reasoning"], "type": "missing",
+                "msg": "a reasoning_message update needs 'reasoning'"}])
+        message, kind = await edit_message(runtime, agent, message_id, "reasoning_message",
+                                           body.reasoning)
+    else:
+        if body.content is None:
+            raise HTTPException(422, detail=[{"loc": ["body", "content"], "type": "missing",
+                                              "msg": "Field required"}])
+        message, kind = await edit_message(runtime, agent, message_id, body.message_type,
+                                           body.content)
+    frames = to_letta(message)
+    return next((f for f in frames if f["message_type"] == kind), frames[0] if frames else {})
+
+
+# -- the next request, and a one-off completion --------------------------------------------
+
+
+@router.post("/messages/preview-raw-payload", tags=["messages"], responses=errors(404, 409))
+async def preview_model_request(agent_id: str, body: LettaStreamingRequest,
+                                runtime: RuntimeDep) -> dict[str, Any]:
+    """The body the agent's next model call would post to its provider for this input
+    (client tools offered, tool rules applied, the model ``override_model`` names), built
+    as a run builds it and sent nowhere: nothing is stored."""
+    agent = await live_agent(runtime, agent_id)
+    messages, _ = parse_input(body, agent)
+    model = agent.model
+    if body.override_model:
+        try:
+            model = resolve_model(body.override_model, **runtime.settings.model_options())
+        except ConfigError as exc:
+            raise HTTPException(404, detail=f"Model {body.override_model!r} not found: "
+                                            f"{exc}") from exc
+    tools = [client_tool(t.name, t.description, t.parameters) for t in body.client_tools or ()]
+    return provider_body(model, next_request(agent, messages, tools))
+
+
+class GenerateRequest(Lenient):
+    prompt: str = Field(min_length=1)
+    system_prompt: str | None = None
+    override_model: str | None = None
+    response_schema: dict[str, Any] | None = None
+
+
+class GenerateUsage(Response):
+    message_type: Literal["usage_statistics"] = "usage_statistics"
+    completion_tokens: int
+    prompt_tokens: int
+    total_tokens: int
+    step_count: int
+
+
+class GenerateResponse(Response):
+    content: str
+    model: str
+    usage: GenerateUsage
+
+
+_BAD_GATEWAY: dict[int | str, dict[str, Any]] = {
+    502: {"model": ErrorBody, "description": "LLM provider error"}}
+
+
+@router.post("/generate", responses={**errors(404), **_BAD_GATEWAY},
+             response_model=GenerateResponse)
+async def generate_completion(agent_id: str, body: GenerateRequest,
+                              runtime: RuntimeDep) -> dict[str, Any]:
+    """One completion from the agent's model (or ``override_model``) for ``prompt``, with
+    ``system_prompt`` or a plain default: none of the agent's memory, history or tools, and
+    nothing stored. With ``response_schema``, the answer is forced through a tool taking
+    that schema and ``content`` is its arguments as JSON."""
+    agent = await live_agent(runtime, agent_id)
+    model = agent.model
+    if body.override_model:
+        try:
+            model = resolve_model(body.override_model, **runtime.settings.model_options())
+        except ConfigError as exc:
+            raise HTTPException(404, detail=f"Model {body.override_model!r} not found or "
+                                            f"not accessible: {exc}") from exc
+    request = completion_request(body.prompt, body.system_prompt, body.response_schema)
+    text, usage = await complete(model, request)
+    # Letta names the model as its llm_config does: without the provider's prefix.
+    return {"content": text, "model": model.name.partition("/")[2] or model.name,
+            "usage": {"message_type": "usage_statistics",
+                      "completion_tokens": usage.output_tokens,
+                      "prompt_tokens": usage.input_tokens,
+                      "total_tokens": usage.total_tokens, "step_count": 1}}
+
+
+# -- run one of its tools -----------------------------------------------------------------
+
+
+class ToolExecuteRequest(Lenient):
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolExecutionResult(Response):
+    status: Literal["success", "error"]
+    func_return: Any = None
+    agent_state: AgentState | None = None
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
+    sandbox_config_fingerprint: str | None = None
+
+
+@router.post("/tools/{tool_name}/run", tags=["tools"], responses=errors(404, 409),
+             response_model=ToolExecutionResult)
+async def run_tool_for_agent(
+    agent_id: str, tool_name: str, runtime: RuntimeDep,
+    body: ToolExecuteRequest = Body(default_factory=ToolExecuteRequest),  # noqa: B008
+) -> dict[str, Any]:
+    """Run one of the agent's tools with ``args``, as the agent would: source tools in the
+    sandbox with the agent's variables, memory tools on its memory (stored). Nothing is
+    added to its history. A failed call has ``status: error`` and no ``func_return``."""
+    record = await agent_record(runtime, agent_id)
+    agent = await live_agent(runtime, agent_id)
+    tool = agent.tools.get(tool_name) if tool_name in record.tool_names else None
+    if tool is None:
+        raise HTTPException(404, detail=f"Tool {tool_name!r} not found or not attached to "
+                                        f"agent {agent_id!r}")
+    if tool.context_parameter is not None and agent.running:
+        raise HTTPException(409, detail=f"agent {agent_id!r} is running; run {tool_name!r} "
+                                        "on its memory when the run ends")
+    call = ToolCall(new_id("toolcall"), tool_name, body.args)
+    output = await execute_tool(call, body.args, {tool_name: tool}, agent)
+    if tool.context_parameter is not None:
+        await agent.save()  # what it changed in memory
+    return {"status": "error" if output.is_error else "success",
+            "func_return": None if output.is_error else output.text, "agent_state": None,
+            "stdout": output.stdout, "stderr": output.stderr,
+            "sandbox_config_fingerprint": None}
