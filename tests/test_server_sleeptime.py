@@ -9,6 +9,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import letta_client
+import pytest
 from letta_client import Letta
 
 from fake_script import Script
@@ -134,3 +136,21 @@ def test_shutdown_cancels_a_memory_run_in_flight(fake, script: Script, tmp_path)
             return [(r.status, r.stop_reason) for r in await store.list_runs(memory_id)]
 
     assert asyncio.run(stored()) == [("cancelled", "cancelled")]
+
+
+def test_deleting_either_agent_of_the_pair(client: Letta, script: Script) -> None:
+    script.set(*[answers()] * 10)
+    main = new_agent(client, enable_sleeptime=True)
+    assert main.multi_agent_group is not None
+    memory_id = main.multi_agent_group.agent_ids[0]
+    client.agents.delete(memory_id)  # the main agent loses its group
+    after = client.agents.retrieve(main.id)
+    assert after.multi_agent_group is None and not after.enable_sleeptime
+    send(client, main.id, "still fine")
+
+    other = new_agent(client, enable_sleeptime=True)
+    assert other.multi_agent_group is not None
+    partner = other.multi_agent_group.agent_ids[0]
+    client.agents.delete(other.id)  # its memory agent goes with it, as in Letta
+    with pytest.raises(letta_client.NotFoundError):
+        client.agents.retrieve(partner)

@@ -1,9 +1,11 @@
 """``enable_sleeptime`` over REST: turning an agent's memory agent on (made on first use,
-as Letta does) and off, on the store and on the live agent."""
+as Letta does) and off, on the store and on the live agent; and what deleting either agent
+of the pair does to the other."""
 
 from __future__ import annotations
 
-from ..sleeptime import Sleeptime, create_memory_agent, stored_link
+from ..sleeptime import EXTRA_KEY, MEMORY_AGENT_TYPE, Sleeptime, create_memory_agent, stored_link
+from ..store import NotFoundError
 from .runtime import Runtime
 
 
@@ -26,3 +28,33 @@ async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
             live.sleeptime.loader = runtime.agent
         live.sleeptime.enabled = on
 
+
+
+async def drop_sleeptime(runtime: Runtime, agent_id: str) -> None:
+    """Before an agent is deleted, as Letta does: a main agent's memory agent goes with it
+    (its run in flight cancelled); a memory agent's main agent loses the link."""
+    store = runtime.store
+    record = await store.get_agent(agent_id)
+    link = stored_link(record.extra)
+    live = runtime.live(agent_id)
+    if link is not None:
+        if live is not None and live.sleeptime is not None:
+            await live.sleeptime.close()
+            live.sleeptime = None
+        try:
+            await store.delete_agent(link.memory_agent_id)
+        except NotFoundError:
+            pass  # deleted before
+        runtime.forget(link.memory_agent_id)
+        return
+    if record.agent_type != MEMORY_AGENT_TYPE:
+        return
+    for main in await store.list_agents():
+        found = stored_link(main.extra)
+        if found is not None and found.memory_agent_id == agent_id:
+            extra = {k: v for k, v in main.extra.items() if k != EXTRA_KEY}
+            await store.update_agent(main.id, extra=extra, enable_sleeptime=False)
+            owner = runtime.live(main.id)
+            if owner is not None and owner.sleeptime is not None:
+                await owner.sleeptime.close()
+                owner.sleeptime = None
