@@ -73,21 +73,22 @@ async def test_turns_that_arrive_during_a_memory_run_are_covered_by_the_next(db)
     assert agent.sleeptime is not None
     memory_model = ScriptedModel(finish, latency=0.3)
     agent.sleeptime.model = memory_model
-    for n in range(8):
+    for n in range(4):
         await agent.run(f"turn {n}")
         assert agent.sleeptime.running  # the reply came back while the memory agent works
+    await asyncio.gather(*(agent.run(f"turn {n}") for n in range(4, 12)))  # a burst
     await agent.sleeptime.wait()
 
     memory = await agent.sleeptime.memory_agent()
     store = agent.store
     assert store is not None
     runs = sorted(await store.list_runs(memory.id), key=lambda r: r.created_at)
-    assert 2 <= len(runs) < 8  # turns were batched, not one run each
+    assert 2 <= len(runs) < 12  # turns were batched, not one run each
     for earlier, later in itertools.pairwise(runs):
         assert earlier.completed_at is not None and later.started_at is not None
         assert earlier.completed_at <= later.started_at  # never two at once
     given = "\n".join(r.messages[-1].text for r in memory_model.requests)
-    for n in range(8):
+    for n in range(12):
         assert given.count(f"user: turn {n}\n") == 1  # every turn seen exactly once
 
 

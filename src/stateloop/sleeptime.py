@@ -237,8 +237,9 @@ class Sleeptime:
             await asyncio.shield(self._saving)
 
     async def close(self, grace: float = 0.0) -> None:
-        """Stop: let a memory run in flight finish within ``grace`` seconds, then cancel it
-        (its run is recorded cancelled)."""
+        """Stop: no memory run starts from now on; one in flight may finish within
+        ``grace`` seconds, then it is cancelled (its run is recorded cancelled)."""
+        self.enabled = False
         task = self._task
         if task is not None and not task.done():
             if grace > 0:

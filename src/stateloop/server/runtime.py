@@ -80,10 +80,11 @@ class Runtime:
         await self.store.fail_interrupted_runs()
 
     async def close(self) -> None:
-        # Memory agents' background runs first: they may still write to the store.
+        await self.runs.close()
+        # Then memory agents' background runs (those the last runs started too): they write
+        # to the store.
         await asyncio.gather(*(agent.sleeptime.close(SLEEPTIME_GRACE)
                                for agent in self._agents.values() if agent.sleeptime))
-        await self.runs.close()
         await self.workers.close()
         await self.store.close()
 

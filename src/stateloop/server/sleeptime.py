@@ -52,9 +52,9 @@ async def drop_sleeptime(runtime: Runtime, agent_id: str) -> None:
     for main in await store.list_agents():
         found = stored_link(main.extra)
         if found is not None and found.memory_agent_id == agent_id:
-            extra = {k: v for k, v in main.extra.items() if k != EXTRA_KEY}
-            await store.update_agent(main.id, extra=extra, enable_sleeptime=False)
             owner = runtime.live(main.id)
             if owner is not None and owner.sleeptime is not None:
-                await owner.sleeptime.close()
+                await owner.sleeptime.close()  # first: it would store the link again
                 owner.sleeptime = None
+            extra = {k: v for k, v in main.extra.items() if k != EXTRA_KEY}
+            await store.update_agent(main.id, extra=extra, enable_sleeptime=False)
