@@ -40,6 +40,7 @@ DEFAULT_FREQUENCY = 5  # Letta's sleeptime_agent_frequency for a new sleeptime g
 MEMORY_AGENT_TYPE = "sleeptime_agent"
 FINISH_RULE = {"type": "exit_loop", "tool_name": "memory_finish_edits"}
 
+
 @dataclass(slots=True)
 class SleeptimeLink:
     """The main agent's side of its sleeptime group, as stored."""
