@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/server_load.py
 	$(BIN)/python bench/real_path.py
 	$(BIN)/python bench/sandbox_start.py
+	$(BIN)/python bench/sleeptime.py
 
 clean:
 	rm -rf $(VENV) $(LETTA17) build .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
+from . import sleeptime
 from .agent_control import AgentControl
 from .agent_options import Input
 from .agent_types import agent_type as lookup_agent_type
@@ -106,6 +107,8 @@ class Agent(AgentControl):
         embedder: Embedder | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        enable_sleeptime: bool = False,
+        sleeptime_agent_frequency: int = 5,
     ) -> None:
         options.require_positive("max_steps", max_steps)
         if error_threshold is not None:
@@ -128,8 +131,8 @@ class Agent(AgentControl):
         defaults: list[str] = []
         if include_base_tools:
             defaults += self.agent_type.base_tools
-            if any(not block.read_only for block in self.blocks):
-                defaults += self.agent_type.memory_tools
+            if any(not block.read_only for block in self.blocks):  # a memory agent edits
+                defaults += sleeptime.main_memory_tools(self.agent_type, enable_sleeptime)
             if store is not None:
                 defaults += self.agent_type.stored_memory_tools
         self.tools = options.tool_map([*defaults, *tools])
@@ -173,6 +176,8 @@ class Agent(AgentControl):
         self._evicted: list[Message] = []  # out of context, kept for recall (no store)
         self._window: ContextManager | None = None
         self._stale = False  # a write failed and what the store holds could not be read yet
+        self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
+        self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
 
@@ -193,6 +198,8 @@ class Agent(AgentControl):
         first = self._transcript[0]
         message_tokens(first, self._model.name)
         self._persist = await Persistence.create(store, self._record(), self.blocks, first)
+        if self._sleeptime_wanted:
+            self.sleeptime = await sleeptime.Sleeptime.create(self, self._sleeptime_wanted)
 
     @classmethod
     def load(cls, id_or_name: str, *, store: str | SqlStore, model: str | Model | None = None,
@@ -229,6 +236,7 @@ class Agent(AgentControl):
         agent.id = record.id
         agent._persist = Persistence(db, record.id)
         await agent._use_stored(messages, pending)
+        agent.sleeptime = sleeptime.Sleeptime.stored(agent, record)
         return agent
 
     # -- configuration -------------------------------------------------------------------
@@ -275,7 +283,7 @@ class Agent(AgentControl):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, approvals=approvals))
+            return asyncio.run(sleeptime.settled(self, self.run(input, approvals=approvals)))
         raise RuntimeError("run_sync() cannot be called from a running event loop; "
                            "use 'await agent.run(...)' instead")
 
@@ -388,5 +396,5 @@ class Agent(AgentControl):
                         "max_tokens": self.max_tokens,
                         "parallel_tool_calls": self.parallel_tool_calls},
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
-            tool_names=list(self.tools), tags=self.tags,
+            tool_names=list(self.tools), tags=self.tags, enable_sleeptime=bool(self.sleeptime),
             message_buffer_autoclear=self.agent_type.clear_after_run)

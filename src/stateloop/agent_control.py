@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from .agent_options import Input
     from .llm.base import Model
+    from .sleeptime import Sleeptime
 
 
 class AgentControl(AgentState):
@@ -33,6 +34,7 @@ class AgentControl(AgentState):
     _steering: SteeringQueue
     _resumed: OrderedDict[str, RunEnd]  # call id -> the end of the run that resumed it
     _background: set[asyncio.Task[Any]]
+    sleeptime: Sleeptime | None
 
     if TYPE_CHECKING:
         async def run(self, input: Input = None, *,
@@ -101,6 +103,8 @@ class AgentControl(AgentState):
 
     def _after_run(self, end: RunEnd, resume: Resume | None) -> None:
         self.last_result = RunResult.from_event(end)
+        if self.sleeptime is not None:  # counts the turn; may start the memory agent
+            self.sleeptime.after_turn(end)
         self.pending_approval = end.pending_approval
         self.recall_count += len(end.messages)
         if (self.agent_type.clear_after_run and end.pending_approval is None

@@ -1,8 +1,9 @@
 """Agent types are presets: a continuation policy and the built-in tools attached by default.
 
 Every value of Letta's ``AgentType`` is accepted. Types whose behaviour stateloop does not
-implement as such (voice, split threads, sleep-time companions) run as the closest preset
-under their own name, so an agent keeps the type it was created with."""
+implement as such (voice, split threads) run as the closest preset under their own name, so
+an agent keeps the type it was created with. ``sleeptime_agent`` is the memory agent that
+``enable_sleeptime`` pairs with a main agent (``sleeptime.py``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ _LETTA_V1 = AgentType("letta_v1_agent", LettaV1, (),
 _MEMGPT = AgentType("memgpt_agent", Heartbeat, ("send_message",),
                     ("core_memory_append", "core_memory_replace", "conversation_search"),
                     ("conversation_search", "archival_memory_insert", "archival_memory_search"))
-# The memory editor a sleep-time companion runs: it rewrites blocks and says when it is done.
+# The memory editor a sleep-time companion runs (see sleeptime.py): it rewrites blocks and
+# says when it is done (Letta's BASE_SLEEPTIME_TOOLS).
 _SLEEPTIME = AgentType("sleeptime_agent", LettaV1, (),
                        ("memory_replace", "memory_insert", "memory_rethink",
                         "memory_finish_edits"))

@@ -27,6 +27,7 @@ from .agent_fields import (
 )
 from .runtime import Runtime, with_default_approvals
 from .schemas import CreateAgent, LLMConfig, UpdateAgent
+from .sleeptime import set_sleeptime
 from .tool_env import agent_env, replace_env
 
 DEFAULT_SYSTEM = ("You are a helpful assistant with persistent memory. Your core memory "
@@ -98,7 +99,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       parallel_tool_calls=_first_set(
                           settings.get("parallel_tool_calls"), body.parallel_tool_calls,
                           config.parallel_tool_calls if config else None, True),
-                      base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"))
+                      base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"),
+                      enable_sleeptime=bool(body.enable_sleeptime))
     except ConfigError as exc:
         raise unprocessable(_field_of(str(exc)), exc) from exc
     all_names = list(draft.tools)
@@ -126,6 +128,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
         await store.append_step(record.id, opening)
         for block in shared:
             await store.attach_block(record.id, block.id)
+        if body.enable_sleeptime:  # a memory agent sharing its blocks (as Letta makes one)
+            await set_sleeptime(runtime, record.id, True)
     except BaseException:
         await store.delete_agent(record.id, delete_orphan_blocks=True)
         raise
@@ -187,6 +191,8 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
                          **tool_map(await runtime.bind_tools(record.tool_names, env))}
     if changes:
         await runtime.store.update_agent(agent_id, **changes)
+    if body.enable_sleeptime is not None:
+        await set_sleeptime(runtime, agent_id, body.enable_sleeptime)
     apply_live(agent, live)
 
 

@@ -7,7 +7,7 @@ tool's type) are plain strings here: the document promises the type, the values 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -164,6 +164,30 @@ class AgentEnvironmentVariable(Response):
     agent_id: str
 
 
+class Group(Response):
+    """Letta's multi-agent group (here: the sleeptime group an agent manages)."""
+
+    id: str
+    manager_type: Literal["round_robin", "supervisor", "dynamic", "sleeptime",
+                          "voice_sleeptime", "swarm"]
+    agent_ids: list[str]
+    description: str
+    project_id: str | None = None
+    template_id: str | None = None
+    base_template_id: str | None = None
+    deployment_id: str | None = None
+    shared_block_ids: list[str] = []
+    manager_agent_id: str | None = None
+    termination_token: str | None = None
+    max_turns: int | None = None
+    sleeptime_agent_frequency: int | None = None
+    turns_counter: int | None = None
+    last_processed_message_id: str | None = None
+    max_message_buffer_length: int | None = None
+    min_message_buffer_length: int | None = None
+    hidden: bool | None = None
+
+
 class AgentState(Response):
     id: str
     name: str
@@ -197,6 +221,8 @@ class AgentState(Response):
     identity_ids: list[str] = []
     secrets: list[AgentEnvironmentVariable] = []
     tool_exec_environment_variables: list[AgentEnvironmentVariable] = []
+    multi_agent_group: Group | None = None
+    managed_group: Group | None = None
 
 
 class ContextWindowOverview(Response):

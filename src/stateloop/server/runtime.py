@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("stateloop.server")
 
+SLEEPTIME_GRACE = 2.0  # seconds a memory agent's run may take to finish at shutdown
 RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
 
 # Letta's tool_type for each kind of built-in tool.
@@ -77,6 +78,10 @@ class Runtime:
 
     async def close(self) -> None:
         await self.runs.close()
+        # Then memory agents' background runs (those the last runs started too): they write
+        # to the store.
+        await asyncio.gather(*(agent.sleeptime.close(SLEEPTIME_GRACE)
+                               for agent in self._agents.values() if agent.sleeptime))
         await self.workers.close()
         await self.store.close()
 
@@ -101,6 +106,8 @@ class Runtime:
                 tools = await self.bind_tools(record.tool_names, agent_env(record))
                 live = await Agent.aload(agent_id, store=self.store, tools=tools,
                                          **self.agent_options())
+                if live.sleeptime is not None:  # its memory agent: the live one of its id
+                    live.sleeptime.loader = self.agent
                 self._agents[agent_id] = live
         self._loading.pop(agent_id, None)
         return live

@@ -133,6 +133,7 @@ class CreateAgent(Lenient):
     timezone: str | None = None
     secrets: ToolEnv = None
     tool_exec_environment_variables: ToolEnv = None  # Letta's deprecated name for secrets
+    enable_sleeptime: bool | None = None  # a memory agent edits memory in the background
 
 
 class UpdateAgent(Lenient):
@@ -152,6 +153,7 @@ class UpdateAgent(Lenient):
     block_ids: list[str] | None = None
     secrets: ToolEnv = None
     tool_exec_environment_variables: ToolEnv = None  # Letta's deprecated name for secrets
+    enable_sleeptime: bool | None = None  # a memory agent edits memory in the background
 
 
 class TextContent(Lenient):

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..approvals import PendingApproval
 from ..deepjson import MAX_DEPTH, cut, deeper_than
+from ..sleeptime import stored_link
 from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
 from .messages import SEND_MESSAGE, call_frame, iso
 from .tool_env import stored_env
@@ -72,6 +73,7 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
     """Letta's ``AgentState``."""
     block_views = [block_view(b) for b in blocks]
     env = env_views(record)
+    group = sleeptime_group_view(record)
     by_name = {t.name: t for t in tools}
     pending = None
     if record.pending_approval:
@@ -103,7 +105,20 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
         "pending_approval": pending,
         "identities": [], "identity_ids": [], "secrets": env,
         "tool_exec_environment_variables": env,
+        "multi_agent_group": group, "managed_group": group,
     }
+
+
+def sleeptime_group_view(record: AgentRecord) -> dict[str, Any] | None:
+    """The sleeptime group the agent manages (Letta's ``Group``), if it has a memory agent."""
+    link = stored_link(record.extra)
+    if link is None:
+        return None
+    return {"id": link.group_id, "manager_type": "sleeptime",
+            "agent_ids": [link.memory_agent_id], "description": "", "shared_block_ids": [],
+            "manager_agent_id": record.id, "sleeptime_agent_frequency": link.frequency,
+            "turns_counter": link.turns_counter,
+            "last_processed_message_id": link.last_processed_message_id}
 
 
 def env_views(record: AgentRecord) -> list[dict[str, Any]]:

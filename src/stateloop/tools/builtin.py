@@ -27,7 +27,7 @@ def _functions() -> dict[str, Callable[..., Any]]:
     return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS)}
 
 
-_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",
+MEMORY_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",
                     "core_memory_replace"})
 
 
@@ -43,4 +43,4 @@ def builtin_tool(name: str) -> Tool:
         raise ConfigError(f"unknown built-in tool {name!r}; built-in tools are "
                           f"{', '.join(builtin_names())}")
     # Memory edits run one at a time: two edits of one block in a step must not interleave.
-    return Tool.from_function(functions[name], sequential=name in _EDITS)
+    return Tool.from_function(functions[name], sequential=name in MEMORY_EDITS)

@@ -14,6 +14,7 @@ from ..pagination import Limit, Order, page
 from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
+from ..sleeptime import drop_sleeptime
 from ..views import agent_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -98,6 +99,7 @@ async def delete(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     if live is not None and live.running:
         raise HTTPException(409, detail=f"agent {agent_id!r} is running; cancel the run "
                                         "before deleting it")
+    await drop_sleeptime(runtime, agent_id)
     await runtime.store.delete_agent(agent_id)
     runtime.forget(agent_id)
     return {}
