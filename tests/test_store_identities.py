@@ -156,3 +156,9 @@ async def test_an_identitys_block_is_shared_by_its_agents(tmp_path: Path) -> Non
     await reader.run("And now?")
     assert "Ada drinks coffee" in reader_model.requests[1].messages[0].text
     assert [b.value for b in writer.blocks] == ["Ada drinks coffee"]
+
+    # An edit made while an agent is not loaded is in its prompt once it is.
+    await store.update_block(block.id, value="Ada drinks water")
+    later = ScriptedModel([reply("water")])
+    await (await Agent.aload("reader", store=db, model=later)).run("Now?")
+    assert "Ada drinks water" in later.requests[0].messages[0].text
