@@ -122,6 +122,7 @@ async def test_links_and_deletes(store: SqlStore) -> None:
     await store.detach_identity(ada.id, agent_id=two.id)  # not linked: nothing changes
     await store.delete_agent(one.id)
     assert (await store.get_identity(ada.id)).agent_ids == []
+    assert await store.identified_ids("agent", identity_id=ada.id) == set()  # links cascade
     await store.delete_identity(ada.id)  # its agents and blocks stay
     assert (await store.get_block(block.id)).value == "Ada"
     assert (await store.get_agent(two.id)).name == "two"
