@@ -67,6 +67,9 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     block = client.blocks.create(label="notes", value="shared")
     tool = client.tools.create(source_code=SOURCE)
     passage = client.agents.passages.create(agent.id, text="Ada likes tea")
+    identity: Any = client.post("/v1/identities/", cast_to=object, body={
+        "identifier_key": "ada", "name": "Ada", "identity_type": "user",
+        "agent_ids": [agent.id], "block_ids": [block.id]})
     client.agents.messages.create(agent.id, messages=[{"role": "user", "content": "hello"}])
     runs = [run.id for run in client.runs.list(agent_id=agent.id)]
     messages = [message.id for message in client.agents.messages.list(agent.id)]
@@ -74,6 +77,7 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     assert runs and messages and steps
     known = {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
+             "identity_id": [identity["id"]],
              "message_id": messages[:3],
              "block_label": ["human", "notes"],
              "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout"]}

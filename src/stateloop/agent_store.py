@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from .agent_memory import AgentMemory
 from .errors import CheckpointError
 from .events import RunEnd
+from .memory.blocks import render_blocks
 from .messages import Message, tool_result, unanswered_calls
 from .persistence import stored_state
 
@@ -54,6 +55,9 @@ class AgentStore(AgentMemory):
         persist.pending_saved = pending is not None
         self.recall_count = await persist.store.count_messages(self.id)
         self.archival_count = await persist.store.count_passages(self.id)
+        if render_blocks(self.blocks) not in self._transcript[0].text:
+            self._compiled = None  # blocks changed while no agent had this one loaded
+            self._refresh_system()
         self._repair(pending)
 
     async def _reload(self) -> None:

@@ -19,6 +19,7 @@ from .routes import (
     catalog,
     context,
     health,
+    identities,
     messages,
     run_metrics,
     runs,
@@ -52,7 +53,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # catalog and run_metrics first: their fixed paths (/v1/agents/count, /v1/runs/active)
     # would otherwise be taken for ids by the routes with a path parameter there.
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,
-                   tool_routes, archival, runs, steps):
+                   tool_routes, archival, runs, steps, identities):
         app.include_router(module.router)
     # Their POSTs at fixed paths (/v1/tools/run, ...) meet no other POST route there.
     for router in (agent_ops_router, tool_ops_router):

@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import DEFAULT_BLOCK_LIMIT, Block
-from ..persistence import block_record
+from ..persistence import block_from_record, block_record
 from ..store import AgentRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names
@@ -88,7 +88,9 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     endpoint = runtime.settings.model_options()
     try:
         draft = Agent(handle, tools=[*tools, *(n for n in names if n in builtin_names())],
-                      system=body.system or DEFAULT_SYSTEM, blocks=blocks, name=body.name,
+                      system=body.system or DEFAULT_SYSTEM, name=body.name,
+                      # the shared blocks too, so the stored system prompt renders them
+                      blocks=[*blocks, *map(block_from_record, shared)],
                       agent_type=body.agent_type, tool_rules=with_default_approvals(
                           body.tool_rules or [], await runtime.store.list_tools(names)),
                       include_base_tools=body.include_base_tools, tags=body.tags or (),
@@ -123,7 +125,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
         message_buffer_autoclear=draft.agent_type.clear_after_run,
         timezone=body.timezone or "UTC", in_context_message_ids=[m.id for m in opening])
     record.extra = {**replace_env(record, env), **_asked(body, settings)}
-    await store.create_agent(record, [block_record(b) for b in draft.blocks])
+    await store.create_agent(record, [block_record(b) for b in draft.blocks[:len(blocks)]])
     try:
         await store.append_step(record.id, opening)
         for block in shared:

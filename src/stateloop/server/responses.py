@@ -321,3 +321,18 @@ class StepMetrics(Response):
     llm_request_ns: int | None = None
     tool_execution_ns: int | None = None
     step_ns: int | None = None
+
+
+# --- identities (routes/identities.py) ---
+
+
+class Identity(Response):
+    id: str
+    identifier_key: str
+    name: str
+    identity_type: str
+    project_id: str | None = None
+    agent_ids: list[str]
+    block_ids: list[str]
+    organization_id: str | None = None
+    properties: list[dict[str, Any]] = []

@@ -117,6 +117,7 @@ class CreateAgent(Lenient):
     parallel_tool_calls: bool | None = None
     memory_blocks: list[CreateBlock] | None = None
     block_ids: list[str] | None = None
+    identity_ids: list[str] | None = None
     tools: list[str] | None = None
     tool_ids: list[str] | None = None
     tool_rules: list[dict[str, Any]] | None = None
@@ -151,6 +152,7 @@ class UpdateAgent(Lenient):
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     block_ids: list[str] | None = None
+    identity_ids: list[str] | None = None
     secrets: ToolEnv = None
     tool_exec_environment_variables: ToolEnv = None  # Letta's deprecated name for secrets
     enable_sleeptime: bool | None = None  # a memory agent edits memory in the background
@@ -311,3 +313,37 @@ class CreateArchivalMemory(Lenient):
     text: str = Field(min_length=1)
     tags: list[str] | None = None
     created_at: str | None = None
+
+
+# --- identities (routes/identities.py) ---
+
+IdentityType = Literal["org", "user", "other"]
+
+
+class IdentityProperty(Strict):
+    key: str
+    value: str | int | float | bool | dict[str, Any]
+    type: Literal["string", "number", "boolean", "json"]
+
+
+class IdentityCreate(Strict):
+    identifier_key: str
+    name: str
+    identity_type: IdentityType
+    project_id: str | None = None
+    agent_ids: list[str] | None = None
+    block_ids: list[str] | None = None
+    properties: list[IdentityProperty] | None = None
+
+
+class IdentityUpsert(IdentityCreate):
+    pass
+
+
+class IdentityUpdate(Strict):
+    identifier_key: str | None = None
+    name: str | None = None
+    identity_type: IdentityType | None = None
+    agent_ids: list[str] | None = None
+    block_ids: list[str] | None = None
+    properties: list[IdentityProperty] | None = None

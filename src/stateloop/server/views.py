@@ -7,7 +7,15 @@ from typing import Any
 from ..approvals import PendingApproval
 from ..deepjson import MAX_DEPTH, cut, deeper_than
 from ..sleeptime import stored_link
-from ..store import AgentRecord, BlockRecord, PassageRecord, RunRecord, StepRecord, ToolRecord
+from ..store import (
+    AgentRecord,
+    BlockRecord,
+    IdentityRecord,
+    PassageRecord,
+    RunRecord,
+    StepRecord,
+    ToolRecord,
+)
 from .messages import SEND_MESSAGE, call_frame, iso
 from .tool_env import stored_env
 
@@ -190,3 +198,12 @@ def passage_view(passage: PassageRecord) -> dict[str, Any]:
             "created_at": iso(passage.created_at), "metadata": shown(passage.metadata),
             "archive_id": f"archive-{passage.agent_id}", "embedding": None,
             "embedding_config": None, "is_deleted": False}
+
+
+def identity_view(identity: IdentityRecord) -> dict[str, Any]:
+    """Letta's ``Identity``."""
+    return {"id": identity.id, "identifier_key": identity.identifier_key,
+            "name": identity.name, "identity_type": identity.identity_type,
+            "project_id": identity.project_id, "agent_ids": identity.agent_ids,
+            "block_ids": identity.block_ids, "organization_id": None,
+            "properties": shown(identity.properties)}

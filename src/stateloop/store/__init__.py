@@ -21,6 +21,7 @@ from stateloop.store.records import (
     DEFAULT_BLOCK_LIMIT,
     AgentRecord,
     BlockRecord,
+    IdentityRecord,
     MessageHit,
     PassageRecord,
     RunRecord,
@@ -34,9 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BLOCK_LIMIT", "AgentRecord", "BlockLimitError", "BlockRecord", "DatabaseOpenError",
-    "DuplicateError", "EmbeddingMismatchError", "MessageHit", "NotFoundError", "PassageRecord",
-    "RunRecord", "SchemaTooNewError", "StepRecord", "Store", "StoreError", "ToolRecord",
-    "VectorBatch", "open_store",
+    "DuplicateError", "EmbeddingMismatchError", "IdentityRecord", "MessageHit", "NotFoundError",
+    "PassageRecord", "RunRecord", "SchemaTooNewError", "StepRecord", "Store", "StoreError",
+    "ToolRecord", "VectorBatch", "open_store",
 ]
 
 

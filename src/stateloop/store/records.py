@@ -175,3 +175,26 @@ class MessageHit:
     agent_id: str
     run_id: str | None
     score: float
+
+
+IDENTITY_TYPES = ("org", "user", "other")  # Letta's IdentityType
+PROPERTY_TYPES = ("string", "number", "boolean", "json")  # Letta's IdentityPropertyType
+
+
+@dataclass(slots=True)
+class IdentityRecord:
+    """Who an agent or block belongs to (an end user, an org): Letta's Identity.
+
+    ``properties`` are Letta's typed pairs, ``{"key", "value", "type"}``; ``agent_ids`` and
+    ``block_ids`` are read back from the link tables (oldest link first)."""
+
+    identifier_key: str
+    name: str
+    identity_type: str = "user"
+    id: str = field(default_factory=lambda: new_record_id("identity"))
+    project_id: str | None = None
+    properties: list[dict[str, Any]] = field(default_factory=list)
+    agent_ids: list[str] = field(default_factory=list)
+    block_ids: list[str] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)

@@ -190,3 +190,35 @@ tools = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
+
+# revision 0012: identities (Letta's end users, orgs, ...) linked to agents and blocks. An
+# identifier_key is unique per project; SQLite's NULLs are distinct in a UNIQUE constraint,
+# so store/identities.py checks it in the writing transaction.
+identities = Table(
+    "identities", metadata,
+    Column("id", String, primary_key=True),
+    Column("identifier_key", String, nullable=False),
+    Column("name", String, nullable=False),
+    Column("identity_type", String, nullable=False),
+    Column("project_id", String),
+    Column("properties", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_identities_identifier_key", "identifier_key"),
+)
+
+identities_agents = Table(
+    "identities_agents", metadata,
+    Column("identity_id", String, ForeignKey("identities.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Index("ix_identities_agents_agent", "agent_id"),
+)
+
+identities_blocks = Table(
+    "identities_blocks", metadata,
+    Column("identity_id", String, ForeignKey("identities.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("block_id", String, ForeignKey("blocks.id", ondelete="CASCADE"), primary_key=True),
+    Index("ix_identities_blocks_block", "block_id"),
+)

@@ -1,6 +1,7 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
-tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py."""
+tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
+identities.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from stateloop.store.errors import (
     NotFoundError,
 )
 from stateloop.store.history import HistoryMixin
+from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
@@ -73,7 +75,8 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin):
+class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin,
+               IdentitiesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -15,7 +15,7 @@ from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
 from ..sleeptime import drop_sleeptime
-from ..views import agent_view
+from ..views import agent_view, identity_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -24,7 +24,11 @@ async def agent_state(runtime: Runtime, record: AgentRecord) -> dict[str, Any]:
     """Letta's ``AgentState`` for a stored agent."""
     blocks = await runtime.store.list_blocks(record.id)
     tools = await runtime.store.list_tools(record.tool_names) if record.tool_names else []
-    return agent_view(record, blocks, tools)
+    view = agent_view(record, blocks, tools)
+    identities = (await runtime.store.agents_identities([record.id])).get(record.id, [])
+    view["identities"] = [identity_view(identity) for identity in identities]
+    view["identity_ids"] = [identity.id for identity in identities]
+    return view
 
 
 async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
@@ -48,8 +52,11 @@ async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
 
 @router.post("", responses=errors(404, 409), response_model=AgentState)
 async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
-    """Create an agent with memory blocks, tools, tool rules, model and tags."""
+    """Create an agent with memory blocks, tools, tool rules, model, tags and identities."""
+    await runtime.store.check_identities(body.identity_ids or [])  # 404 before storing
     agent_id = await create_agent(runtime, body)
+    if body.identity_ids:
+        await runtime.store.set_agent_identities(agent_id, body.identity_ids)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 
@@ -60,18 +67,24 @@ async def list_agents(
     query_text: str | None = None,
     tags: Annotated[list[str] | None, Query()] = None,
     match_all_tags: bool = False,
+    identity_id: str | None = None,
+    identifier_keys: Annotated[list[str] | None, Query()] = None,
     before: str | None = None,
     after: str | None = None,
     limit: Limit = 50,
     order: Order = "desc",
     ascending: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """Agents, filtered by name (exact, or a part of it in any case) and tags, with cursor
-    pagination. Names repeat, as in Letta."""
+    """Agents, filtered by name (exact, or a part of it in any case), tags and identities,
+    with cursor pagination. Names repeat, as in Letta."""
     if ascending is not None and order == "desc":
         order = "asc" if ascending else "desc"
     records = await runtime.store.list_agents(name=name, query_text=query_text, tags=tags,
                                               match_all_tags=match_all_tags)
+    if identity_id is not None or identifier_keys:
+        ids = await runtime.store.identified_ids("agent", identity_id=identity_id,
+                                                 identifier_keys=identifier_keys)
+        records = [record for record in records if record.id in ids]
     chosen = page(records, key=lambda r: r.id, after=after, before=before, limit=limit,
                   order=order)
     return [await agent_state(runtime, record) for record in chosen]
@@ -85,9 +98,13 @@ async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 
 @router.patch("/{agent_id}", responses=errors(404, 409), response_model=AgentState)
 async def modify(agent_id: str, body: UpdateAgent, runtime: RuntimeDep) -> dict[str, Any]:
-    """Change name, system prompt, model, tools, tool rules, tags, description, metadata."""
+    """Change name, system prompt, model, tools, tool rules, tags, description, metadata,
+    identities."""
     await agent_record(runtime, agent_id)
+    await runtime.store.check_identities(body.identity_ids or [])  # 404 before storing
     await update_agent(runtime, agent_id, body)
+    if body.identity_ids is not None:
+        await runtime.store.set_agent_identities(agent_id, body.identity_ids)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from ...store import BlockRecord
 from ..deps import RuntimeDep
@@ -94,11 +94,18 @@ async def create_block(body: CreateBlock, runtime: RuntimeDep) -> dict[str, Any]
 async def list_blocks(runtime: RuntimeDep, label: str | None = None, after: str | None = None,
                       before: str | None = None,
                       limit: Limit = 50,
-                      order: Order = "asc") -> list[dict[str, Any]]:
-    """Every block, optionally only those with this label."""
+                      order: Order = "asc",
+                      identity_id: str | None = None,
+                      identifier_keys: Annotated[list[str] | None, Query()] = None,
+                      ) -> list[dict[str, Any]]:
+    """Every block, optionally only those with this label, or of these identities."""
     blocks = await runtime.store.list_blocks()
     if label is not None:
         blocks = [b for b in blocks if b.label == label]
+    if identity_id is not None or identifier_keys:
+        ids = await runtime.store.identified_ids("block", identity_id=identity_id,
+                                                 identifier_keys=identifier_keys)
+        blocks = [b for b in blocks if b.id in ids]
     return [block_view(b) for b in page(blocks, key=lambda b: b.id, after=after,
                                         before=before, limit=limit, order=order)]
 
