@@ -15,6 +15,7 @@ from .middleware import ServerMiddleware
 from .routes import (
     agents,
     archival,
+    archives,
     blocks,
     catalog,
     context,
@@ -51,6 +52,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # would otherwise be taken for ids by the routes with a path parameter there.
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,
                    tool_routes, archival, runs, steps):
+        app.include_router(module.router)
+    # shared archival memory; search has fixed paths (/v1/agents/messages/search) too
+    for module in (archives,):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),

@@ -20,6 +20,7 @@ from stateloop.store.errors import (
 from stateloop.store.records import (
     DEFAULT_BLOCK_LIMIT,
     AgentRecord,
+    ArchiveRecord,
     BlockRecord,
     MessageHit,
     PassageRecord,
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from stateloop.store.sql import SqlStore
 
 __all__ = [
-    "DEFAULT_BLOCK_LIMIT", "AgentRecord", "BlockLimitError", "BlockRecord", "DatabaseOpenError",
+    "DEFAULT_BLOCK_LIMIT", "AgentRecord", "ArchiveRecord", "BlockLimitError", "BlockRecord",
+    "DatabaseOpenError",
     "DuplicateError", "EmbeddingMismatchError", "MessageHit", "NotFoundError", "PassageRecord",
     "RunRecord", "SchemaTooNewError", "StepRecord", "Store", "StoreError", "ToolRecord",
     "VectorBatch", "open_store",
