@@ -23,6 +23,7 @@ from .routes import (
     messages,
     run_metrics,
     runs,
+    search,
     steps,
 )
 from .routes import tools as tool_routes
@@ -53,8 +54,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,
                    tool_routes, archival, runs, steps):
         app.include_router(module.router)
-    # shared archival memory; search has fixed paths (/v1/agents/messages/search) too
-    for module in (archives,):
+    # shared archival memory, and search across agents: their fixed paths
+    # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
+    for module in (archives, search):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),

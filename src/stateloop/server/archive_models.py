@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .responses import EmbeddingConfig, Passage, Response
 from .schemas import INT64_MAX, Lenient
@@ -88,14 +88,19 @@ class PassageSearchResult(Response):
     metadata: dict[str, Any] = {}
 
 
-class StoredMessage(BaseModel):
-    """Letta's ``Message`` (the stored form, not a LettaMessage); only the fields we fill."""
+class StoredMessage(Response):
+    """Letta's ``Message``: the stored form, not a LettaMessage."""
 
-    model_config = ConfigDict(extra="allow")
     id: str
     role: str
     agent_id: str | None = None
+    run_id: str | None = None
     created_at: str | None = None
+    content: list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    is_err: bool | None = None
 
 
 class MessageSearchResult(Response):
@@ -106,13 +111,26 @@ class MessageSearchResult(Response):
     rrf_score: float
 
 
-class MessageListResult(Response):
-    """One of Letta's ``*MessageListResult`` (system, user, reasoning, assistant)."""
+class ContentListResult(Response):
+    """Letta's System-, User- and AssistantMessageListResult."""
 
-    message_type: Literal["system_message", "user_message", "reasoning_message",
-                          "assistant_message"]
-    content: str
+    message_type: Literal["system_message", "user_message", "assistant_message"]
+    content: str | list[dict[str, Any]]
     message_id: str
     agent_id: str | None = None
     conversation_id: str | None = None
     created_at: str
+
+
+class ReasoningListResult(Response):
+    """Letta's ReasoningMessageListResult."""
+
+    message_type: Literal["reasoning_message"]
+    reasoning: str
+    message_id: str
+    agent_id: str | None = None
+    conversation_id: str | None = None
+    created_at: str
+
+
+MessageListResult = ContentListResult | ReasoningListResult
