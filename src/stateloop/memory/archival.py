@@ -87,10 +87,10 @@ class ArchivalMemory:
                      start_datetime: TimeLike | None = None,
                      end_datetime: TimeLike | None = None) -> list[PassageHit]:
         """The passages of the agent's archives closest in meaning to ``query``."""
-        return await self.search_archives(
-            await self.store.agent_archive_ids(agent_id), query, tags=tags,
-            tag_match_mode=tag_match_mode, top_k=top_k, start_datetime=start_datetime,
-            end_datetime=end_datetime)
+        marks = await self.store.agent_archive_marks(agent_id)  # one read, as for one archive
+        return await self._search(marks, query, tags=tags, tag_match_mode=tag_match_mode,
+                                  top_k=top_k, start_datetime=start_datetime,
+                                  end_datetime=end_datetime)
 
     async def search_archives(self, archive_ids: Sequence[str], query: str, *,
                               tags: Sequence[str] | None = None, tag_match_mode: str = "any",
@@ -98,8 +98,16 @@ class ArchivalMemory:
                               end_datetime: TimeLike | None = None) -> list[PassageHit]:
         """The passages closest in meaning to ``query``, best first, after tag/date filters,
         across these archives."""
+        return await self._search([(a, None) for a in archive_ids], query, tags=tags,
+                                  tag_match_mode=tag_match_mode, top_k=top_k,
+                                  start_datetime=start_datetime, end_datetime=end_datetime)
+
+    async def _search(self, marks: Sequence[tuple[str, int | None]], query: str, *,
+                      tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
+                      start_datetime: TimeLike | None,
+                      end_datetime: TimeLike | None) -> list[PassageHit]:
         start, end = to_epoch(start_datetime), to_epoch(end_datetime, end_of_day=True)
-        indexes = [index for index in [await self._index(a) for a in archive_ids]
+        indexes = [index for index in [await self._index(a, mark) for a, mark in marks]
                    if index is not None]
         if not indexes:
             return []
@@ -139,9 +147,11 @@ class ArchivalMemory:
                 f"dims); this embedder is {self.embedder.model!r}. Use the same embedding "
                 "model or re-embed the archive.")
 
-    async def _index(self, archive_id: str) -> VectorIndex | None:
+    async def _index(self, archive_id: str, newest: int | None = None) -> VectorIndex | None:
+        """The archive's index, caught up to ``newest`` (its watermark, read if not given)."""
         async with self._locks.setdefault(archive_id, asyncio.Lock()):
-            newest = await self.store.passage_watermark(archive_id)
+            if newest is None:
+                newest = await self.store.passage_watermark(archive_id)
             index = self._indexes.get(archive_id)
             if index is None or index.loaded_until < newest:
                 index = await self._load(index, archive_id)

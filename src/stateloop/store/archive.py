@@ -99,6 +99,16 @@ class ArchiveMixin:
         stmt = select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.archive_id == archive_id)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
+    async def agent_archive_marks(self, agent_id: str) -> list[tuple[str, int]]:
+        """The archives the agent reaches (its own first) with each one's ``passage_watermark``:
+        what a search needs to know, in one read."""
+        mark = (select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.archive_id == aa.c.archive_id)
+                .scalar_subquery())
+        stmt = (select(aa.c.archive_id, mark).where(aa.c.agent_id == agent_id)
+                .order_by(aa.c.is_owner.desc(), aa.c.created_at, aa.c.archive_id))
+        return await self._runner.read(
+            lambda conn: [(row[0], int(row[1])) for row in conn.execute(stmt)])
+
     async def load_vectors(self, archive_id: str, *, after_seq: int = 0) -> VectorBatch:
         """Embeddings (as one buffer) with ids, tags and times, for building a search index."""
         stmt = (select(p.c.seq, p.c.id, p.c.embedding, p.c.embedding_model, p.c.embedding_dim,
