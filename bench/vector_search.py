@@ -73,12 +73,13 @@ async def store_path(matrix: np.ndarray, tags: list[list[str]], queries: np.ndar
     with tempfile.TemporaryDirectory() as tmp:
         store = await open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
         agent = await store.create_agent(AgentRecord(name="bench"))
+        archive_id = await store.default_archive(agent.id)
         started = time.perf_counter()
         for begin in range(0, len(matrix), 10_000):
-            batch = [PassageRecord(agent.id, f"passage {i}", embedding=matrix[i],
+            batch = [PassageRecord(archive_id, f"passage {i}", embedding=matrix[i],
                                    embedding_model=FixedEmbedder.model, tags=tags[i])
                      for i in range(begin, min(begin + 10_000, len(matrix)))]
-            await store.insert_passages(agent.id, batch)
+            await store.insert_passages(archive_id, batch)
         print(f"insert {len(matrix)} passages into SQLite: {time.perf_counter() - started:.1f} s")
         embedder = FixedEmbedder()
         archive = ArchivalMemory(store, embedder)

@@ -75,7 +75,10 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     messages = [message.id for message in client.agents.messages.list(agent.id)]
     steps = [step.id for step in client.runs.steps.list(runs[0])]
     assert runs and messages and steps
-    known = {"agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
+    archive = client.archives.create(name="fuzzed")
+    archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
+    known = {"archive_id": [archive.id], "passage_id": [archived.id],
+             "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
              "identity_id": [identity["id"]],
              "message_id": messages[:3],

@@ -36,8 +36,9 @@ async def _store_a_passage(db: Path, agent_id: str) -> None:
     """A passage embedded earlier, when the model was there."""
     store = await open_store(f"sqlite:///{db}")
     try:
-        await store.insert_passages(agent_id, [PassageRecord(
-            agent_id, "the launch is on Tuesday", embedding=[1.0] + [0.0] * 383,
+        archive_id = await store.default_archive(agent_id)
+        await store.insert_passages(archive_id, [PassageRecord(
+            archive_id, "the launch is on Tuesday", embedding=[1.0] + [0.0] * 383,
             embedding_model=embeddings.MiniLMEmbedder.MODEL)])
     finally:
         await store.close()

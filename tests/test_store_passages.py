@@ -81,22 +81,23 @@ def test_vector_index_matches_brute_force_with_filters() -> None:
 
 async def test_passages_store_and_refuse_mixed_models(store: SqlStore) -> None:
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
-    first = PassageRecord(agent_id, "alpha", embedding=[1.0, 0.0, 0.0], embedding_model="m1",
+    archive_id = await store.default_archive(agent_id)
+    first = PassageRecord(archive_id, "alpha", embedding=[1.0, 0.0, 0.0], embedding_model="m1",
                           tags=["x"])
-    await store.insert_passages(agent_id, [first])
-    assert await store.archive_model(agent_id) == ("m1", 3)
+    await store.insert_passages(archive_id, [first])
+    assert await store.archive_model(archive_id) == ("m1", 3)
     with pytest.raises(EmbeddingMismatchError, match=r"'m1' \(3 dims\).*'m2'"):
-        await store.insert_passages(agent_id, [
-            PassageRecord(agent_id, "beta", embedding=[0.0, 1.0, 0.0], embedding_model="m2")])
+        await store.insert_passages(archive_id, [
+            PassageRecord(archive_id, "beta", embedding=[0.0, 1.0, 0.0], embedding_model="m2")])
     with pytest.raises(EmbeddingMismatchError, match="4 dims"):
-        await store.insert_passages(agent_id, [
-            PassageRecord(agent_id, "gamma", embedding=[0.0] * 4, embedding_model="m1")])
+        await store.insert_passages(archive_id, [
+            PassageRecord(archive_id, "gamma", embedding=[0.0] * 4, embedding_model="m1")])
     with pytest.raises(EmbeddingMismatchError):  # mixed inside one batch
-        await store.insert_passages(agent_id, [
-            PassageRecord(agent_id, "d", embedding=[1.0, 0, 0], embedding_model="m1"),
-            PassageRecord(agent_id, "e", embedding=[1.0, 0], embedding_model="m3")])
+        await store.insert_passages(archive_id, [
+            PassageRecord(archive_id, "d", embedding=[1.0, 0, 0], embedding_model="m1"),
+            PassageRecord(archive_id, "e", embedding=[1.0, 0], embedding_model="m3")])
     assert await store.count_passages(agent_id) == 1
-    [back] = await store.list_passages(agent_id)
+    [back] = await store.list_passages([archive_id])
     assert (back.text, back.tags, back.embedding) == ("alpha", ["x"], [1.0, 0.0, 0.0])
     assert await store.delete_passages([first.id]) == 1
     assert await store.count_passages(agent_id) == 0

@@ -15,6 +15,7 @@ from .middleware import ServerMiddleware
 from .routes import (
     agents,
     archival,
+    archives,
     blocks,
     catalog,
     context,
@@ -23,6 +24,7 @@ from .routes import (
     messages,
     run_metrics,
     runs,
+    search,
     steps,
 )
 from .routes import tools as tool_routes
@@ -58,6 +60,10 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # Their POSTs at fixed paths (/v1/tools/run, ...) meet no other POST route there.
     for router in (agent_ops_router, tool_ops_router):
         app.include_router(router)
+    # shared archival memory, and search across agents: their fixed paths
+    # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
+    for module in (archives, search):
+        app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)

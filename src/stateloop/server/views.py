@@ -196,7 +196,7 @@ def step_view(step: StepRecord) -> dict[str, Any]:
 def passage_view(passage: PassageRecord) -> dict[str, Any]:
     return {"id": passage.id, "text": passage.text, "tags": passage.tags,
             "created_at": iso(passage.created_at), "metadata": shown(passage.metadata),
-            "archive_id": f"archive-{passage.agent_id}", "embedding": None,
+            "archive_id": passage.archive_id, "embedding": None,
             "embedding_config": None, "is_deleted": False}
 
 

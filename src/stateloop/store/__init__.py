@@ -20,6 +20,7 @@ from stateloop.store.errors import (
 from stateloop.store.records import (
     DEFAULT_BLOCK_LIMIT,
     AgentRecord,
+    ArchiveRecord,
     BlockRecord,
     IdentityRecord,
     MessageHit,
@@ -34,10 +35,10 @@ if TYPE_CHECKING:
     from stateloop.store.sql import SqlStore
 
 __all__ = [
-    "DEFAULT_BLOCK_LIMIT", "AgentRecord", "BlockLimitError", "BlockRecord", "DatabaseOpenError",
-    "DuplicateError", "EmbeddingMismatchError", "IdentityRecord", "MessageHit", "NotFoundError",
-    "PassageRecord", "RunRecord", "SchemaTooNewError", "StepRecord", "Store", "StoreError",
-    "ToolRecord", "VectorBatch", "open_store",
+    "DEFAULT_BLOCK_LIMIT", "AgentRecord", "ArchiveRecord", "BlockLimitError", "BlockRecord",
+    "DatabaseOpenError", "DuplicateError", "EmbeddingMismatchError", "IdentityRecord",
+    "MessageHit", "NotFoundError", "PassageRecord", "RunRecord", "SchemaTooNewError",
+    "StepRecord", "Store", "StoreError", "ToolRecord", "VectorBatch", "open_store",
 ]
 
 

@@ -1,4 +1,6 @@
-"""Archival memory in the store: passages with their embeddings, one model per archive."""
+"""Archival memory in the store: passages with their embeddings, one model per archive.
+
+Archives themselves (names, which agents reach them) are in archives.py."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.store import dialect, rows, schema
-from stateloop.store.errors import EmbeddingMismatchError, StoreError
+from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from stateloop.store.records import PassageRecord, VectorBatch
 from stateloop.store.runner import Runner
 
 p = schema.passages
+ar = schema.archives
+aa = schema.archives_agents
 
 
 class ArchiveMixin:
@@ -21,36 +25,38 @@ class ArchiveMixin:
 
     _runner: Runner
 
-    async def insert_passages(self, agent_id: str, passages: Sequence[PassageRecord],
+    async def insert_passages(self, archive_id: str, passages: Sequence[PassageRecord],
                               ) -> list[PassageRecord]:
         """Store passages; every embedding in an archive must come from one model and size."""
         batch = list(passages)
-        model_dim = _batch_model(agent_id, batch)
+        model_dim = _batch_model(archive_id, batch)
 
         def txn(conn: Connection) -> list[PassageRecord]:
+            if conn.execute(select(ar.c.id).where(ar.c.id == archive_id)).first() is None:
+                raise NotFoundError(f"no archive {archive_id!r}")
             if model_dim is not None:
-                stored = _archive_model(conn, agent_id)
+                stored = _archive_model(conn, archive_id)
                 if stored is not None and stored != model_dim:
-                    raise _mismatch(agent_id, stored, model_dim)
+                    raise _mismatch(archive_id, stored, model_dim)
             if not batch:
                 return batch
-            values = [_passage_values(agent_id, passage) for passage in batch]
+            values = [_passage_values(archive_id, passage) for passage in batch]
             seqs = conn.execute(insert(p).returning(p.c.seq, sort_by_parameter_order=True),
                                 values).scalars().all()
             for passage, seq in zip(batch, seqs, strict=True):
                 passage.seq = seq
-                passage.agent_id = agent_id
+                passage.archive_id = archive_id
             return batch
 
         try:
             return await self._runner.write(txn, offload=len(batch) > 256)
         except IntegrityError as exc:
-            raise StoreError(f"insert_passages for agent {agent_id!r} refused: {exc.orig}") \
-                from exc
+            raise StoreError(f"insert_passages into archive {archive_id!r} refused: "
+                             f"{exc.orig}") from exc
 
-    async def archive_model(self, agent_id: str) -> tuple[str, int] | None:
-        """(embedding model, dimension) of the agent's archive, or None while it has none."""
-        return await self._runner.read(lambda conn: _archive_model(conn, agent_id))
+    async def archive_model(self, archive_id: str) -> tuple[str, int] | None:
+        """(embedding model, dimension) of the archive, or None while it has none."""
+        return await self._runner.read(lambda conn: _archive_model(conn, archive_id))
 
     async def get_passages(self, ids: Sequence[str]) -> list[PassageRecord]:
         """Passages with these ids, in the order given (unknown ids are skipped)."""
@@ -64,10 +70,10 @@ class ArchiveMixin:
 
         return await self._runner.read(txn)
 
-    async def list_passages(self, agent_id: str, *, limit: int = 100, after_seq: int = 0,
-                            order: str = "asc") -> list[PassageRecord]:
-        """A page of the agent's passages in insertion order (``seq`` is the cursor)."""
-        stmt = select(p).where(p.c.agent_id == agent_id)
+    async def list_passages(self, archive_ids: Sequence[str], *, limit: int = 100,
+                            after_seq: int = 0, order: str = "asc") -> list[PassageRecord]:
+        """A page of these archives' passages in insertion order (``seq`` is the cursor)."""
+        stmt = select(p).where(p.c.archive_id.in_(list(archive_ids)))
         if order == "asc":
             stmt = stmt.where(p.c.seq > after_seq).order_by(p.c.seq)
         else:
@@ -83,20 +89,31 @@ class ArchiveMixin:
         return await self._runner.write(lambda conn: conn.execute(stmt).rowcount)
 
     async def count_passages(self, agent_id: str) -> int:
-        """How many passages the agent's archive holds."""
-        stmt = select(func.count()).select_from(p).where(p.c.agent_id == agent_id)
+        """How many passages the archives attached to the agent hold."""
+        attached = select(aa.c.archive_id).where(aa.c.agent_id == agent_id)
+        stmt = select(func.count()).select_from(p).where(p.c.archive_id.in_(attached))
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
-    async def passage_watermark(self, agent_id: str) -> int:
+    async def passage_watermark(self, archive_id: str) -> int:
         """The highest passage seq of the archive (0 if empty): a cheap "anything new?"."""
-        stmt = select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.agent_id == agent_id)
+        stmt = select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.archive_id == archive_id)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
-    async def load_vectors(self, agent_id: str, *, after_seq: int = 0) -> VectorBatch:
+    async def agent_archive_marks(self, agent_id: str) -> list[tuple[str, int]]:
+        """The archives the agent reaches (its own first) with each one's ``passage_watermark``:
+        what a search needs to know, in one read."""
+        mark = (select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.archive_id == aa.c.archive_id)
+                .scalar_subquery())
+        stmt = (select(aa.c.archive_id, mark).where(aa.c.agent_id == agent_id)
+                .order_by(aa.c.is_owner.desc(), aa.c.created_at, aa.c.archive_id))
+        return await self._runner.read(
+            lambda conn: [(row[0], int(row[1])) for row in conn.execute(stmt)])
+
+    async def load_vectors(self, archive_id: str, *, after_seq: int = 0) -> VectorBatch:
         """Embeddings (as one buffer) with ids, tags and times, for building a search index."""
         stmt = (select(p.c.seq, p.c.id, p.c.embedding, p.c.embedding_model, p.c.embedding_dim,
                        p.c.tags, p.c.created_at)
-                .where(p.c.agent_id == agent_id).where(p.c.seq > after_seq)
+                .where(p.c.archive_id == archive_id).where(p.c.seq > after_seq)
                 .where(p.c.embedding.is_not(None)).order_by(p.c.seq))
 
         def txn(conn: Connection) -> VectorBatch:
@@ -111,7 +128,7 @@ class ArchiveMixin:
         return await self._runner.read(txn)
 
 
-def _batch_model(agent_id: str, batch: list[PassageRecord]) -> tuple[str, int] | None:
+def _batch_model(archive_id: str, batch: list[PassageRecord]) -> tuple[str, int] | None:
     """The one (model, dim) of a batch's embeddings; a mixed batch is an error."""
     found: tuple[str, int] | None = None
     for passage in batch:
@@ -128,29 +145,29 @@ def _batch_model(agent_id: str, batch: list[PassageRecord]) -> tuple[str, int] |
         passage.embedding_dim = dim
         this = (passage.embedding_model, dim)
         if found is not None and this != found:
-            raise _mismatch(agent_id, found, this)
+            raise _mismatch(archive_id, found, this)
         found = this
     return found
 
 
-def _archive_model(conn: Connection, agent_id: str) -> tuple[str, int] | None:
+def _archive_model(conn: Connection, archive_id: str) -> tuple[str, int] | None:
     row = conn.execute(select(p.c.embedding_model, p.c.embedding_dim)
-                       .where(p.c.agent_id == agent_id).where(p.c.embedding.is_not(None))
+                       .where(p.c.archive_id == archive_id).where(p.c.embedding.is_not(None))
                        .limit(1)).first()
     return None if row is None else (row.embedding_model, row.embedding_dim)
 
 
-def _mismatch(agent_id: str, stored: tuple[str, int], new: tuple[str, int]
+def _mismatch(archive_id: str, stored: tuple[str, int], new: tuple[str, int]
               ) -> EmbeddingMismatchError:
     return EmbeddingMismatchError(
-        f"archive of agent {agent_id!r} holds embeddings from {stored[0]!r} ({stored[1]} "
+        f"archive {archive_id!r} holds embeddings from {stored[0]!r} ({stored[1]} "
         f"dims); cannot add ones from {new[0]!r} ({new[1]} dims). Re-embed the archive or "
         "use the same embedding model.")
 
 
-def _passage_values(agent_id: str, passage: PassageRecord) -> dict[str, Any]:
+def _passage_values(archive_id: str, passage: PassageRecord) -> dict[str, Any]:
     blob = None if passage.embedding is None else dialect.encode_vector(passage.embedding)
-    return {"id": passage.id, "agent_id": agent_id, "text": passage.text, "embedding": blob,
+    return {"id": passage.id, "archive_id": archive_id, "text": passage.text, "embedding": blob,
             "embedding_model": passage.embedding_model, "embedding_dim": passage.embedding_dim,
             "tags": list(passage.tags), "metadata": passage.metadata,
             "created_at": passage.created_at}

@@ -85,9 +85,10 @@ def fts_expression(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-def message_search(agent_id: str, query: str, roles: Sequence[str], include_tool: bool,
+def message_search(agent_id: str | None, query: str, roles: Sequence[str], include_tool: bool,
                    start: float | None, end: float | None, limit: int) -> Select[Any] | None:
-    """Ranked recall over every stored message of one agent; None when the query has no words."""
+    """Ranked recall over every stored message of one agent (of all agents: ``None``); None
+    when the query has no words."""
     expr = fts_expression(query)
     if expr is None:
         return None
@@ -99,10 +100,11 @@ def message_search(agent_id: str, query: str, roles: Sequence[str], include_tool
     stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id, score)
             .select_from(_fts.join(m, m.c.seq == _fts.c.rowid))
             .where(literal_column("messages_fts").op("MATCH")(expr))
-            .where(m.c.agent_id == agent_id)
             .where(m.c.role.in_(list(roles)))
             .order_by(literal_column("bm25(messages_fts)"))
             .limit(limit))
+    if agent_id is not None:
+        stmt = stmt.where(m.c.agent_id == agent_id)
     if start is not None:
         stmt = stmt.where(m.c.created_at >= start)
     if end is not None:

@@ -131,14 +131,17 @@ class HistoryMixin:
                                agent_id, exc)
         return [rows.message_from_row(found[i]) for i in wanted if i in found]
 
-    async def list_messages(self, agent_id: str, *, before: str | None = None,
+    async def list_messages(self, agent_id: str | None, *, before: str | None = None,
                             after: str | None = None, limit: int = 100,
                             order: str = "asc", roles: Sequence[str] | None = None,
                             ) -> list[Message]:
-        """A page of an agent's stored messages; ``before``/``after`` are message-id cursors."""
+        """A page of an agent's stored messages (every agent's: ``None``); ``before``/``after``
+        are message-id cursors."""
         if order not in ("asc", "desc"):
             raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
-        stmt = select(*schema.MESSAGE_READ).where(m.c.agent_id == agent_id)
+        stmt = select(*schema.MESSAGE_READ)
+        if agent_id is not None:
+            stmt = stmt.where(m.c.agent_id == agent_id)
         if before is not None:
             stmt = stmt.where(m.c.seq < _seq_of(before))
         if after is not None:
@@ -189,14 +192,15 @@ class HistoryMixin:
         stmt = select(func.count()).select_from(m).where(m.c.agent_id == agent_id)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
-    async def search_messages(self, agent_id: str, query: str, *,
+    async def search_messages(self, agent_id: str | None, query: str, *,
                               roles: Sequence[str] | None = None, limit: int = 10,
                               start_date: TimeLike | None = None,
                               end_date: TimeLike | None = None,
                               include_tool: bool = False) -> list[MessageHit]:
         """Recall: full-text search over every stored message, best match first.
 
-        ``roles`` defaults to user and assistant (plus tool with ``include_tool``); a bare
+        ``agent_id=None`` searches every agent. ``roles`` defaults to user and assistant (plus
+        tool with ``include_tool``); a bare
         date as ``end_date`` includes that whole day. A query with no words lists the most
         recent messages instead.
         """
@@ -208,8 +212,9 @@ class HistoryMixin:
                                           limit)
         if stmt is None:
             stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id)
-                    .where(m.c.agent_id == agent_id).where(m.c.role.in_(list(roles)))
-                    .order_by(m.c.seq.desc()).limit(limit))
+                    .where(m.c.role.in_(list(roles))).order_by(m.c.seq.desc()).limit(limit))
+            if agent_id is not None:
+                stmt = stmt.where(m.c.agent_id == agent_id)
             if start is not None:
                 stmt = stmt.where(m.c.created_at >= start)
             if end is not None:

@@ -118,7 +118,7 @@ class StepRecord:
 class PassageRecord:
     """An archival passage with its embedding and the model that made it."""
 
-    agent_id: str
+    archive_id: str
     text: str
     embedding: list[float] | None = None  # or a numpy row; stored as float32
     embedding_model: str | None = None
@@ -128,6 +128,20 @@ class PassageRecord:
     id: str = field(default_factory=lambda: new_record_id("passage"))
     created_at: float = field(default_factory=time.time)
     seq: int | None = None  # insertion order, set by the store
+
+
+@dataclass(slots=True)
+class ArchiveRecord:
+    """A named archival store; agents reach it through attachments (Letta's Archive)."""
+
+    name: str
+    description: str | None = None
+    vector_db_provider: str = "native"  # passages and vectors live in this database
+    embedding_config: dict[str, Any] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: new_record_id("archive"))
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
 
 
 @dataclass(slots=True)

@@ -183,7 +183,7 @@ def step_from_row(row: Any) -> StepRecord:
 
 def passage_from_row(row: Any, decode: Any) -> PassageRecord:
     embedding = decode(row.embedding) if row.embedding is not None else None
-    return PassageRecord(agent_id=row.agent_id, text=row.text, embedding=embedding,
+    return PassageRecord(archive_id=row.archive_id, text=row.text, embedding=embedding,
                          embedding_model=row.embedding_model, embedding_dim=row.embedding_dim,
                          tags=list(row.tags), metadata=row.metadata, id=row.id,
                          created_at=row.created_at, seq=row.seq)

@@ -157,7 +157,9 @@ passages = Table(
     "passages", metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("id", String, nullable=False, unique=True),
-    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    # revision 0010: a passage belongs to an archive (agents reach it through archives_agents)
+    Column("archive_id", String, ForeignKey("archives.id", ondelete="CASCADE"),
+           nullable=False),
     Column("text", Text, nullable=False),
     Column("embedding", LargeBinary),  # float32 little-endian; see dialect.encode_vector
     Column("embedding_model", String),
@@ -165,7 +167,7 @@ passages = Table(
     Column("tags", Json, nullable=False),
     Column("metadata", Json, nullable=False),
     Column("created_at", Float, nullable=False),
-    Index("ix_passages_agent_seq", "agent_id", "seq"),
+    Index("ix_passages_archive_seq", "archive_id", "seq"),
     sqlite_autoincrement=True,
 )
 
@@ -189,6 +191,30 @@ tools = Table(
     Column("metadata", Json, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+# revision 0010: archival memory is an archive that agents share, as in Letta
+archives = Table(
+    "archives", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("description", Text),
+    Column("vector_db_provider", String, nullable=False),
+    Column("embedding_config", Json),
+    Column("metadata", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_archives_name", "name"),
+)
+
+archives_agents = Table(
+    "archives_agents", metadata,
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("archive_id", String, ForeignKey("archives.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("is_owner", Boolean, nullable=False),  # the agent's default archive
+    Column("created_at", Float, nullable=False),
+    Index("ix_archives_agents_archive", "archive_id"),
 )
 
 # revision 0012: identities (Letta's end users, orgs, ...) linked to agents and blocks. An

@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
+from stateloop.store.archives import ArchivesMixin
 from stateloop.store.catalog import CatalogMixin
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.errors import (
@@ -75,8 +76,8 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin,
-               IdentitiesMixin):
+class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
+               ToolRegistryMixin, IdentitiesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

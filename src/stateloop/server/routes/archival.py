@@ -1,4 +1,5 @@
-"""``/v1/agents/{id}/archival-memory``: passages stored and searched by meaning."""
+"""``/v1/agents/{id}/archival-memory``: passages stored and searched by meaning, across the
+archives attached to the agent (inserts go to its default archive)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ async def _seq(runtime: Runtime, agent_id: str, passage_id: str | None) -> int |
     if passage_id is None:
         return None
     found = await runtime.store.get_passages([passage_id])
-    if not found or found[0].agent_id != agent_id:
+    if not found or found[0].archive_id not in await runtime.store.agent_archive_ids(agent_id):
         raise HTTPException(404, detail=f"agent {agent_id!r} has no passage {passage_id!r}")
     return found[0].seq
 
@@ -42,12 +43,13 @@ async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = 
     after_seq, before_seq = (await _seq(runtime, agent_id, after),
                              await _seq(runtime, agent_id, before))
     wanted = limit or 100
+    archives = await runtime.store.agent_archive_ids(agent_id)
     if ascending and search is None and before_seq is None:
-        passages = await runtime.store.list_passages(agent_id, limit=wanted,
+        passages = await runtime.store.list_passages(archives, limit=wanted,
                                                      after_seq=after_seq or 0)
     else:
         passages = await runtime.store.list_passages(
-            agent_id, limit=_DESC_WINDOW, order="asc" if ascending else "desc")
+            archives, limit=_DESC_WINDOW, order="asc" if ascending else "desc")
         passages = [p for p in passages if _between(p, after_seq, before_seq, ascending)
                     and (search is None or search.lower() in p.text.lower())][:wanted]
     return [passage_view(p) for p in passages]
