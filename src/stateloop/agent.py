@@ -25,6 +25,7 @@ from .agent_options import Input
 from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, PendingApproval
 from .cancellation import CancelScope
+from .directory import register
 from .eager import shielded
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, RunEnd
@@ -42,6 +43,7 @@ from .run_result import RunResult
 from .steering import Delivery, SteeringQueue
 from .surrogates import check
 from .tools import Tool
+from .tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
@@ -92,6 +94,7 @@ class Agent(AgentControl):
         max_tokens: int | None = None,
         parallel_tool_calls: bool = True,
         include_base_tools: bool = True,
+        include_multi_agent_tools: bool = False,
         hooks: Hooks | None = None,
         retry: RetryPolicy | None = None,
         tool_rules: Iterable[BaseToolRule | dict[str, Any]] = (),
@@ -132,6 +135,8 @@ class Agent(AgentControl):
                 defaults += self.agent_type.memory_tools
             if store is not None:
                 defaults += self.agent_type.stored_memory_tools
+        if include_multi_agent_tools:
+            defaults += MULTI_AGENT_TOOL_NAMES  # any type, as in Letta
         self.tools = options.tool_map([*defaults, *tools])
         self.max_steps = max_steps
         self.error_threshold = error_threshold
@@ -173,6 +178,7 @@ class Agent(AgentControl):
         self._evicted: list[Message] = []  # out of context, kept for recall (no store)
         self._window: ContextManager | None = None
         self._stale = False  # a write failed and what the store holds could not be read yet
+        register(self)  # other agents' tools find it (stateloop.directory)
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
 
