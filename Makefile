@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/server_load.py
 	$(BIN)/python bench/real_path.py
 	$(BIN)/python bench/sandbox_start.py
+	$(BIN)/python bench/multi_agent.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -112,3 +112,32 @@ def test_a_cycle_between_served_agents_ends_with_an_error(client: Letta, script:
     refusal = script.requests[2].messages[-1].text  # what B's model was told
     assert refusal.startswith("Error executing function send_message_to_agent_and_wait_for_reply")
     assert f"{b.id} -> {a.id} -> {b.id}" in refusal
+
+
+def test_async_send_returns_at_once_and_the_served_receiver_runs(client: Letta,
+                                                                 script: Script) -> None:
+    receiver = new_agent(client)
+    sender = new_agent(client, extra_body=WITH_TOOLS)
+
+    def answer(request: ModelRequest):
+        last = request.messages[-1]
+        if last.role == "tool":
+            return reply("sent")
+        if "one-way notification" in last.text:
+            return reply("noted")
+        if last.text == "anything else?":
+            return reply("no")
+        return call("send_message_to_agent_async", message="FYI: the build is green.",
+                    other_agent_id=receiver.id)
+
+    script.set(*[answer] * 4)
+    response = client.agents.messages.create(
+        sender.id, messages=[{"role": "user", "content": "Tell the receiver."}])
+    returned = [m.tool_return for m in response.messages if m.message_type == "tool_return_message"]
+    assert returned == ["Successfully sent message"]
+    # A message to the receiver queues behind the run the sender started.
+    client.agents.messages.create(receiver.id,
+                                  messages=[{"role": "user", "content": "anything else?"}])
+    received = texts(client, receiver.id)
+    assert received.index("noted") < received.index("anything else?")
+    assert any("one-way notification" in t and sender.id in t for t in received)
