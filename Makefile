@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/real_path.py
 	$(BIN)/python bench/sandbox_start.py
 	$(BIN)/python bench/sleeptime.py
+	$(BIN)/python bench/multi_agent.py
 
 clean:
 	rm -rf $(VENV) $(LETTA17) build .pytest_cache .mypy_cache .ruff_cache

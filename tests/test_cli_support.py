@@ -113,6 +113,7 @@ def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> I
             except httpx.HTTPError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()  # else a server still starting keeps the pipe open forever
                 output = process.stdout.read() if process.stdout else ""
                 raise AssertionError(f"stateloop serve did not come up:\n{output}")
             time.sleep(0.1)

@@ -87,8 +87,6 @@ def test_model_settings_are_applied_and_unsupported_ones_refused(
             new_agent(client, **body)
         with pytest.raises(letta_client.UnprocessableEntityError, match=field):
             client.agents.update(agent.id, **body)
-    with pytest.raises(letta_client.UnprocessableEntityError, match="multi-agent"):
-        new_agent(client, extra_body={"include_multi_agent_tools": True})
     assert client.agents.retrieve(agent.id).llm_config.max_tokens == 99
 
 

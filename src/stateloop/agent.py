@@ -26,6 +26,7 @@ from .agent_options import Input
 from .agent_types import agent_type as lookup_agent_type
 from .approvals import Approval, PendingApproval
 from .cancellation import CancelScope
+from .directory import register
 from .eager import shielded
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, RunEnd
@@ -43,6 +44,7 @@ from .run_result import RunResult
 from .steering import Delivery, SteeringQueue
 from .surrogates import check
 from .tools import Tool
+from .tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
@@ -93,6 +95,7 @@ class Agent(AgentControl):
         max_tokens: int | None = None,
         parallel_tool_calls: bool = True,
         include_base_tools: bool = True,
+        include_multi_agent_tools: bool = False,
         hooks: Hooks | None = None,
         retry: RetryPolicy | None = None,
         tool_rules: Iterable[BaseToolRule | dict[str, Any]] = (),
@@ -113,12 +116,7 @@ class Agent(AgentControl):
         options.require_positive("max_steps", max_steps)
         if error_threshold is not None:
             options.require_positive("error_threshold", error_threshold)
-        for label, seconds in (("timeout", timeout), ("approval_timeout", approval_timeout)):
-            if seconds is not None and seconds <= 0:
-                raise ConfigError(f"{label} must be a positive number of seconds, "
-                                  f"got {seconds!r}")
-        if busy not in ("queue", "reject"):
-            raise ConfigError(f"busy must be 'queue' or 'reject', got {busy!r}")
+        options.check_waits(timeout=timeout, approval_timeout=approval_timeout, busy=busy)
         self.id = f"agent-{uuid.uuid4()}"
         self.name = name or self.id
         self.agent_type = lookup_agent_type(agent_type)
@@ -135,6 +133,8 @@ class Agent(AgentControl):
                 defaults += sleeptime.main_memory_tools(self.agent_type, enable_sleeptime)
             if store is not None:
                 defaults += self.agent_type.stored_memory_tools
+        if include_multi_agent_tools:
+            defaults += MULTI_AGENT_TOOL_NAMES  # any type, as in Letta
         self.tools = options.tool_map([*defaults, *tools])
         self.max_steps = max_steps
         self.error_threshold = error_threshold
@@ -147,12 +147,7 @@ class Agent(AgentControl):
         self.tool_rules = options.parse_rules(tool_rules)
         self.approval_timeout = approval_timeout
         self.busy = busy
-        if compaction not in ("summarize", "sliding_window", None):
-            raise ConfigError(f"compaction must be 'summarize', 'sliding_window' or None, "
-                              f"got {compaction!r}")
-        if not 0 < compaction_threshold <= 1:
-            raise ConfigError(f"compaction_threshold must be in (0, 1], "
-                              f"got {compaction_threshold!r}")
+        options.check_compaction(compaction, compaction_threshold)
         self.compaction: Strategy | None = compaction
         self.compaction_threshold = compaction_threshold
         self.summarizer = (resolve_model(summarizer, **self._model_options)
@@ -178,6 +173,7 @@ class Agent(AgentControl):
         self._stale = False  # a write failed and what the store holds could not be read yet
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
         self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
+        register(self)  # other agents' tools find it (stateloop.directory)
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
 

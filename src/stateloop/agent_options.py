@@ -105,3 +105,19 @@ def check_unique_labels(blocks: list[Block]) -> None:
 def require_positive(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_compaction(strategy: object, threshold: float) -> None:
+    if strategy not in ("summarize", "sliding_window", None):
+        raise ConfigError(f"compaction must be 'summarize', 'sliding_window' or None, "
+                          f"got {strategy!r}")
+    if not 0 < threshold <= 1:
+        raise ConfigError(f"compaction_threshold must be in (0, 1], got {threshold!r}")
+
+
+def check_waits(*, timeout: float | None, approval_timeout: float | None, busy: str) -> None:
+    for label, seconds in (("timeout", timeout), ("approval_timeout", approval_timeout)):
+        if seconds is not None and seconds <= 0:
+            raise ConfigError(f"{label} must be a positive number of seconds, got {seconds!r}")
+    if busy not in ("queue", "reject"):
+        raise ConfigError(f"busy must be 'queue' or 'reject', got {busy!r}")

@@ -65,9 +65,6 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     """Validate ``body``, store the agent with its blocks and opening messages; its id."""
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
-    if body.include_multi_agent_tools:
-        raise unprocessable("include_multi_agent_tools", "this server has no multi-agent "
-                                                         "tools; leave it false")
     check_response_format(body.response_format)
     settings = model_settings(body.model_settings)
     embedding = embedding_config(runtime.settings.embedding, body.embedding,
@@ -94,6 +91,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       agent_type=body.agent_type, tool_rules=with_default_approvals(
                           body.tool_rules or [], await runtime.store.list_tools(names)),
                       include_base_tools=body.include_base_tools, tags=body.tags or (),
+                      include_multi_agent_tools=body.include_multi_agent_tools,
                       context_window=body.context_window_limit or (
                           config.context_window if config else None),
                       max_tokens=settings.get("max_tokens") or body.max_tokens or (

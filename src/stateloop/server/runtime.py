@@ -7,16 +7,18 @@ import asyncio
 import copy
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
+from ..directory import bind, tagged_in_store
 from ..errors import ConfigError
 from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool
 from ..tools.bwrap import bwrap_mode
+from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
 from .runs import RunRegistry
@@ -33,11 +35,14 @@ RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
 
 # Letta's tool_type for each kind of built-in tool.
 _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
-                  "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core"}
+                  "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core",
+                  **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core")}
 
 
 class Runtime:
-    """Everything the routes share. One per app; lives on ``app.state.runtime``."""
+    """Everything the routes share. One per app; lives on ``app.state.runtime``. It is also
+    the directory its agents' multi-agent tools find each other in (``stateloop.directory``).
+    """
 
     def __init__(self, settings: ServerSettings, store: SqlStore,
                  python_tools: Iterable[Tool] = ()) -> None:
@@ -108,9 +113,14 @@ class Runtime:
                                          **self.agent_options())
                 if live.sleeptime is not None:  # its memory agent: the live one of its id
                     live.sleeptime.loader = self.agent
+                bind(live, self)
                 self._agents[agent_id] = live
         self._loading.pop(agent_id, None)
         return live
+
+    async def tagged(self, match_all: Sequence[str], match_some: Sequence[str]) -> list[str]:
+        """Ids of the agents with every tag of ``match_all`` and one of ``match_some``."""
+        return await tagged_in_store(self.store, match_all, match_some)
 
     def live(self, agent_id: str) -> Agent | None:
         return self._agents.get(agent_id)

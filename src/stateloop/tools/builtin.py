@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
-from .base import Tool
+from .base import DEFAULT_TIMEOUT, Tool
 
 
 def send_message(message: str) -> str:
@@ -23,8 +23,10 @@ def send_message(message: str) -> str:
 def _functions() -> dict[str, Callable[..., Any]]:
     from ..memory.editing import MEMORY_TOOLS
     from ..memory.recall import RECALL_TOOLS
+    from .multi_agent import MULTI_AGENT_TOOLS
 
-    return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS)}
+    return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS,
+                                    *MULTI_AGENT_TOOLS)}
 
 
 MEMORY_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",
@@ -43,4 +45,8 @@ def builtin_tool(name: str) -> Tool:
         raise ConfigError(f"unknown built-in tool {name!r}; built-in tools are "
                           f"{', '.join(builtin_names())}")
     # Memory edits run one at a time: two edits of one block in a step must not interleave.
-    return Tool.from_function(functions[name], sequential=name in MEMORY_EDITS)
+    # A message to another agent is bounded by its own reply timeout, not a tool's.
+    from .multi_agent import MULTI_AGENT_TOOL_NAMES
+
+    return Tool.from_function(functions[name], sequential=name in MEMORY_EDITS,
+                              timeout=None if name in MULTI_AGENT_TOOL_NAMES else DEFAULT_TIMEOUT)
