@@ -65,17 +65,17 @@ _TABLES = ("SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables "
 def pg_database(pg_server: Any) -> Iterator[Any]:
     """A factory of new databases on the session's server: ``pg_database(migrated=True)``
     gives the URL of a migrated database with no rows, ``migrated=False`` an empty one.
-    Migrated ones are emptied afterwards and handed to later tests (copying the template
-    takes longer than emptying one)."""
+    Migrated ones are emptied afterwards and handed to later tests under a new name (copying
+    the template takes longer than emptying one)."""
     import psycopg
 
     made: list[tuple[str, bool]] = []
 
     def make(migrated: bool = True) -> str:
-        if migrated and _free:
-            name = _free.pop()
+        name = f"t{next(_numbers)}"
+        if migrated and _free:  # a new name: stores are cached by URL
+            _admin(pg_server, f"ALTER DATABASE {_free.pop()} RENAME TO {name}")
         else:
-            name = f"t{next(_numbers)}"
             _admin(pg_server, f"CREATE DATABASE {name}" + (
                 f" TEMPLATE {_TEMPLATE} STRATEGY FILE_COPY" if migrated else ""))
         made.append((name, migrated))
