@@ -30,6 +30,7 @@ from sqlalchemy import Connection, create_engine, text
 from stateloop import deepjson
 from stateloop.store.batching import BatchFn, GroupCommit, Queued
 from stateloop.store.dialect import POSTGRES_TX
+from stateloop.store.errors import DatabaseOpenError
 
 T = TypeVar("T")
 
@@ -43,6 +44,12 @@ class PostgresRunner:
     """Writes on one connection in a worker thread, one at a time; reads on pooled ones."""
 
     def __init__(self, sync_url: str) -> None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise DatabaseOpenError(
+                "cannot open a PostgreSQL database: its driver is missing; "
+                "pip install 'stateloop[postgres]'") from exc
         self.name = APPLICATION + secrets.token_hex(8)
         # "format" binds (%s) are positional, as fastpath.py needs.
         self.engine = create_engine(
