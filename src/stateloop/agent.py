@@ -29,7 +29,7 @@ from .eager import shielded
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, RunEnd
 from .hooks import Hooks
-from .llm.base import Model
+from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
@@ -106,6 +106,9 @@ class Agent(AgentControl):
         embedder: Embedder | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        model_settings: ModelSettings | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         options.require_positive("max_steps", max_steps)
         if error_threshold is not None:
@@ -139,6 +142,9 @@ class Agent(AgentControl):
         self._context_window = context_window
         self.max_tokens = max_tokens
         self.parallel_tool_calls = parallel_tool_calls
+        self.model_settings = model_settings or NO_SETTINGS
+        options.check_typed_output(output_type, output_retries)
+        self.output_type, self.output_retries = output_type, output_retries
         self.hooks = hooks
         self.retry = retry or RetryPolicy()
         self.tool_rules = options.parse_rules(tool_rules)
@@ -225,6 +231,8 @@ class Agent(AgentControl):
                     context_window=record.llm_config.get("context_window_override"),
                     **{"max_tokens": record.llm_config.get("max_tokens"),
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
+                       "model_settings": ModelSettings(
+                           **record.llm_config.get("model_settings") or {}),
                        **settings})
         agent.id = record.id
         agent._persist = Persistence(db, record.id)
@@ -254,46 +262,55 @@ class Agent(AgentControl):
 
     async def run(self, input: Input = None, *,
                   approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
-                  model: str | Model | None = None, tools: Sequence[Tool] = ()) -> RunResult:
+                  model: str | Model | None = None, tools: Sequence[Tool] = (),
+                  output_type: Any = None) -> RunResult:
         """Run until the agent stops; returns the result (never raises for model/tool failure).
 
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
         ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
-        offered for this run only, over the agent's own of the same name. Input that
+        offered for this run only, over the agent's own of the same name; ``output_type``
+        replaces the agent's (``result.output`` is then the validated answer). Input that
         can never fit the context window raises ``InputTooLarge`` before anything is stored.
         """
-        async with self._running(input, approvals, max_steps, model, tools,
-                                 events=False) as running:
+        async with self._running(input, approvals, max_steps, model, tools, events=False,
+                                 output_type=output_type) as running:
             async for _ in running.events:  # straight from the loop: no generator between
                 pass
         assert running.end is not None
-        return RunResult.from_event(running.end)
+        result = RunResult.from_event(running.end)
+        if output_type is not None or self.output_type is not None:
+            result.output = running.end.data  # None: no valid answer (see stop_reason)
+        return result
 
     def run_sync(self, input: Input = None, *,
-                 approvals: Sequence[Approval] | None = None) -> RunResult:
+                 approvals: Sequence[Approval] | None = None,
+                 output_type: Any = None) -> RunResult:
         """``run`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, approvals=approvals))
+            return asyncio.run(self.run(input, approvals=approvals, output_type=output_type))
         raise RuntimeError("run_sync() cannot be called from a running event loop; "
                            "use 'await agent.run(...)' instead")
 
     async def stream(self, input: Input = None, *,
                      approvals: Sequence[Approval] | None = None,
                      max_steps: int | None = None, model: str | Model | None = None,
-                     tools: Sequence[Tool] = ()) -> AsyncIterator[AnyEvent]:
+                     tools: Sequence[Tool] = (),
+                     output_type: Any = None) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order.
-        ``max_steps``, ``model`` and ``tools`` are as for ``run``."""
-        async with self._running(input, approvals, max_steps, model, tools) as running:
+        ``max_steps``, ``model``, ``tools`` and ``output_type`` are as for ``run`` (the
+        validated answer is the ``RunEnd`` event's ``data``)."""
+        async with self._running(input, approvals, max_steps, model, tools,
+                                 output_type=output_type) as running:
             async for event in running.events:
                 yield event
 
     @contextlib.asynccontextmanager
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
                        max_steps: int | None, model: str | Model | None,
-                       tools: Sequence[Tool] = (), *,
-                       events: bool = True) -> AsyncIterator[_Running]:
+                       tools: Sequence[Tool] = (), *, events: bool = True,
+                       output_type: Any = None) -> AsyncIterator[_Running]:
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
@@ -305,6 +322,8 @@ class Agent(AgentControl):
                            model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
+        output_type = output_type if output_type is not None else self.output_type
+        options.check_typed_output(output_type, self.output_retries)
         lock = self._run_lock()
         if self.busy == "reject" and lock.locked():
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
@@ -337,6 +356,11 @@ class Agent(AgentControl):
                     self._after_run(end, resume)
 
                 config.on_end = ended
+                if output_type is not None:
+                    from .structured_output import StructuredOutput  # loads pydantic
+
+                    StructuredOutput(output_type, self.output_retries, config.model
+                                     ).apply(config)
                 running = _Running(run_loop(self._transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running
@@ -370,6 +394,7 @@ class Agent(AgentControl):
             retry=self.retry,
             max_tokens=self.max_tokens,
             parallel_tool_calls=self.parallel_tool_calls,
+            model_settings=self.model_settings,
             rules=self._rules_solver(resume),
             context=self._context_manager(),
             steering=self._steering,
@@ -386,7 +411,8 @@ class Agent(AgentControl):
             llm_config={"model": self._model.name, "context_window": self.context_window,
                         "context_window_override": self._context_window,
                         "max_tokens": self.max_tokens,
-                        "parallel_tool_calls": self.parallel_tool_calls},
+                        "parallel_tool_calls": self.parallel_tool_calls,
+                        "model_settings": settings_dict(self.model_settings)},
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags,
             message_buffer_autoclear=self.agent_type.clear_after_run)

@@ -105,3 +105,13 @@ def check_unique_labels(blocks: list[Block]) -> None:
 def require_positive(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_typed_output(output_type: Any, retries: object) -> None:
+    """``output_type`` (checked by pydantic) and ``output_retries``, naming the field."""
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ConfigError(f"output_retries must be a non-negative integer, got {retries!r}")
+    if output_type is not None:
+        from .structured_output import output_adapter
+
+        output_adapter(output_type)
