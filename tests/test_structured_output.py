@@ -12,9 +12,11 @@ from pydantic import BaseModel
 from stateloop import Agent, tool
 from stateloop.errors import ConfigError
 from stateloop.events import RunEnd
+from stateloop.hooks import Hooks
+from stateloop.llm.base import ModelRequest, ModelResponse
 from stateloop.structured_output import FINAL_TOOL, strict_schema
 from stateloop.testing import ScriptedModel, call, reply
-from stateloop.testing.fake_openai import FakeOpenAI
+from stateloop.testing.fake_openai import FakeItem, FakeOpenAI
 
 
 class City(BaseModel):
@@ -147,3 +149,27 @@ def test_strict_schema_only_when_every_field_is_required() -> None:
     strict = strict_schema(nested)
     assert strict["additionalProperties"] is False
     assert strict["$defs"]["City"]["additionalProperties"] is False
+
+
+async def test_fake_provider_answers_by_the_response_format_and_user_hooks_still_run() -> None:
+    seen: list[str] = []
+
+    def answer(request: ModelRequest) -> FakeItem:
+        schema = (request.settings.response_format or {}).get("json_schema", {})
+        return reply(json.dumps({"name": "Nice", "population": 340_000})
+                     if schema.get("name") == "City" else "no schema")
+
+    def before(request: ModelRequest) -> None:
+        seen.append("before")
+
+    def after(response: ModelResponse) -> None:
+        seen.append("after")
+
+    with FakeOpenAI(answer) as fake:
+        agent = Agent("openai/gpt-4o-mini", base_url=fake.base_url, api_key="k",
+                      include_base_tools=False,
+                      hooks=Hooks(before_model_call=before, after_model_call=after))
+        typed = await agent.run("Nice?", output_type=City)
+        plain = await agent.run("Again?")
+    assert typed.output == City(name="Nice", population=340_000)
+    assert plain.output == "no schema" and seen == ["before", "after"] * 2

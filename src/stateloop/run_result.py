@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .events import RunEnd, StopReason
 from .messages import Message, ToolCall, Usage
@@ -12,7 +13,7 @@ from .messages import Message, ToolCall, Usage
 class RunResult:
     """What a run produced and why it stopped."""
 
-    output: str
+    output: Any  # the answer's text; with an output_type, the validated value (or None)
     stop_reason: StopReason
     steps: int
     usage: Usage
