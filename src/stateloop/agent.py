@@ -16,7 +16,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
@@ -29,7 +28,7 @@ from .eager import shielded
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, RunEnd
 from .hooks import Hooks
-from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict
+from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict, stored_settings
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
@@ -38,7 +37,7 @@ from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message, new_id
 from .persistence import Persistence, load_state, run_blocking
-from .run_result import RunResult
+from .run_result import Running, RunResult
 from .steering import Delivery, SteeringQueue
 from .surrogates import check
 from .tools import Tool
@@ -54,18 +53,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("stateloop")
 
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
-
-
-@dataclass(slots=True)
-class _Running:
-    """A run in flight, as ``Agent._running`` hands it out."""
-
-    events: AsyncIterator[AnyEvent]
-    end: RunEnd | None = None  # set as the loop yields it
-
-
-async def _once(event: AnyEvent) -> AsyncIterator[AnyEvent]:
-    yield event
 
 
 class Agent(AgentControl):
@@ -143,8 +130,7 @@ class Agent(AgentControl):
         self.max_tokens = max_tokens
         self.parallel_tool_calls = parallel_tool_calls
         self.model_settings = model_settings or NO_SETTINGS
-        options.check_typed_output(output_type, output_retries)
-        self.output_type, self.output_retries = output_type, output_retries
+        self.output_type, self.output_retries = options.output_type(output_type, output_retries)
         self.hooks = hooks
         self.retry = retry or RetryPolicy()
         self.tool_rules = options.parse_rules(tool_rules)
@@ -231,9 +217,7 @@ class Agent(AgentControl):
                     context_window=record.llm_config.get("context_window_override"),
                     **{"max_tokens": record.llm_config.get("max_tokens"),
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
-                       "model_settings": ModelSettings(
-                           **record.llm_config.get("model_settings") or {}),
-                       **settings})
+                       "model_settings": stored_settings(record.llm_config), **settings})
         agent.id = record.id
         agent._persist = Persistence(db, record.id)
         await agent._use_stored(messages, pending)
@@ -269,21 +253,17 @@ class Agent(AgentControl):
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
         ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
         offered for this run only, over the agent's own of the same name; ``output_type``
-        replaces the agent's (``result.output`` is then the validated answer). Input that
+        makes ``result.output`` a validated answer. Input that
         can never fit the context window raises ``InputTooLarge`` before anything is stored.
         """
-        async with self._running(input, approvals, max_steps, model, tools, events=False,
-                                 output_type=output_type) as running:
+        async with self._running(input, approvals, max_steps, model, tools, output_type,
+                                 events=False) as running:
             async for _ in running.events:  # straight from the loop: no generator between
                 pass
         assert running.end is not None
-        result = RunResult.from_event(running.end)
-        if output_type is not None or self.output_type is not None:
-            result.output = running.end.data  # None: no valid answer (see stop_reason)
-        return result
+        return RunResult.from_event(running.end, (output_type or self.output_type) is not None)
 
-    def run_sync(self, input: Input = None, *,
-                 approvals: Sequence[Approval] | None = None,
+    def run_sync(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
                  output_type: Any = None) -> RunResult:
         """``run`` for code without an event loop."""
         try:
@@ -293,24 +273,21 @@ class Agent(AgentControl):
         raise RuntimeError("run_sync() cannot be called from a running event loop; "
                            "use 'await agent.run(...)' instead")
 
-    async def stream(self, input: Input = None, *,
-                     approvals: Sequence[Approval] | None = None,
+    async def stream(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
                      max_steps: int | None = None, model: str | Model | None = None,
-                     tools: Sequence[Tool] = (),
-                     output_type: Any = None) -> AsyncIterator[AnyEvent]:
+                     tools: Sequence[Tool] = (), output_type: Any = None,
+                     ) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order.
-        ``max_steps``, ``model``, ``tools`` and ``output_type`` are as for ``run`` (the
-        validated answer is the ``RunEnd`` event's ``data``)."""
-        async with self._running(input, approvals, max_steps, model, tools,
-                                 output_type=output_type) as running:
+        The other arguments are as for ``run`` (a typed answer is ``RunEnd.data``)."""
+        async with self._running(input, approvals, max_steps, model, tools, output_type) as running:
             async for event in running.events:
                 yield event
 
     @contextlib.asynccontextmanager
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
                        max_steps: int | None, model: str | Model | None,
-                       tools: Sequence[Tool] = (), *, events: bool = True,
-                       output_type: Any = None) -> AsyncIterator[_Running]:
+                       tools: Sequence[Tool] = (), output_type: Any = None, *,
+                       events: bool = True) -> AsyncIterator[Running]:
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
@@ -322,8 +299,7 @@ class Agent(AgentControl):
                            model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
-        output_type = output_type if output_type is not None else self.output_type
-        options.check_typed_output(output_type, self.output_retries)
+        typed = options.typed_output(output_type or self.output_type, self.output_retries)
         lock = self._run_lock()
         if self.busy == "reject" and lock.locked():
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
@@ -333,13 +309,13 @@ class Agent(AgentControl):
                 await self._reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
-                yield _Running(_once(resume), resume)
+                yield Running.ended(resume)
                 return
             self._refresh_system()
             persist = self._persist
             run_id = persist.start_run() if persist is not None else new_id("run")
             scope = self._scope = CancelScope()
-            running: _Running | None = None
+            running: Running | None = None
             try:
                 config = self._loop_config(resume)
                 if max_steps is not None:
@@ -356,12 +332,9 @@ class Agent(AgentControl):
                     self._after_run(end, resume)
 
                 config.on_end = ended
-                if output_type is not None:
-                    from .structured_output import StructuredOutput  # loads pydantic
-
-                    StructuredOutput(output_type, self.output_retries, config.model
-                                     ).apply(config)
-                running = _Running(run_loop(self._transcript, new_input, config, run_id=run_id,
+                if typed is not None:
+                    typed.apply(config)
+                running = Running(run_loop(self._transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running
             finally:

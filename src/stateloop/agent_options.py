@@ -15,6 +15,7 @@ from .tools.builtin import builtin_tool
 
 if TYPE_CHECKING:
     from .llm.base import ToolSpec
+    from .structured_output import StructuredOutput
     from .tools.rules import BaseToolRule
 
 Input = str | Message | Sequence[str | Message] | None
@@ -107,11 +108,17 @@ def require_positive(name: str, value: object) -> None:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
-def check_typed_output(output_type: Any, retries: object) -> None:
-    """``output_type`` (checked by pydantic) and ``output_retries``, naming the field."""
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise ConfigError(f"output_retries must be a non-negative integer, got {retries!r}")
-    if output_type is not None:
-        from .structured_output import output_adapter
 
-        output_adapter(output_type)
+def output_type(output_type: Any, retries: int) -> tuple[Any, int]:
+    """``Agent``'s ``output_type`` and ``output_retries``, checked."""
+    typed_output(output_type, retries)
+    return output_type, retries
+
+
+def typed_output(output_type: Any, retries: int) -> StructuredOutput | None:
+    """A run's typed answer (``output_type`` checked by pydantic), or None for text."""
+    if output_type is None:
+        return None
+    from .structured_output import StructuredOutput  # loads pydantic
+
+    return StructuredOutput(output_type, retries)

@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from .events import StopReason
 from .llm.base import ToolSpec
 from .messages import Message, ToolCall, user
 
@@ -22,13 +21,10 @@ _HIDDEN = "[This is an automated system message hidden from the user] "
 
 @dataclass(slots=True)
 class Decision:
-    """Go on (``proceed``) or stop; ``inject`` is input the next step starts with. ``stop``
-    ends the run at once with that reason (and ``error``)."""
+    """Go on (``proceed``) or stop; ``inject`` is input the next step starts with."""
 
     proceed: bool
     inject: Message | None = None
-    stop: StopReason | None = None
-    error: str | None = None
 
 
 class Continuation(Protocol):

@@ -301,8 +301,6 @@ class _Run(ModelCalls, ToolCalls):
             return []  # the model calls again, with complete arguments
         rules = self.rules
         decision = self.config.continuation.decide(calls, results)
-        if decision.stop is not None:
-            return Stop(decision.stop, decision.error)
         if decision.proceed or (calls and rules is not None and (  # a rule demands a call
                 any(rules.is_continue(c.name) for c in calls)
                 or rules.tool_choice(self.tool_names)[0] == "required")):

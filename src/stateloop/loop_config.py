@@ -65,7 +65,8 @@ class LoopConfig:
 
 class Stop(Exception):
     """Why a run ends. Phases return it; it is raised only where an await must unwind (a
-    failed model call, a window that cannot be fitted, a cancel noticed mid-call)."""
+    failed model call, a window that cannot be fitted, a cancel noticed mid-call) and by a
+    continuation policy that ends the run with a reason of its own (``invalid_output``)."""
 
     def __init__(self, reason: StopReason, error: str | None = None) -> None:
         self.reason = reason

@@ -13,7 +13,8 @@ times; the next failure ends the run with stop reason ``invalid_output``.
 
 Nothing here is a special case of the loop: the run's tools gain the final tool, its hooks
 set the request's tool choice and see each response, and its continuation policy is
-wrapped to decide, after each step, whether the answer is in.
+wrapped to decide, after each step, whether the answer is in (raising the ``Stop`` that
+ends the run once the retries are spent).
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from pydantic import BaseModel, TypeAdapter, ValidationError, model_validator
 from .continuation import Continuation, Decision
 from .errors import ConfigError
 from .hooks import Hooks, call_hook
+from .loop_config import Stop
 from .messages import Message, ToolCall, user
 from .tools import Tool
 
 if TYPE_CHECKING:
     from .events import RunEnd
-    from .llm.base import Model, ModelRequest, ModelResponse, ToolSpec
+    from .llm.base import ModelRequest, ModelResponse, ToolSpec
     from .loop_config import LoopConfig
 
 FINAL_TOOL = "final_result"
@@ -54,7 +56,9 @@ def output_adapter(output_type: Any) -> TypeAdapter[Any]:
 class StructuredOutput:
     """One run's typed answer: how it is asked for, checked and retried."""
 
-    def __init__(self, output_type: Any, retries: int, model: Model) -> None:
+    def __init__(self, output_type: Any, retries: int) -> None:
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ConfigError(f"output_retries must be a non-negative integer, not {retries!r}")
         self.adapter = output_adapter(output_type)
         self.name = getattr(output_type, "__name__", "output")
         schema = self.adapter.json_schema()
@@ -63,7 +67,7 @@ class StructuredOutput:
         if self.wrapped:
             schema = {"type": "object", "properties": {WRAPPED: schema}, "required": [WRAPPED]}
         self.schema = {**schema, "$defs": defs} if defs else schema
-        self.native = bool(getattr(model, "json_schema_output", False))
+        self.native = False  # the model's JSON-schema mode is used (set by ``apply``)
         self.retries = retries
         self.failures = 0
         self.value: Any = _MISSING
@@ -73,6 +77,7 @@ class StructuredOutput:
 
     def apply(self, config: LoopConfig) -> None:
         """Set up ``config`` (one run's) to ask for the answer and check it."""
+        self.native = bool(getattr(config.model, "json_schema_output", False))
         config.continuation = _Checked(config.continuation, self)
         config.hooks = self._hooks(config.hooks)
         if self.native:
@@ -121,12 +126,12 @@ class StructuredOutput:
         return self.check(data)
 
     def retry(self, inject: Message | None) -> Decision:
-        """Go on with the validation error in front of the model, or stop after the last try."""
+        """Go on with the validation error in front of the model; after the last try, the
+        ``Stop`` (raised from the continuation policy, the loop ends the run with it)."""
         self.failures += 1
         if self.failures > self.retries:
-            return Decision(False, stop="invalid_output", error=(
-                f"the final answer failed validation {self.failures} times "
-                f"(output_retries={self.retries}); last error: {self.error}"))
+            raise Stop("invalid_output", f"the final answer failed validation {self.failures} "
+                       f"times (output_retries={self.retries}); last error: {self.error}")
         return Decision(True, inject)
 
     def _tool(self) -> Tool:

@@ -47,6 +47,11 @@ def settings_dict(settings: ModelSettings) -> dict[str, Any]:
     return {name: value for name, value in asdict(settings).items() if value is not None}
 
 
+def stored_settings(llm_config: dict[str, Any]) -> ModelSettings:
+    """The settings an agent's stored ``llm_config`` holds."""
+    return ModelSettings(**llm_config.get("model_settings") or {})
+
+
 @dataclass(slots=True)
 class ModelRequest:
     """One model call. ``forced_tool`` names the only tool the model may call, if set."""
