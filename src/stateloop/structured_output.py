@@ -20,6 +20,7 @@ ends the run once the retries are spent).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,8 @@ class StructuredOutput:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ConfigError(f"output_retries must be a non-negative integer, not {retries!r}")
         self.adapter = output_adapter(output_type)
-        self.name = getattr(output_type, "__name__", "output")
+        # OpenAI takes [a-zA-Z0-9_-]{1,64} as a schema's name
+        self.name = re.sub(r"[^a-zA-Z0-9_-]", "_", getattr(output_type, "__name__", "output"))
         schema = self.adapter.json_schema()
         defs = schema.pop("$defs", None)
         self.wrapped = schema.get("type") != "object"  # a tool's arguments are an object
