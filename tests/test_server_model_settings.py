@@ -53,6 +53,9 @@ def test_openai_settings_are_stored_shown_and_sent(client: Letta, script: Script
 
     retrieved = client.agents.retrieve(agent.id)
     assert _plain(retrieved.model_settings) == settings
+    config = retrieved.llm_config  # Letta's LLMConfig says them too
+    assert (config.temperature, config.reasoning_effort) == (0.25, "low")
+    assert config.response_format is not None
 
 
 def test_modify_replaces_settings_and_keeps_the_format(client: Letta, script: Script,
@@ -80,6 +83,8 @@ def test_claude_settings_in_anthropic_terms(client: Letta, script: Script,
     _, body = _send(client, fake, agent.id, "hi")
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert body["temperature"] == 1.0 and body["max_tokens"] == 4096
+    config = client.agents.retrieve(agent.id).llm_config
+    assert (config.enable_reasoner, config.max_reasoning_tokens) == (True, 2048)
 
 
 @pytest.mark.parametrize(("body", "field"), [

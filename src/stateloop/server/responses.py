@@ -140,6 +140,11 @@ class LLMConfig(Response):
     context_window: int
     max_tokens: int | None = None
     parallel_tool_calls: bool | None = None
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    enable_reasoner: bool | None = None
+    max_reasoning_tokens: int | None = None
+    response_format: dict[str, Any] | None = None
 
 
 class EmbeddingConfig(Response):
