@@ -59,7 +59,7 @@ def llm_config(record: AgentRecord) -> dict[str, Any]:
 def _sampling(settings: dict[str, Any]) -> dict[str, Any]:
     """An agent's model settings as Letta's ``LLMConfig`` fields."""
     budget = settings.get("thinking_budget")
-    return {"temperature": settings.get("temperature"),
+    return {"temperature": settings.get("temperature", 1.0),  # the providers' default
             "reasoning_effort": settings.get("reasoning_effort"),
             "enable_reasoner": budget is not None or "reasoning_effort" in settings,
             "max_reasoning_tokens": budget or 0,
