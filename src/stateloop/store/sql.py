@@ -23,6 +23,7 @@ from stateloop.store.errors import (
     DuplicateError,
     NotFoundError,
 )
+from stateloop.store.groups import GroupsMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord
@@ -73,7 +74,8 @@ def _check_limit(block: BlockRecord) -> None:
             f"limit of {block.limit}")
 
 
-class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin):
+class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ToolRegistryMixin,
+               GroupsMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
