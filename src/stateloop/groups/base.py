@@ -62,6 +62,9 @@ class Manager(Protocol):
     def record_fields(self) -> dict[str, Any]: ...
 
 
+GOOD_STOPS = frozenset({"end_turn", "max_steps", "tool_rule"})  # a turn that said its piece
+
+
 class MemberFailed(Exception):
     """A member's run stopped with an error; the group run ends with ``error``."""
 
@@ -77,6 +80,7 @@ class Session:
         self.runs: list[RunEnd] = []
         self.turns = 0
         self.stop_reason = "end_turn"
+        self.error: str | None = None
 
     async def say(self, messages: Sequence[GroupMessage]) -> None:
         """Add messages to the group's view (and the store's)."""
@@ -94,7 +98,7 @@ class Session:
                 end = event
         assert end is not None
         self.runs.append(end)
-        if end.stop_reason not in ("end_turn", "max_steps", "tool_rule"):
+        if end.stop_reason not in GOOD_STOPS:
             raise MemberFailed(f"agent {agent.name!r} ({agent.id}) stopped with "
                                f"{end.stop_reason}: {end.error or 'no reply'}")
         return end
@@ -142,6 +146,7 @@ class Group:
         if id is not None:
             self.record.id = id
         self.messages: list[GroupMessage] = []
+        self.last_result: GroupResult | None = None
         self._store: SqlStore | None = None
         for block in self.shared_blocks:
             self._share_live(block)
@@ -243,13 +248,12 @@ class Group:
 
     async def _drive(self, session: Session) -> AsyncIterator[GroupEvent]:
         await session.say([GroupMessage("user", m.text) for m in session.input])
-        self.error: str | None = None
 
         async def drive() -> None:
             try:
                 await self.manager.drive(session)
             except MemberFailed as exc:
-                session.stop_reason, self.error = "error", str(exc)
+                session.stop_reason, session.error = "error", str(exc)
             finally:
                 session.events.put_nowait(None)
 
@@ -267,8 +271,8 @@ class Group:
         self.last_result = self._result(session)
 
     def _result(self, session: Session) -> GroupResult:
-        return GroupResult(session.added, session.stop_reason, session.turns,
-                           getattr(self, "error", None), session.runs)
+        return GroupResult(session.added, session.stop_reason, session.turns, session.error,
+                           session.runs)
 
 
 def _as_input(message: GroupMessage) -> Message:

@@ -18,6 +18,8 @@ from .routes import (
     blocks,
     catalog,
     context,
+    group_runs,
+    groups,
     health,
     messages,
     run_metrics,
@@ -51,6 +53,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # would otherwise be taken for ids by the routes with a path parameter there.
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,
                    tool_routes, archival, runs, steps):
+        app.include_router(module.router)
+    for module in (groups, group_runs):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
