@@ -142,6 +142,8 @@ def test_bad_groups_are_refused_by_name() -> None:
         RoundRobin(max_turns=0)
     with pytest.raises(ConfigError, match="manager agent cannot also be a member"):
         Group([ann], manager=Supervisor(ann))
+    with pytest.raises(ConfigError, match="already has a block labelled 'human'"):
+        Group([member("bob", blocks=[Block("human", "Bob")])], shared_blocks=[Block("human")])
 
 
 async def test_a_stored_group_reloads_with_its_messages_and_shares_blocks(tmp_path: Path

@@ -87,6 +87,9 @@ def test_bad_groups_are_refused_naming_the_problem(server: Server, client: Letta
         "agent_ids": [ann.id], "description": "", "manager_config": {
             "manager_type": "round_robin", "max_turns": 0}})
     assert response.status_code == 422 and "max_turns" in response.text
+    response = httpx.post(f"{server.url}/v1/groups", json={
+        "agent_ids": [ann.id], "description": "", "shared_block_ids": [""]})
+    assert response.status_code == 404 and "no block" in response.text
     assert get(client, "/v1/groups/count") == before  # nothing half-stored
 
 

@@ -222,10 +222,16 @@ class Group:
         self.record.cursors[agent.id] = upto
 
     def _share_live(self, block: Block) -> None:
-        for agent in self.everyone():
-            if all(b is not block and b.label != block.label for b in agent.blocks):
-                agent.blocks.append(block)
-                agent.memory_changed()
+        """Give every member the block, checked for all before any is changed."""
+        lacking = [agent for agent in self.everyone()
+                   if not any(b is block or b.id == block.id for b in agent.blocks)]
+        for agent in lacking:
+            if any(b.label == block.label for b in agent.blocks):
+                raise ConfigError(f"agent {agent.name!r} already has a block labelled "
+                                  f"{block.label!r}; a shared block needs a free label")
+        for agent in lacking:
+            agent.blocks.append(block)
+            agent.memory_changed()
 
     # -- running -------------------------------------------------------------------------
 

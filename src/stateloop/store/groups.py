@@ -115,6 +115,11 @@ def _everyone(group: GroupRecord) -> list[str]:
 
 
 def _set_members(conn: Connection, group: GroupRecord) -> None:
+    found = set(conn.execute(select(b.c.id).where(b.c.id.in_(group.shared_block_ids)))
+                .scalars())
+    missing = [block_id for block_id in group.shared_block_ids if block_id not in found]
+    if missing:
+        raise NotFoundError(f"no block with id {missing[0]!r}")
     conn.execute(delete(gm).where(gm.c.group_id == group.id))
     for position, agent_id in enumerate(group.agent_ids):
         conn.execute(insert(gm).values(group_id=group.id, agent_id=agent_id, position=position))
