@@ -191,3 +191,23 @@ def test_a_member_run_that_fails_is_answered_as_an_error_naming_it(client: Letta
     assert isinstance(body, dict) and body["stop_reason"] == "llm_api_error"
     assert "the provider said no" in body["detail"]
     assert body["run_id"] == client.runs.list(agent_id=ann.id).items[0].id
+
+
+def test_a_sleeptime_group_is_stored_and_listed_but_not_run_here(server: Server,
+                                                                 client: Letta) -> None:
+    main, memory = new_agent(client), new_agent(client)
+    group = post(client, "/v1/groups", {
+        "agent_ids": [main.id], "description": "", "manager_config": {
+            "manager_type": "sleeptime", "manager_agent_id": memory.id,
+            "sleeptime_agent_frequency": 3}})
+    assert_letta_shape("/v1/groups/", "post", group)
+    assert (group["manager_type"], group["manager_agent_id"],
+            group["sleeptime_agent_frequency"], group["turns_counter"]) == (
+        "sleeptime", memory.id, 3, -1)
+    listed = client.get("/v1/groups", cast_to=object,
+                        options={"params": {"manager_type": "sleeptime"}})
+    assert group["id"] in [g["id"] for g in listed]  # type: ignore[union-attr]
+    assert [g["id"] for g in get(client, f"/v1/agents/{memory.id}/groups")] == [group["id"]]
+    response = httpx.post(f"{server.url}/v1/groups/{group['id']}/messages",
+                          json={"input": "hi"})
+    assert response.status_code == 400 and "sleeptime" in response.json()["detail"]

@@ -15,7 +15,7 @@ from ..messages import Frame, iso
 from ..pagination import Limit, Order, page
 from ..responses import Response
 from ..runtime import Runtime
-from ..schemas import INT64_MAX, Lenient, TextContent, errors
+from ..schemas import INT64_MAX, Lenient, errors
 from ..sse import wanted
 from .agents import agent_record
 
@@ -71,7 +71,7 @@ class GroupUpdate(Lenient):
 class GroupMessageUpdate(Lenient):
     message_type: Literal["system_message", "user_message", "reasoning_message",
                           "assistant_message"] = "assistant_message"
-    content: str | list[TextContent] | None = None
+    content: str | list[dict[str, Any]] | None = None  # parts: their text is kept
     reasoning: str | None = None
 
 
@@ -231,7 +231,8 @@ async def modify_group_message(group_id: str, message_id: str, body: GroupMessag
     content = body.content if body.content is not None else body.reasoning
     if content is None:
         raise _unprocessable("give the message's new content", "content")
-    text = content if isinstance(content, str) else "".join(p.text for p in content)
+    text = content if isinstance(content, str) else "".join(
+        str(part.get("text", "")) for part in content)
     return message_frame(await runtime.store.update_group_message(group_id, message_id, text))
 
 
