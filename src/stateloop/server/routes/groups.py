@@ -68,11 +68,15 @@ class GroupUpdate(Lenient):
     shared_block_ids: list[str] | None = None
 
 
-class GroupMessageUpdate(Lenient):
-    message_type: Literal["system_message", "user_message", "reasoning_message",
+class UpdateTextMessage(Lenient):
+    message_type: Literal["system_message", "user_message",
                           "assistant_message"] = "assistant_message"
-    content: str | list[dict[str, Any]] | None = None  # parts: their text is kept
-    reasoning: str | None = None
+    content: str | list[dict[str, Any]]  # parts: their text is kept
+
+
+class UpdateReasoningMessage(Lenient):
+    message_type: Literal["reasoning_message"] = "reasoning_message"
+    reasoning: str
 
 
 class Group(Response):
@@ -225,12 +229,11 @@ async def delete_group(group_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 
 
 @router.patch("/v1/groups/{group_id}/messages/{message_id}", responses=errors(404))
-async def modify_group_message(group_id: str, message_id: str, body: GroupMessageUpdate,
+async def modify_group_message(group_id: str, message_id: str,
+                               body: UpdateTextMessage | UpdateReasoningMessage,
                                runtime: RuntimeDep) -> dict[str, Any]:
     """Edit the text of one of the group's messages."""
-    content = body.content if body.content is not None else body.reasoning
-    if content is None:
-        raise _unprocessable("give the message's new content", "content")
+    content = body.content if isinstance(body, UpdateTextMessage) else body.reasoning
     text = content if isinstance(content, str) else "".join(
         str(part.get("text", "")) for part in content)
     return message_frame(await runtime.store.update_group_message(group_id, message_id, text))
