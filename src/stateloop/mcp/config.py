@@ -21,7 +21,7 @@ class MCPTools:
     ``timeout`` bounds each call in seconds. Servers with the same connection settings
     share one session per process."""
 
-    transport: Literal["stdio", "http"]
+    transport: Literal["stdio", "http", "sse"]
     name: str
     command: str = ""
     args: tuple[str, ...] = ()
@@ -45,6 +45,14 @@ class MCPTools:
              timeout: float | None = DEFAULT_CALL_TIMEOUT) -> MCPTools:
         """A server reached over Streamable HTTP at ``url``."""
         return cls("http", name or url, url=url, headers=dict(headers or {}),
+                   allowed_tools=_allow(allowed_tools), timeout=timeout)
+
+    @classmethod
+    def sse(cls, url: str, headers: Mapping[str, str] | None = None, *, name: str | None = None,
+            allowed_tools: Iterable[str] | None = None,
+            timeout: float | None = DEFAULT_CALL_TIMEOUT) -> MCPTools:
+        """A server reached over the older HTTP+SSE transport at ``url``."""
+        return cls("sse", name or url, url=url, headers=dict(headers or {}),
                    allowed_tools=_allow(allowed_tools), timeout=timeout)
 
     def key(self) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from .config import MCPTools
 
+OPEN_TIMEOUT = 30.0  # seconds a server may take to start and answer the handshake
 CLOSE_GRACE = 5.0  # seconds a closing session may take before its task is cancelled
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
 
@@ -48,7 +49,16 @@ class _Session:
     async def open(self) -> None:
         ready = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.server.name}")
-        await asyncio.shield(ready)
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), OPEN_TIMEOUT)
+        except TimeoutError:
+            tail = self.stderr_tail()
+            await self.close()
+            raise MCPConnectionError(f"MCP server {self.server.name!r} did not answer within "
+                                     f"{OPEN_TIMEOUT:g} s{tail}") from None
+        except BaseException:
+            await self.close()
+            raise
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         from mcp import Client
@@ -79,6 +89,12 @@ class _Session:
             params = StdioServerParameters(command=server.command, args=list(server.args),
                                            env=dict(server.env) or None)
             async with stdio_client(params, errlog=self._errlog) as streams:  # type: ignore[arg-type]
+                yield streams
+            return
+        if server.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            async with sse_client(server.url, headers=dict(server.headers)) as streams:
                 yield streams
             return
         import httpx2
