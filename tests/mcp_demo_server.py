@@ -1,6 +1,7 @@
 """An MCP server written with the SDK, for the tests: ``python mcp_demo_server.py [http PORT]``.
 
-Its tools add, crash the process, hang, fail, return an image and return structured JSON.
+Its tools add, crash the process, hang, fail, return an image and return structured JSON
+(their names after ``$MCP_DEMO_PREFIX``, when set).
 Each start of the process appends ``started`` to the file ``$MCP_DEMO_MARKS``, a hang appends
 ``hanging`` and, when it is cancelled, ``cancelled``: tests see restarts and cancels there.
 """
@@ -22,6 +23,7 @@ PIXEL = base64.b64encode(bytes.fromhex(
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")).decode()
 
 app = MCPServer("demo")
+PREFIX = os.environ.get("MCP_DEMO_PREFIX", "")  # before each tool's name
 
 
 def mark(what: str) -> None:
@@ -31,19 +33,19 @@ def mark(what: str) -> None:
             marks.write(what + "\n")
 
 
-@app.tool()
+@app.tool(name=PREFIX + "add")
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
 
 
-@app.tool()
+@app.tool(name=PREFIX + "secret")
 def secret() -> str:
     """The value of the DEMO_SECRET environment variable."""
     return os.environ.get("DEMO_SECRET", "unset")
 
 
-@app.tool()
+@app.tool(name=PREFIX + "crash")
 def crash() -> str:
     """End the server's process at once."""
     sys.stderr.write("demo server: crashing on purpose\n")
@@ -51,7 +53,7 @@ def crash() -> str:
     os._exit(3)
 
 
-@app.tool()
+@app.tool(name=PREFIX + "hang")
 async def hang(seconds: float = 30) -> str:
     """Wait ``seconds``."""
     mark("hanging")
@@ -63,19 +65,19 @@ async def hang(seconds: float = 30) -> str:
     return "woke"
 
 
-@app.tool()
+@app.tool(name=PREFIX + "refuse")
 def refuse(reason: str) -> str:
     """Always fails, saying why."""
     raise ToolError(f"refused: {reason}")
 
 
-@app.tool()
+@app.tool(name=PREFIX + "pixel")
 def pixel() -> list[ImageContent]:
     """A one-pixel PNG image."""
     return [ImageContent(type="image", data=PIXEL, mime_type="image/png")]
 
 
-@app.tool()
+@app.tool(name=PREFIX + "weather")
 def weather(city: str) -> dict[str, object]:
     """The weather in ``city``, as structured content."""
     return {"city": city, "celsius": 21}

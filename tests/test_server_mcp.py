@@ -112,7 +112,7 @@ def test_bad_input_and_unreachable_servers(client: Letta) -> None:
     assert client.mcp_servers.tools.list(missing.id) == []
     with pytest.raises(letta_client.APIStatusError) as failed:
         client.mcp_servers.refresh(missing.id)
-    assert failed.value.status_code == 502 and "missing" in str(failed.value)
+    assert failed.value.status_code == 424 and "missing" in str(failed.value)
     with pytest.raises(letta_client.ConflictError):
         client.mcp_servers.create(server_name="missing", config=stdio_config())
     client.mcp_servers.delete(missing.id)

@@ -100,7 +100,7 @@ def test_test_and_connect_without_storing(http: httpx.Client) -> None:
 
     bad = {"server_name": "gone", "type": "stdio", "command": "/nonexistent/x", "args": []}
     failed = http.post("/v1/tools/mcp/servers/test", json=bad)
-    assert failed.status_code == 502 and "gone" in failed.json()["detail"]
+    assert failed.status_code == 424 and "gone" in failed.json()["detail"]
     with http.stream("POST", "/v1/tools/mcp/servers/connect", json=bad) as streamed:
         events = [json.loads(line[len("data: "):]) for line in streamed.iter_lines()
                   if line.startswith("data: ")]

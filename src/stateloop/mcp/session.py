@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from .config import MCPTools
 
-OPEN_TIMEOUT = 30.0  # seconds a server may take to start and answer the handshake
+OPEN_TIMEOUT = 60.0  # seconds a server may take to start and answer the handshake
 CLOSE_GRACE = 5.0  # seconds a closing session may take before its task is cancelled
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
 

@@ -17,7 +17,8 @@ from ..store.mcp_servers import MCPServerRecord
 from ..store.records import ToolRecord
 from ..tools.base import Tool
 from ..tools.execution import ToolOutput
-from .mcp_models import REDACTED
+from .agent_fields import unprocessable
+from .mcp_models import FAILED, REDACTED
 
 if TYPE_CHECKING:
     from mcp.types import Tool as ListedTool
@@ -52,7 +53,7 @@ def _require(server_type: str, config: dict[str, Any]) -> None:
     needed = ("command",) if server_type == "stdio" else ("server_url",)
     for key in needed:
         if not config.get(key):
-            raise HTTPException(422, detail=f"config.{key}: required for a {server_type} server")
+            raise unprocessable(f"config.{key}", f"required for a {server_type} server")
     if server_type == "stdio":
         config.setdefault("args", [])
 
@@ -109,15 +110,15 @@ def tools_of(record: MCPServerRecord) -> MCPTools:
 
 
 async def listed_tools(record: MCPServerRecord) -> list[ListedTool]:
-    """The tools the server lists now; a server that cannot be reached is a 502."""
+    """The tools the server lists now; a server that cannot be reached is a 424."""
     from ..mcp import session
 
     try:
         return await session.list_tools(tools_of(record))
     except MCPConnectionError as exc:
-        raise HTTPException(502, detail=str(exc)) from exc
+        raise HTTPException(FAILED, detail=str(exc)) from exc
     except Exception as exc:  # the server answered listing with an error
-        raise HTTPException(502, detail=f"MCP server {record.name!r}: {exc}") from exc
+        raise HTTPException(FAILED, detail=f"MCP server {record.name!r}: {exc}") from exc
 
 
 def tool_record(record: MCPServerRecord, listed: ListedTool) -> ToolRecord:

@@ -8,12 +8,14 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field
 
 from .responses import Response
-from .schemas import ErrorBody, Lenient, Strict
+from .schemas import ErrorBody, Lenient, Strict, ToolEnv
 
 REDACTED = "****"  # what a stored secret reads as; sent back unchanged, it keeps the secret
 
-BAD_GATEWAY: dict[int | str, dict[str, Any]] = {
-    502: {"model": ErrorBody, "description": "Bad Gateway: the MCP server failed"}}
+# An MCP server that cannot be reached, or fails, where it is needed (Letta answers 502).
+FAILED = 424
+MCP_FAILED: dict[int | str, dict[str, Any]] = {
+    FAILED: {"model": ErrorBody, "description": "Failed Dependency: the MCP server failed"}}
 
 StringMap = dict[str, str]
 
@@ -24,7 +26,7 @@ class CreateStdioMCPServer(Strict):
     mcp_server_type: Literal["stdio"] = "stdio"
     command: str = Field(min_length=1)
     args: list[str]
-    env: StringMap | None = None
+    env: ToolEnv = None
 
 
 class CreateHTTPMCPServer(Strict):
@@ -52,7 +54,7 @@ class UpdateStdioMCPServer(Strict):
     mcp_server_type: Literal["stdio"] = "stdio"
     command: str | None = Field(default=None, min_length=1)
     args: list[str] | None = None
-    env: StringMap | None = None
+    env: ToolEnv = None
 
 
 class UpdateHTTPMCPServer(Strict):
@@ -118,7 +120,7 @@ class StdioServerConfig(Lenient):
     type: Literal["stdio"] = "stdio"
     command: str = Field(min_length=1)
     args: list[str]
-    env: StringMap | None = None
+    env: ToolEnv = None
 
 
 class HTTPServerConfig(Lenient):

@@ -16,7 +16,7 @@ from ...store.mcp_servers import MCPServerRecord
 from .. import mcp_bridge as bridge
 from ..deps import RuntimeDep
 from ..mcp_models import (
-    BAD_GATEWAY,
+    MCP_FAILED,
     ConfigOut,
     LegacyToolExecuteRequest,
     LegacyUpdate,
@@ -25,7 +25,7 @@ from ..mcp_models import (
 )
 from ..responses import Tool
 from ..runtime import Runtime
-from ..schemas import errors
+from ..schemas import errors, streamed
 from ..views import tool_view
 from .agents import agent_record
 from .mcp_servers import closed, create_with_tools, delete_with_tools
@@ -56,7 +56,7 @@ async def add_mcp_server(body: ServerConfigIn, runtime: RuntimeDep) -> list[dict
     return await _all(runtime)
 
 
-@router.post("/test", responses=BAD_GATEWAY)
+@router.post("/test", responses=MCP_FAILED)
 async def test_mcp_server(body: ServerConfigIn) -> dict[str, Any]:
     """Connect to a server that is not stored and list its tools."""
     record = _record(body)
@@ -67,7 +67,7 @@ async def test_mcp_server(body: ServerConfigIn) -> dict[str, Any]:
     return {"status": "success", "tools": [_tool_out(found) for found in listed]}
 
 
-@router.post("/connect")
+@router.post("/connect", responses=streamed())
 async def connect_mcp_server(body: ServerConfigIn) -> StreamingResponse:
     """``test`` as a stream of Letta's connection events (no OAuth)."""
     record = _record(body)
@@ -129,7 +129,7 @@ async def delete_mcp_server(mcp_server_name: str, runtime: RuntimeDep) -> list[d
     return await _all(runtime)
 
 
-@router.get("/{mcp_server_name}/tools", responses={**errors(404), **BAD_GATEWAY},
+@router.get("/{mcp_server_name}/tools", responses={**errors(404), **MCP_FAILED},
             response_model=list[MCPToolOut])
 async def list_mcp_tools_by_server(mcp_server_name: str,
                                    runtime: RuntimeDep) -> list[dict[str, Any]]:
@@ -138,7 +138,7 @@ async def list_mcp_tools_by_server(mcp_server_name: str,
     return [_tool_out(found) for found in await bridge.listed_tools(record)]
 
 
-@router.post("/{mcp_server_name}/resync", responses={**errors(404), **BAD_GATEWAY})
+@router.post("/{mcp_server_name}/resync", responses={**errors(404), **MCP_FAILED})
 async def resync_mcp_server_tools(mcp_server_name: str, runtime: RuntimeDep,
                                   agent_id: str | None = None) -> dict[str, Any]:
     """List the server's tools anew into the registry (added, updated, deleted)."""
@@ -157,7 +157,7 @@ async def execute_mcp_tool(mcp_server_name: str, tool_name: str,
     return {"result": output.text, "success": not output.is_error}
 
 
-@router.post("/{mcp_server_name}/{mcp_tool_name}", responses={**errors(404, 409), **BAD_GATEWAY},
+@router.post("/{mcp_server_name}/{mcp_tool_name}", responses={**errors(404, 409), **MCP_FAILED},
              response_model=Tool)
 async def add_mcp_tool(mcp_server_name: str, mcp_tool_name: str,
                        runtime: RuntimeDep) -> dict[str, Any]:

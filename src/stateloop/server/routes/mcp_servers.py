@@ -23,7 +23,8 @@ from ...store.mcp_servers import MCPServerRecord
 from .. import mcp_bridge as bridge
 from ..deps import RuntimeDep
 from ..mcp_models import (
-    BAD_GATEWAY,
+    FAILED,
+    MCP_FAILED,
     CreateMCPServerRequest,
     MCPServerOut,
     ToolExecuteRequest,
@@ -32,7 +33,7 @@ from ..mcp_models import (
 )
 from ..responses import Tool
 from ..runtime import Runtime
-from ..schemas import errors
+from ..schemas import errors, streamed
 from ..views import tool_view
 from .agents import agent_record
 
@@ -62,7 +63,7 @@ async def delete_with_tools(runtime: Runtime, record: MCPServerRecord) -> None:
     await closed(record)
 
 
-@router.get("/connect/{mcp_server_id}", responses=errors(404))
+@router.get("/connect/{mcp_server_id}", responses=streamed(404))
 async def mcp_connect_mcp_server(mcp_server_id: str, runtime: RuntimeDep) -> StreamingResponse:
     """Connect to the server and stream how it went (Letta's events: ``connection_attempt``,
     then ``success`` with the tools, or ``error``). OAuth is not offered."""
@@ -170,7 +171,7 @@ async def mcp_run_tool(mcp_server_id: str, tool_id: str, runtime: RuntimeDep,
     return {"status": "error" if output.is_error else "success", "func_return": output.text}
 
 
-@router.patch("/{mcp_server_id}/refresh", responses={**errors(404), **BAD_GATEWAY})
+@router.patch("/{mcp_server_id}/refresh", responses={**errors(404), **MCP_FAILED})
 async def mcp_refresh_mcp_server_tools(mcp_server_id: str, runtime: RuntimeDep,
                                        agent_id: str | None = None) -> dict[str, Any]:
     """List the server's tools anew: new ones are added, changed ones updated, gone ones
@@ -181,4 +182,4 @@ async def mcp_refresh_mcp_server_tools(mcp_server_id: str, runtime: RuntimeDep,
     try:
         return await bridge.sync_tools(runtime.store, record)
     except MCPConnectionError as exc:
-        raise HTTPException(502, detail=str(exc)) from exc
+        raise HTTPException(FAILED, detail=str(exc)) from exc
