@@ -88,6 +88,9 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     # other names: a tool name is unique in the registry).
     mcp_server = client.mcp_servers.create(server_name="fuzzed-mcp", config=MCP_DEMO)
     mcp_add = next(t for t in client.mcp_servers.tools.list(mcp_server.id) if t.name == "add")
+    # Renamed by a fuzzed update, a server may be deleted by a fuzzed name: a spare one.
+    spare = client.mcp_servers.create(server_name="fuzzed-spare", config={
+        "mcp_server_type": "streamable_http", "server_url": "http://127.0.0.1:9/mcp"})
     client.put("/v1/tools/mcp/servers", cast_to=object, body={
         "server_name": "fuzzed-legacy", "type": "stdio", "command": sys.executable,
         "args": [DEMO], "env": {"MCP_DEMO_PREFIX": "legacy_"}})
@@ -95,7 +98,7 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
     known = {"archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
-             "mcp_server_id": [mcp_server.id], "mcp_server_name": ["fuzzed-legacy"],
+             "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],
              "mcp_tool_name": ["legacy_add"],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
              "identity_id": [identity["id"]], "group_id": [group["id"]],

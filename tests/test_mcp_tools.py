@@ -156,3 +156,15 @@ async def _until(condition, timeout: float = 10.0) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+def test_import_stateloop_leaves_the_mcp_sdk_out() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, stateloop; from stateloop import MCPTools; "
+            "MCPTools.stdio('x'); print(sorted(m for m in sys.modules if m.split('.')[0] "
+            "in ('mcp', 'mcp_types', 'httpx2')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
