@@ -200,6 +200,12 @@ def test_cancel_a_slow_run_and_see_it_in_runs(page: Any, script: Script,
     send(page, "Take your time")
     cancel = page.get_by_role("button", name="Cancel run")
     expect(cancel).to_be_enabled()
+    # another view and back: the run in flight is still there, and still cancellable
+    page.keyboard.press("Alt+2")
+    expect(page.get_by_role("heading", name="Core memory")).to_be_visible()
+    page.keyboard.press("Alt+1")
+    expect(page.get_by_role("article", name="You")).to_have_text(re.compile("Take your time"))
+    expect(cancel).to_be_enabled()
     page.get_by_label("Message", exact=True).press("Escape")
     expect(page.get_by_text(re.compile("stopped: cancelled"))).to_be_visible(timeout=3000)
     expect(cancel).to_be_disabled()

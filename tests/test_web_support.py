@@ -78,17 +78,22 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, server: Server, script: Script) -> Iterator[Any]:
-    """A fresh page on the server, failing the test on any error the page's scripts throw."""
+    """A fresh page on the server, failing the test on any error the page's scripts throw
+    or any request it makes elsewhere than the server."""
     script.set()
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     page = context.new_page()
     page.set_default_timeout(10_000)
     errors: list[str] = []
+    elsewhere: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: None if request.url.startswith(server.url + "/")
+            else elsewhere.append(request.url))
     page.goto(server.url)
     yield page
     context.close()
     assert errors == []
+    assert elsewhere == []
 
 
 def screenshot(page: Any, name: str) -> None:

@@ -5,8 +5,6 @@ import { api, stream } from "./api.js";
 import { clear, guard, h, pretty, say } from "./dom.js";
 import { refreshAgent, current } from "./app.js";
 
-let running = null;  // { agentId, controller } while a run streams
-
 function text(content) {
   if (typeof content === "string") return content;
   return (content || []).map((part) => part.text ?? "").join("");
@@ -88,8 +86,60 @@ class Transcript {
   }
 }
 
-export async function chatView(panel, agent) {
+// Each agent's transcript, kept while its run streams: a view shown again (after another tab
+// or agent) goes on showing that run.
+const sessions = new Map();
+
+function sessionFor(agentId) {
+  const kept = sessions.get(agentId);
+  if (kept?.running) return kept;
   const log = h("div", { class: "log", role: "log", "aria-label": "Conversation", tabindex: "0" });
+  const session = { agentId, log, transcript: new Transcript(log), running: false, changed() {} };
+  sessions.set(agentId, session);
+  return session;
+}
+
+function runNote(stop, usage) {
+  const runIds = usage?.run_ids?.join(", ") ?? "";
+  return `Run ${runIds} stopped: ${stop.stop_reason}` + (usage
+    ? ` · ${usage.step_count} steps · ${usage.total_tokens} tokens (${usage.prompt_tokens} in, ${usage.completion_tokens} out)` : "");
+}
+
+/** Stream one run of the session's agent into its transcript. */
+async function run(session, body) {
+  const { agentId, transcript } = session;
+  session.running = true;
+  session.changed();
+  let stop = null, usage = null;
+  try {
+    await stream(`/v1/agents/${agentId}/messages/stream`, { ...body, stream_tokens: true }, (frame) => {
+      if (frame.message_type === "stop_reason") stop = frame;
+      else if (frame.message_type === "usage_statistics") usage = frame;
+      else transcript.add(frame);
+      if (frame.message_type === "tool_return_message") refreshAgent();  // a step ended
+    });
+  } catch (error) {
+    transcript.note(error.message, "error");
+  } finally {
+    session.running = false;
+    session.changed();
+  }
+  if (stop) transcript.note(runNote(stop, usage), `stop ${stop.stop_reason}`);
+  await refreshAgent();
+  const waiting = current()?.pending_approval;
+  if (stop?.stop_reason === "requires_approval" && waiting && current().id === agentId) {
+    transcript.approvals(waiting, answerer(session));
+  }
+}
+
+function answerer(session) {
+  return (decisions) => run(session, { messages: [{ type: "approval", approvals: decisions }] });
+}
+
+export async function chatView(panel, agent) {
+  const session = sessionFor(agent.id);
+  const { transcript } = session;
+  const resumed = session.running;
   const input = h("textarea", { id: "chat-input", rows: 2,
     placeholder: "Enter sends (steers while a run goes), Shift+Enter a new line, Esc cancels" });
   const send = h("button", { type: "submit" }, "Send");
@@ -97,46 +147,11 @@ export async function chatView(panel, agent) {
   const cancel = h("button", { type: "button", class: "danger", onclick: () => doCancel() }, "Cancel run");
   const form = h("form", { class: "composer" }, h("label", { for: "chat-input" }, "Message"),
     input, h("div", { class: "actions" }, send, steer, cancel));
-  clear(panel, log, form);
-  const transcript = new Transcript(log);
+  clear(panel, session.log, form);
 
-  const busy = () => running?.agentId === agent.id;
-  const sync = () => { send.disabled = busy(); steer.disabled = !busy(); cancel.disabled = !busy(); };
-  sync();
-
-  async function run(body) {
-    const controller = new AbortController();
-    running = { agentId: agent.id, controller };
-    sync();
-    let stop = null, usage = null;
-    try {
-      await stream(`/v1/agents/${agent.id}/messages/stream`, { ...body, stream_tokens: true },
-        (frame) => {
-          if (frame.message_type === "stop_reason") stop = frame;
-          else if (frame.message_type === "usage_statistics") usage = frame;
-          else transcript.add(frame);
-          if (frame.message_type === "tool_return_message") refreshAgent();  // a step ended
-        }, controller.signal);
-    } catch (error) {
-      transcript.note(error.message, "error");
-    } finally {
-      running = null;
-      sync();
-    }
-    if (stop) {
-      const runIds = usage?.run_ids?.join(", ") ?? "";
-      transcript.note(`Run ${runIds} stopped: ${stop.stop_reason}` + (usage
-        ? ` · ${usage.step_count} steps · ${usage.total_tokens} tokens (${usage.prompt_tokens} in, ${usage.completion_tokens} out)` : ""),
-      `stop ${stop.stop_reason}`);
-    }
-    await refreshAgent();
-    const waiting = current()?.pending_approval;
-    if (stop?.stop_reason === "requires_approval" && waiting && current().id === agent.id) {
-      transcript.approvals(waiting, answer);
-    }
-  }
-
-  function answer(decisions) { run({ messages: [{ type: "approval", approvals: decisions }] }); }
+  const busy = () => session.running;
+  session.changed = () => { send.disabled = busy(); steer.disabled = !busy(); cancel.disabled = !busy(); };
+  session.changed();
 
   async function doSteer() {
     const content = input.value.trim();
@@ -159,17 +174,18 @@ export async function chatView(panel, agent) {
     if (!content) return;
     input.value = "";
     transcript.bubble({ otid: `sent-${Date.now()}` }, "You", content, "user");
-    run({ input: content });
+    run(session, { input: content });
   });
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
     if (e.key === "Escape") { e.preventDefault(); doCancel(); }
   });
   input.focus();
+  if (resumed) return;
 
   // the history last: the composer works while it loads
   const history = await guard(() => api("GET", `/v1/agents/${agent.id}/messages`, undefined, { limit: 100 }));
   for (const frame of history || []) transcript.add(frame);
   const pending = current()?.pending_approval;
-  if (pending && !busy()) transcript.approvals(pending, answer);
+  if (pending && !busy()) transcript.approvals(pending, answerer(session));
 }
