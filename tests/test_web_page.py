@@ -38,15 +38,25 @@ def send(page: Any, text: str) -> None:
     page.get_by_label("Message", exact=True).press("Enter")
 
 
-def test_create_an_agent_and_chat_with_a_streamed_tool_call(page: Any, script: Script) -> None:
+def test_create_an_agent_and_chat_with_a_streamed_tool_call(page: Any, script: Script,
+                                                           server: Server) -> None:
     page.keyboard.press("n")  # the shortcut opens the dialog
     dialog = page.get_by_role("dialog")
     dialog.get_by_label("Name").fill("web-ada")
+    dialog.get_by_label("System prompt (empty: the default)").fill("You shout.")
+    dialog.get_by_role("button", name="Add a block").click()
+    dialog.get_by_label("Label").nth(2).fill("notes")
+    dialog.get_by_label("Value").nth(2).fill("Likes caps.")
     dialog.get_by_label("shout").check()
     dialog.get_by_label("Memory tools (the base set)").uncheck()
     screenshot(page, "create-agent")
     dialog.get_by_role("button", name="Create").click()
     expect(page.get_by_role("heading", name="web-ada")).to_be_visible()
+    agent_id = page.evaluate("location.hash").lstrip("#")
+    made = httpx.get(f"{server.url}/v1/agents/{agent_id}").json()
+    assert made["system"] == "You shout." and [t["name"] for t in made["tools"]] == ["shout"]
+    assert {b["label"]: b["value"] for b in made["blocks"]} == {
+        "persona": "I am a helpful assistant.", "human": "", "notes": "Likes caps."}
 
     script.set(call("shout", text="hello"), reply("It said HELLO.", reasoning="Shouting first."))
     with page.expect_response(re.compile(r"/messages/stream$")) as streamed:

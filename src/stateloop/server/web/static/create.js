@@ -3,9 +3,11 @@
 import { api } from "./api.js";
 import { clear, guard, h, say } from "./dom.js";
 
+let rows = 0;  // numbers each block row's fields apart
+
 function blockRow(label = "", value = "") {
-  const n = document.querySelectorAll(".block-row").length + 1;
-  return h("fieldset", { class: "block-row" }, h("legend", {}, `Block ${n}`),
+  const n = ++rows;
+  return h("fieldset", { class: "block-row" }, h("legend", {}, "Block"),
     h("label", { for: `new-block-label-${n}` }, "Label"),
     h("input", { id: `new-block-label-${n}`, name: "label", value: label }),
     h("label", { for: `new-block-value-${n}` }, "Value"),
