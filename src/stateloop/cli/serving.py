@@ -76,7 +76,7 @@ def bind(settings: ServerSettings) -> socket.socket:
 def start_server(settings: ServerSettings, sock: socket.socket, model: str | None = None,
                  ) -> None:
     """Run the server on ``sock`` until interrupted; warn first when ``model`` (the default
-    model, else the server's) has no provider configured."""
+    model, else the server's) has no provider configured, and print the web page's address."""
     from ..server import serve
 
     try:  # the server starts anyway (agents may name other models); runs would fail
@@ -85,6 +85,7 @@ def start_server(settings: ServerSettings, sock: socket.socket, model: str | Non
         err.print(f"[yellow]warning:[/] {escape(error.message)}")
         for hint in error.hints:
             err.print(f"  {escape(hint)}")
+    err.print(f"web page: {escape(client_url(settings))}/  (agents, memory, context, runs)")
     serve(settings.host, settings.port, settings=settings, insecure=True,  # checked already
           sock=sock)
 

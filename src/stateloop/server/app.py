@@ -36,6 +36,7 @@ from .routes.agent_ops import router as agent_ops_router
 from .routes.tool_ops import router as tool_ops_router
 from .runtime import Runtime
 from .settings import ServerSettings
+from .web import router as web_router
 
 
 def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] = ()) -> FastAPI:
@@ -72,6 +73,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     for module in (mcp_servers, mcp_legacy):
         app.include_router(module.router)
+    # the web page at / and /ui/: no API route lives there
+    app.include_router(web_router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)

@@ -16,6 +16,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset({"/v1/health", "/v1/health/"})
+# The web page and its files hold no data (it calls the API with the password it asks for).
+OPEN_PAGE = "/"
+OPEN_PREFIX = "/ui/"
 
 
 async def reply(send: Send, status: int, detail: Any,
@@ -48,7 +51,7 @@ class ServerMiddleware:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if self.tokens and path not in OPEN_PATHS and not self._authorized(scope):
+        if self.tokens and not _open(path) and not self._authorized(scope):
             await reply(send, 401, "missing or invalid credentials: send "
                         "'Authorization: Bearer <password or API key>'",
                         [(b"www-authenticate", b"Bearer")])
@@ -100,6 +103,10 @@ class ServerMiddleware:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _open(path: str) -> bool:
+    return path in OPEN_PATHS or path == OPEN_PAGE or path.startswith(OPEN_PREFIX)
 
 
 def _replay(body: bytes, original: Receive) -> Receive:

@@ -1,0 +1,68 @@
+// The REST API as the page uses it: JSON calls and SSE streams, with the saved password.
+
+const KEY = "stateloop.password";
+
+export class Unauthorized extends Error {}
+
+export function password() { return sessionStorage.getItem(KEY) || ""; }
+export function setPassword(value) { sessionStorage.setItem(KEY, value); }
+
+function headers(json) {
+  const h = {};
+  if (json) h["Content-Type"] = "application/json";
+  if (password()) h.Authorization = `Bearer ${password()}`;
+  return h;
+}
+
+async function failure(response) {
+  if (response.status === 401) {
+    window.dispatchEvent(new Event("stateloop:login"));  // the page asks for the password
+    return new Unauthorized("This server needs its password.");
+  }
+  let detail = response.statusText;
+  try {
+    const body = await response.json();
+    detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail ?? body);
+  } catch { /* not JSON: keep the status text */ }
+  return new Error(`${response.status}: ${detail}`);
+}
+
+/** A JSON call: the parsed answer, or an Error carrying the server's detail. */
+export async function api(method, path, body, query) {
+  const url = new URL(path, location.origin);
+  for (const [k, v] of Object.entries(query || {})) {
+    if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
+  }
+  const response = await fetch(url, {
+    method, headers: headers(body !== undefined),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!response.ok) throw await failure(response);
+  const text = await response.text();
+  return text ? JSON.parse(text) : null;
+}
+
+/** POST ``body`` and call ``onFrame`` with each SSE frame until ``[DONE]``. */
+export async function stream(path, body, onFrame, signal) {
+  const response = await fetch(path, {
+    method: "POST", headers: headers(true), body: JSON.stringify(body), signal,
+  });
+  if (!response.ok) throw await failure(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const data = event.split("\n").filter((l) => l.startsWith("data: "))
+        .map((l) => l.slice(6)).join("\n");
+      if (!data) continue;
+      if (data === "[DONE]") return;
+      onFrame(JSON.parse(data));
+    }
+  }
+}

@@ -1,0 +1,191 @@
+// Chat: the history, a run streamed as it happens (reasoning, tool calls and their results,
+// the answer), cancel, steer, approvals answered inline, and each run's stop reason and usage.
+
+import { api, stream } from "./api.js";
+import { clear, guard, h, pretty, say } from "./dom.js";
+import { refreshAgent, current } from "./app.js";
+
+function text(content) {
+  if (typeof content === "string") return content;
+  return (content || []).map((part) => part.text ?? "").join("");
+}
+
+/** Renders frames into ``log``: chunks of one message (same otid) grow one element. */
+class Transcript {
+  constructor(log) { this.log = log; this.items = new Map(); this.calls = new Map(); }
+
+  add(frame) {
+    const kind = frame.message_type;
+    if (kind === "user_message") this.bubble(frame, "You", text(frame.content), "user");
+    else if (kind === "assistant_message") this.bubble(frame, "Assistant", text(frame.content), "assistant");
+    else if (kind === "reasoning_message") this.bubble(frame, "Reasoning", frame.reasoning, "reasoning");
+    else if (kind === "tool_call_message" || kind === "approval_request_message") {
+      for (const call of frame.tool_calls || [frame.tool_call]) this.call(call, kind);
+    } else if (kind === "tool_return_message") this.result(frame);
+    else if (kind === "error_message") this.note(`Error: ${frame.message || frame.detail || ""}`, "error");
+    else return;
+    this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  bubble(frame, who, chunk, cls) {
+    const key = frame.otid || frame.id;
+    let body = this.items.get(key);
+    if (!body) {
+      body = h("div", { class: "body" });
+      this.items.set(key, body);
+      this.log.append(h("article", { class: `msg ${cls}`, "aria-label": who }, h("h3", {}, who), body));
+    }
+    body.textContent += chunk ?? "";
+  }
+
+  call(call, kind) {
+    let card = this.calls.get(call.tool_call_id);
+    if (!card) {
+      card = { args: h("pre", { class: "args" }), result: h("div", { class: "result" }), raw: "" };
+      const title = kind === "approval_request_message" ? "Approval requested" : "Tool call";
+      card.el = h("article", { class: "msg tool", "data-call": call.tool_call_id, "aria-label": `${title}: ${call.name}` },
+        h("h3", {}, `${title}: `, h("code", {}, call.name)), card.args, card.result);
+      this.calls.set(call.tool_call_id, card);
+      this.log.append(card.el);
+    }
+    card.raw += call.arguments || "";
+    card.args.textContent = pretty(card.raw);
+  }
+
+  result(frame) {
+    const card = this.calls.get(frame.tool_call_id);
+    const out = h("div", {}, h("strong", { class: frame.status === "error" ? "bad" : "good" },
+      `Result (${frame.status})`), h("pre", {}, text(frame.tool_return)));
+    if (card) clear(card.result, out);
+    else this.log.append(h("article", { class: "msg tool" }, out));
+  }
+
+  note(message, cls = "") { this.log.append(h("p", { class: `note ${cls}` }, message)); }
+
+  /** Approve / deny (with a reason) each call the agent waits on; ``send`` gets the decisions. */
+  approvals(pending, send) {
+    const calls = pending.tool_calls || [pending.tool_call];
+    const decisions = new Map();
+    for (const call of calls) {
+      this.call({ ...call, arguments: "" }, "approval_request_message");
+      const card = this.calls.get(call.tool_call_id);
+      const reason = h("input", { id: `reason-${call.tool_call_id}`, placeholder: "why not (optional)" });
+      const decide = (approve) => {
+        decisions.set(call.tool_call_id, { type: "approval", tool_call_id: call.tool_call_id, approve,
+          reason: approve ? undefined : reason.value || undefined });
+        clear(box, h("p", { class: "note" }, approve ? "Approved" : `Denied${reason.value ? `: ${reason.value}` : ""}`));
+        if (decisions.size === calls.length) send([...decisions.values()]);
+      };
+      const box = h("div", { class: "approval" },
+        h("button", { type: "button", class: "approve", onclick: () => decide(true) }, "Approve"),
+        h("label", { for: reason.id }, "Reason"), reason,
+        h("button", { type: "button", class: "danger", onclick: () => decide(false) }, "Deny"));
+      card.el.append(box);
+    }
+    this.log.querySelector(".approval button")?.focus();
+  }
+}
+
+// Each agent's transcript, kept while its run streams: a view shown again (after another tab
+// or agent) goes on showing that run.
+const sessions = new Map();
+
+function sessionFor(agentId) {
+  const kept = sessions.get(agentId);
+  if (kept?.running) return kept;
+  const log = h("div", { class: "log", role: "log", "aria-label": "Conversation", tabindex: "0" });
+  const session = { agentId, log, transcript: new Transcript(log), running: false, changed() {} };
+  sessions.set(agentId, session);
+  return session;
+}
+
+function runNote(stop, usage) {
+  const runIds = usage?.run_ids?.join(", ") ?? "";
+  return `Run ${runIds} stopped: ${stop.stop_reason}` + (usage
+    ? ` · ${usage.step_count} steps · ${usage.total_tokens} tokens (${usage.prompt_tokens} in, ${usage.completion_tokens} out)` : "");
+}
+
+/** Stream one run of the session's agent into its transcript. */
+async function run(session, body) {
+  const { agentId, transcript } = session;
+  session.running = true;
+  session.changed();
+  let stop = null, usage = null;
+  try {
+    await stream(`/v1/agents/${agentId}/messages/stream`, { ...body, stream_tokens: true }, (frame) => {
+      if (frame.message_type === "stop_reason") stop = frame;
+      else if (frame.message_type === "usage_statistics") usage = frame;
+      else transcript.add(frame);
+      if (frame.message_type === "tool_return_message") refreshAgent();  // a step ended
+    });
+  } catch (error) {
+    transcript.note(error.message, "error");
+  } finally {
+    session.running = false;
+    session.changed();
+  }
+  if (stop) transcript.note(runNote(stop, usage), `stop ${stop.stop_reason}`);
+  await refreshAgent();
+  const waiting = current()?.pending_approval;
+  if (stop?.stop_reason === "requires_approval" && waiting && current().id === agentId) {
+    transcript.approvals(waiting, answerer(session));
+  }
+}
+
+function answerer(session) {
+  return (decisions) => run(session, { messages: [{ type: "approval", approvals: decisions }] });
+}
+
+export async function chatView(panel, agent) {
+  const session = sessionFor(agent.id);
+  const { transcript } = session;
+  const resumed = session.running;
+  const input = h("textarea", { id: "chat-input", rows: 2,
+    placeholder: "Enter sends (steers while a run goes), Shift+Enter a new line, Esc cancels" });
+  const send = h("button", { type: "submit" }, "Send");
+  const steer = h("button", { type: "button", onclick: () => doSteer() }, "Steer");
+  const cancel = h("button", { type: "button", class: "danger", onclick: () => doCancel() }, "Cancel run");
+  const form = h("form", { class: "composer" }, h("label", { for: "chat-input" }, "Message"),
+    input, h("div", { class: "actions" }, send, steer, cancel));
+  clear(panel, session.log, form);
+
+  const busy = () => session.running;
+  session.changed = () => { send.disabled = busy(); steer.disabled = !busy(); cancel.disabled = !busy(); };
+  session.changed();
+
+  async function doSteer() {
+    const content = input.value.trim();
+    if (!content) return;
+    input.value = "";
+    const answer = await guard(() => api("POST", `/v1/agents/${agent.id}/messages/steer`, { content }));
+    if (answer) transcript.note(`Steered (${answer.status}): ${content}`);
+  }
+
+  async function doCancel() {
+    if (!busy()) return;
+    await guard(() => api("POST", `/v1/agents/${agent.id}/messages/cancel`, {}));
+    say("Cancel requested");
+  }
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    if (busy()) { doSteer(); return; }
+    const content = input.value.trim();
+    if (!content) return;
+    input.value = "";
+    transcript.bubble({ otid: `sent-${Date.now()}` }, "You", content, "user");
+    run(session, { input: content });
+  });
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
+    if (e.key === "Escape") { e.preventDefault(); doCancel(); }
+  });
+  input.focus();
+  if (resumed) return;
+
+  // the history last: the composer works while it loads
+  const history = await guard(() => api("GET", `/v1/agents/${agent.id}/messages`, undefined, { limit: 100 }));
+  for (const frame of history || []) transcript.add(frame);
+  const pending = current()?.pending_approval;
+  if (pending && !busy()) transcript.approvals(pending, answerer(session));
+}

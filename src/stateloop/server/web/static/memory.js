@@ -1,0 +1,87 @@
+// Memory: core blocks edited in place (limit shown, read-only kept), archival passages
+// searched, inserted and deleted, and recall search over the agent's whole history.
+
+import { api } from "./api.js";
+import { clear, guard, h, say } from "./dom.js";
+import { refreshAgent } from "./app.js";
+
+function blockEditor(agent, block) {
+  const id = `block-${block.label}`;
+  const area = h("textarea", { id, rows: Math.min(12, Math.max(3, block.value.split("\n").length + 1)),
+    readOnly: block.read_only, maxLength: block.limit }, block.value);
+  const count = h("span", { class: "muted", id: `${id}-count` });
+  const counted = () => { count.textContent = `${area.value.length} / ${block.limit} characters`; };
+  area.addEventListener("input", counted);
+  counted();
+  const save = async () => {
+    const saved = await guard(() => api("PATCH",
+      `/v1/agents/${agent.id}/core-memory/blocks/${encodeURIComponent(block.label)}`, { value: area.value }));
+    if (saved) { say(`Saved block ${block.label}`); await refreshAgent(); }
+  };
+  area.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); save(); }
+  });
+  return h("div", { class: "block" },
+    h("label", { for: id }, block.label, block.read_only ? " (read-only)" : ""),
+    block.description ? h("p", { class: "muted" }, block.description) : null,
+    area, h("div", { class: "actions" }, count,
+      block.read_only ? null : h("button", { type: "button", onclick: save, "aria-describedby": `${id}-count` },
+        `Save ${block.label} (Ctrl+Enter)`)));
+}
+
+function archival(agent) {
+  const query = h("input", { id: "archival-query", type: "search" });
+  const results = h("ul", { class: "passages" });
+  const text = h("textarea", { id: "archival-new", rows: 2 });
+  const show = async () => {
+    const q = query.value.trim();
+    const found = q
+      ? (await guard(() => api("GET", `/v1/agents/${agent.id}/archival-memory/search`, undefined, { query: q })))?.results
+      : await guard(() => api("GET", `/v1/agents/${agent.id}/archival-memory`, undefined, { limit: 50 }));
+    clear(results, (found || []).map((p) => h("li", {}, h("span", {}, p.content ?? p.text),
+      h("button", { type: "button", class: "danger", "aria-label": `Delete passage ${p.id}`,
+        onclick: async () => {
+          if (await guard(() => api("DELETE", `/v1/agents/${agent.id}/archival-memory/${p.id}`)) !== undefined) show();
+        } }, "Delete"))));
+    if (!found?.length) results.append(h("li", { class: "muted" }, "No passages"));
+  };
+  const insert = async (e) => {
+    e.preventDefault();
+    if (!text.value.trim()) return;
+    if (await guard(() => api("POST", `/v1/agents/${agent.id}/archival-memory`, { text: text.value }))) {
+      text.value = "";
+      show();
+    }
+  };
+  show();
+  return h("section", { "aria-labelledby": "archival-title" }, h("h3", { id: "archival-title" }, "Archival memory"),
+    h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); show(); } },
+      h("label", { for: "archival-query" }, "Search passages"), query, h("button", { type: "submit" }, "Search")),
+    results,
+    h("form", { class: "row", onsubmit: insert },
+      h("label", { for: "archival-new" }, "New passage"), text, h("button", { type: "submit" }, "Insert")));
+}
+
+function recall(agent) {
+  const query = h("input", { id: "recall-query", type: "search" });
+  const results = h("ul", { class: "passages" });
+  const search = async (e) => {
+    e.preventDefault();
+    const found = await guard(() => api("POST", "/v1/messages/search",
+      { query: query.value, agent_id: agent.id, limit: 50 }));
+    clear(results, (found || []).map((m) => h("li", {},
+      h("small", { class: "muted" }, `${m.message_type.replace("_message", "")} · ${m.created_at ?? ""}`),
+      h("span", {}, typeof m.content === "string" ? m.content : m.reasoning ?? JSON.stringify(m.content)))));
+    if (found && !found.length) results.append(h("li", { class: "muted" }, "Nothing found"));
+  };
+  return h("section", { "aria-labelledby": "recall-title" }, h("h3", { id: "recall-title" }, "Recall (history)"),
+    h("form", { class: "row", onsubmit: search },
+      h("label", { for: "recall-query" }, "Search history"), query, h("button", { type: "submit" }, "Search")),
+    results);
+}
+
+export async function memoryView(panel, agent) {
+  const blocks = await guard(() => api("GET", `/v1/agents/${agent.id}/core-memory/blocks`)) || [];
+  clear(panel, h("section", { "aria-labelledby": "blocks-title" }, h("h3", { id: "blocks-title" }, "Core memory"),
+    blocks.map((b) => blockEditor(agent, b))), archival(agent), recall(agent));
+}
