@@ -79,8 +79,9 @@ def run_up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
                 agents = httpx.get(f"http://127.0.0.1:{port}/v1/agents/", timeout=1).json()
             except httpx.HTTPError:
                 if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()  # else reading its output waits for it forever
                     raise AssertionError(
-                        f"up did not serve: {process.communicate()[0]}") from None
+                        f"up did not serve: {process.communicate(timeout=10)[0]}") from None
                 time.sleep(0.1)
     finally:
         process.send_signal(signal.SIGINT)
