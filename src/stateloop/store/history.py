@@ -82,7 +82,7 @@ class HistoryMixin:
     def queue_step(self, agent_id: str, messages: Sequence[Message], *,
                    in_context: Any = None, step: StepRecord | None = None,
                    run_id: str | None = None, block_values: Mapping[str, str] | None = None,
-                   pending_approval: Any = KEEP) -> Queued:
+                   pending_approval: Any = KEEP, conversation_id: str | None = None) -> Queued:
         """``append_step`` without waiting for the commit; reads made after this call see
         the step (see ``StepWrite.build``)."""
         catch_up = self._unindexed + len(messages) >= dialect.RECALL_BATCH
@@ -90,7 +90,7 @@ class HistoryMixin:
         if block_values:
             self._block_writes += 1
         write = StepWrite.build(agent_id, messages, in_context, step, run_id, block_values,
-                                pending_approval, catch_up)
+                                pending_approval, catch_up, conversation_id)
         return self._runner.submit_batched(WRITE_STEPS, write)
 
     async def flush(self) -> None:
@@ -245,9 +245,11 @@ class HistoryMixin:
             raise NotFoundError(f"no agent with id {agent_id!r}") from exc
         return run
 
-    def queue_run(self, agent_id: str) -> tuple[RunRecord, Queued]:
+    def queue_run(self, agent_id: str, conversation_id: str | None = None
+                  ) -> tuple[RunRecord, Queued]:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
-        run = RunRecord(agent_id=agent_id, status="running")
+        run = RunRecord(agent_id=agent_id, status="running",
+                        metadata={"conversation_id": conversation_id} if conversation_id else {})
         run.started_at = run.created_at
         self._in_flight.add(run.id)
         return run, self._runner.submit_batched(WRITE_STEPS, StepWrite.started(
