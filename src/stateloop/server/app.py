@@ -19,6 +19,7 @@ from .routes import (
     blocks,
     catalog,
     context,
+    conversations,
     health,
     identities,
     messages,
@@ -64,6 +65,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
     for module in (archives, search):
         app.include_router(module.router)
+    # conversations: threads of one agent sharing its memory
+    app.include_router(conversations.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)

@@ -134,14 +134,16 @@ class HistoryMixin:
     async def list_messages(self, agent_id: str | None, *, before: str | None = None,
                             after: str | None = None, limit: int = 100,
                             order: str = "asc", roles: Sequence[str] | None = None,
-                            ) -> list[Message]:
-        """A page of an agent's stored messages (every agent's: ``None``); ``before``/``after``
-        are message-id cursors."""
+                            own_thread: bool = False) -> list[Message]:
+        """A page of an agent's stored messages (every agent's: ``None``; with ``own_thread``
+        not its conversations'); ``before``/``after`` are message-id cursors."""
         if order not in ("asc", "desc"):
             raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
         stmt = select(*schema.MESSAGE_READ)
         if agent_id is not None:
             stmt = stmt.where(m.c.agent_id == agent_id)
+        if own_thread:
+            stmt = stmt.where(m.c.conversation_id.is_(None))
         if before is not None:
             stmt = stmt.where(m.c.seq < _seq_of(before))
         if after is not None:
