@@ -20,6 +20,8 @@ from .routes import (
     catalog,
     context,
     conversations,
+    group_runs,
+    groups,
     health,
     identities,
     messages,
@@ -64,6 +66,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # shared archival memory, and search across agents: their fixed paths
     # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
     for module in (archives, search):
+        app.include_router(module.router)
+    for module in (groups, group_runs):
         app.include_router(module.router)
     # conversations: threads of one agent sharing its memory
     app.include_router(conversations.router)
