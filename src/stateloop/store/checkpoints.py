@@ -66,6 +66,11 @@ _SET_CONV_PENDING = FastStatement(update(c).where(c.c.id == bindparam("conv")).v
     pending_approval=bindparam("pending")), ["pending"])
 _SET_CONV_LAST_MESSAGE = FastStatement(update(c).where(c.c.id == bindparam("conv")).values(
     last_message_at=bindparam("now")))
+# A conversation's messages are marked after their insert, so the agent's own thread writes
+# the rows it always wrote.
+SET_CONVERSATION = FastStatement(update(m).where(m.c.seq > bindparam("low"))
+                                 .where(m.c.seq <= bindparam("high"))
+                                 .values(conversation_id=bindparam("conv")))
 _CONV_STORED_CONTEXT = FastStatement(select(c.c.in_context_message_ids, c.c.in_context_after_seq)
                                      .where(c.c.id == bindparam("conv")))
 _CONV_APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.conversation_id == bindparam("conv"))
@@ -161,7 +166,7 @@ class StepWrite:
         last = len(messages) - 1
         return cls(
             agent_id, [rows.message_row(agent_id, msg, run_id, step_id,
-                                        step_data if i == last else None, conversation_id)
+                                        step_data if i == last else None)
                        for i, msg in enumerate(messages)],
             step_row, None if step is None or run_id is None else
             (run_id, rows.usage_list(step.usage)),
@@ -196,6 +201,12 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     before = 0  # the seq just below the batch's messages, where runs and contexts need it
     if message_rows:  # their rows get consecutive seqs, in order
         before = _INSERT_MESSAGES.execute(conn, message_rows) - len(message_rows)
+        seq = before
+        for w in writes:
+            if w.conversation_id is not None and w.message_rows:
+                SET_CONVERSATION.execute(conn, {"low": seq, "conv": w.conversation_id,
+                                                "high": seq + len(w.message_rows)})
+            seq += len(w.message_rows)
     elif any(w.run_start is not None or w.in_context is not APPEND for w in writes):
         before = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     if any(w.catch_up for w in writes):

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
-from stateloop.store.checkpoints import MAX_SEQ, context_ids
+from stateloop.store.checkpoints import MAX_SEQ, SET_CONVERSATION, context_ids
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import InsertRows
 from stateloop.store.records import BlockRecord, new_record_id
@@ -63,11 +63,12 @@ class ConversationsMixin:
             for block in isolated:
                 conn.execute(insert(b), rows.block_values(block))
             conn.execute(insert(c), {**_values(record), "in_context_after_seq": 0})
-            if messages:
-                _INSERT_MESSAGES.execute(conn, [rows.message_row(
-                    record.agent_id, message, None, None, None, record.id)
-                    for message in messages])
             after = conn.execute(select(MAX_SEQ)).scalar_one()
+            if messages:
+                last = _INSERT_MESSAGES.execute(conn, [rows.message_row(
+                    record.agent_id, message, None, None) for message in messages])
+                SET_CONVERSATION.execute(conn, {"low": after, "high": last, "conv": record.id})
+                after = last
             conn.execute(update(c).where(c.c.id == record.id).values(in_context_after_seq=after))
 
         await self._runner.write(txn)

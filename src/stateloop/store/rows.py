@@ -93,12 +93,11 @@ def search_texts(message: Message) -> tuple[str, str | None]:
 
 
 MESSAGE_COLUMNS = ("id", "agent_id", "run_id", "step_id", "role", "created_at", "token_count",
-                   "text", "tool_text", "data", "step", "conversation_id")
+                   "text", "tool_text", "data", "step")
 
 
 def message_row(agent_id: str, message: Message, run_id: str | None, step_id: str | None,
-                step: str | None = None, conversation_id: str | None = None
-                ) -> tuple[Any, ...]:
+                step: str | None = None) -> tuple[Any, ...]:
     """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded: ``data`` is the
     message's body (revision 0007; rows stored before also repeat the columns in it), and
     ``step`` the step record (``step_json``) on the step's last row. Lone surrogates, which
@@ -112,7 +111,7 @@ def message_row(agent_id: str, message: Message, run_id: str | None, step_id: st
         text, tool_text = replace_lone_surrogates_in([text, tool_text])
         data = to_json(body)
     return (message.id, agent_id, run_id, step_id, message.role, message.created_at,
-            message.token_count, text, tool_text, data, step, conversation_id)
+            message.token_count, text, tool_text, data, step)
 
 
 def message_from_row(row: Any) -> Message:
