@@ -96,12 +96,14 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
         "args": [DEMO], "env": {"MCP_DEMO_PREFIX": "legacy_"}})
     archive = client.archives.create(name="fuzzed")
     archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
+    conversation = client.conversations.create(agent_id=agent.id)
     known = {"archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
              "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],
              "mcp_tool_name": ["legacy_add"],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
              "identity_id": [identity["id"]], "group_id": [group["id"]],
+             "conversation_id": [conversation.id],
              "message_id": messages[:3] + messages[-2:],
              "block_label": ["human", "notes"],
              "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout", "legacy_add"]}
@@ -127,6 +129,11 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     real = st.fixed_dictionaries({p.name: st.sampled_from(known[p.name])
                                   for p in operation.path_parameters if p.name in known})
     variants = [real.flatmap(lambda path: operation.as_strategy(path_parameters=path))]
+    named = {p.name: st.sampled_from(known[p.name]) for p in operation.query
+             if p.name in known}  # e.g. the agent a new conversation belongs to
+    if named:
+        variants.append(st.tuples(real, st.fixed_dictionaries(named)).flatmap(
+            lambda pair: operation.as_strategy(path_parameters=pair[0], query=pair[1])))
     for cursor in [p.name for p in operation.query if p.name in ("after", "before")]:
         variants.append(st.tuples(real, st.sampled_from(known["cursor"])).flatmap(
             lambda pair, cursor=cursor: operation.as_strategy(path_parameters=pair[0],

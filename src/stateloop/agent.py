@@ -13,17 +13,16 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
 from . import sleeptime
-from .agent_control import AgentControl
 from .agent_options import Input
+from .agent_threads import AgentThreads
 from .agent_types import agent_type as lookup_agent_type
-from .approvals import Approval, PendingApproval
+from .approvals import Approval
 from .cancellation import CancelScope
 from .directory import register
 from .eager import shielded
@@ -37,18 +36,17 @@ from .llm.tokens import message_tokens
 from .loop import LoopConfig, Resume, run_loop
 from .mcp.config import MCPTools
 from .memory.blocks import Block
-from .memory.context import ContextBuilder
 from .messages import Message, new_id
 from .persistence import Persistence, load_state, run_blocking
 from .run_result import Running, RunResult
-from .steering import Delivery, SteeringQueue
+from .steering import Delivery
 from .surrogates import check
 from .tools import Tool
 from .tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
-    from .memory.compaction import ContextManager, Strategy
+    from .memory.compaction import Strategy
     from .memory.embeddings import Embedder
     from .store.records import AgentRecord
     from .store.sql import SqlStore
@@ -59,7 +57,7 @@ logger = logging.getLogger("stateloop")
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
 
 
-class Agent(AgentControl):
+class Agent(AgentThreads):
     """An agent: a model, tools, a system prompt and core memory blocks, with a conversation.
 
     ``await agent.run("...")`` (or ``run_sync``) runs it to a stop; ``agent.stream("...")``
@@ -151,23 +149,11 @@ class Agent(AgentControl):
                            if summarizer is not None else None)
         self.tags = list(tags)
         self.embedder = embedder
-        self.pending_approval: PendingApproval | None = None
-        self.last_result: RunResult | None = None
         self.recall_count = 0  # messages stored so far, in context or not
         self.archival_count = 0
-        self._steering = SteeringQueue(steering_delivery)
-        self._persist: Persistence | None = None
-        self._compiled: tuple[Any, ...] | None = None
-        self._transcript: list[Message] = [self._compile_system()]
-        self._context = ContextBuilder(self.context_window)
-        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-        self._scope: CancelScope | None = None
-        self._resumed: OrderedDict[str, RunEnd] = OrderedDict()  # call id -> its resume's end
-        self._background: set[asyncio.Task[Any]] = set()
         self._archival: ArchivalMemory | None = None
-        self._evicted: list[Message] = []  # out of context, kept for recall (no store)
-        self._window: ContextManager | None = None
-        self._stale = False  # a write failed and what the store holds could not be read yet
+        self._conversations = {}  # id -> the conversation, once opened
+        self._init_thread(steering_delivery)  # the default thread's state (agent_threads)
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
         self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
         register(self)  # other agents' tools find it (stateloop.directory)

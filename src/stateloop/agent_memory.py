@@ -166,8 +166,9 @@ class AgentMemory:
 
     async def _sync_blocks(self) -> None:
         assert self._persist is not None
-        if await self._persist.sync_blocks(self.blocks):
-            self._refresh_system()
+        await self._persist.sync_blocks(self.blocks)
+        # Another thread of this agent may have brought the shared blocks up to date already.
+        self._refresh_system()
 
     def _compile_key(self) -> tuple[Any, ...]:
         return (self.system, [(b.label, b.value, b.description, b.limit, b.read_only)

@@ -87,9 +87,11 @@ class Persistence:
     ``CheckpointError``, by the next call that looks; nothing more is queued until the agent
     has called ``recover`` and gone back to what the store holds."""
 
-    def __init__(self, store: SqlStore, agent_id: str) -> None:
+    def __init__(self, store: SqlStore, agent_id: str, conversation_id: str | None = None,
+                 context: list[Message] | None = None) -> None:
         self.store = store
         self.agent_id = agent_id
+        self.conversation_id = conversation_id  # None: the agent's default thread
         self.unsaved: list[Message] = []  # appended outside a step: written with the next one
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
@@ -102,7 +104,7 @@ class Persistence:
         self._unrecorded: list[tuple[RunRecord, bool]] = []  # failed runs' ends to write again
         self._retried: list[tuple[RunRecord, bool, Queued]] = []  # ... as written again
         self._seen_this_run = False  # blocks_may_have_changed asked the database this run
-        self._context: list[Message] | None = None  # the context as last written, if known
+        self._context = context  # the context as last written, if known
 
     @classmethod
     async def create(cls, store: str | SqlStore, record: AgentRecord, blocks: list[Block],
@@ -110,9 +112,7 @@ class Persistence:
         db = await get_store(store)
         await db.create_agent(record, [block_record(b) for b in blocks], unique_name=True)
         await db.append_step(record.id, [system], in_context_ids=APPEND)
-        persistence = cls(db, record.id)
-        persistence._context = [system]
-        return persistence
+        return cls(db, record.id, context=[system])
 
     @property
     def run_open(self) -> bool:
@@ -126,7 +126,7 @@ class Persistence:
         self._retried = [(run, started, self._queue_failed_end(run, started))
                          for run, started in self._unrecorded]
         self._unrecorded = []
-        self._run, self._run_start = self.store.queue_run(self.agent_id)
+        self._run, self._run_start = self.store.queue_run(self.agent_id, self.conversation_id)
         self._seen_this_run = False
         self._queued.append(self._run_start)
         return self._run.id
@@ -229,7 +229,7 @@ class Persistence:
             queued = self.store.queue_step(
                 self.agent_id, messages, in_context=self._context_change(transcript, messages),
                 step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
-                pending_approval=pending)
+                pending_approval=pending, conversation_id=self.conversation_id)
         except Exception as exc:  # its rows could not even be encoded
             self.failure = exc
             self._check()
@@ -256,7 +256,8 @@ class Persistence:
         writes queued before it (the run's end)."""
         self._check()
         self._context = list(transcript)
-        self._queued.append(self.store.queue_step(self.agent_id, [], in_context=transcript))
+        self._queued.append(self.store.queue_step(self.agent_id, [], in_context=transcript,
+                                                  conversation_id=self.conversation_id))
 
     def blocks_may_have_changed(self) -> bool:
         """Whether anything may have changed the agent's blocks since the last look (another

@@ -19,6 +19,7 @@ from .routes import (
     blocks,
     catalog,
     context,
+    conversations,
     group_runs,
     groups,
     health,
@@ -75,6 +76,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     # the web page at / and /ui/: no API route lives there
     app.include_router(web_router)
+    # conversations: threads of one agent sharing its memory
+    app.include_router(conversations.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes)

@@ -89,11 +89,18 @@ class RunRegistry:
         self.events_per_run = events_per_run
         self.finished_runs = finished_runs
         self._channels: OrderedDict[str, RunChannel] = OrderedDict()
-        self.active: dict[str, RunChannel] = {}  # agent id -> its run in flight
+        self.active: dict[str, RunChannel] = {}  # agent or conversation id -> its run
         self._tasks: set[asyncio.Task[None]] = set()
 
     def get(self, run_id: str) -> RunChannel | None:
         return self._channels.get(run_id)
+
+    def latest(self, key: str) -> RunChannel | None:
+        """The run of this agent or conversation in flight, else its newest one kept."""
+        active = self.active.get(key)
+        if active is not None:
+            return active
+        return next((c for c in reversed(self._channels.values()) if c.agent_id == key), None)
 
     async def start(self, agent: Agent, messages: list[Message], approvals: list[Approval], *,
                     stream_tokens: bool, max_steps: int | None = None,
@@ -101,7 +108,8 @@ class RunRegistry:
                     assistant_message: bool = True) -> RunChannel:
         """Start a run in the background; returns once the agent accepted it (raises what
         the agent raises on refusal: busy, pending approval, approvals that do not fit)."""
-        channel = RunChannel(agent.id, capacity=self.events_per_run)
+        # Keyed by thread: each conversation of an agent has its own run in flight.
+        channel = RunChannel(agent.conversation_id or agent.id, capacity=self.events_per_run)
         names = approval_names(agent) | {tool.name for tool in tools if tool.requires_approval}
         converter = StreamConverter(stream_tokens=stream_tokens, approval_names=names,
                                     assistant_message=assistant_message)
@@ -134,8 +142,8 @@ class RunRegistry:
                                     "error_type": "internal_error", "message": str(exc),
                                     "detail": None}])
         finally:
-            if self.active.get(agent.id) is channel:
-                del self.active[agent.id]
+            if self.active.get(channel.agent_id) is channel:
+                del self.active[channel.agent_id]
             await channel.close()
             if not accepted.done():
                 accepted.cancel()

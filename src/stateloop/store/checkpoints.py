@@ -28,6 +28,7 @@ from stateloop.store.records import APPEND, KEEP, RunRecord, StepRecord
 from stateloop.surrogates import replace_lone_surrogates_in
 
 a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
+c = schema.conversations
 
 MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
 
@@ -54,8 +55,27 @@ _SET_PENDING = FastStatement(update(a).where(a.c.id == bindparam("agent")).value
 _STORED_CONTEXT = FastStatement(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
                                 .where(a.c.id == bindparam("agent")))
 _APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("agent"))
+                              .where(m.c.conversation_id.is_(None))
                               .where(m.c.seq > bindparam("after"))
                               .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
+# A conversation's context, stored as the agent's is (schema.conversations).
+_SET_CONV_CONTEXT = FastStatement(update(c).where(c.c.id == bindparam("conv")).values(
+    in_context_message_ids=bindparam("ids"), in_context_after_seq=bindparam("after"),
+    updated_at=bindparam("now")), ["ids"])
+_SET_CONV_PENDING = FastStatement(update(c).where(c.c.id == bindparam("conv")).values(
+    pending_approval=bindparam("pending")), ["pending"])
+_SET_CONV_LAST_MESSAGE = FastStatement(update(c).where(c.c.id == bindparam("conv")).values(
+    last_message_at=bindparam("now")))
+# A conversation's messages are marked after their insert, so the agent's own thread writes
+# the rows it always wrote.
+SET_CONVERSATION = FastStatement(update(m).where(m.c.seq > bindparam("low"))
+                                 .where(m.c.seq <= bindparam("high"))
+                                 .values(conversation_id=bindparam("conv")))
+_CONV_STORED_CONTEXT = FastStatement(select(c.c.in_context_message_ids, c.c.in_context_after_seq)
+                                     .where(c.c.id == bindparam("conv")))
+_CONV_APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.conversation_id == bindparam("conv"))
+                                   .where(m.c.seq > bindparam("after"))
+                                   .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
 _MAX_SEQ_NOW = FastStatement(select(MAX_SEQ))
 _TOP_SEQ = (1 << 31) - 1  # above every seq (an INTEGER, 32 bits on PostgreSQL)
 
@@ -86,12 +106,13 @@ def set_last_run(conn: Connection, run: RunRecord) -> None:
 
 
 def context_ids(conn: Connection, agent_id: str, stored: list[str], after_seq: int,
-                through: int | None = None) -> list[str]:
-    """The agent's in-context ids: the stored list, then its messages stored after
-    ``after_seq`` (up to ``through``)."""
-    appended = _APPENDED_IDS.fetch(conn, {"agent": agent_id, "after": after_seq,
-                                          "through": through if through is not None
-                                          else _TOP_SEQ})
+                through: int | None = None, conversation_id: str | None = None) -> list[str]:
+    """The in-context ids of the agent's default thread (or of ``conversation_id``): the
+    stored list, then its messages stored after ``after_seq`` (up to ``through``)."""
+    params = {"after": after_seq, "through": through if through is not None else _TOP_SEQ}
+    appended = (_APPENDED_IDS.fetch(conn, {"agent": agent_id, **params})
+                if conversation_id is None else
+                _CONV_APPENDED_IDS.fetch(conn, {"conv": conversation_id, **params}))
     return [*stored, *(row[0] for row in appended)] if appended else stored
 
 
@@ -111,6 +132,7 @@ class StepWrite:
     now: float
     run_start: dict[str, Any] | None = None  # a new run's row
     run_end: list[dict[str, Any]] | None = None  # [run's fields, agent's last-run fields]
+    conversation_id: str | None = None  # the thread its messages, context and approval are of
 
     @classmethod
     def started(cls, run: dict[str, Any]) -> StepWrite:
@@ -129,7 +151,7 @@ class StepWrite:
     def build(cls, agent_id: str, messages: Sequence[Message], in_context: Any,
               step: StepRecord | None, run_id: str | None,
               block_values: Mapping[str, str] | None, pending_approval: Any,
-              catch_up: bool) -> StepWrite:
+              catch_up: bool, conversation_id: str | None = None) -> StepWrite:
         """Encode a step's rows now, so later changes to its messages do not leak in. The
         step record rides on the last message row (``steps`` gets it only when there is
         none). A new ``in_context`` list may hold the messages themselves."""
@@ -152,7 +174,7 @@ class StepWrite:
             in_context if in_context is None or in_context is APPEND else
             [m if isinstance(m, str) else m.id for m in in_context],
             None if block_values is None else replace_lone_surrogates_in(dict(block_values)),
-            pending_approval, catch_up, time.time())
+            pending_approval, catch_up, time.time(), conversation_id=conversation_id)
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -182,6 +204,12 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     if message_rows:
         seqs = _INSERT_MESSAGES.execute(conn, message_rows)
         before = seqs[0] - 1
+        at = 0
+        for w in writes:  # a conversation's rows: from the seq below its first to its last
+            if w.conversation_id is not None and w.message_rows:
+                SET_CONVERSATION.execute(conn, {"low": seqs[at] - 1, "conv": w.conversation_id,
+                                                "high": seqs[at + len(w.message_rows) - 1]})
+            at += len(w.message_rows)
     elif any(w.run_start is not None or w.in_context is not APPEND for w in writes):
         before = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     if any(w.catch_up for w in writes):
@@ -208,9 +236,15 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
         if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
                                                "now": writes[-1].now}):
             raise NotFoundError(f"no block with id {block_id!r}")
-    pending = {w.agent_id: w.pending_approval for w in writes if w.pending_approval is not KEEP}
-    for agent_id, approval in pending.items():
-        _SET_PENDING.execute(conn, {"agent": agent_id, "pending": approval})
+    pending = {(w.agent_id, w.conversation_id): w.pending_approval
+               for w in writes if w.pending_approval is not KEEP}
+    for (agent_id, conv), approval in pending.items():
+        if conv is None:
+            _SET_PENDING.execute(conn, {"agent": agent_id, "pending": approval})
+        else:
+            _SET_CONV_PENDING.execute(conn, {"conv": conv, "pending": approval})
+    for conv in {w.conversation_id for w in writes if w.conversation_id and w.message_rows}:
+        _SET_CONV_LAST_MESSAGE.execute(conn, {"conv": conv, "now": writes[-1].now})
     for run, agent in ends:
         if run["run"] not in started and not _FINISH_RUN.execute(conn, run):
             raise NotFoundError(f"no run with id {run['run']!r}")
@@ -272,16 +306,23 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int,
             at += count
         if w.in_context is APPEND:
             continue
+        conv = w.conversation_id
         if w.in_context is None:  # stored outside the context: the context stops before
             if not w.message_rows:
                 continue
-            found = _STORED_CONTEXT.fetch(conn, {"agent": w.agent_id})
+            found = (_STORED_CONTEXT.fetch(conn, {"agent": w.agent_id}) if conv is None else
+                     _CONV_STORED_CONTEXT.fetch(conn, {"conv": conv}))
             if not found:
                 raise NotFoundError(f"no agent with id {w.agent_id!r}")
             stored, after = found[0]
             if isinstance(stored, str | bytes):  # SQLite hands JSON back undecoded
                 stored = orjson.loads(stored)
-            ids = context_ids(conn, w.agent_id, stored, after, through=below)
+            ids = context_ids(conn, w.agent_id, stored, after, through=below,
+                              conversation_id=conv)
         else:
             ids = w.in_context
-        set_in_context(conn, w.agent_id, ids, after_seq=seq)
+        if conv is None:
+            set_in_context(conn, w.agent_id, ids, after_seq=seq)
+        elif not _SET_CONV_CONTEXT.execute(conn, {"conv": conv, "ids": list(ids), "after": seq,
+                                                  "now": w.now}):
+            raise NotFoundError(f"no conversation with id {conv!r}")

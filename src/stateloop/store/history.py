@@ -83,7 +83,7 @@ class HistoryMixin:
     def queue_step(self, agent_id: str, messages: Sequence[Message], *,
                    in_context: Any = None, step: StepRecord | None = None,
                    run_id: str | None = None, block_values: Mapping[str, str] | None = None,
-                   pending_approval: Any = KEEP) -> Queued:
+                   pending_approval: Any = KEEP, conversation_id: str | None = None) -> Queued:
         """``append_step`` without waiting for the commit; reads made after this call see
         the step (see ``StepWrite.build``)."""
         catch_up = self._unindexed + len(messages) >= dialect.RECALL_BATCH
@@ -91,7 +91,7 @@ class HistoryMixin:
         if block_values:
             self._block_writes += 1
         write = StepWrite.build(agent_id, messages, in_context, step, run_id, block_values,
-                                pending_approval, catch_up)
+                                pending_approval, catch_up, conversation_id)
         return self._runner.submit_batched(WRITE_STEPS, write)
 
     async def flush(self) -> None:
@@ -135,14 +135,16 @@ class HistoryMixin:
     async def list_messages(self, agent_id: str | None, *, before: str | None = None,
                             after: str | None = None, limit: int = 100,
                             order: str = "asc", roles: Sequence[str] | None = None,
-                            ) -> list[Message]:
-        """A page of an agent's stored messages (every agent's: ``None``); ``before``/``after``
-        are message-id cursors."""
+                            own_thread: bool = False) -> list[Message]:
+        """A page of an agent's stored messages (every agent's: ``None``; with ``own_thread``
+        not its conversations'); ``before``/``after`` are message-id cursors."""
         if order not in ("asc", "desc"):
             raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
         stmt = select(*schema.MESSAGE_READ)
         if agent_id is not None:
             stmt = stmt.where(m.c.agent_id == agent_id)
+        if own_thread:
+            stmt = stmt.where(m.c.conversation_id.is_(None))
         if before is not None:
             stmt = stmt.where(m.c.seq < _seq_of(before))
         if after is not None:
@@ -247,9 +249,11 @@ class HistoryMixin:
             raise NotFoundError(f"no agent with id {agent_id!r}") from exc
         return run
 
-    def queue_run(self, agent_id: str) -> tuple[RunRecord, Queued]:
+    def queue_run(self, agent_id: str, conversation_id: str | None = None
+                  ) -> tuple[RunRecord, Queued]:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
-        run = RunRecord(agent_id=agent_id, status="running")
+        run = RunRecord(agent_id=agent_id, status="running",
+                        metadata={"conversation_id": conversation_id} if conversation_id else {})
         run.started_at = run.created_at
         self._in_flight.add(run.id)
         return run, self._runner.submit_batched(WRITE_STEPS, StepWrite.started(

@@ -101,7 +101,9 @@ messages = Table(
     Column("tool_text", Text),  # tool calls and results: searched only when asked
     Column("data", Json, nullable=False),  # the message less its columns (rows.message_row)
     Column("step", Json),  # on a step's last row, the step's record (rows.step_json)
+    Column("conversation_id", String),  # revision 0013: NULL in the agent's default thread
     Index("ix_messages_agent_seq", "agent_id", "seq"),
+    Index("ix_messages_conversation_seq", "conversation_id", "seq"),
     sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
 )
 # What a message is read back from (rows.message_from_row).
@@ -299,6 +301,27 @@ group_messages = Table(
     Column("created_at", Float, nullable=False),
     Index("ix_group_messages_group_seq", "group_id", "seq"),
     sqlite_autoincrement=True,
+)
+
+# revision 0013: conversations, threads of one agent that share its memory. Each keeps its
+# in-context list as the agent row does (the list, then its messages stored after a seq),
+# its pending approval, and its own copies of the blocks it isolates (not attached to the
+# agent).
+conversations = Table(
+    "conversations", metadata,
+    Column("id", String, primary_key=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("summary", Text),
+    Column("in_context_message_ids", Json, nullable=False),
+    Column("in_context_after_seq", Integer, nullable=False),
+    Column("pending_approval", Json),
+    Column("isolated_block_ids", Json, nullable=False),
+    Column("model", String),
+    Column("model_settings", Json),
+    Column("last_message_at", Float),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_conversations_agent", "agent_id", "created_at"),
 )
 
 # revision 0014: MCP servers (Letta's mcp-servers): where a server is (``config``: command

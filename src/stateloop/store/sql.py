@@ -19,6 +19,7 @@ from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.catalog import CatalogMixin
 from stateloop.store.checkpoints import context_ids, set_in_context
+from stateloop.store.conversations import ConversationsMixin
 from stateloop.store.errors import (
     BlockLimitError,
     DatabaseOpenError,
@@ -85,7 +86,8 @@ def _check_limit(block: BlockRecord) -> None:
 
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
-               ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin):
+               ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
+               ConversationsMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

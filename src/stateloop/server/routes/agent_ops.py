@@ -9,6 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, HTTPException
 from pydantic import Field
 
+from ...agent import Agent
 from ...errors import ConfigError
 from ...llm.registry import resolve_model
 from ...memory.compaction import _summary_body, is_summary
@@ -21,6 +22,7 @@ from ..message_edit import edit_message
 from ..messages import to_letta
 from ..model_requests import complete, completion_request, next_request, provider_body
 from ..responses import AgentState, Response
+from ..runtime import Runtime
 from ..schemas import ErrorBody, Lenient, LettaStreamingRequest, TextContent, errors
 from .agents import agent_record, live_agent
 from .messages import parse_input
@@ -48,7 +50,11 @@ async def summarize_messages(agent_id: str, runtime: RuntimeDep,
     """Compact the agent's context now (after a run in flight): the oldest turns leave it
     for a summary, as when it fills; they stay in recall. ``compaction_settings`` is
     accepted; the agent's own strategy (summarize, or a sliding window) decides."""
-    agent = await live_agent(runtime, agent_id)
+    return await compact_thread(await live_agent(runtime, agent_id))
+
+
+async def compact_thread(agent: Agent) -> dict[str, Any]:
+    """Compact one thread of an agent now (``CompactionResponse``); 400 if it cannot."""
     before = agent.messages
     event = await agent.compact()
     after = agent.messages
@@ -114,7 +120,12 @@ async def preview_model_request(agent_id: str, body: LettaStreamingRequest,
     """The body the agent's next model call would post to its provider for this input
     (client tools offered, tool rules applied, the model ``override_model`` names), built
     as a run builds it and sent nowhere: nothing is stored."""
-    agent = await live_agent(runtime, agent_id)
+    return preview_thread(await live_agent(runtime, agent_id), body, runtime)
+
+
+def preview_thread(agent: Agent, body: LettaStreamingRequest,
+                   runtime: Runtime) -> dict[str, Any]:
+    """The provider body of the thread's next model call for this input."""
     messages, _ = parse_input(body, agent)
     model = agent.model
     if body.override_model:

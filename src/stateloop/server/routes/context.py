@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
+from ...agent import Agent
 from ...store import NotFoundError
 from ..deps import RuntimeDep
 from ..messages import to_letta
@@ -33,7 +34,11 @@ async def retrieve_agent_memory(agent_id: str, runtime: RuntimeDep) -> dict[str,
 
 
 async def _recompile(runtime: Runtime, agent_id: str, dry_run: bool) -> str:
-    agent = await live_agent(runtime, agent_id)
+    return await recompile_thread(await live_agent(runtime, agent_id), dry_run)
+
+
+async def recompile_thread(agent: Agent, dry_run: bool) -> str:
+    """One thread's system prompt compiled now; stored unless ``dry_run``."""
     if agent.running:  # its run recompiles before each step
         return agent.messages[0].text
     prompt = await agent.recompile(dry_run=dry_run)

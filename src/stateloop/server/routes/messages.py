@@ -94,10 +94,11 @@ def _decisions(item: ApprovalCreate, agent: Agent) -> list[Approval]:
 
 
 async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
-                    stream_tokens: bool = False) -> RunChannel:
-    """Start a run for this request; 409 while an approval is pending or (busy mode) a run
-    is in flight, 400 for approvals that do not fit the pending request."""
-    agent = await live_agent(runtime, agent_id)
+                    stream_tokens: bool = False, agent: Agent | None = None) -> RunChannel:
+    """Start a run for this request (in ``agent``, a thread of the agent, if given); 409
+    while an approval is pending or (busy mode) a run is in flight, 400 for approvals that
+    do not fit the pending request."""
+    agent = agent or await live_agent(runtime, agent_id)
     messages, approvals = parse_input(body, agent)
     pending = agent.pending_approval
     if pending is not None and not approvals and not agent.running:

@@ -1,0 +1,163 @@
+"""``Conversation``: one thread of an agent besides its default one.
+
+A conversation is the agent in another thread: it runs with the agent's model, tools, rules,
+system prompt, blocks and archival memory (read from the agent as they are now), and keeps
+its own transcript, in-context list, compaction, pending approvals, steering and run lock, so
+two conversations of one agent run at the same time. Blocks named in
+``isolated_block_labels`` are copies of its own. Its messages are stored with its id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .agent import Agent
+from .approvals import PendingApproval
+from .errors import ConfigError
+from .llm.tokens import message_tokens
+from .memory.blocks import Block
+from .messages import Message, new_id
+from .persistence import Persistence, block_from_record, block_record
+
+if TYPE_CHECKING:
+    from .llm.base import Model
+    from .store.conversations import ConversationRecord
+
+
+class Conversation(Agent):
+    """A thread of ``agent``: ``run``, ``run_sync``, ``stream``, ``steer``, ``cancel``,
+    ``compact``, ``context_overview`` as on the agent. ``id`` and ``name`` are the agent's;
+    ``conversation_id`` is this thread's."""
+
+    def __init__(self, agent: Agent, conversation_id: str, *, summary: str | None,
+                 isolated: list[Block], model: str | Model | None = None,
+                 created_at: float | None = None) -> None:
+        # Agent.__init__ is not called: what is not set here is read from the agent.
+        self._agent = agent
+        self.conversation_id = self.key = conversation_id
+        self.summary = summary
+        self._isolated = {block.label: block for block in isolated}
+        self._own_model = model
+        if model is not None:
+            self.model = model
+        self._init_thread(agent._steering.delivery)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_agent":  # not set yet
+            raise AttributeError(name)
+        return getattr(self._agent, name)
+
+    @property
+    def agent(self) -> Agent:
+        return self._agent
+
+    @property
+    def blocks(self) -> list[Block]:
+        """The agent's blocks, with this conversation's copies in place of isolated ones."""
+        return [self._isolated.get(block.label, block) for block in self._agent.blocks]
+
+    @blocks.setter
+    def blocks(self, blocks: list[Block]) -> None:
+        for block in blocks:  # shared ones are the agent's to set
+            if block.label in self._isolated:
+                self._isolated[block.label] = block
+
+    def _owner(self) -> Agent:
+        return self._agent
+
+    @classmethod
+    def new(cls, agent: Agent, *, summary: str | None = None,
+            isolated_block_labels: list[str] | None = None, history: Sequence[Message] = (),
+            model: str | Model | None = None, conversation_id: str | None = None
+            ) -> Conversation:
+        """A conversation in memory, starting from copies of ``history`` (new ids)."""
+        labels = list(isolated_block_labels or ())
+        known = {block.label: block for block in agent.blocks}
+        missing = [label for label in labels if label not in known]
+        if missing:
+            raise ConfigError(f"agent {agent.name!r} has no blocks labelled {missing}; "
+                              f"it has {sorted(known)}")
+        isolated = [dataclasses.replace(known[label], id=new_id("block")) for label in labels]
+        from .store.records import new_record_id
+
+        conversation = cls(agent, conversation_id or new_record_id("conv"), summary=summary,
+                           isolated=isolated, model=model)
+        conversation._transcript.extend(dataclasses.replace(m, id=new_id("message"))
+                                        for m in history)
+        conversation._repair(None)  # a fork cut inside a step: its open calls are answered
+        return conversation
+
+    @classmethod
+    async def start(cls, agent: Agent, *, summary: str | None = None,
+                    isolated_block_labels: list[str] | None = None,
+                    history: Sequence[Message] = (), model: str | Model | None = None
+                    ) -> Conversation:
+        """``new``, then stored (with its isolated blocks) when the agent is."""
+        conversation = cls.new(agent, summary=summary, model=model, history=history,
+                               isolated_block_labels=isolated_block_labels)
+        persist = agent._persist
+        if persist is not None:
+            from .store.conversations import ConversationRecord
+
+            transcript = conversation._transcript
+            for message in transcript:
+                message_tokens(message, conversation._model.name)
+            record = ConversationRecord(
+                agent.id, conversation.key, summary=summary,
+                model=conversation._model.name if model is not None else None)
+            await persist.store.create_conversation(
+                record, [block_record(b) for b in conversation._isolated.values()],
+                transcript)
+            conversation._persist = Persistence(persist.store, agent.id, conversation.key,
+                                                list(transcript))
+        agent._conversations[conversation.key] = conversation
+        return conversation
+
+    @classmethod
+    async def open_stored(cls, agent: Agent, conversation_id: str) -> Conversation:
+        """A stored conversation of ``agent``, as the store holds it."""
+        assert agent._persist is not None
+        store = agent._persist.store
+        record = await store.get_conversation(conversation_id)
+        if record.agent_id != agent.id:
+            raise ConfigError(f"conversation {conversation_id!r} is not agent "
+                              f"{agent.name!r}'s")
+        isolated = [block_from_record(await store.get_block(i))
+                    for i in record.isolated_block_ids]
+        conversation = cls(agent, record.id, summary=record.summary, isolated=isolated,
+                           model=record.model)
+        conversation._persist = Persistence(store, agent.id, record.id)
+        await conversation._use_stored(*await _stored(conversation, record))
+        agent._conversations[record.id] = conversation
+        return conversation
+
+    async def _reload(self) -> None:
+        """Go back to what the store holds (after a write failed)."""
+        persist = self._persist
+        assert persist is not None
+        record = await persist.store.get_conversation(self.key)
+        await self._sync_blocks()
+        await self._use_stored(*await _stored(self, record))
+        self._stale = False
+
+    async def _sync_blocks(self) -> None:
+        persist = self._persist
+        assert persist is not None
+        await persist.sync_blocks(self._agent.blocks)
+        for label, block in self._isolated.items():
+            stored = await persist.store.get_block(block.id)
+            if stored.value != block.value:
+                block.value = stored.value
+            self._isolated[label] = block
+        self._refresh_system()
+
+
+async def _stored(conversation: Conversation, record: ConversationRecord
+                  ) -> tuple[list[Message], PendingApproval | None]:
+    assert conversation._persist is not None
+    messages = await conversation._persist.store.get_messages(record.in_context_message_ids)
+    pending = (PendingApproval.from_dict(record.pending_approval)
+               if record.pending_approval else None)
+    return messages, pending
