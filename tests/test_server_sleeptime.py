@@ -282,3 +282,24 @@ def test_the_sleeptime_group_survives_a_restart(fake, script: Script, tmp_path) 
         wait_for(lambda: _statuses(client, memory_id) == ["completed"])
         given = [r for r in script.requests if SYSTEM_PROMPT[:40] in r.messages[0].text]
         assert "user: before" in given[-1].messages[-1].text
+
+
+def test_a_sleeptime_group_given_another_manager_leaves_its_former_main_agent(
+        client: Letta, script: Script) -> None:
+    script.set(*[answers()] * 20)
+    agent, other = new_agent(client, enable_sleeptime=True), new_agent(client)
+    assert agent.multi_agent_group is not None
+    group_id, memory_id = agent.multi_agent_group.id, agent.multi_agent_group.agent_ids[0]
+    patch_group(client, group_id, frequency(1))
+    send(client, agent.id, "warm up")  # its sleeptime is live, and runs after every turn
+    wait_for(lambda: _statuses(client, memory_id) == ["completed"])
+    moved = patch_group(client, group_id, {"manager_config": {
+        "manager_type": "sleeptime", "manager_agent_id": other.id,
+        "sleeptime_agent_frequency": 1}})
+    assert moved["manager_agent_id"] == other.id
+    assert client.agents.retrieve(agent.id).multi_agent_group is None
+    assert client.agents.retrieve(other.id).multi_agent_group.id == group_id  # type: ignore[union-attr]
+    for n in range(2):
+        send(client, agent.id, f"former {n}")
+    time.sleep(0.3)
+    assert _statuses(client, memory_id) == ["completed"]

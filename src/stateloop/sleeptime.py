@@ -342,7 +342,7 @@ class Sleeptime:
     async def _save(self) -> None:
         """Store the counter and the last message processed in the group; take its
         frequency and member from there (changed by ``PATCH /v1/groups/{id}``, say). A
-        group deleted meanwhile turns the memory agent off."""
+        group deleted or given another manager meanwhile turns the memory agent off."""
         from .store import NotFoundError
 
         store = self.main.store
@@ -361,7 +361,7 @@ class Sleeptime:
                            exc_info=True)
             return
         stored = SleeptimeLink.from_group(group)
-        if stored is None:
-            self.enabled = False
+        if stored is None or group.manager_agent_id != self.main.id:
+            self.enabled = False  # no member, or another agent's group now
         else:
             self.follow(stored)

@@ -38,10 +38,19 @@ async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
         live.sleeptime.enabled = on
 
 
-async def follow_group(runtime: Runtime, group: GroupRecord) -> None:
+async def follow_group(runtime: Runtime, group: GroupRecord,
+                       before: GroupRecord | None = None) -> None:
     """A sleeptime group was created or changed over ``/v1/groups``: its live main agent
-    takes the new frequency and member at once."""
-    if group.manager_type != MANAGER_TYPE or group.manager_agent_id is None:
+    takes the new frequency and member at once (a former main agent lets it go)."""
+    if group.manager_type != MANAGER_TYPE:
+        return
+    if before is not None and before.manager_agent_id not in (None, group.manager_agent_id):
+        former = runtime.live(before.manager_agent_id)
+        if former is not None and former.sleeptime is not None \
+                and former.sleeptime.link.group_id == group.id:
+            await former.sleeptime.close()
+            former.sleeptime = None
+    if group.manager_agent_id is None:
         return
     live = runtime.live(group.manager_agent_id)
     link = SleeptimeLink.from_group(group)

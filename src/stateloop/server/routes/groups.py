@@ -193,7 +193,7 @@ async def modify_group(group_id: str, body: GroupUpdate, runtime: RuntimeDep
     _check_members(changes.get("agent_ids", current.agent_ids),
                    changes.get("manager_agent_id", current.manager_agent_id))
     stored = await runtime.store.update_group(group_id, **changes)
-    await follow_group(runtime, stored)
+    await follow_group(runtime, stored, current)
     return group_view(stored)
 
 
