@@ -69,7 +69,8 @@ async def test_the_main_agent_sees_the_memory_agents_edit_at_its_next_step(db):
     assert [(r.status, r.stop_reason) for r in runs] == [("completed", "tool_rule")]
 
 
-async def test_the_sleeptime_group_is_the_link_and_comes_back_on_load(db):
+async def test_the_sleeptime_group_is_the_link_and_comes_back_on_load(db_url):
+    db = db_url  # both dialects
     agent = await Agent.acreate(ScriptedModel(echo), store=db, name="kept",
                                 blocks=[Block("human", "")], enable_sleeptime=True,
                                 sleeptime_agent_frequency=3)
