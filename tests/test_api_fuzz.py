@@ -15,6 +15,7 @@ that reproduces it.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from fake_script import Script
+from mcp_support import DEMO
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
 
@@ -47,6 +49,8 @@ CONFIG = schemathesis.Config.from_dict({
     # Reproductions show the real bodies: "max_tokens" is no secret.
     "output": {"sanitization": {"enabled": False}},
 })
+
+MCP_DEMO = {"mcp_server_type": "stdio", "command": sys.executable, "args": [DEMO]}
 
 SOURCE = '''
 def shout(text: str) -> str:
@@ -80,15 +84,27 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     said: Any = client.get(f"/v1/groups/{group['id']}/messages", cast_to=object)
     messages += [message["id"] for message in said]
     assert runs and messages and steps
+    # Two MCP servers: one for the routes by id, one for those by name (whose tools have
+    # other names: a tool name is unique in the registry).
+    mcp_server = client.mcp_servers.create(server_name="fuzzed-mcp", config=MCP_DEMO)
+    mcp_add = next(t for t in client.mcp_servers.tools.list(mcp_server.id) if t.name == "add")
+    # Renamed by a fuzzed update, a server may be deleted by a fuzzed name: a spare one.
+    spare = client.mcp_servers.create(server_name="fuzzed-spare", config={
+        "mcp_server_type": "streamable_http", "server_url": "http://127.0.0.1:9/mcp"})
+    client.put("/v1/tools/mcp/servers", cast_to=object, body={
+        "server_name": "fuzzed-legacy", "type": "stdio", "command": sys.executable,
+        "args": [DEMO], "env": {"MCP_DEMO_PREFIX": "legacy_"}})
     archive = client.archives.create(name="fuzzed")
     archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
     known = {"archive_id": [archive.id], "passage_id": [archived.id],
-             "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
+             "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
+             "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],
+             "mcp_tool_name": ["legacy_add"],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
              "identity_id": [identity["id"]], "group_id": [group["id"]],
              "message_id": messages[:3] + messages[-2:],
              "block_label": ["human", "notes"],
-             "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout"]}
+             "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout", "legacy_add"]}
     ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]
     return {**known, "cursor": ids + messages[:3] + messages[-3:] + steps}
 
@@ -119,6 +135,9 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
         variants.append(operation.as_strategy().map(_with_source))
     elif operation.body and "'code'" in str(operation.body[0].definition):
         variants.append(operation.as_strategy().map(_with_code))
+    elif operation.body and any(name in str(operation.body[0].definition) for name in (
+            "'command'", "StdioServerConfig", "CreateMCPServerRequest")):
+        variants.append(operation.as_strategy().map(_with_mcp_server))
     return st.one_of(operation.as_strategy(), st.one_of(variants))
 
 
@@ -141,6 +160,15 @@ def _with_code(case: Case) -> Case:
     """Source to read a schema from (``code``, as /v1/tools/generate-schema names it)."""
     if isinstance(case.body, dict):
         case.body["code"] = SOURCE
+    return case
+
+
+def _with_mcp_server(case: Case) -> Case:
+    """An MCP server config that starts (generated commands never do): the demo server."""
+    if isinstance(case.body, dict):
+        config = case.body.get("config", case.body)
+        if isinstance(config, dict) and "command" in config:
+            config.update(command=sys.executable, args=[DEMO], env={})
     return case
 
 

@@ -11,6 +11,7 @@ from .errors import (
 )
 from .events import AnyEvent, Event, StopReason
 from .hooks import Blocked, Hooks, StepRecord
+from .mcp import MCPTools
 from .memory.blocks import Block
 from .messages import Message, ToolCall, Usage
 from .tools import Tool, ToolContext, ToolOutput, tool
@@ -28,6 +29,7 @@ __all__ = [
     "Event",
     "Hooks",
     "InputTooLarge",
+    "MCPTools",
     "Message",
     "ModelError",
     "RunResult",

@@ -35,6 +35,7 @@ from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
 from .loop import LoopConfig, Resume, run_loop
+from .mcp.config import MCPTools
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message, new_id
@@ -70,7 +71,7 @@ class Agent(AgentControl):
         self,
         model: str | Model,
         *,
-        tools: Iterable[Tool | Callable[..., Any] | str] = (),
+        tools: Iterable[Tool | Callable[..., Any] | str | MCPTools] = (),
         system: str = "",
         blocks: Iterable[Block] = (),
         name: str | None = None,
@@ -125,7 +126,11 @@ class Agent(AgentControl):
                 defaults += self.agent_type.stored_memory_tools
         if include_multi_agent_tools:
             defaults += MULTI_AGENT_TOOL_NAMES  # any type, as in Letta
-        self.tools = options.tool_map([*defaults, *tools])
+        tools = list(tools)
+        self.mcp_servers = [item for item in tools if isinstance(item, MCPTools)]
+        self._mcp_listed: set[int] = set()  # ids of the servers whose tools are in self.tools
+        self.tools = options.tool_map([*defaults, *(item for item in tools
+                                                    if not isinstance(item, MCPTools))])
         self.max_steps = max_steps
         self.error_threshold = error_threshold
         self.timeout = timeout
@@ -296,6 +301,10 @@ class Agent(AgentControl):
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
+        if len(self._mcp_listed) < len(self.mcp_servers):
+            from .mcp.agent import offer_tools
+
+            await offer_tools(self)  # raises MCPConnectionError before anything is stored
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
         run_model = resolve_model(model, **self._model_options) if model is not None else None
@@ -352,6 +361,11 @@ class Agent(AgentControl):
                         # this failure to record it.
                         logger.warning("could not record the end of run %s", run_id,
                                        exc_info=True)
+
+    async def aclose(self) -> None:
+        """Close the sessions of this agent's MCP servers (a later run reopens them)."""
+        for server in self.mcp_servers:
+            await server.close()
 
     # -- internals -----------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ from .routes import (
     groups,
     health,
     identities,
+    mcp_legacy,
+    mcp_servers,
     messages,
     run_metrics,
     runs,
@@ -67,6 +69,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (archives, search):
         app.include_router(module.router)
     for module in (groups, group_runs):
+        app.include_router(module.router)
+    for module in (mcp_servers, mcp_legacy):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),

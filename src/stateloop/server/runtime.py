@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..agent import Agent
 from ..directory import bind, tagged_in_store
 from ..errors import ConfigError
+from ..mcp import close_all as close_mcp_sessions
 from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
@@ -88,6 +89,7 @@ class Runtime:
         await asyncio.gather(*(agent.sleeptime.close(SLEEPTIME_GRACE)
                                for agent in self._agents.values() if agent.sleeptime))
         await self.workers.close()
+        await close_mcp_sessions()
         await self.store.close()
 
     # -- agents --------------------------------------------------------------------------
@@ -158,6 +160,10 @@ class Runtime:
         variables) over the server's."""
         if record.binding and record.binding.startswith("builtin:"):
             return builtin_tool(record.name)
+        if record.tool_type == "external_mcp":
+            from .mcp_bridge import bound_tool
+
+            return bound_tool(self.store, record)
         # Whether a call pauses for a human is the agent's rule (see with_default_approvals),
         # so the agent can turn it off: the bound tool never asks on its own.
         python = self.python_tools.get(record.name)

@@ -300,3 +300,17 @@ group_messages = Table(
     Index("ix_group_messages_group_seq", "group_id", "seq"),
     sqlite_autoincrement=True,
 )
+
+# revision 0014: MCP servers (Letta's mcp-servers): where a server is (``config``: command
+# and args, or URL and auth header name) apart from its secrets (env, token, headers), which
+# the REST layer never returns as stored.
+mcp_servers = Table(
+    "mcp_servers", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("server_type", String, nullable=False),
+    Column("config", Json, nullable=False),
+    Column("secrets", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)

@@ -28,6 +28,7 @@ from stateloop.store.errors import (
 from stateloop.store.groups import GroupsMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
+from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
@@ -84,7 +85,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
-               ToolRegistryMixin, IdentitiesMixin, GroupsMixin):
+               ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -36,6 +36,7 @@ class ToolOutput:
     is_error: bool = False
     stdout: list[str] | None = None
     stderr: list[str] | None = None
+    metadata: dict[str, Any] | None = None  # kept on the tool message as is
 
 
 def result_message(call: ToolCall, output: ToolOutput) -> Message:
@@ -45,6 +46,8 @@ def result_message(call: ToolCall, output: ToolOutput) -> Message:
     for name in ("stdout", "stderr"):
         if value := getattr(output, name):
             message.metadata[name] = [replace_lone_surrogates(text) for text in value]
+    if output.metadata:
+        message.metadata.update(output.metadata)
     return message
 
 
@@ -70,13 +73,16 @@ async def execute_tool(call: ToolCall, arguments: dict[str, Any], tools: Mapping
     if tool is None:
         available = ", ".join(tools) or "none"
         return ToolOutput(f"Tool {call.name!r} does not exist. Available tools: {available}.", True)
-    if tool.function is None or tool.arguments_model is None:
+    if tool.function is None:
         return ToolOutput(f"Tool {call.name!r} has no Python function to run here.", True)
-    try:
-        validated = tool.arguments_model.model_validate(arguments)
-    except ValueError as exc:  # pydantic's ValidationError
-        return ToolOutput(_describe_invalid(tool.name, exc, arguments), True)
-    kwargs = dict(validated.__dict__)
+    if tool.arguments_model is None:  # checked where it runs (an MCP server, say)
+        kwargs = dict(arguments)
+    else:
+        try:
+            validated = tool.arguments_model.model_validate(arguments)
+        except ValueError as exc:  # pydantic's ValidationError
+            return ToolOutput(_describe_invalid(tool.name, exc, arguments), True)
+        kwargs = dict(validated.__dict__)
     if tool.context_parameter is not None:
         kwargs[tool.context_parameter] = ToolContext(agent, call)
     try:

@@ -176,9 +176,9 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
 
 @router.delete("/v1/tools/{tool_id}", responses=errors(404, 409))
 async def delete_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """Remove a source tool; agents that had it answer its calls with an error."""
+    """Remove a source or MCP tool; agents that had it answer its calls with an error."""
     record = await _tool(runtime, tool_id)
-    if record.binding != "sandbox":
+    if record.binding != "sandbox" and record.tool_type != "external_mcp":
         raise HTTPException(409, detail=f"tool {record.name!r} is built in; it cannot be "
                                         "deleted")
     await runtime.store.delete_tool(record.name)

@@ -1,0 +1,57 @@
+"""The demo MCP server of the tests, over stdio or Streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from stateloop.mcp import MCPTools
+
+DEMO = str(Path(__file__).with_name("mcp_demo_server.py"))
+
+
+def stdio_demo(marks: Path | None = None, **options) -> MCPTools:
+    env = {"DEMO_SECRET": "s3cret"}
+    if marks is not None:
+        env["MCP_DEMO_MARKS"] = str(marks)
+    return MCPTools.stdio(sys.executable, [DEMO], env=env, name="demo", **options)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_demo(marks: Path | None = None) -> Iterator[str]:
+    """The demo server on Streamable HTTP; yields its URL."""
+    port = free_port()
+    env = {"MCP_DEMO_MARKS": str(marks)} if marks is not None else {}
+    import os
+
+    process = subprocess.Popen([sys.executable, DEMO, "http", str(port)],
+                               env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the demo MCP server did not start") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
