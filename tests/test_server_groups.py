@@ -12,6 +12,7 @@ import letta_client
 import pytest
 from letta_client import Letta
 
+from fake_script import Script
 from letta_spec import assert_letta_shape
 from stateloop.testing import call, error, reply
 from test_server_support import Server, new_agent
@@ -193,21 +194,26 @@ def test_a_member_run_that_fails_is_answered_as_an_error_naming_it(client: Letta
     assert body["run_id"] == client.runs.list(agent_id=ann.id).items[0].id
 
 
-def test_a_sleeptime_group_is_stored_and_listed_but_not_run_here(server: Server,
-                                                                 client: Letta) -> None:
+def test_a_sleeptime_group_made_here_is_stored_listed_and_sent_to_its_main_agent(
+        server: Server, client: Letta, script: Script) -> None:
     main, memory = new_agent(client), new_agent(client)
     group = post(client, "/v1/groups", {
-        "agent_ids": [main.id], "description": "", "manager_config": {
-            "manager_type": "sleeptime", "manager_agent_id": memory.id,
+        "agent_ids": [memory.id], "description": "", "manager_config": {
+            "manager_type": "sleeptime", "manager_agent_id": main.id,
             "sleeptime_agent_frequency": 3}})
     assert_letta_shape("/v1/groups/", "post", group)
     assert (group["manager_type"], group["manager_agent_id"],
             group["sleeptime_agent_frequency"], group["turns_counter"]) == (
-        "sleeptime", memory.id, 3, -1)
+        "sleeptime", main.id, 3, -1)
     listed = client.get("/v1/groups", cast_to=object,
                         options={"params": {"manager_type": "sleeptime"}})
     assert group["id"] in [g["id"] for g in listed]  # type: ignore[union-attr]
     assert [g["id"] for g in get(client, f"/v1/agents/{memory.id}/groups")] == [group["id"]]
+    assert client.agents.retrieve(main.id).multi_agent_group.id == group["id"]  # type: ignore[union-attr]
+    # As the Letta versions that served this route did: the main agent answers.
+    script.set(reply("from the main agent"))
     response = httpx.post(f"{server.url}/v1/groups/{group['id']}/messages",
-                          json={"input": "hi"})
-    assert response.status_code == 400 and "sleeptime" in response.json()["detail"]
+                          json={"input": "hi"}, timeout=30)
+    assert response.status_code == 200
+    assert [m.get("content") for m in response.json()["messages"]
+            if m["message_type"] == "assistant_message"] == ["from the main agent"]

@@ -40,6 +40,7 @@ async def test_the_main_agent_sees_the_memory_agents_edit_at_its_next_step(db):
     await agent.run("hello")
     assert not agent.sleeptime.running and memory_model.requests == []  # one turn of two
     await agent.run("I like tea")
+    upto = agent.messages[-1].id
     await agent.sleeptime.wait()
 
     store = agent.store
@@ -59,11 +60,40 @@ async def test_the_main_agent_sees_the_memory_agents_edit_at_its_next_step(db):
     await agent.sleeptime.wait()  # the turn counter is stored in the background
     record = await store.get_agent(agent.id)
     assert record.enable_sleeptime
-    link = record.extra["sleeptime"]
-    assert link["memory_agent_id"] == memory.id and link["frequency"] == 2
-    assert link["turns_counter"] == 1
+    group = await store.get_group(agent.sleeptime.link.group_id)  # Letta's sleeptime group
+    assert (group.manager_type, group.manager_agent_id, group.agent_ids) == (
+        "sleeptime", agent.id, [memory.id])
+    assert (group.sleeptime_agent_frequency, group.turns_counter) == (2, 1)
+    assert group.last_processed_message_id == upto
     runs = await store.list_runs(memory.id)
     assert [(r.status, r.stop_reason) for r in runs] == [("completed", "tool_rule")]
+
+
+async def test_the_sleeptime_group_is_the_link_and_comes_back_on_load(db_url):
+    db = db_url  # both dialects
+    agent = await Agent.acreate(ScriptedModel(echo), store=db, name="kept",
+                                blocks=[Block("human", "")], enable_sleeptime=True,
+                                sleeptime_agent_frequency=3)
+    assert agent.sleeptime is not None
+    await agent.run("one")
+    await agent.sleeptime.wait()
+    store = agent.store
+    assert store is not None
+    group_id = agent.sleeptime.link.group_id
+    assert [g.id for g in await store.list_groups(agent_id=agent.id)] == [group_id]
+    assert (await store.managed_group(agent.id)).turns_counter == 1  # type: ignore[union-attr]
+    await store.update_group(group_id, sleeptime_agent_frequency=2)  # as PATCH /v1/groups does
+
+    memory_model = ScriptedModel(finish)
+    again = await Agent.aload("kept", store=db, model=ScriptedModel(echo))
+    assert again.sleeptime is not None and again.sleeptime.enabled
+    assert again.sleeptime.link == agent.sleeptime.link.__class__(
+        group_id, agent.sleeptime.link.memory_agent_id, 2, 1, None)
+    again.sleeptime.model = memory_model
+    await again.run("two")  # the second turn of two: the memory agent runs
+    await again.sleeptime.wait()
+    assert "user: one" in memory_model.requests[0].messages[-1].text
+    assert (await store.get_group(group_id)).last_processed_message_id == again.messages[-1].id
 
 
 async def test_turns_that_arrive_during_a_memory_run_are_covered_by_the_next(db):

@@ -215,7 +215,7 @@ class Agent(AgentThreads):
         agent.id = record.id
         agent._persist = Persistence(db, record.id)
         await agent._use_stored(messages, pending)
-        agent.sleeptime = sleeptime.Sleeptime.stored(agent, record)
+        agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
 
     # -- configuration -------------------------------------------------------------------

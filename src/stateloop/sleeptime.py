@@ -5,8 +5,10 @@ the background.
 the main agent's core blocks. Every ``frequency`` turns of the main agent, once its run has
 ended, the memory agent runs as a background task on the main agent's messages since it last
 ran, with memory tools only; its edits reach the main agent through the shared blocks (read
-again before each step). This module owns that link (kept in the main agent's record, under
-``extra["sleeptime"]``), the transcript the memory agent is given, and the background runs:
+again before each step). The pair is Letta's sleeptime group: a ``sleeptime`` group managed
+by the main agent with the memory agent as its member, whose record keeps the frequency, the
+turn counter and the last message processed (in memory for an agent without a store). This
+module owns that link, the transcript the memory agent is given, and the background runs:
 at most one at a time per main agent, a failure recorded on the memory agent's run and
 logged, never raised into the main agent.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .events import RunEnd, RunStart
@@ -29,13 +31,14 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .agent_types import AgentType
     from .llm.base import Model
+    from .store.groups import GroupRecord
     from .store.records import AgentRecord
     from .store.sql import SqlStore
 
 logger = logging.getLogger("stateloop")
 T = TypeVar("T")
 
-EXTRA_KEY = "sleeptime"  # in the main agent's record ``extra``
+MANAGER_TYPE = "sleeptime"  # the group's manager type
 DEFAULT_FREQUENCY = 5  # Letta's sleeptime_agent_frequency for a new sleeptime group
 MEMORY_AGENT_TYPE = "sleeptime_agent"
 FINISH_RULE = {"type": "exit_loop", "tool_name": "memory_finish_edits"}
@@ -43,7 +46,7 @@ FINISH_RULE = {"type": "exit_loop", "tool_name": "memory_finish_edits"}
 
 @dataclass(slots=True)
 class SleeptimeLink:
-    """The main agent's side of its sleeptime group, as stored."""
+    """The main agent's side of its sleeptime group."""
 
     group_id: str
     memory_agent_id: str
@@ -51,18 +54,22 @@ class SleeptimeLink:
     turns_counter: int = 0
     last_processed_message_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SleeptimeLink:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+    def from_group(cls, group: GroupRecord) -> SleeptimeLink | None:
+        """The link a stored sleeptime group describes (None without a member). As in
+        Letta, a group without a frequency runs its memory agent after every turn."""
+        if not group.agent_ids:
+            return None
+        return cls(group.id, group.agent_ids[0], group.sleeptime_agent_frequency or 1,
+                   group.turns_counter or 0, group.last_processed_message_id)
 
 
-def stored_link(extra: dict[str, Any]) -> SleeptimeLink | None:
-    """The link kept in an agent record's ``extra``, if it has one."""
-    data = extra.get(EXTRA_KEY)
-    return SleeptimeLink.from_dict(data) if isinstance(data, dict) else None
+async def stored_link(db: SqlStore, main_id: str) -> SleeptimeLink | None:
+    """The link of the sleeptime group the agent manages, if it has one."""
+    group = await db.managed_group(main_id)
+    if group is None or group.manager_type != MANAGER_TYPE:
+        return None
+    return SleeptimeLink.from_group(group)
 
 
 def check_frequency(frequency: int) -> int:
@@ -102,28 +109,31 @@ def memory_agent_settings(name: str, blocks: list[Block], *, stored: bool) -> di
 async def create_memory_agent(db: SqlStore, main_id: str, model: str | Model, *,
                               frequency: int = DEFAULT_FREQUENCY,
                               **options: Any) -> tuple[SleeptimeLink, Agent]:
-    """Store a memory agent sharing the main agent's blocks, and the link in the main
-    agent's record; ``options`` go to ``Agent`` (endpoint, embedder)."""
+    """Store a memory agent sharing the main agent's blocks, and the sleeptime group that
+    links the two; ``options`` go to ``Agent`` (endpoint, embedder)."""
     from .agent import Agent
-    from .store.records import new_record_id
+    from .store.groups import GroupRecord
 
     check_frequency(frequency)
     record = await db.get_agent(main_id)
     settings = memory_agent_settings(record.name, [], stored=True)
     settings["name"] = await _free_name(db, settings["name"])  # stored names are unique
     memory = await Agent.acreate(model, store=db, **settings, **options)
+    group: GroupRecord | None = None
     try:
         for block in await db.list_blocks(main_id):
             await db.attach_block(memory.id, block.id)
-        link = SleeptimeLink(new_record_id("group"), memory.id, frequency)
-        current = await db.get_agent(main_id)
-        await db.update_agent(main_id, enable_sleeptime=True,
-                              extra={**current.extra, EXTRA_KEY: link.to_dict()})
+        group = await db.create_group(GroupRecord(
+            MANAGER_TYPE, [memory.id], manager_agent_id=main_id,
+            sleeptime_agent_frequency=frequency, turns_counter=0))
+        await db.update_agent(main_id, enable_sleeptime=True)
         await memory.recompile()  # its prompt shows the shared blocks
     except BaseException:
+        if group is not None:
+            await db.delete_group(group.id)
         await db.delete_agent(memory.id, delete_orphan_blocks=True)
         raise
-    return link, memory
+    return SleeptimeLink(group.id, memory.id, frequency), memory
 
 
 async def _free_name(db: SqlStore, name: str) -> str:
@@ -192,10 +202,20 @@ class Sleeptime:
         return cls(main, link, memory)
 
     @classmethod
-    def stored(cls, main: Agent, record: AgentRecord) -> Sleeptime | None:
-        """A loaded agent's link, if it has one (idle while ``enable_sleeptime`` is off)."""
-        link = stored_link(record.extra)
+    async def stored(cls, main: Agent, record: AgentRecord) -> Sleeptime | None:
+        """A loaded agent's sleeptime group, if it has one (idle while ``enable_sleeptime``
+        is off)."""
+        assert main.store is not None
+        link = await stored_link(main.store, main.id)
         return cls(main, link, enabled=record.enable_sleeptime) if link is not None else None
+
+    def follow(self, stored: SleeptimeLink) -> None:
+        """Take the frequency and member of the group as stored (changed over REST, say);
+        a run in flight goes on with the member it has."""
+        self.link.frequency = stored.frequency
+        if stored.memory_agent_id != self.link.memory_agent_id:
+            self.link.memory_agent_id = stored.memory_agent_id
+            self._memory = None  # loaded on its next run
 
     @property
     def running(self) -> bool:
@@ -320,14 +340,28 @@ class Sleeptime:
         self._saving = asyncio.get_running_loop().create_task(self._save())
 
     async def _save(self) -> None:
+        """Store the counter and the last message processed in the group; take its
+        frequency and member from there (changed by ``PATCH /v1/groups/{id}``, say). A
+        group deleted or given another manager meanwhile turns the memory agent off."""
+        from .store import NotFoundError
+
         store = self.main.store
         if store is None:
             return
+        link = self.link
         try:
-            record = await store.get_agent(self.main.id)
-            if record.extra.get(EXTRA_KEY) != self.link.to_dict():
-                await store.update_agent(self.main.id, extra={**record.extra,
-                                                              EXTRA_KEY: self.link.to_dict()})
+            group = await store.update_group(
+                link.group_id, turns_counter=link.turns_counter,
+                last_processed_message_id=link.last_processed_message_id)
+        except NotFoundError:
+            self.enabled = False
+            return
         except Exception:
-            logger.warning("could not store the sleeptime link of agent %s", self.main.name,
+            logger.warning("could not store the sleeptime group of agent %s", self.main.name,
                            exc_info=True)
+            return
+        stored = SleeptimeLink.from_group(group)
+        if stored is None or group.manager_agent_id != self.main.id:
+            self.enabled = False  # no member, or another agent's group now
+        else:
+            self.follow(stored)

@@ -1,11 +1,20 @@
-"""``enable_sleeptime`` over REST: turning an agent's memory agent on (made on first use,
-as Letta does) and off, on the store and on the live agent; and what deleting either agent
-of the pair does to the other."""
+"""``enable_sleeptime`` over REST: turning an agent's memory agent on (made with its
+sleeptime group on first use, as Letta does) and off, on the store and on the live agent;
+what deleting either agent of the pair, or their group, does; and keeping the live main
+agent in step with its group when ``/v1/groups`` changes it."""
 
 from __future__ import annotations
 
-from ..sleeptime import EXTRA_KEY, MEMORY_AGENT_TYPE, Sleeptime, create_memory_agent, stored_link
+from ..sleeptime import (
+    MANAGER_TYPE,
+    MEMORY_AGENT_TYPE,
+    Sleeptime,
+    SleeptimeLink,
+    create_memory_agent,
+    stored_link,
+)
 from ..store import NotFoundError
+from ..store.groups import GroupRecord
 from .runtime import Runtime
 
 
@@ -14,7 +23,7 @@ async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
     off keeps both, idle, as Letta does."""
     store = runtime.store
     record = await store.get_agent(agent_id)
-    link = stored_link(record.extra)
+    link = await stored_link(store, agent_id)
     if on and link is None:
         link, _ = await create_memory_agent(store, agent_id, record.model or
                                             runtime.settings.default_model,
@@ -29,32 +38,71 @@ async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
         live.sleeptime.enabled = on
 
 
+async def follow_group(runtime: Runtime, group: GroupRecord,
+                       before: GroupRecord | None = None) -> None:
+    """A sleeptime group was created or changed over ``/v1/groups``: its live main agent
+    takes the new frequency and member at once (a former main agent lets it go)."""
+    if group.manager_type != MANAGER_TYPE:
+        return
+    if before is not None and before.manager_agent_id not in (None, group.manager_agent_id):
+        former = runtime.live(before.manager_agent_id)
+        if former is not None and former.sleeptime is not None \
+                and former.sleeptime.link.group_id == group.id:
+            await former.sleeptime.close()
+            former.sleeptime = None
+    if group.manager_agent_id is None:
+        return
+    live = runtime.live(group.manager_agent_id)
+    link = SleeptimeLink.from_group(group)
+    if live is None or link is None:
+        return
+    if live.sleeptime is None or live.sleeptime.link.group_id != group.id:
+        if live.sleeptime is not None:
+            return  # it has a sleeptime group of its own; that one stays its link
+        record = await runtime.store.get_agent(live.id)
+        live.sleeptime = Sleeptime(live, link, enabled=record.enable_sleeptime)
+        live.sleeptime.loader = runtime.agent
+        return
+    live.sleeptime.follow(link)
+
+
+async def end_group(runtime: Runtime, group: GroupRecord) -> None:
+    """Delete a group; a sleeptime group's main agent stops using it (its run in flight is
+    cancelled) and has ``enable_sleeptime`` off. As Letta does, the memory agent stays."""
+    main_id = group.manager_agent_id if group.manager_type == MANAGER_TYPE else None
+    if main_id is not None:
+        live = runtime.live(main_id)
+        if live is not None and live.sleeptime is not None \
+                and live.sleeptime.link.group_id == group.id:
+            await live.sleeptime.close()  # first: it would store the group again
+            live.sleeptime = None
+    await runtime.store.delete_group(group.id)
+    if main_id is not None:
+        try:
+            await runtime.store.update_agent(main_id, enable_sleeptime=False)
+        except NotFoundError:
+            pass  # the main agent is being deleted
+
 
 async def drop_sleeptime(runtime: Runtime, agent_id: str) -> None:
-    """Before an agent is deleted, as Letta does: a main agent's memory agent goes with it
-    (its run in flight cancelled); a memory agent's main agent loses the link."""
+    """Before an agent is deleted, as Letta does: a main agent's memory agent and group go
+    with it (its run in flight cancelled); a memory agent's group goes, and its main agent
+    has ``enable_sleeptime`` off."""
     store = runtime.store
     record = await store.get_agent(agent_id)
-    link = stored_link(record.extra)
-    live = runtime.live(agent_id)
-    if link is not None:
-        if live is not None and live.sleeptime is not None:
-            await live.sleeptime.close()
-            live.sleeptime = None
-        try:
-            await store.delete_agent(link.memory_agent_id)
-        except NotFoundError:
-            pass  # deleted before
-        runtime.forget(link.memory_agent_id)
+    group = await store.managed_group(agent_id)
+    if group is not None and group.manager_type == MANAGER_TYPE:
+        await end_group(runtime, group)
+        for memory_id in group.agent_ids:
+            try:
+                await store.delete_agent(memory_id)
+            except NotFoundError:
+                pass  # deleted before
+            runtime.forget(memory_id)
         return
     if record.agent_type != MEMORY_AGENT_TYPE:
         return
-    for main in await store.list_agents():
-        found = stored_link(main.extra)
-        if found is not None and found.memory_agent_id == agent_id:
-            owner = runtime.live(main.id)
-            if owner is not None and owner.sleeptime is not None:
-                await owner.sleeptime.close()  # first: it would store the link again
-                owner.sleeptime = None
-            extra = {k: v for k, v in main.extra.items() if k != EXTRA_KEY}
-            await store.update_agent(main.id, extra=extra, enable_sleeptime=False)
+    for found in await store.list_groups(manager_type=MANAGER_TYPE, agent_id=agent_id,
+                                         show_hidden=True):
+        if agent_id in found.agent_ids:
+            await end_group(runtime, found)

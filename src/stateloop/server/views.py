@@ -6,7 +6,6 @@ from typing import Any
 
 from ..approvals import PendingApproval
 from ..deepjson import MAX_DEPTH, cut, deeper_than
-from ..sleeptime import stored_link
 from ..store import (
     AgentRecord,
     BlockRecord,
@@ -16,6 +15,7 @@ from ..store import (
     StepRecord,
     ToolRecord,
 )
+from ..store.groups import GroupRecord
 from .messages import SEND_MESSAGE, call_frame, iso
 from .tool_env import stored_env
 
@@ -87,12 +87,13 @@ def embedding_config(record: AgentRecord) -> dict[str, Any] | None:
             "handle": config.get("handle")}
 
 
-def agent_view(record: AgentRecord, blocks: list[BlockRecord],
-               tools: list[ToolRecord]) -> dict[str, Any]:
-    """Letta's ``AgentState``."""
+def agent_view(record: AgentRecord, blocks: list[BlockRecord], tools: list[ToolRecord],
+               managed: GroupRecord | None = None) -> dict[str, Any]:
+    """Letta's ``AgentState``; ``managed`` is the group the agent manages (its sleeptime
+    group, say)."""
     block_views = [block_view(b) for b in blocks]
     env = env_views(record)
-    group = sleeptime_group_view(record)
+    group = group_view(managed) if managed is not None else None
     by_name = {t.name: t for t in tools}
     pending = None
     if record.pending_approval:
@@ -128,16 +129,19 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord],
     }
 
 
-def sleeptime_group_view(record: AgentRecord) -> dict[str, Any] | None:
-    """The sleeptime group the agent manages (Letta's ``Group``), if it has a memory agent."""
-    link = stored_link(record.extra)
-    if link is None:
-        return None
-    return {"id": link.group_id, "manager_type": "sleeptime",
-            "agent_ids": [link.memory_agent_id], "description": "", "shared_block_ids": [],
-            "manager_agent_id": record.id, "sleeptime_agent_frequency": link.frequency,
-            "turns_counter": link.turns_counter,
-            "last_processed_message_id": link.last_processed_message_id}
+def group_view(record: GroupRecord) -> dict[str, Any]:
+    """Letta's ``Group``."""
+    return {"id": record.id, "manager_type": record.manager_type,
+            "agent_ids": record.agent_ids, "description": record.description,
+            "project_id": record.project_id, "template_id": None, "base_template_id": None,
+            "deployment_id": None, "shared_block_ids": record.shared_block_ids,
+            "manager_agent_id": record.manager_agent_id,
+            "termination_token": record.termination_token, "max_turns": record.max_turns,
+            "sleeptime_agent_frequency": record.sleeptime_agent_frequency,
+            "turns_counter": record.turns_counter,
+            "last_processed_message_id": record.last_processed_message_id,
+            "max_message_buffer_length": None, "min_message_buffer_length": None,
+            "hidden": record.hidden}
 
 
 def env_views(record: AgentRecord) -> list[dict[str, Any]]:

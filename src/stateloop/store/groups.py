@@ -172,6 +172,18 @@ class GroupsMixin:
         return await self._runner.read(
             lambda conn: [_read(conn, row) for row in conn.execute(stmt).all()])
 
+    async def managed_group(self, agent_id: str) -> GroupRecord | None:
+        """The group the agent manages (Letta's ``multi_agent_group``): its sleeptime group
+        if it has one, else the oldest it manages."""
+        stmt = (select(g).where(g.c.manager_agent_id == agent_id)
+                .order_by((g.c.manager_type != "sleeptime"), g.c.created_at, g.c.id).limit(1))
+
+        def txn(conn: Connection) -> GroupRecord | None:
+            row = conn.execute(stmt).first()
+            return _read(conn, row) if row is not None else None
+
+        return await self._runner.read(txn)
+
     async def count_groups(self) -> int:
         return await self._runner.read(
             lambda conn: conn.execute(select(func.count()).select_from(g)).scalar_one())
@@ -195,7 +207,8 @@ class GroupsMixin:
             return _load(conn, group_id)
 
         stored = await self._runner.write(txn)
-        self._block_writes += 1
+        if {"agent_ids", "shared_block_ids", "manager_agent_id"} & set(changes):
+            self._block_writes += 1  # members' blocks may have changed
         return stored
 
     async def delete_group(self, group_id: str) -> None:

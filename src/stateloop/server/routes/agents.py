@@ -24,7 +24,7 @@ async def agent_state(runtime: Runtime, record: AgentRecord) -> dict[str, Any]:
     """Letta's ``AgentState`` for a stored agent."""
     blocks = await runtime.store.list_blocks(record.id)
     tools = await runtime.store.list_tools(record.tool_names) if record.tool_names else []
-    view = agent_view(record, blocks, tools)
+    view = agent_view(record, blocks, tools, await runtime.store.managed_group(record.id))
     identities = (await runtime.store.agents_identities([record.id])).get(record.id, [])
     view["identities"] = [identity_view(identity) for identity in identities]
     view["identity_ids"] = [identity.id for identity in identities]

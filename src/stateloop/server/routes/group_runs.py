@@ -1,7 +1,8 @@
 """Sending to a group: ``POST /v1/groups/{id}/messages`` (+ ``/stream``), which older Letta
 clients call (Letta 0.16.8's document no longer lists them; an agent's own messages route
 reaches only that agent, as there). Each member's turn is a real run of that member; every
-frame says which agent produced it (``sender_id``, ``name``)."""
+frame says which agent produced it (``sender_id``, ``name``). As those Letta versions did, a
+sleeptime group's messages go to its main agent, whose turns drive the memory agent."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ..runtime import Runtime
 from ..schemas import LettaStreamingRequest, MessageCreate, TextContent, streamed
 from ..sse import event_stream, wanted
 from .agents import live_agent
+from .messages import send_message, send_message_streaming
 
 router = APIRouter(prefix="/v1/groups/{group_id}/messages", tags=["groups"])
 
@@ -56,8 +58,14 @@ async def _group(runtime: Runtime, group_id: str) -> Group:
 
     try:
         return await Group.aload(group_id, store=runtime.store, load_agent=load)
-    except ConfigError as exc:  # a sleeptime group, say: it runs with its main agent
+    except ConfigError as exc:  # a manager type that does not run here
         raise HTTPException(400, detail=str(exc)) from exc
+
+
+async def _sleeptime_main(runtime: Runtime, group_id: str) -> str | None:
+    """A sleeptime group's main agent, which its messages go to."""
+    record = await runtime.store.get_group(group_id)
+    return record.manager_agent_id if record.manager_type == "sleeptime" else None
 
 
 async def _frames(group: Group, input: list[Message], *, stream_tokens: bool,
@@ -104,6 +112,9 @@ async def _frames(group: Group, input: list[Message], *, stream_tokens: bool,
 async def send_group_message(group_id: str, body: LettaStreamingRequest,
                              runtime: RuntimeDep) -> JSONResponse | StreamingResponse:
     """Send messages to the group; the whole response, or SSE with ``streaming: true``."""
+    main = await _sleeptime_main(runtime, group_id)
+    if main is not None:
+        return await send_message(main, body, runtime)
     group, input = await _group(runtime, group_id), _input(body)
     frames = _frames(group, input, stream_tokens=body.streaming and body.stream_tokens,
                      assistant_message=body.use_assistant_message)
@@ -133,6 +144,9 @@ async def send_group_message(group_id: str, body: LettaStreamingRequest,
 async def send_group_message_streaming(group_id: str, body: LettaStreamingRequest,
                                        runtime: RuntimeDep) -> StreamingResponse:
     """Send messages to the group and stream every member's run as SSE."""
+    main = await _sleeptime_main(runtime, group_id)
+    if main is not None:
+        return await send_message_streaming(main, body, runtime)
     group, input = await _group(runtime, group_id), _input(body)
     return event_stream(_frames(group, input, stream_tokens=body.stream_tokens,
                                 assistant_message=body.use_assistant_message),

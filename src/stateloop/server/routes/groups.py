@@ -13,10 +13,12 @@ from ...store.groups import GroupMessage, GroupRecord
 from ..deps import RuntimeDep
 from ..messages import Frame, iso
 from ..pagination import Limit, Order, page
-from ..responses import Response
+from ..responses import Group
 from ..runtime import Runtime
 from ..schemas import INT64_MAX, Lenient, errors
+from ..sleeptime import end_group, follow_group
 from ..sse import wanted
+from ..views import group_view
 from .agents import agent_record
 
 router = APIRouter(tags=["groups"])
@@ -79,41 +81,6 @@ class UpdateReasoningMessage(Lenient):
     reasoning: str
 
 
-class Group(Response):
-    id: str
-    manager_type: str
-    agent_ids: list[str]
-    description: str
-    project_id: str | None = None
-    template_id: str | None = None
-    base_template_id: str | None = None
-    deployment_id: str | None = None
-    shared_block_ids: list[str] = []
-    manager_agent_id: str | None = None
-    termination_token: str | None = None
-    max_turns: int | None = None
-    sleeptime_agent_frequency: int | None = None
-    turns_counter: int | None = None
-    last_processed_message_id: str | None = None
-    max_message_buffer_length: int | None = None
-    min_message_buffer_length: int | None = None
-    hidden: bool | None = None
-
-
-def group_view(record: GroupRecord) -> dict[str, Any]:
-    return {"id": record.id, "manager_type": record.manager_type,
-            "agent_ids": record.agent_ids, "description": record.description,
-            "project_id": record.project_id, "template_id": None, "base_template_id": None,
-            "deployment_id": None, "shared_block_ids": record.shared_block_ids,
-            "manager_agent_id": record.manager_agent_id,
-            "termination_token": record.termination_token, "max_turns": record.max_turns,
-            "sleeptime_agent_frequency": record.sleeptime_agent_frequency,
-            "turns_counter": record.turns_counter,
-            "last_processed_message_id": record.last_processed_message_id,
-            "max_message_buffer_length": None, "min_message_buffer_length": None,
-            "hidden": record.hidden}
-
-
 def message_frame(message: GroupMessage) -> Frame:
     """A group message as Letta's message: the user's, or a member's (named, with its id)."""
     kind = "user_message" if message.role == "user" else "assistant_message"
@@ -138,7 +105,8 @@ def _manager_fields(config: ManagerConfig, current: GroupRecord | None) -> dict[
         fields["termination_token"] = config.termination_token
         fields["max_turns"] = config.max_turns
     elif isinstance(config, SleeptimeManager):
-        fields["sleeptime_agent_frequency"] = config.sleeptime_agent_frequency
+        if config.sleeptime_agent_frequency or current is None:  # as Letta: unset keeps it
+            fields["sleeptime_agent_frequency"] = config.sleeptime_agent_frequency
         if config.sleeptime_agent_frequency and (current is None
                                                  or current.turns_counter is None):
             fields["turns_counter"] = -1  # as Letta: the first turn brings it to 0
@@ -189,7 +157,9 @@ async def create_group(body: GroupCreate, runtime: RuntimeDep) -> dict[str, Any]
     record = GroupRecord(agent_ids=body.agent_ids, description=body.description,
                          project_id=body.project_id, hidden=body.hidden,
                          shared_block_ids=list(dict.fromkeys(body.shared_block_ids)), **fields)
-    return group_view(await runtime.store.create_group(record))
+    stored = await runtime.store.create_group(record)
+    await follow_group(runtime, stored)
+    return group_view(stored)
 
 
 @router.get("/v1/groups/count", response_model=int)
@@ -211,6 +181,10 @@ async def modify_group(group_id: str, body: GroupUpdate, runtime: RuntimeDep
     current = await group_record(runtime, group_id)
     changes: dict[str, Any] = {}
     if body.manager_config is not None:
+        kinds = {body.manager_config.manager_type, current.manager_type}
+        if "sleeptime" in kinds and len(kinds) > 1:  # its agents are made for it
+            raise _unprocessable("a sleeptime group's manager type cannot change, nor can a "
+                                 "group become one", "manager_config", "manager_type")
         changes.update(_manager_fields(body.manager_config, current))
     for name in ("agent_ids", "description", "project_id", "shared_block_ids"):
         value = getattr(body, name)
@@ -218,13 +192,16 @@ async def modify_group(group_id: str, body: GroupUpdate, runtime: RuntimeDep
             changes[name] = value
     _check_members(changes.get("agent_ids", current.agent_ids),
                    changes.get("manager_agent_id", current.manager_agent_id))
-    return group_view(await runtime.store.update_group(group_id, **changes))
+    stored = await runtime.store.update_group(group_id, **changes)
+    await follow_group(runtime, stored, current)
+    return group_view(stored)
 
 
 @router.delete("/v1/groups/{group_id}", responses=errors(404))
 async def delete_group(group_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """Delete a group and its messages; its agents and blocks stay."""
-    await runtime.store.delete_group(group_id)
+    """Delete a group and its messages; its agents and blocks stay. A sleeptime group's
+    main agent has its memory agent off from then on."""
+    await end_group(runtime, await group_record(runtime, group_id))
     return {"message": f"Group id={group_id} successfully deleted"}
 
 
