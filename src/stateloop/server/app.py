@@ -19,6 +19,8 @@ from .routes import (
     blocks,
     catalog,
     context,
+    group_runs,
+    groups,
     health,
     identities,
     messages,
@@ -66,6 +68,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # shared archival memory, and search across agents: their fixed paths
     # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
     for module in (archives, search):
+        app.include_router(module.router)
+    for module in (groups, group_runs):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
