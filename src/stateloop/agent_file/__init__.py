@@ -20,6 +20,27 @@ __all__ = ["MAX_FILE_BYTES", "AgentFileError", "ImportOptions", "ImportResult", 
 
 async def export_agents(agent_ids: list[str], *, store: Any, include_secrets: bool = False,
                         strip_messages: bool = False) -> dict[str, Any]:
-    """The stored agents as one Agent File dict."""
-    snapshots = [await stored_snapshot(store, agent_id) for agent_id in agent_ids]
-    return agent_file(snapshots, include_secrets=include_secrets, strip_messages=strip_messages)
+    """The stored agents as one Agent File dict, with the groups they manage and those
+    groups' members (a sleep-time memory agent too), as Letta exports them."""
+    from ..persistence import get_store
+    from ..sleeptime import stored_link
+
+    db = await get_store(store)
+    wanted = list(dict.fromkeys(agent_ids))
+    groups = []
+    snapshots = []
+    index = 0
+    while index < len(wanted):  # members found on the way are exported too
+        snapshot = await stored_snapshot(db, wanted[index])
+        snapshots.append(snapshot)
+        index += 1
+        agent_id = snapshot.record.id
+        for group in await db.list_groups(agent_id=agent_id, show_hidden=True):
+            if group.manager_agent_id == agent_id and group not in groups:
+                groups.append(group)
+                wanted += [m for m in group.agent_ids if m not in wanted]
+        link = stored_link(snapshot.record.extra)
+        if link is not None and link.memory_agent_id not in wanted:
+            wanted.append(link.memory_agent_id)
+    return agent_file(snapshots, groups=groups, include_secrets=include_secrets,
+                      strip_messages=strip_messages)

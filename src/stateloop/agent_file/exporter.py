@@ -6,14 +6,18 @@ unless asked for. The in-context messages are written, as Letta does."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from ..messages import Message
 from ..persistence import get_store, stored_state
+from ..sleeptime import EXTRA_KEY
+from ..store.groups import GroupRecord
 from ..store.records import AgentRecord, BlockRecord, ToolRecord
 from ..tools.builtin import builtin_names, builtin_tool
+from .groups import group_entry, sleeptime_entry
 from .letta_messages import to_letta
 from .plan import AGENT_KEY, ENV_KEY, LLM_KEY
 from .tools import tool_entry, tool_type
@@ -50,10 +54,11 @@ def builtin_record(name: str) -> ToolRecord:
                       tool_type=tool_type(name), binding=f"builtin:{name}")
 
 
-def agent_file(snapshots: list[Snapshot], *, include_secrets: bool = False,
-               strip_messages: bool = False, created_at: float | None = None
-               ) -> dict[str, Any]:
-    """The Agent File of these agents, as a JSON-ready dict."""
+def agent_file(snapshots: list[Snapshot], *, groups: Sequence[GroupRecord] = (),
+               include_secrets: bool = False, strip_messages: bool = False,
+               created_at: float | None = None) -> dict[str, Any]:
+    """The Agent File of these agents and the groups they manage (their members among
+    ``snapshots``), as a JSON-ready dict."""
     ids = _Ids()
     blocks: dict[str, dict[str, Any]] = {}
     tools: dict[str, dict[str, Any]] = {}
@@ -66,8 +71,22 @@ def agent_file(snapshots: list[Snapshot], *, include_secrets: bool = False,
             if tool.name not in tools:
                 tools[tool.name] = tool_entry(tool, ids.of("tool", tool.name))
         agents.append(_agent(snapshot, ids, include_secrets, strip_messages))
+    exported = {snapshot.record.id: agent for snapshot, agent in zip(snapshots, agents,
+                                                                      strict=True)}
+    group_entries = []
+    for group in groups:
+        group_entries.append(group_entry(group, ids.of("group", group.id), ids))
+        if group.manager_agent_id in exported:
+            exported[group.manager_agent_id]["group_ids"].append(group_entries[-1]["id"])
+    for snapshot in snapshots:
+        link = snapshot.record.extra.get(EXTRA_KEY)
+        if isinstance(link, dict) and link.get("memory_agent_id") in exported:
+            entry = sleeptime_entry(snapshot.record, ids.of("group", link["group_id"]), ids)
+            if entry is not None:
+                group_entries.append(entry)
+                exported[snapshot.record.id]["group_ids"].append(entry["id"])
     moment = datetime.fromtimestamp(created_at, UTC) if created_at else datetime.now(UTC)
-    return {"agents": agents, "groups": [], "blocks": list(blocks.values()), "files": [],
+    return {"agents": agents, "groups": group_entries, "blocks": list(blocks.values()), "files": [],
             "sources": [], "tools": list(tools.values()), "mcp_servers": [], "skills": [],
             "metadata": {"revision_id": REVISION}, "created_at": moment.isoformat()}
 

@@ -45,6 +45,7 @@ async def write_plan(db: SqlStore, plan: ImportPlan, *, override_existing_tools:
     """Store the plan; on any failure delete what was stored and raise. Notes on tools
     that were kept as they were."""
     created: list[str] = []
+    groups: list[str] = []
     notes: list[str] = []
     try:
         for agent in plan.agents:
@@ -54,6 +55,8 @@ async def write_plan(db: SqlStore, plan: ImportPlan, *, override_existing_tools:
                 await db.attach_block(agent.record.id, block_id)
             await db.append_step(agent.record.id, agent.messages,
                                  in_context_ids=agent.record.in_context_message_ids)
+        for group in plan.groups:
+            groups.append((await db.create_group(group)).id)
         for tool in plan.tools:
             try:
                 existing = await db.get_tool(tool.name)
@@ -71,6 +74,8 @@ async def write_plan(db: SqlStore, plan: ImportPlan, *, override_existing_tools:
                 tool.id = existing.id
                 await db.upsert_tool(tool)
     except BaseException:
+        for group_id in groups:
+            await db.delete_group(group_id)
         for agent_id in reversed(created):  # shared blocks go with their last agent
             await db.delete_agent(agent_id, delete_orphan_blocks=True)
         raise

@@ -21,6 +21,7 @@ from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import Block
 from ..messages import Message
+from ..store.groups import GroupRecord
 from ..store.records import (
     DEFAULT_BLOCK_LIMIT,
     AgentRecord,
@@ -28,6 +29,7 @@ from ..store.records import (
     ToolRecord,
     new_record_id,
 )
+from .groups import read_groups
 from .history import arrange
 from .letta_messages import from_letta
 from .reading import AgentFileError
@@ -72,6 +74,7 @@ class PlannedAgent:
 class ImportPlan:
     agents: list[PlannedAgent]
     tools: list[ToolRecord]
+    groups: list[GroupRecord]
     notes: list[str]  # what was left out, changed or repaired, for the caller to show
     skipped_tools: list[str]
 
@@ -86,14 +89,19 @@ def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
     agents = [_agent(entry, f"agents.{index}", options, tools.names, left_out, blocks,
                      created, notes)
               for index, entry in enumerate(data["agents"])]
-    if data.get("groups"):
-        notes.append(f"{len(data['groups'])} group(s) left out: groups are not imported yet; "
-                     "their agents were imported on their own")
+    by_file_id = {entry.get("id"): planned.record
+                  for entry, planned in zip(data["agents"], agents, strict=True)}
+    groups = read_groups(data.get("groups") or [], by_file_id,
+                         {file_id: block.id for file_id, block in blocks.items()}, notes)
+    for entry, planned in zip(data["agents"], agents, strict=True):
+        if entry.get("enable_sleeptime") and not planned.record.enable_sleeptime:
+            notes.append(f"agent {planned.record.name!r}: its sleep-time memory agent is not "
+                         "in the file; turn it on again once imported")
     for kind in ("files", "sources", "mcp_servers", "skills"):
         if data.get(kind):
             notes.append(f"{len(data[kind])} {kind.replace('_', ' ')} left out: stateloop "
                          "does not import them yet")
-    return ImportPlan(agents, tools.records, notes, tools.skipped)
+    return ImportPlan(agents, tools.records, groups, notes, tools.skipped)
 
 
 def _blocks(entries: list[dict[str, Any]]) -> dict[str, BlockRecord]:
@@ -192,9 +200,6 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
                                  for k, v in variables.items()]
     if entry.get("response_format") is not None:
         record.extra["response_format"] = entry["response_format"]
-    if entry.get("enable_sleeptime"):
-        notes.append(f"agent {name!r}: its sleep-time memory agent was left out (the file "
-                     "does not carry it); turn it on again once imported")
     messages, pending = _messages(entry, where, record, options, notes)
     record.in_context_message_ids = pending[0]
     record.pending_approval = pending[1]
