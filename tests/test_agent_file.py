@@ -72,6 +72,17 @@ def test_letta_files_import_run_a_tool_export_and_reimport_identically(
         assert kept[block["label"]]["description"] == block["description"]
 
 
+def test_an_imported_agent_loads_later_with_its_source_tools_in_the_sandbox(
+        tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    path = FIXTURES[-1]  # outreach_workflow_agent: every tool comes with source
+    Agent.import_file(path, store=store, model=ScriptedModel([]))
+    model = ScriptedModel([call("retrieve_candidate", candidate_name="Ada"), reply("ok")])
+    again = Agent.load(path.stem, store=store, model=model)  # no tools given
+    result = again.run_sync("Evaluate Ada.")
+    assert "based in SF" in next(m for m in result.messages if m.role == "tool").text
+
+
 def test_importing_one_file_twice_makes_two_agents_with_nothing_shared(tmp_path: Path) -> None:
     store = _store(tmp_path)
 

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from af_support import FIXTURES, normalised
+from fake_script import Script
+from stateloop.testing import call, reply
 from test_cli_support import Cli, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
@@ -28,6 +30,16 @@ def test_import_then_export_round_trips_on_the_local_database(cli: Cli, tmp_path
     first, second = json.loads(exported.stdout), json.loads(twin.stdout)
     second["agents"][0]["name"] = first["agents"][0]["name"]
     assert normalised(first) == normalised(second)
+
+
+def test_an_imported_agent_with_source_tools_runs_from_the_cli(cli: Cli, script: Script
+                                                              ) -> None:
+    fixture = FIXTURES[-1]  # outreach_workflow_agent: its tools come with source
+    assert cli.inline("import", str(fixture)).exit_code == 0
+    script.set(call("retrieve_candidate", candidate_name="Ada"), reply("Retrieved."))
+    done = cli.inline("run", fixture.stem, "Evaluate Ada.", "--json")
+    assert done.exit_code == 0, done.output
+    assert "software engineer working at Letta" in done.stdout
 
 
 def test_a_bad_file_is_one_error_line_and_nothing_is_stored(cli: Cli, tmp_path: Path) -> None:

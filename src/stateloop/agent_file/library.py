@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..agent_options import tool_map
@@ -53,11 +53,22 @@ async def load_imported(cls: Any, result: ImportResult, index: int, *, store: st
     db = await get_store(store)
     record = await db.get_agent(result.agent_ids[index])
     given = tool_map(tools)
-    wanted = [n for n in record.tool_names if n not in given and n not in builtin_names()]
-    bound = [source_tool(r, isolation) for r in await db.list_tools(wanted) if r.source_code]
-    agent: Agent = await cls.aload(record.id, store=db, tools=[*given.values(), *bound],
+    if isolation is not None:  # else ``aload`` binds them with the default isolation
+        given.update(await stored_source_tools(db, record.tool_names, given, isolation))
+    agent: Agent = await cls.aload(record.id, store=db, tools=list(given.values()),
                                    **settings)
     return agent
+
+
+async def stored_source_tools(db: SqlStore, names: Iterable[str], given: Mapping[str, Any],
+                              isolation: Isolation | None = None) -> dict[str, Tool]:
+    """The stored tools with source among ``names`` that ``given`` does not bind, as
+    sandboxed ``Tool``s (how ``Agent.load`` binds tools imported or created over REST)."""
+    wanted = [n for n in names if n not in given and n not in builtin_names()]
+    if not wanted:
+        return {}
+    return {r.name: source_tool(r, isolation) for r in await db.list_tools(wanted)
+            if r.source_code}
 
 
 def source_tool(record: Any, isolation: Isolation | None) -> Tool:
