@@ -205,7 +205,7 @@ BAD_SOURCE = {"id": "tool-0", "name": "broken", "tool_type": "custom",
 
 
 @pytest.mark.parametrize("case", ["truncated", "wrong types", "unknown version",
-                                  "legacy version", "bad tool", "missing message",
+                                  "legacy without a model", "bad tool", "missing message",
                                   "huge"])
 def test_a_bad_file_is_refused_naming_the_problem_and_stores_nothing(
         case: str, tmp_path: Path) -> None:
@@ -218,8 +218,8 @@ def test_a_bad_file_is_refused_naming_the_problem_and_stores_nothing(
         source, expected = minimal_file(block_ids="block-0"), "agents.0.block_ids"
     elif case == "unknown version":
         source, expected = {"version": "9.9", "agent": {}}, "'9.9'"
-    elif case == "legacy version":
-        source, expected = {"version": "0.6.4", "core_memory": [], "name": "x"}, "'0.6.4'"
+    elif case == "legacy without a model":
+        source, expected = {"version": "0.6.4", "core_memory": [], "name": "x"}, "model"
     elif case == "bad tool":
         source = {**minimal_file(tool_ids=["tool-0"]), "tools": [BAD_SOURCE]}
         expected = "'broken'"
@@ -267,3 +267,34 @@ def test_a_tool_whose_hints_cannot_be_resolved_imports_with_the_files_schema(
     assert agent.tools["count"].parameters == schema["parameters"]
     result = agent.run_sync("count")
     assert [m.text for m in result.messages if m.role == "tool"] == ["2"]
+
+
+def test_a_legacy_single_agent_file_is_read(tmp_path: Path) -> None:
+    legacy = {  # Letta's format of versions 0.6 to 0.10, which Letta 0.16.8 no longer reads
+        "version": "0.6.47", "name": "old", "agent_type": "memgpt_agent", "system": "Old.",
+        "description": None, "metadata_": {"k": "v"}, "multi_agent_group": None,
+        "message_buffer_autoclear": False, "tags": [{"tag": "legacy"}],
+        "llm_config": {"model": "gpt-4o-mini", "model_endpoint_type": "openai",
+                       "context_window": 16000},
+        "embedding_config": {"embedding_model": "text-embedding-3-small"},
+        "core_memory": [{"label": "persona", "value": "I am old.", "limit": 5000,
+                         "description": None, "is_template": False, "template_name": None,
+                         "metadata_": {}}],
+        "tools": [], "tool_rules": [{"tool_name": "send_message", "type": "exit_loop"}],
+        "tool_exec_environment_variables": [{"key": "TOKEN", "value": "t"}],
+        "messages": [{**message("", "system", "Old."), "tool_calls": [], "tool_returns": []},
+                     {**message("", "user", "hello"), "tool_calls": [], "tool_returns": []},
+                     {**message("", "assistant", "thinking"), "tool_returns": [],
+                      "tool_calls": [tool_call("c1", "send_message", message="hi")]},
+                     {**message("", "tool", "OK"), "tool_call_id": "c1", "tool_calls": [],
+                      "tool_returns": []}],
+        "in_context_message_indices": [0, 1, 2, 3]}
+    agent = Agent.import_file(json.dumps(legacy).encode(), store=_store(tmp_path),
+                              model=ScriptedModel([]))
+    assert (agent.name, agent.agent_type.name, agent.tags) == ("old", "memgpt_agent",
+                                                                ["legacy"])
+    assert [b.label for b in agent.blocks] == ["persona"]
+    assert [m.role for m in agent.messages] == ["system", "user", "assistant", "tool"]
+    assert agent.messages[3].tool_call_id == "c1"
+    assert agent.export_file()["agents"][0]["tool_exec_environment_variables"] == {
+        "TOKEN": ""}

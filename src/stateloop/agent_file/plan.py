@@ -156,6 +156,9 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
     if model is None:
         raise AgentFileError("an agent names its model (llm_config.model or model)",
                              field=f"{where}.llm_config")
+    provider, _, rest = str(model).partition("/")
+    if rest and provider.lower() in ("openai", "anthropic"):
+        model = f"{provider.lower()}/{rest}"  # Letta wrote "OpenAI/gpt-4.1" at times
     try:
         resolve_model(model, context_window=config.get("context_window") or 8192,
                       **options.model_options)

@@ -1,10 +1,10 @@
 """An Agent File's bytes as a checked dict: size, JSON (double-encoded too, as Letta's own
 importer takes it), and which version of the format it is.
 
-Letta wrote two formats. The current one (Letta 0.7 and later) is a dict with ``agents``,
-``blocks``, ``tools``, ``groups``... and ``metadata.revision_id``; it is read here. The
-legacy single-agent format (``version`` ``"0.x"`` with ``core_memory`` and inline
-tools) was dropped by Letta's own importer and is refused naming its version.
+Letta wrote two formats. The current one is a dict with ``agents``, ``blocks``, ``tools``,
+``groups``... and ``metadata.revision_id``. The legacy single-agent format (``version``
+``0.6.x`` to ``0.10.x`` with ``core_memory`` and inline tools), which Letta's own importer
+no longer takes, is read through ``legacy.py``; any other version is refused naming it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
             raise AgentFileError(f"not valid JSON (truncated or corrupted?): {exc}") from None
     if not isinstance(data, dict):
         raise AgentFileError(f"an Agent File is a JSON object, not {type(data).__name__}")
+    from .legacy import is_legacy, upgrade
+
+    if is_legacy(data):
+        data = upgrade(data)
     check_version(data)
     for key in _LISTS:
         value = data.get(key, [])
@@ -66,14 +70,10 @@ def check_version(data: dict[str, Any]) -> None:
     if "agents" in data:
         return
     version = data.get("version")
-    if version is not None and "core_memory" in data:
-        raise AgentFileError(
-            f"this is a legacy Agent File (version {version!r}, Letta's single-agent format "
-            "from before 0.7), which Letta itself no longer imports; import it into a Letta "
-            "server of that era and export it again to get the current format")
     if version is not None:
         raise AgentFileError(f"unknown Agent File version {version!r}: expected the current "
-                             "format, a JSON object with an 'agents' list")
+                             "format (an 'agents' list) or Letta's legacy single-agent "
+                             "format (with 'core_memory')")
     raise AgentFileError("not an Agent File: expected a JSON object with an 'agents' list")
 
 
