@@ -237,7 +237,7 @@ def _agent_blocks(entry: dict[str, Any], where: str, blocks: dict[str, BlockReco
 
 def _messages(entry: dict[str, Any], where: str, record: AgentRecord, options: ImportOptions,
               notes: list[str]) -> tuple[list[Message], tuple[list[str], Any]]:
-    by_file_id: dict[str, Message | None] = {}
+    by_file_id: dict[str, list[Message]] = {}
     ordered: list[Message] = []
     approval_ids: set[str] = set()
     for index, item in enumerate(_list(entry.get("messages"), f"{where}.messages")):
@@ -248,22 +248,16 @@ def _messages(entry: dict[str, Any], where: str, record: AgentRecord, options: I
         for message in converted.messages:
             message_tokens(message, record.model)
         ordered.extend(converted.messages)
-        by_file_id[item["id"]] = converted.messages[0] if converted.messages else None
+        by_file_id[item["id"]] = converted.messages  # several: parallel returns in one
         if converted.approval_request:
             approval_ids.add(converted.messages[0].id)
-        for extra in converted.messages[1:]:
-            by_file_id[f"{item['id']}#{extra.tool_call_id}"] = extra
     context: list[Message] = []
     for index, file_id in enumerate(_list(entry.get("in_context_message_ids"),
                                           f"{where}.in_context_message_ids")):
         if file_id not in by_file_id:
             raise AgentFileError(f"names message {file_id!r}, which the agent does not hold",
                                  field=f"{where}.in_context_message_ids.{index}")
-        first = by_file_id[file_id]
-        if first is not None:
-            context.append(first)
-            context += [m for key, m in by_file_id.items()
-                        if m is not None and key.startswith(f"{file_id}#")]
+        context += by_file_id[file_id]
     if options.strip_messages:
         ordered = context = [m for m in context[:1] if m.role == "system"]
     wait_for = {r["tool_name"] for r in record.tool_rules if r.get("type") == "requires_approval"}
