@@ -195,8 +195,10 @@ class Agent(AgentThreads):
         """``load`` for async code."""
         db, record, blocks, messages, pending = await load_state(store, id_or_name)
         given = options.tool_map(tools)
+        from .agent_file.library import stored_source_tools
         from .tools.builtin import builtin_names
 
+        given.update(await stored_source_tools(db, record.tool_names, given))  # sandboxed
         missing = [n for n in record.tool_names if n not in given and n not in builtin_names()]
         if missing:
             raise ConfigError(f"agent {record.name!r} uses tools that were not given: "

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from ..surrogates import first_lone_surrogate
-from . import agents, options
+from . import agent_files, agents, options
 from .backend import Backend, open_backend
 from .console import call_text, err, out
 from .exits import (
@@ -309,6 +309,11 @@ def up(
               f"  .venv/bin/stateloop chat {escape(agent)} --server {escape(address)}\n"
               f"  or any Letta client: Letta(base_url=\"{escape(address)}\"){escape(where)}")
     start_server(settings, sock, chosen)
+
+
+# Agent Files (.af): `stateloop import FILE.af`, `stateloop export AGENT > FILE.af`.
+app.command("import")(agent_files.import_file)
+app.command("export")(agent_files.export_file)
 
 
 def main() -> None:

@@ -11,6 +11,9 @@ from ..surrogates import check
 DEFAULT_BLOCK_LIMIT = 100_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT (0.16.8)
 
 
+_LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")
+
+
 @dataclass(slots=True)
 class Block:
     """A core memory block. ``limit`` is in characters; ``read_only`` blocks refuse edits."""
@@ -26,9 +29,10 @@ class Block:
         for what, text in (("label", self.label), ("value", self.value),
                            ("description", self.description or "")):
             check(text, f"block {self.label!r}: {what}")
-        if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
+        # '/' and '.' as Letta allows them (labels such as "projects/stateloop").
+        if not self.label or not self.label.translate(_LABEL_PUNCTUATION).isalnum():
             raise ValueError(f"block label {self.label!r} must be non-empty letters, digits, "
-                             f"'_' or '-'")
+                             f"'_', '-', '/' or '.'")
         if self.limit <= 0:
             raise ValueError(f"block {self.label!r}: limit must be positive, got {self.limit}")
         if len(self.value) > self.limit:

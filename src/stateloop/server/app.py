@@ -33,6 +33,7 @@ from .routes import (
     steps,
 )
 from .routes import tools as tool_routes
+from .routes.agent_file import router as agent_file_router
 from .routes.agent_ops import router as agent_ops_router
 from .routes.tool_ops import router as tool_ops_router
 from .runtime import Runtime
@@ -58,6 +59,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
 
     app = FastAPI(title="stateloop", version=__version__, lifespan=lifespan,
                   description="Letta's REST API, served by stateloop.")
+    # Agent Files: POST /v1/agents/import is a fixed path where /v1/agents/{agent_id} has one.
+    app.include_router(agent_file_router)
     # catalog and run_metrics first: their fixed paths (/v1/agents/count, /v1/runs/active)
     # would otherwise be taken for ids by the routes with a path parameter there.
     for module in (health, catalog, run_metrics, agents, context, messages, blocks,

@@ -1,0 +1,312 @@
+"""An Agent File turned into what the store will hold — agents, blocks, messages, tools —
+with every id remapped and every field checked before anything is written.
+
+What the file says maps to stateloop's own fields: Letta's agent types, tool rules (by
+their type names), the model (``llm_config.handle``; a model stateloop cannot call is kept
+and reported), the context window and output limit, the embedding settings, the tool
+environment (``secrets``). Fields stateloop has no use for are kept in the agent record's
+``extra`` so an export writes them back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent_options import parse_rules
+from ..agent_types import AGENT_TYPES
+from ..errors import ConfigError
+from ..llm.registry import resolve_model
+from ..llm.tokens import message_tokens
+from ..memory.blocks import Block
+from ..messages import Message
+from ..store.groups import GroupRecord
+from ..store.records import (
+    DEFAULT_BLOCK_LIMIT,
+    AgentRecord,
+    BlockRecord,
+    ToolRecord,
+    new_record_id,
+)
+from .groups import read_groups
+from .history import arrange
+from .letta_messages import from_letta
+from .reading import AgentFileError
+from .tools import read_tools
+
+ENV_KEY = "tool_env"  # where an agent's tool variables live in ``extra`` (as the server's)
+LLM_KEY = "letta_llm_config"  # the file's llm_config, written back on export
+AGENT_KEY = "agent_file"  # the file's other agent fields stateloop keeps but does not use
+_KEPT_FIELDS = ("max_files_open", "per_file_view_window_char_limit")
+_BLOCK_EXTRA = ("template_name", "is_template", "template_id", "base_template_id",
+                "deployment_id", "entity_id", "project_id")
+
+
+@dataclass(slots=True)
+class ImportOptions:
+    """How an import treats the file. ``name`` renames every agent; ``append_copy_suffix``
+    adds ``_copy`` (Letta's REST default); ``secrets`` fill the file's tool variables;
+    ``model``/``embedding`` replace the file's; ``skip_bad_tools`` leaves out tools whose
+    source does not compile instead of failing."""
+
+    name: str | None = None
+    append_copy_suffix: bool = False
+    override_existing_tools: bool = True
+    strip_messages: bool = False
+    secrets: dict[str, str] | None = None
+    model: str | None = None
+    embedding: str | None = None
+    skip_bad_tools: bool = False
+    project_id: str | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PlannedAgent:
+    record: AgentRecord
+    blocks: list[BlockRecord]  # created with this agent
+    shared: list[str]  # blocks created with an earlier agent of the file, attached
+    messages: list[Message]
+
+
+@dataclass(slots=True)
+class ImportPlan:
+    agents: list[PlannedAgent]
+    tools: list[ToolRecord]
+    groups: list[GroupRecord]
+    notes: list[str]  # what was left out, changed or repaired, for the caller to show
+    skipped_tools: list[str]
+
+
+def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
+    """Everything the import will write, or an ``AgentFileError`` naming the field."""
+    tools = read_tools(data.get("tools") or [], skip_bad_tools=options.skip_bad_tools)
+    notes = list(tools.left_out.values())
+    blocks = _blocks(data.get("blocks") or [])
+    created: set[str] = set()
+    left_out = {e.get("id") for e in data.get("tools") or []} - set(tools.names)
+    agents = [_agent(entry, f"agents.{index}", options, tools.names, left_out, blocks,
+                     created, notes)
+              for index, entry in enumerate(data["agents"])]
+    by_file_id = {entry.get("id"): planned.record
+                  for entry, planned in zip(data["agents"], agents, strict=True)}
+    groups = read_groups(data.get("groups") or [], by_file_id,
+                         {file_id: block.id for file_id, block in blocks.items()}, notes)
+    for entry, planned in zip(data["agents"], agents, strict=True):
+        if entry.get("enable_sleeptime") and not planned.record.enable_sleeptime:
+            notes.append(f"agent {planned.record.name!r}: its sleep-time memory agent is not "
+                         "in the file; turn it on again once imported")
+    for kind in ("files", "sources", "mcp_servers", "skills"):
+        if data.get(kind):
+            notes.append(f"{len(data[kind])} {kind.replace('_', ' ')} left out: stateloop "
+                         "does not import them yet")
+    return ImportPlan(agents, tools.records, groups, notes, tools.skipped)
+
+
+def _blocks(entries: list[dict[str, Any]]) -> dict[str, BlockRecord]:
+    found = {}
+    for index, entry in enumerate(entries):
+        where = f"blocks.{index}"
+        file_id = entry.get("id")
+        if not isinstance(file_id, str):
+            raise AgentFileError("a block has an id", field=f"{where}.id")
+        found[file_id] = _block(entry, where)
+    return found
+
+
+def _block(entry: dict[str, Any], where: str) -> BlockRecord:
+    label, value = entry.get("label"), entry.get("value", "")
+    limit = entry.get("limit") or DEFAULT_BLOCK_LIMIT
+    description = entry.get("description")
+    if not isinstance(label, str):
+        raise AgentFileError("a block has a label", field=f"{where}.label")
+    if not isinstance(value, str) or not isinstance(limit, int) or isinstance(limit, bool) \
+            or not isinstance(description, str | None):
+        raise AgentFileError("value and description are strings, limit an integer",
+                             field=where)
+    try:
+        Block(label, value, description, limit, bool(entry.get("read_only")))
+    except ValueError as exc:
+        raise AgentFileError(str(exc), field=where) from None
+    metadata = entry.get("metadata") or {}
+    return BlockRecord(label, value, limit, new_record_id("block"), description,
+                       bool(entry.get("read_only")), entry.get("hidden"),
+                       bool(entry.get("preserve_on_migration")),
+                       metadata if isinstance(metadata, dict) else {},
+                       {k: entry[k] for k in _BLOCK_EXTRA if entry.get(k) is not None})
+
+
+def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
+           tool_names: dict[str, str], left_out: set[Any], blocks: dict[str, BlockRecord],
+           created: set[str], notes: list[str]) -> PlannedAgent:
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise AgentFileError("an agent has a name", field=f"{where}.name")
+    name = options.name or (f"{name}_copy" if options.append_copy_suffix else name)
+    agent_type = entry.get("agent_type") or "letta_v1_agent"
+    if agent_type not in AGENT_TYPES:
+        notes.append(f"agent {name!r}: agent type {agent_type!r} is not one stateloop has; "
+                     "imported as letta_v1_agent")
+        agent_type = "letta_v1_agent"
+    config = _dict(entry.get("llm_config"), f"{where}.llm_config")
+    model = options.model or entry.get("model") or config.get("handle") or (
+        f"{config.get('model_endpoint_type') or 'openai'}/{config['model']}"
+        if config.get("model") else None)
+    if model is None:
+        raise AgentFileError("an agent names its model (llm_config.model or model)",
+                             field=f"{where}.llm_config")
+    provider, _, rest = str(model).partition("/")
+    if rest and provider.lower() in ("openai", "anthropic"):
+        model = f"{provider.lower()}/{rest}"  # Letta wrote "OpenAI/gpt-4.1" at times
+    try:
+        resolve_model(model, context_window=config.get("context_window") or 8192,
+                      **options.model_options)
+    except ConfigError as exc:
+        notes.append(f"agent {name!r}: model {model!r} kept, but stateloop cannot call it "
+                      f"as it is ({exc}); change it before running the agent")
+    try:
+        rules = [r.model_dump(mode="json") for r in parse_rules(
+            _list(entry.get("tool_rules"), f"{where}.tool_rules"))]
+    except (ConfigError, ValueError, TypeError) as exc:
+        raise AgentFileError(str(exc), field=f"{where}.tool_rules") from None
+    names = []
+    for index, tool_id in enumerate(_list(entry.get("tool_ids"), f"{where}.tool_ids")):
+        if tool_id in tool_names:
+            names.append(tool_names[tool_id])
+        elif tool_id not in left_out:  # a tool left out was reported already
+            raise AgentFileError(f"names tool {tool_id!r}, which the file does not hold",
+                                 field=f"{where}.tool_ids.{index}")
+    names += [n for n in _list(entry.get("tools"), f"{where}.tools") if isinstance(n, str)]
+    own, shared = _agent_blocks(entry, where, blocks, created)
+    window = entry.get("context_window_limit") or config.get("context_window")
+    record = AgentRecord(
+        name=name, agent_type=agent_type, description=entry.get("description"),
+        system=_text(entry.get("system"), f"{where}.system"), model=model,
+        llm_config={"model": model, "context_window": window,
+                    "context_window_override": window,
+                    "max_tokens": entry.get("max_tokens") or config.get("max_tokens"),
+                    "parallel_tool_calls": bool(config.get("parallel_tool_calls", True)
+                                                if entry.get("parallel_tool_calls") is None
+                                                else entry["parallel_tool_calls"])},
+        embedding_config=_embedding(entry, options),
+        tool_rules=rules, tool_names=list(dict.fromkeys(names)),
+        tags=[t for t in _list(entry.get("tags"), f"{where}.tags") if isinstance(t, str)],
+        metadata=_dict(entry.get("metadata"), f"{where}.metadata"),
+        message_buffer_autoclear=bool(entry.get("message_buffer_autoclear")),
+        timezone=entry.get("timezone") or "UTC")
+    record.extra = {LLM_KEY: config, AGENT_KEY: {k: entry[k] for k in _KEPT_FIELDS
+                                                 if k in entry}}
+    variables = _env(entry, options.secrets)
+    if variables:
+        record.extra[ENV_KEY] = [{"id": f"agent-env-{uuid.uuid4()}", "key": k, "value": v}
+                                 for k, v in variables.items()]
+    if entry.get("response_format") is not None:
+        record.extra["response_format"] = entry["response_format"]
+    messages, pending = _messages(entry, where, record, options, notes)
+    record.in_context_message_ids = pending[0]
+    record.pending_approval = pending[1]
+    return PlannedAgent(record, own, shared, messages)
+
+
+def _agent_blocks(entry: dict[str, Any], where: str, blocks: dict[str, BlockRecord],
+                  created: set[str]) -> tuple[list[BlockRecord], list[str]]:
+    own: list[BlockRecord] = []
+    shared: list[str] = []
+    for index, block_id in enumerate(_list(entry.get("block_ids"), f"{where}.block_ids")):
+        record = blocks.get(block_id) if isinstance(block_id, str) else None
+        if record is None:
+            raise AgentFileError(f"names block {block_id!r}, which the file does not hold",
+                                 field=f"{where}.block_ids.{index}")
+        if record.id in created:
+            shared.append(record.id)  # shared between agents of the file: stays shared
+        else:
+            created.add(record.id)
+            own.append(record)
+    for index, inline in enumerate(_list(entry.get("memory_blocks"), f"{where}.memory_blocks")):
+        if not isinstance(inline, dict):
+            raise AgentFileError("must be an object", field=f"{where}.memory_blocks.{index}")
+        own.append(_block(inline, f"{where}.memory_blocks.{index}"))
+    labels = [b.label for b in own] + [r.label for r in blocks.values() if r.id in shared]
+    repeated = {label for label in labels if labels.count(label) > 1}
+    if repeated:
+        raise AgentFileError(f"two blocks labelled {sorted(repeated)[0]!r}",
+                             field=f"{where}.block_ids")
+    return own, shared
+
+
+def _messages(entry: dict[str, Any], where: str, record: AgentRecord, options: ImportOptions,
+              notes: list[str]) -> tuple[list[Message], tuple[list[str], Any]]:
+    by_file_id: dict[str, list[Message]] = {}
+    ordered: list[Message] = []
+    approval_ids: set[str] = set()
+    for index, item in enumerate(_list(entry.get("messages"), f"{where}.messages")):
+        here = f"{where}.messages.{index}"
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise AgentFileError("a message is an object with an id", field=here)
+        converted = from_letta(item, here)
+        for message in converted.messages:
+            message_tokens(message, record.model)
+        ordered.extend(converted.messages)
+        by_file_id[item["id"]] = converted.messages  # several: parallel returns in one
+        if converted.approval_request:
+            approval_ids.add(converted.messages[0].id)
+    context: list[Message] = []
+    for index, file_id in enumerate(_list(entry.get("in_context_message_ids"),
+                                          f"{where}.in_context_message_ids")):
+        if file_id not in by_file_id:
+            raise AgentFileError(f"names message {file_id!r}, which the agent does not hold",
+                                 field=f"{where}.in_context_message_ids.{index}")
+        context += by_file_id[file_id]
+    if options.strip_messages:
+        ordered = context = [m for m in context[:1] if m.role == "system"]
+    wait_for = {r["tool_name"] for r in record.tool_rules if r.get("type") == "requires_approval"}
+    history = arrange(ordered, context, approval_ids, wait_for)
+    notes += [f"agent {record.name!r}: {note}" for note in history.notes]
+    pending = history.pending.to_dict() if history.pending else None
+    return history.stored, (history.in_context, pending)
+
+
+def _embedding(entry: dict[str, Any], options: ImportOptions) -> dict[str, Any]:
+    config = _dict(entry.get("embedding_config"), "embedding_config")
+    if options.embedding:
+        provider, _, model = options.embedding.partition("/")
+        return {**config, "handle": options.embedding, "embedding_model": model or provider,
+                "embedding_endpoint_type": provider if model else config.get(
+                    "embedding_endpoint_type", "openai")}
+    return config
+
+
+def _env(entry: dict[str, Any], secrets: dict[str, str] | None) -> dict[str, str]:
+    variables = entry.get("secrets") or entry.get("tool_exec_environment_variables") or {}
+    if isinstance(variables, list):  # older files: [{"key", "value"}]
+        variables = {v.get("key"): v.get("value") for v in variables if isinstance(v, dict)}
+    if not isinstance(variables, dict):
+        raise AgentFileError("must be an object", field="secrets")
+    if secrets:  # as Letta: the caller's values replace the file's, key by key
+        return {str(k): str(secrets.get(k, "")) for k in variables}
+    return {str(k): "" if v is None else str(v) for k, v in variables.items()}
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AgentFileError(f"must be a list, not {type(value).__name__}", field=where)
+    return value
+
+
+def _dict(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AgentFileError(f"must be an object, not {type(value).__name__}", field=where)
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise AgentFileError(f"must be a string, not {type(value).__name__}", field=where)
+    return value

@@ -1,0 +1,134 @@
+"""An Agent File's tools, checked before anything is stored: built-in tools by name, tools
+with source compiled (never run) with the file's JSON schema kept as the truth, and tools
+stateloop cannot run (no source, not built in: MCP, files, web) reported and left out."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ToolDefinitionError
+from ..store.records import ToolRecord
+from ..tools import Tool
+from ..tools.builtin import builtin_names
+from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
+from ..tools.sandbox import check_source, describe_source
+from .reading import AgentFileError
+
+RETURN_CHAR_LIMIT = 50_000  # Letta's default
+_CORE = {"send_message", "conversation_search", "archival_memory_insert",
+         "archival_memory_search"}
+
+
+@dataclass(slots=True)
+class FileTools:
+    names: dict[str, str] = field(default_factory=dict)  # file id -> tool name (kept ones)
+    records: list[ToolRecord] = field(default_factory=list)  # tools with source, to store
+    left_out: dict[str, str] = field(default_factory=dict)  # name -> why
+    skipped: list[str] = field(default_factory=list)  # tools whose source does not compile
+
+
+def read_tools(entries: list[dict[str, Any]], *, skip_bad_tools: bool) -> FileTools:
+    """The file's tools; a tool whose source does not compile fails the import naming it,
+    unless ``skip_bad_tools``."""
+    found = FileTools()
+    builtins = set(builtin_names())
+    for index, entry in enumerate(entries):
+        where = f"tools.{index}"
+        name = entry.get("name")
+        file_id = entry.get("id")
+        if not isinstance(name, str) or not name:
+            raise AgentFileError("a tool has a name", field=f"{where}.name")
+        if not isinstance(file_id, str):
+            raise AgentFileError("a tool has an id", field=f"{where}.id")
+        source = entry.get("source_code")
+        if name in builtins and (not source or str(entry.get("tool_type", "")).startswith(
+                "letta")):
+            found.names[file_id] = name  # Letta's own tools: stateloop's of the same name
+            continue
+        if not source:
+            found.left_out[name] = (f"tool {name!r} ({entry.get('tool_type') or 'custom'}) "
+                                    "has no source and is not built into stateloop")
+            continue
+        if not isinstance(source, str):
+            raise AgentFileError("must be a string", field=f"{where}.source_code")
+        try:
+            record = _record(entry, name, source)
+        except ToolDefinitionError as exc:
+            if not skip_bad_tools:
+                raise AgentFileError(f"tool {name!r} cannot be imported: {exc} (import "
+                                     "with the tool skipped to leave it out)",
+                                     field=f"{where}.source_code") from None
+            found.skipped.append(name)
+            found.left_out[name] = f"tool {name!r} was skipped: {exc}"
+            continue
+        found.names[file_id] = name
+        found.records.append(record)
+    return found
+
+
+def _record(entry: dict[str, Any], name: str, source: str) -> ToolRecord:
+    check_source(source, name)  # compiles, and defines the function the schema names
+    schema = entry.get("json_schema")
+    if not isinstance(schema, dict) or not isinstance(schema.get("parameters", {}), dict):
+        schema = describe_source(source, name, entry.get("args_json_schema"))
+    schema = {**schema, "name": name}  # the file's schema is the truth: hints are not read
+    limit = entry.get("return_char_limit")
+    return ToolRecord(
+        name=name, json_schema=schema, description=entry.get("description"),
+        tool_type="custom", source_type=entry.get("source_type") or "python",
+        source_code=source, binding="sandbox", args_json_schema=entry.get("args_json_schema"),
+        return_char_limit=limit if isinstance(limit, int) else RETURN_CHAR_LIMIT,
+        default_requires_approval=entry.get("default_requires_approval"),
+        enable_parallel_execution=entry.get("enable_parallel_execution"),
+        tags=[t for t in entry.get("tags") or [] if isinstance(t, str)],
+        pip_requirements=entry.get("pip_requirements"),
+        npm_requirements=entry.get("npm_requirements"),
+        metadata=entry.get("metadata_") or {})
+
+
+def tool_type(name: str) -> str:
+    """Letta's ``tool_type`` for a built-in tool."""
+    if name in _CORE:
+        return "letta_core"
+    if name in MULTI_AGENT_TOOL_NAMES:
+        return "letta_multi_agent_core"
+    return "letta_memory_core"
+
+
+def live_record(tool: Tool) -> ToolRecord:
+    """A record for a tool of a live agent: a Python function's source, when it has one."""
+    if tool.name in builtin_names():
+        return ToolRecord(tool.name, tool.spec().to_dict(), description=tool.description,
+                          tool_type=tool_type(tool.name), binding=f"builtin:{tool.name}")
+    source = None
+    if tool.function is not None:
+        try:
+            source = textwrap.dedent(inspect.getsource(tool.function))
+        except (OSError, TypeError):
+            source = None
+        if source is not None:  # the decorator line is not part of the function
+            lines = source.splitlines(keepends=True)
+            source = "".join(line for line in lines if not line.startswith("@"))
+    return ToolRecord(tool.name, tool.spec().to_dict(), description=tool.description,
+                      source_code=source, binding="sandbox" if source else f"python:{tool.name}",
+                      return_char_limit=tool.return_char_limit)
+
+
+def tool_entry(record: ToolRecord, file_id: str) -> dict[str, Any]:
+    """A tool as Letta's ``ToolSchema`` holds it."""
+    builtin = bool(record.binding and record.binding.startswith("builtin:"))
+    return {
+        "id": file_id, "tool_type": tool_type(record.name) if builtin else record.tool_type,
+        "description": record.description, "source_type": record.source_type or "python",
+        "name": record.name, "tags": list(record.tags), "source_code": record.source_code,
+        "json_schema": record.json_schema, "args_json_schema": record.args_json_schema,
+        "return_char_limit": record.return_char_limit or RETURN_CHAR_LIMIT,
+        "pip_requirements": record.pip_requirements,
+        "npm_requirements": record.npm_requirements,
+        "default_requires_approval": record.default_requires_approval,
+        "enable_parallel_execution": record.enable_parallel_execution,
+        "created_by_id": None, "last_updated_by_id": None, "metadata_": record.metadata or {},
+    }

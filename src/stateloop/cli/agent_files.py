@@ -1,0 +1,149 @@
+"""``stateloop import FILE.af`` and ``stateloop export AGENT > FILE.af``: Agent Files on
+the local database or a server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+from rich.markup import escape
+
+from . import options
+from .backend import open_backend
+from .console import err, out
+from .exits import USAGE, CliError, handled
+
+if TYPE_CHECKING:
+    from .local import LocalBackend
+    from .remote import RemoteBackend
+
+
+@handled
+def import_file(
+    path: Annotated[Path, typer.Argument(help="The Agent File (.af) to import.",
+                                         show_default=False)],
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Name the imported agent(s) this instead of the file's name.")] = None,
+    skip_bad_tools: Annotated[bool, typer.Option(
+        "--skip-bad-tools", help="Leave out tools whose source does not compile instead of "
+                                 "refusing the file.")] = False,
+    strip_messages: Annotated[bool, typer.Option(
+        "--strip-messages", help="Import without the conversation history.")] = False,
+    secrets: Annotated[str | None, typer.Option(
+        "--secrets", help='Tool variables as JSON, e.g. \'{"API_KEY": "..."}\'.')] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Use this model instead of the file's, e.g. "
+                              "openai/gpt-4o-mini.")] = None,
+    as_json: options.Json = False,
+    db: options.Db = None, server: options.Server = None, token: options.Token = None,
+) -> None:
+    """Import the agents of an Agent File (.af), as Letta writes them."""
+    variables = _secrets(secrets)
+    with open_backend(db, server, token) as backend:
+        if server:
+            if skip_bad_tools:
+                raise CliError("--skip-bad-tools works on the local database only; a "
+                               "server refuses a file with a tool that does not compile")
+            result = _import_remote(cast("RemoteBackend", backend), path, name,
+                                    strip_messages, variables, model)
+        else:
+            result = _import_local(cast("LocalBackend", backend), path, name,
+                                   skip_bad_tools, strip_messages, variables, model)
+    if as_json:
+        out.file.write(json.dumps(result, indent=2) + "\n")
+        return
+    for note in result["notes"]:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    for agent_id, agent_name in zip(result["agent_ids"], result["names"], strict=True):
+        out.print(f"imported agent {escape(agent_name)} ({agent_id})")
+
+
+@handled
+def export_file(
+    agent: Annotated[str, typer.Argument(help="Name or id.", show_default=False)],
+    include_secrets: Annotated[bool, typer.Option(
+        "--include-secrets", help="Write the agent's tool variables' values (local "
+                                  "database only; left empty otherwise).")] = False,
+    strip_messages: Annotated[bool, typer.Option(
+        "--strip-messages", help="Write no conversation history.")] = False,
+    db: options.Db = None, server: options.Server = None, token: options.Token = None,
+) -> None:
+    """Write an agent as an Agent File (.af) on stdout: `stateloop export NAME > NAME.af`."""
+    with open_backend(db, server, token) as backend:
+        if server:
+            if include_secrets:
+                raise CliError("--include-secrets works on the local database only: a "
+                               "server never hands out an agent's secrets")
+            remote = cast("RemoteBackend", backend)
+            state = remote.agent_state(agent)
+            data = remote.request("GET", f"/v1/agents/{state['id']}/export",
+                                  params={"scrub_messages": strip_messages})
+        else:
+            data = _export_local(cast("LocalBackend", backend), agent, include_secrets,
+                                 strip_messages)
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def _import_local(backend: LocalBackend, path: Path, name: str | None, skip_bad_tools: bool,
+                  strip_messages: bool, secrets: dict[str, str] | None,
+                  model: str | None) -> dict[str, Any]:
+    from ..agent_file import ImportOptions, import_agents
+
+    async def go() -> dict[str, Any]:
+        result = await import_agents(path, store=await backend.store(), options=ImportOptions(
+            name=name, skip_bad_tools=skip_bad_tools, strip_messages=strip_messages,
+            secrets=secrets, model=model))
+        return {"agent_ids": result.agent_ids, "names": result.names, "notes": result.notes}
+
+    return backend.run(go())
+
+
+def _import_remote(backend: RemoteBackend, path: Path, name: str | None,
+                   strip_messages: bool, secrets: dict[str, str] | None,
+                   model: str | None) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    form: dict[str, Any] = {"append_copy_suffix": "false", "strip_messages": str(
+        strip_messages).lower()}
+    for key, value in (("name", name), ("model", model),
+                       ("secrets", json.dumps(secrets) if secrets else None)):
+        if value is not None:
+            form[key] = value
+    from .remote import check
+
+    response = backend.http.post("/v1/agents/import", data=form,
+                                 files={"file": (path.name, data)})
+    check(response)
+    ids = response.json()["agent_ids"]
+    names = [backend.request("GET", f"/v1/agents/{i}")["name"] for i in ids]
+    return {"agent_ids": ids, "names": names, "notes": []}
+
+
+def _export_local(backend: LocalBackend, agent: str, include_secrets: bool,
+                  strip_messages: bool) -> dict[str, Any]:
+    from ..agent_file import export_agents
+
+    async def go() -> dict[str, Any]:
+        db = await backend.store()
+        record = await db.get_agent(agent)
+        return await export_agents([record.id], store=db, include_secrets=include_secrets,
+                                   strip_messages=strip_messages)
+
+    return backend.run(go())
+
+
+def _secrets(text: str | None) -> dict[str, str] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise CliError('--secrets takes a JSON object, e.g. \'{"API_KEY": "..."}\'', USAGE)
+    return {str(k): str(v) for k, v in value.items()}

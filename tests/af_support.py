@@ -1,0 +1,44 @@
+"""What the Agent File tests share: the fixtures, a file's ids normalised, small files."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from shared_fixtures import LETTA_AF
+
+FIXTURES = sorted(LETTA_AF.glob("*.af"))
+
+
+def normalised(data: dict[str, Any]) -> str:
+    """The file as text, without what differs between two exports of the same agents (the
+    moment it was written)."""
+    data = copy.deepcopy(data)
+    data["created_at"] = None
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def minimal_file(**agent: Any) -> dict[str, Any]:
+    """A small Agent File in Letta's format: one agent, one block; ``agent`` overrides."""
+    entry = {"name": "small", "id": "agent-0", "agent_type": "letta_v1_agent",
+             "system": "You are small.", "block_ids": ["block-0"], "tool_ids": [],
+             "llm_config": {"model": "gpt-4o-mini", "handle": "openai/gpt-4o-mini",
+                            "model_endpoint_type": "openai", "context_window": 32000},
+             "embedding_config": {}, "in_context_message_ids": ["message-0"],
+             "messages": [message("message-0", "system", "You are small.")]}
+    entry.update(agent)
+    return {"agents": [entry], "groups": [], "files": [], "sources": [], "mcp_servers": [],
+            "blocks": [{"id": "block-0", "label": "human", "value": "Ada", "limit": 5000,
+                        "description": "who they are", "read_only": False}],
+            "tools": [], "metadata": {"revision_id": "b1c2d3e4f5a6"}}
+
+
+def message(file_id: str, role: str, text: str = "", **fields: Any) -> dict[str, Any]:
+    return {"id": file_id, "role": role, "created_at": "2025-11-21T03:05:34.027937+00:00",
+            "content": [{"type": "text", "text": text}] if text else [], **fields}
+
+
+def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}

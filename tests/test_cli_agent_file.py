@@ -1,0 +1,66 @@
+"""``stateloop import`` and ``stateloop export``: on the local database and on a server,
+Letta's files go in and come out the same; a bad file is one error line, nothing stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from af_support import FIXTURES, normalised
+from fake_script import Script
+from stateloop.testing import call, reply
+from test_cli_support import Cli, serving
+
+pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+
+
+def test_import_then_export_round_trips_on_the_local_database(cli: Cli, tmp_path: Path) -> None:
+    fixture = FIXTURES[0]
+    done = cli("import", str(fixture))
+    assert done.returncode == 0, done.stderr
+    assert f"imported agent {fixture.stem}" in done.stdout
+    exported = cli("export", fixture.stem)
+    assert exported.returncode == 0, exported.stderr
+    path = tmp_path / "again.af"
+    path.write_text(exported.stdout)
+    copy = cli.inline_json("import", str(path), "--name", "twin")
+    assert copy["names"] == ["twin"]
+    twin = cli.inline("export", "twin")
+    assert twin.exit_code == 0, twin.output
+    first, second = json.loads(exported.stdout), json.loads(twin.stdout)
+    second["agents"][0]["name"] = first["agents"][0]["name"]
+    assert normalised(first) == normalised(second)
+
+
+def test_an_imported_agent_with_source_tools_runs_from_the_cli(cli: Cli, script: Script
+                                                              ) -> None:
+    fixture = FIXTURES[-1]  # outreach_workflow_agent: its tools come with source
+    assert cli.inline("import", str(fixture)).exit_code == 0
+    script.set(call("retrieve_candidate", candidate_name="Ada"), reply("Retrieved."))
+    done = cli.inline("run", fixture.stem, "Evaluate Ada.", "--json")
+    assert done.exit_code == 0, done.output
+    assert "software engineer working at Letta" in done.stdout
+
+
+def test_a_bad_file_is_one_error_line_and_nothing_is_stored(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.af"
+    bad.write_text(FIXTURES[0].read_text()[:500])
+    done = cli("import", str(bad))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error:") and "not valid JSON" in done.stderr
+    assert cli.inline_json("agents", "list") == []
+
+
+def test_import_and_export_through_a_server(cli: Cli) -> None:
+    fixture = FIXTURES[-1]
+    with serving(cli) as url:
+        done = cli.inline("import", str(fixture), "--server", url)
+        assert done.exit_code == 0, done.output
+        assert f"imported agent {fixture.stem}" in done.stdout  # no _copy suffix
+        exported = cli.inline("export", fixture.stem, "--server", url)
+        assert exported.exit_code == 0, exported.output
+    data = json.loads(exported.stdout)
+    original = json.loads(json.loads(fixture.read_text()))
+    assert [t["name"] for t in data["tools"]] == [
+        t["name"] for t in sorted(original["tools"], key=lambda t: t["id"])]
+    assert data["agents"][0]["tool_rules"] == original["agents"][0]["tool_rules"]

@@ -1,0 +1,86 @@
+"""Agent Files over REST through letta-client: Letta's files import, run a tool and
+round-trip; bad files are a 400 naming the problem, with nothing stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from letta_client import Letta
+
+from af_support import FIXTURES, minimal_file, normalised
+from fake_script import Script
+from stateloop.testing import call, reply
+from test_server_support import Server
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+
+TURNS = {"memgpt_agent.af": call("memory_insert", label="human", new_string="Likes tea."),
+         "outreach_workflow_agent.af": call("retrieve_candidate", candidate_name="Ada")}
+
+
+def _import(client: Letta, text: str | bytes, **options: object) -> list[str]:
+    data = text.encode() if isinstance(text, str) else text
+    return client.agents.import_file(file=("agent.af", data), **options).agent_ids  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_letta_files_import_run_a_tool_and_export_what_reimports_identically(
+        client: Letta, script: Script, path: Path) -> None:
+    [agent_id] = _import(client, path.read_bytes())
+    agent = client.agents.retrieve(agent_id)
+    assert agent.name == path.stem + "_copy"  # Letta's default: append_copy_suffix
+    script.set(TURNS[path.name], reply("Done."))
+    response = client.agents.messages.create(agent_id, input="Go on.")
+    returns = [m for m in response.messages if m.message_type == "tool_return_message"]
+    assert returns and returns[0].status == "success", returns
+    text = client.agents.export_file(agent_id)
+    exported = json.loads(text)
+    [again] = _import(client, text, append_copy_suffix=False)
+    assert again != agent_id
+    assert normalised(json.loads(client.agents.export_file(again))) == normalised(exported)
+    assert client.agents.retrieve(again).name == agent.name
+
+
+def test_export_scrubs_messages_and_answers_404_and_400_as_letta(client: Letta,
+                                                                server: Server) -> None:
+    [agent_id] = _import(client, json.dumps(minimal_file()), name="renamed")
+    assert client.agents.retrieve(agent_id).name == "renamed"
+    scrubbed = httpx.post(f"{server.url}/v1/agents/{agent_id}/export",
+                          json={"scrub_messages": True}).json()
+    assert [m["role"] for m in scrubbed["agents"][0]["messages"]] == ["system"]
+    missing = httpx.get(f"{server.url}/v1/agents/agent-nope/export")
+    assert missing.status_code == 404
+    legacy = httpx.get(f"{server.url}/v1/agents/{agent_id}/export",
+                       params={"use_legacy_format": "true"})
+    assert legacy.status_code == 400
+
+
+BROKEN = {"id": "tool-0", "name": "broken", "tool_type": "custom",
+          "source_code": "def broken(x: str:\n    return x\n",
+          "json_schema": {"name": "broken", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize("case", ["truncated", "wrong types", "unknown version", "bad tool",
+                                  "huge"])
+def test_a_bad_file_is_a_clear_4xx_and_stores_nothing(client: Letta, server: Server,
+                                                      case: str) -> None:
+    before = len(client.agents.list(limit=1000).items)
+    if case == "truncated":
+        body, expected = json.dumps(minimal_file()).encode()[:-30], "not valid JSON"
+    elif case == "wrong types":
+        body, expected = json.dumps(minimal_file(tool_rules={"a": 1})).encode(), "tool_rules"
+    elif case == "unknown version":
+        body, expected = b'{"version": "9.9"}', "'9.9'"
+    elif case == "bad tool":
+        data = {**minimal_file(tool_ids=["tool-0"]), "tools": [BROKEN]}
+        body, expected = json.dumps(data).encode(), "'broken'"
+    else:
+        body, expected = b" " * (100 * 1024 * 1024), "limit"  # the body cap: a 413
+    response = httpx.post(f"{server.url}/v1/agents/import", timeout=60,
+                          files={"file": ("agent.af", body)})
+    assert 400 <= response.status_code < 500, response.text
+    assert expected in response.json()["detail"], response.text
+    assert len(client.agents.list(limit=1000).items) == before
