@@ -25,6 +25,7 @@ from stateloop.store.errors import (
     DuplicateError,
     NotFoundError,
 )
+from stateloop.store.folders import FoldersMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.migrate import upgrade
@@ -77,7 +78,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
-               ToolRegistryMixin, IdentitiesMixin):
+               ToolRegistryMixin, IdentitiesMixin, FoldersMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
