@@ -64,8 +64,6 @@ class Folders:
                      instructions: str | None = None,
                      metadata: dict[str, Any] | None = None) -> FolderRecord:
         """A new folder (names are unique)."""
-        if not name.strip() or "/" in name:
-            raise ValueError(f"a folder name must be non-empty and have no '/': {name!r}")
         return await self.store.create_folder(FolderRecord(
             name=name, description=description, instructions=instructions,
             metadata=dict(metadata or {}), embedding_config=self.embedding_config()))

@@ -49,8 +49,10 @@ class ParsedFile:
 
 
 def file_type(name: str) -> str:
-    """The MIME type of a file name; ``FileRejected`` (415) for a kind not taken."""
-    kind = _TYPES.get(PurePath(name).suffix.lower())
+    """The MIME type of a file name (a name without an extension is text, read as UTF-8);
+    ``FileRejected`` (415) for a kind not taken."""
+    suffix = PurePath(name).suffix.lower()
+    kind = _TYPES.get(suffix) if suffix else "text/plain"  # README, Makefile, LICENSE: text
     if kind is None:
         raise FileRejected(f"unsupported file type: {name!r}; supported types: {SUPPORTED}",
                            status=415)

@@ -13,12 +13,14 @@ from ..tools import Tool
 from . import errors
 from .middleware import ServerMiddleware
 from .routes import (
+    agent_files,
     agents,
     archival,
     archives,
     blocks,
     catalog,
     context,
+    folders,
     health,
     identities,
     messages,
@@ -63,6 +65,10 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # shared archival memory, and search across agents: their fixed paths
     # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
     for module in (archives, search):
+        app.include_router(module.router)
+    # folders (and sources): their fixed paths (/v1/folders/count, /metadata, /name/...) are
+    # declared before {folder_id} within the router
+    for module in (folders, agent_files):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),

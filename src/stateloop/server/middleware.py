@@ -66,7 +66,8 @@ class ServerMiddleware:
                 await reply(send, 413, f"request body is over the limit of {self.max_body} "
                             "bytes")
                 return
-            problem = check_body(body)
+            content_type = dict(scope["headers"]).get(b"content-type", b"")
+            problem = None if content_type.startswith(b"multipart/") else check_body(body)
             if problem:
                 await reply(send, 422, problem.detail())
                 return

@@ -22,7 +22,8 @@ class ErrorBody(BaseModel):
 
 
 _MEANINGS = {400: "Bad Request", 404: "Not Found", 409: "Conflict",
-             503: "Service Unavailable"}
+             503: "Service Unavailable",
+             413: "Content Too Large", 415: "Unsupported Media Type"}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
