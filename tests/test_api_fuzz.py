@@ -74,6 +74,11 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     runs = [run.id for run in client.runs.list(agent_id=agent.id)]
     messages = [message.id for message in client.agents.messages.list(agent.id)]
     steps = [step.id for step in client.runs.steps.list(runs[0])]
+    group: Any = client.post("/v1/groups", cast_to=object,  # letta-client has no groups
+                             body={"agent_ids": [agent.id], "description": "fuzzed"})
+    client.post(f"/v1/groups/{group['id']}/messages", cast_to=object, body={"input": "hi"})
+    said: Any = client.get(f"/v1/groups/{group['id']}/messages", cast_to=object)
+    messages += [message["id"] for message in said]
     assert runs and messages and steps
     archive = client.archives.create(name="fuzzed")
     archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
@@ -84,10 +89,10 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     known = {"archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
-             "identity_id": [identity["id"]],
+             "identity_id": [identity["id"]], "group_id": [group["id"]],
              "folder_id": [folder.id], "source_id": [source.id], "file_id": files,
              "folder_name": ["fuzzed"], "source_name": ["fuzzed-src"],
-             "message_id": messages[:3],
+             "message_id": messages[:3] + messages[-2:],
              "block_label": ["human", "notes"],
              "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout"]}
     ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]

@@ -60,7 +60,7 @@ def test_embedding_config_is_null_unless_asked_and_then_the_servers(client: Lett
     assert "embedding" in str(info.value.body)
 
 
-def test_model_settings_are_applied_and_unsupported_ones_refused(
+def test_model_settings_are_applied_and_invalid_ones_refused(
         client: Letta, script: Script) -> None:
     agent = new_agent(client, include_base_tools=True, model_settings={"provider_type": "openai",
                                               "max_output_tokens": 321,
@@ -80,8 +80,8 @@ def test_model_settings_are_applied_and_unsupported_ones_refused(
     client.agents.messages.create(agent.id, input="again")
     assert script.requests[-1].max_tokens == 99
     refused: list[tuple[dict[str, Any], str]] = [
-        ({"model_settings": {"provider_type": "openai", "temperature": 0.2}}, "temperature"),
-        ({"response_format": {"type": "json_object"}}, "response_format")]
+        ({"model_settings": {"provider_type": "openai", "temperature": 5}}, "temperature"),
+        ({"response_format": {"type": "xml"}}, "response_format")]
     for body, field in refused:
         with pytest.raises(letta_client.UnprocessableEntityError, match=field):
             new_agent(client, **body)

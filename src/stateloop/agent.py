@@ -16,7 +16,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
@@ -31,7 +30,7 @@ from .eager import shielded
 from .errors import AgentBusyError, ConfigError
 from .events import AnyEvent, RunEnd
 from .hooks import Hooks
-from .llm.base import Model
+from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict, stored_settings
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
@@ -40,7 +39,7 @@ from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message, new_id
 from .persistence import Persistence, load_state, run_blocking
-from .run_result import RunResult
+from .run_result import Running, RunResult
 from .steering import Delivery, SteeringQueue
 from .surrogates import check
 from .tools import Tool
@@ -57,18 +56,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("stateloop")
 
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
-
-
-@dataclass(slots=True)
-class _Running:
-    """A run in flight, as ``Agent._running`` hands it out."""
-
-    events: AsyncIterator[AnyEvent]
-    end: RunEnd | None = None  # set as the loop yields it
-
-
-async def _once(event: AnyEvent) -> AsyncIterator[AnyEvent]:
-    yield event
 
 
 class Agent(AgentControl):
@@ -112,6 +99,9 @@ class Agent(AgentControl):
         api_key: str | None = None,
         enable_sleeptime: bool = False,
         sleeptime_agent_frequency: int = 5,
+        model_settings: ModelSettings | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         options.require_positive("max_steps", max_steps)
         if error_threshold is not None:
@@ -142,6 +132,8 @@ class Agent(AgentControl):
         self._context_window = context_window
         self.max_tokens = max_tokens
         self.parallel_tool_calls = parallel_tool_calls
+        self.model_settings = model_settings or NO_SETTINGS
+        self.output_type, self.output_retries = options.output_type(output_type, output_retries)
         self.hooks = hooks
         self.retry = retry or RetryPolicy()
         self.tool_rules = options.parse_rules(tool_rules)
@@ -228,7 +220,7 @@ class Agent(AgentControl):
                     context_window=record.llm_config.get("context_window_override"),
                     **{"max_tokens": record.llm_config.get("max_tokens"),
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
-                       **settings})
+                       "model_settings": stored_settings(record.llm_config), **settings})
         agent.id = record.id
         agent._persist = Persistence(db, record.id)
         await agent._use_stored(messages, pending)
@@ -258,46 +250,49 @@ class Agent(AgentControl):
 
     async def run(self, input: Input = None, *,
                   approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
-                  model: str | Model | None = None, tools: Sequence[Tool] = ()) -> RunResult:
+                  model: str | Model | None = None, tools: Sequence[Tool] = (),
+                  output_type: Any = None) -> RunResult:
         """Run until the agent stops; returns the result (never raises for model/tool failure).
 
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
         ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
-        offered for this run only, over the agent's own of the same name. Input that
+        offered for this run only, over the agent's own of the same name; ``output_type``
+        makes ``result.output`` a validated answer. Input that
         can never fit the context window raises ``InputTooLarge`` before anything is stored.
         """
-        async with self._running(input, approvals, max_steps, model, tools,
+        async with self._running(input, approvals, max_steps, model, tools, output_type,
                                  events=False) as running:
             async for _ in running.events:  # straight from the loop: no generator between
                 pass
         assert running.end is not None
-        return RunResult.from_event(running.end)
+        return RunResult.from_event(running.end, (output_type or self.output_type) is not None)
 
-    def run_sync(self, input: Input = None, *,
-                 approvals: Sequence[Approval] | None = None) -> RunResult:
+    def run_sync(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
+                 output_type: Any = None) -> RunResult:
         """``run`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(sleeptime.settled(self, self.run(input, approvals=approvals)))
+            return asyncio.run(sleeptime.settled(
+                self, self.run(input, approvals=approvals, output_type=output_type)))
         raise RuntimeError("run_sync() cannot be called from a running event loop; "
                            "use 'await agent.run(...)' instead")
 
-    async def stream(self, input: Input = None, *,
-                     approvals: Sequence[Approval] | None = None,
+    async def stream(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
                      max_steps: int | None = None, model: str | Model | None = None,
-                     tools: Sequence[Tool] = ()) -> AsyncIterator[AnyEvent]:
+                     tools: Sequence[Tool] = (), output_type: Any = None,
+                     ) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order.
-        ``max_steps``, ``model`` and ``tools`` are as for ``run``."""
-        async with self._running(input, approvals, max_steps, model, tools) as running:
+        The other arguments are as for ``run`` (a typed answer is ``RunEnd.data``)."""
+        async with self._running(input, approvals, max_steps, model, tools, output_type) as running:
             async for event in running.events:
                 yield event
 
     @contextlib.asynccontextmanager
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
                        max_steps: int | None, model: str | Model | None,
-                       tools: Sequence[Tool] = (), *,
-                       events: bool = True) -> AsyncIterator[_Running]:
+                       tools: Sequence[Tool] = (), output_type: Any = None, *,
+                       events: bool = True) -> AsyncIterator[Running]:
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
@@ -309,6 +304,7 @@ class Agent(AgentControl):
                            model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
+        typed = options.typed_output(output_type or self.output_type, self.output_retries)
         lock = self._run_lock()
         if self.busy == "reject" and lock.locked():
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
@@ -318,13 +314,13 @@ class Agent(AgentControl):
                 await self._reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
-                yield _Running(_once(resume), resume)
+                yield Running.ended(resume)
                 return
             self._refresh_system()
             persist = self._persist
             run_id = persist.start_run() if persist is not None else new_id("run")
             scope = self._scope = CancelScope()
-            running: _Running | None = None
+            running: Running | None = None
             try:
                 config = self._loop_config(resume)
                 if max_steps is not None:
@@ -341,7 +337,9 @@ class Agent(AgentControl):
                     self._after_run(end, resume)
 
                 config.on_end = ended
-                running = _Running(run_loop(self._transcript, new_input, config, run_id=run_id,
+                if typed is not None:
+                    typed.apply(config)
+                running = Running(run_loop(self._transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running
             finally:
@@ -374,6 +372,7 @@ class Agent(AgentControl):
             retry=self.retry,
             max_tokens=self.max_tokens,
             parallel_tool_calls=self.parallel_tool_calls,
+            model_settings=self.model_settings,
             rules=self._rules_solver(resume),
             context=self._context_manager(),
             steering=self._steering,
@@ -390,7 +389,8 @@ class Agent(AgentControl):
             llm_config={"model": self._model.name, "context_window": self.context_window,
                         "context_window_override": self._context_window,
                         "max_tokens": self.max_tokens,
-                        "parallel_tool_calls": self.parallel_tool_calls},
+                        "parallel_tool_calls": self.parallel_tool_calls,
+                        "model_settings": settings_dict(self.model_settings)},
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags, enable_sleeptime=bool(self.sleeptime),
             message_buffer_autoclear=self.agent_type.clear_after_run)

@@ -15,6 +15,7 @@ from .tools.builtin import builtin_tool
 
 if TYPE_CHECKING:
     from .llm.base import ToolSpec
+    from .structured_output import StructuredOutput
     from .tools.rules import BaseToolRule
 
 Input = str | Message | Sequence[str | Message] | None
@@ -121,3 +122,17 @@ def check_waits(*, timeout: float | None, approval_timeout: float | None, busy: 
             raise ConfigError(f"{label} must be a positive number of seconds, got {seconds!r}")
     if busy not in ("queue", "reject"):
         raise ConfigError(f"busy must be 'queue' or 'reject', got {busy!r}")
+
+def output_type(output_type: Any, retries: int) -> tuple[Any, int]:
+    """``Agent``'s ``output_type`` and ``output_retries``, checked."""
+    typed_output(output_type, retries)
+    return output_type, retries
+
+
+def typed_output(output_type: Any, retries: int) -> StructuredOutput | None:
+    """A run's typed answer (``output_type`` checked by pydantic), or None for text."""
+    if output_type is None:
+        return None
+    from .structured_output import StructuredOutput  # loads pydantic
+
+    return StructuredOutput(output_type, retries)

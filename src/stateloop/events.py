@@ -23,6 +23,7 @@ StopReason = Literal[
     "context_window_overflow_in_system_prompt",
     "timeout",
     "error_threshold",
+    "invalid_output",  # an output_type answer failed validation output_retries + 1 times
 ]
 
 
@@ -155,6 +156,7 @@ class RunEnd(Event):
     error: str | None = None  # what went wrong, for every stop that is not a clean finish
     messages: list[Message] = field(default_factory=list)
     pending_approval: PendingApproval | None = None  # with stop reason requires_approval
+    data: Any = None  # the validated answer of a run that asked for an output_type
 
 
 AnyEvent = (RunStart | StepStart | TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta

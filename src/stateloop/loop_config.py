@@ -11,7 +11,7 @@ from .approvals import Approval, PendingApproval
 from .continuation import Continuation, LettaV1
 from .events import RunEnd, StopReason
 from .hooks import Hooks, StepRecord
-from .llm.base import Model
+from .llm.base import NO_SETTINGS, Model, ModelSettings
 from .llm.retry import RetryPolicy
 from .messages import Message
 from .steering import SteeringQueue
@@ -53,6 +53,7 @@ class LoopConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_tokens: int | None = None
     parallel_tool_calls: bool = True
+    model_settings: ModelSettings = NO_SETTINGS  # temperature, reasoning, response format
     context: ContextManager | None = None  # compaction; None: the window is not managed
     rules: ToolRulesSolver | None = None
     steering: SteeringQueue = field(default_factory=SteeringQueue)
@@ -64,7 +65,8 @@ class LoopConfig:
 
 class Stop(Exception):
     """Why a run ends. Phases return it; it is raised only where an await must unwind (a
-    failed model call, a window that cannot be fitted, a cancel noticed mid-call)."""
+    failed model call, a window that cannot be fitted, a cancel noticed mid-call) and by a
+    continuation policy that ends the run with a reason of its own (``invalid_output``)."""
 
     def __init__(self, reason: StopReason, error: str | None = None) -> None:
         self.reason = reason

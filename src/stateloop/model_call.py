@@ -87,7 +87,7 @@ class ModelCalls:
             allowed = set(names)
             tools = [spec for spec in tools if spec.name in allowed]
         return ModelRequest(config.build_context(self.transcript), tools, _as_choice(choice),
-                            forced, self.parallel, config.max_tokens)
+                            forced, self.parallel, config.max_tokens, config.model_settings)
 
     async def _hooked_request(self, request: ModelRequest) -> ModelRequest:
         """The request as the hooks that see it leave it."""

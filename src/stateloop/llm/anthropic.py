@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import AuthenticationError, InvalidResponse
+from ..errors import AuthenticationError, InvalidRequest, InvalidResponse
 from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, Usage
 from ._http import loads, model_stream, post_stream, server_sent_events, stream_error
 from .assembler import StreamAssembler
@@ -106,10 +106,18 @@ class AnthropicModel:
             choice = _tool_choice(request)
             if choice:
                 head["tool_choice"] = choice
-        if self.thinking_budget:
-            head["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        if self.temperature is not None:
-            head["temperature"] = self.temperature
+        settings = request.settings
+        if settings.response_format and settings.response_format.get("type") != "text":
+            # Claude has no JSON mode: ``output_type`` uses a final-answer tool instead.
+            raise InvalidRequest("Anthropic models take no response_format but text; use "
+                                 "output_type (a final-answer tool) for structured output",
+                                 provider=self.provider)
+        budget = _first(settings.thinking_budget, self.thinking_budget)
+        if budget:
+            head["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        temperature = _first(settings.temperature, self.temperature)
+        if temperature is not None:
+            head["temperature"] = temperature
         turns = self._turns.turns(messages, start)
         return b"".join((dumps(head)[:-1], b',"messages":[', turns, b"]}"))
 
@@ -167,6 +175,11 @@ class AnthropicModel:
         message.content = [*(thinking[i] for i in sorted(thinking)),
                            *(p for p in message.content if type(p) is not ReasoningPart)]
         yield result
+
+
+def _first(asked: Any, own: Any) -> Any:
+    """The request's setting, else the model's own."""
+    return asked if asked is not None else own
 
 
 def _add_usage(usage: Usage, raw: dict[str, Any] | None) -> None:

@@ -41,6 +41,7 @@ class OpenAIModel:
     """
 
     provider = "openai"
+    json_schema_output = True  # takes response_format json_schema: output_type uses it
 
     def __init__(self, name: str, *, base_url: str | None = None, api_key: str | None = None,
                  context_window: int | None = None, max_output_tokens: int | None = None,
@@ -140,10 +141,15 @@ class OpenAIModel:
         max_tokens = request.max_tokens or self._max_tokens_override
         if max_tokens:
             head[self._max_tokens_field] = max_tokens
-        if self.temperature is not None:
-            head["temperature"] = self.temperature
-        if self.reasoning_effort is not None:
-            head["reasoning_effort"] = self.reasoning_effort
+        settings = request.settings
+        temperature = _first(settings.temperature, self.temperature)
+        if temperature is not None:
+            head["temperature"] = temperature
+        effort = _first(settings.reasoning_effort, self.reasoning_effort)
+        if effort is not None:
+            head["reasoning_effort"] = effort
+        if settings.response_format is not None:
+            head["response_format"] = settings.response_format
         if self.extra_body:
             head.update(self.extra_body)
         messages = request.messages
@@ -184,6 +190,11 @@ class OpenAIModel:
         result = out.finish(usage, finish_reason)
         result.finish_reason = _normal_finish(finish_reason, bool(result.message.tool_calls))
         yield result
+
+
+def _first(asked: Any, own: Any) -> Any:
+    """The request's setting, else the model's own."""
+    return asked if asked is not None else own
 
 
 class _CallSlots:

@@ -1,19 +1,25 @@
-"""Letta's agent fields that stateloop honours only in part: ``model_settings`` (output
-tokens, parallel calls), ``response_format`` (plain text), ``embedding`` (the server's
-embedder), ``initial_message_sequence`` and duplicate ``tool_rules``. What cannot be honoured
-is a 422 naming the field, never dropped in silence."""
+"""Letta's agent fields checked and turned into agent options: ``model_settings``
+(temperature, output tokens, reasoning, parallel calls) and ``response_format`` in the
+provider's terms, ``embedding`` (the server's embedder), ``initial_message_sequence`` and
+duplicate ``tool_rules``. What cannot be honoured is a 422 naming the field, never dropped in
+silence."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import HTTPException
 
+from ..llm.base import NO_SETTINGS, ModelSettings
 from ..memory.embeddings import MiniLMEmbedder
 from ..messages import Message, assistant, system, user
 from .schemas import MessageCreate
 
-_SETTINGS = {"max_output_tokens": "max_tokens", "parallel_tool_calls": "parallel_tool_calls"}
+_SETTINGS = ("max_output_tokens", "parallel_tool_calls", "temperature", "reasoning",
+             "thinking", "response_format")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
 # OpenAI's embedding models and their sizes; another model's size is known after its first call.
 _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
                 "text-embedding-ada-002": 1536}
@@ -26,16 +32,22 @@ def unprocessable(field: str, problem: object) -> HTTPException:
                                        "msg": str(problem), "type": "value_error"}])
 
 
-def model_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
-    """The agent options Letta's ``model_settings`` ask for (``max_tokens``,
-    ``parallel_tool_calls``); a setting stateloop cannot apply yet is a 422 naming it."""
+def model_settings(settings: dict[str, Any] | None, response_format: Any, provider: str,
+                   current: ModelSettings = NO_SETTINGS) -> dict[str, Any]:
+    """The agent options Letta's ``model_settings`` and ``response_format`` ask for:
+    ``max_tokens``, ``parallel_tool_calls`` and the ``model_settings`` the model is called
+    with. A value that is invalid, or that the agent's provider has no form for, is a 422
+    naming it. ``model_settings`` replaces the sampling settings; a response format given
+    neither way is kept."""
     options: dict[str, Any] = {}
+    sampling: dict[str, Any] = {}
     for key, value in (settings or {}).items():
         field = f"model_settings.{key}"
         if value is None or key == "provider_type":  # the provider comes from the model handle
             continue
         if key == "response_format":
-            check_response_format(value, field)
+            check_response_format(value, provider, field)
+            response_format = value  # over the top-level one
         elif key == "max_output_tokens":
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise unprocessable(field, "max_output_tokens must be a positive integer")
@@ -44,18 +56,75 @@ def model_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
             if not isinstance(value, bool):
                 raise unprocessable(field, "parallel_tool_calls must be true or false")
             options["parallel_tool_calls"] = value
+        elif key == "temperature":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    0 <= value <= 2):
+                raise unprocessable(field, "temperature must be a number from 0 to 2")
+            sampling["temperature"] = float(value)
+        elif key == "reasoning":
+            sampling["reasoning_effort"] = _effort(value, provider, field)
+        elif key == "thinking":
+            sampling["thinking_budget"] = _thinking(value, provider, field)
         else:
             raise unprocessable(field, f"{key} is not supported by this server; it applies "
-                                       f"{', '.join(_SETTINGS)} (and response_format 'text')")
+                                       f"{', '.join(_SETTINGS)}")
+    wire_format = check_response_format(response_format, provider)
+    if settings is None and response_format is None:
+        return options
+    base = current if settings is None else ModelSettings(
+        response_format=current.response_format)
+    if response_format is not None:
+        base = replace(base, response_format=wire_format)
+    options["model_settings"] = replace(base, **sampling)
     return options
 
 
-def check_response_format(value: Any, field: str = "response_format") -> None:
-    """Plain text (the default) is what every agent answers in; other formats are a 422."""
+def _effort(value: Any, provider: str, field: str) -> str:
+    effort = value.get("reasoning_effort") if isinstance(value, dict) else None
+    if effort not in _EFFORTS:
+        raise unprocessable(field, f"reasoning.reasoning_effort must be one of "
+                                   f"{', '.join(_EFFORTS)}")
+    if provider == "anthropic":
+        raise unprocessable(field, "Claude reasons by a thinking budget: give "
+                                   "model_settings.thinking, not reasoning")
+    return str(effort)
+
+
+def _thinking(value: Any, provider: str, field: str) -> int | None:
+    kind = value.get("type", "enabled") if isinstance(value, dict) else None
+    budget = value.get("budget_tokens", 1024) if isinstance(value, dict) else None
+    if kind not in ("enabled", "disabled") or isinstance(budget, bool) or not isinstance(
+            budget, int) or budget < 1024:
+        raise unprocessable(field, "thinking must be {\"type\": \"enabled\" or \"disabled\", "
+                                   "\"budget_tokens\": an integer of at least 1024}")
+    if provider != "anthropic":
+        raise unprocessable(field, "thinking budgets are Claude's; OpenAI's models take "
+                                   "model_settings.reasoning.reasoning_effort")
+    return budget if kind == "enabled" else None
+
+
+def check_response_format(value: Any, provider: str,
+                          field: str = "response_format") -> dict[str, Any] | None:
+    """Letta's response format as the provider is sent it (``None`` for plain text, the
+    default). JSON formats need a model with a JSON mode: Claude's agents are refused."""
+    if value is None:
+        return None
     kind = value.get("type") if isinstance(value, dict) else None
-    if value is not None and kind != "text":
-        raise unprocessable(field, f"response_format {kind!r} is not supported by this "
-                                   "server; only 'text' (the default)")
+    if kind == "text":
+        return None
+    if kind not in ("json_object", "json_schema"):
+        raise unprocessable(field, "response_format type must be 'text', 'json_object' or "
+                                   "'json_schema'")
+    if provider == "anthropic":
+        raise unprocessable(field, f"response_format {kind!r} needs a model with a JSON mode "
+                                   "(an OpenAI-compatible one); Claude answers in text")
+    if kind == "json_object":
+        return {"type": "json_object"}
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        raise unprocessable(f"{field}.json_schema", "json_schema must be an object with a "
+                                                    "'schema' (a JSON schema object)")
+    return {"type": "json_schema", "json_schema": {"name": "response", **spec}}
 
 
 def embedding_config(server_embedding: str, handle: str | None,

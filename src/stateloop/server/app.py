@@ -21,6 +21,8 @@ from .routes import (
     catalog,
     context,
     folders,
+    group_runs,
+    groups,
     health,
     identities,
     messages,
@@ -65,6 +67,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # shared archival memory, and search across agents: their fixed paths
     # (/v1/agents/messages/search, /v1/messages/search) meet no path parameter of the same method
     for module in (archives, search):
+        app.include_router(module.router)
+    for module in (groups, group_runs):
         app.include_router(module.router)
     # folders (and sources): their fixed paths (/v1/folders/count, /metadata, /name/...) are
     # declared before {folder_id} within the router

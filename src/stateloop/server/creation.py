@@ -10,6 +10,7 @@ from fastapi import HTTPException
 from ..agent import Agent
 from ..agent_options import parse_rules, tool_map
 from ..errors import ConfigError
+from ..llm.base import settings_dict
 from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import DEFAULT_BLOCK_LIMIT, Block
@@ -18,7 +19,6 @@ from ..store import AgentRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names
 from .agent_fields import (
-    check_response_format,
     embedding_config,
     initial_messages,
     merged_rules,
@@ -65,8 +65,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     """Validate ``body``, store the agent with its blocks and opening messages; its id."""
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
-    check_response_format(body.response_format)
-    settings = model_settings(body.model_settings)
+    settings = model_settings(body.model_settings, body.response_format,
+                              handle.partition("/")[0])
     embedding = embedding_config(runtime.settings.embedding, body.embedding,
                                  body.embedding_config)
     names = await tool_names(runtime, body.tools or [], body.tool_ids or [])
@@ -99,6 +99,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       parallel_tool_calls=_first_set(
                           settings.get("parallel_tool_calls"), body.parallel_tool_calls,
                           config.parallel_tool_calls if config else None, True),
+                      model_settings=settings.get("model_settings"),
                       base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"),
                       enable_sleeptime=bool(body.enable_sleeptime))
     except ConfigError as exc:
@@ -116,7 +117,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                     "context_window_override": body.context_window_limit or (
                         config.context_window if config else None),
                     "max_tokens": draft.max_tokens,
-                    "parallel_tool_calls": draft.parallel_tool_calls},
+                    "parallel_tool_calls": draft.parallel_tool_calls,
+                    "model_settings": settings_dict(draft.model_settings)},
         embedding_config=embedding,
         tool_rules=merged_rules([rule.model_dump(mode="json") for rule in draft.tool_rules]),
         tool_names=all_names, tags=list(draft.tags), metadata=body.metadata or {},
@@ -171,7 +173,8 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
         changes["llm_config"] = {"model": handle, "context_window": agent.context_window,
                                  "context_window_override": None,
                                  "max_tokens": agent.max_tokens,
-                                 "parallel_tool_calls": agent.parallel_tool_calls}
+                                 "parallel_tool_calls": agent.parallel_tool_calls,
+                                 "model_settings": settings_dict(agent.model_settings)}
     if "tool_rules" in fields:
         try:
             dumped = merged_rules([rule.model_dump(mode="json")
@@ -180,7 +183,7 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
             raise unprocessable("tool_rules", exc) from exc
         live["tool_rules"] = parse_rules(dumped)
         changes["tool_rules"] = dumped
-    _update_model_fields(runtime, body, record, changes, live)
+    _update_model_fields(runtime, agent, body, record, changes, live)
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
         live["tools"] = tool_map([*await runtime.bind_tools(names, env),
@@ -208,19 +211,23 @@ def set_tools(agent: Agent, tools: dict[str, Tool]) -> None:
     agent.memory_changed()
 
 
-def _update_model_fields(runtime: Runtime, body: UpdateAgent, record: AgentRecord,
-                         changes: dict[str, Any], live: dict[str, Any]) -> None:
+def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent,
+                         record: AgentRecord, changes: dict[str, Any],
+                         live: dict[str, Any]) -> None:
     """A PATCH's ``model_settings``, ``response_format`` and ``embedding``."""
     fields = body.model_fields_set
-    check_response_format(body.response_format)
-    settings = model_settings(body.model_settings)
+    handle = changes.get("model") or record.model or ""
+    settings = model_settings(body.model_settings, body.response_format,
+                              handle.partition("/")[0], agent.model_settings)
     extra = {**changes.get("extra", record.extra), **_asked(body, settings)}
     if extra != record.extra:
         changes["extra"] = extra
     if settings:
         live.update(settings)
-        config = {**record.llm_config, **changes.get("llm_config", {})}
-        changes["llm_config"] = {**config, **settings}
+        config = {**record.llm_config, **changes.get("llm_config", {}), **settings}
+        if "model_settings" in settings:
+            config["model_settings"] = settings_dict(settings["model_settings"])
+        changes["llm_config"] = config
     if "embedding" in fields:
         changes["embedding_config"] = embedding_config(runtime.settings.embedding,
                                                        body.embedding, None)
@@ -232,8 +239,9 @@ def _asked(body: CreateAgent | UpdateAgent, settings: dict[str, Any]) -> dict[st
     if body.model_settings is not None:
         shown["model_settings"] = {k: v for k, v in body.model_settings.items()
                                    if v is not None}
-    if body.response_format is not None:
-        shown["response_format"] = body.response_format
+    chosen = (body.model_settings or {}).get("response_format") or body.response_format
+    if chosen is not None:
+        shown["response_format"] = chosen
     return shown
 
 

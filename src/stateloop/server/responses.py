@@ -140,6 +140,11 @@ class LLMConfig(Response):
     context_window: int
     max_tokens: int | None = None
     parallel_tool_calls: bool | None = None
+    temperature: float = 1.0
+    reasoning_effort: str | None = None
+    enable_reasoner: bool = False
+    max_reasoning_tokens: int = 0
+    response_format: dict[str, Any] | None = None
 
 
 class EmbeddingConfig(Response):

@@ -61,7 +61,18 @@ def llm_config(record: AgentRecord) -> dict[str, Any]:
             "model_endpoint": None,
             "context_window": config.get("context_window") or 8192,
             "max_tokens": config.get("max_tokens"),
-            "parallel_tool_calls": config.get("parallel_tool_calls")}
+            "parallel_tool_calls": config.get("parallel_tool_calls"),
+            **_sampling(config.get("model_settings") or {})}
+
+
+def _sampling(settings: dict[str, Any]) -> dict[str, Any]:
+    """An agent's model settings as Letta's ``LLMConfig`` fields."""
+    budget = settings.get("thinking_budget")
+    return {"temperature": settings.get("temperature", 1.0),  # the providers' default
+            "reasoning_effort": settings.get("reasoning_effort"),
+            "enable_reasoner": budget is not None or "reasoning_effort" in settings,
+            "max_reasoning_tokens": budget or 0,
+            "response_format": shown(settings.get("response_format"))}
 
 
 def embedding_config(record: AgentRecord) -> dict[str, Any] | None:

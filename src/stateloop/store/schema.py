@@ -249,6 +249,58 @@ identities_blocks = Table(
     Index("ix_identities_blocks_block", "block_id"),
 )
 
+# Groups (revision 0011): Letta's multi-agent groups. Members keep their order; deleting an
+# agent removes it from its groups, deleting a group leaves its agents.
+groups = Table(
+    "groups", metadata,
+    Column("id", String, primary_key=True),
+    Column("manager_type", String, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("manager_agent_id", String, ForeignKey("agents.id", ondelete="SET NULL")),
+    Column("max_turns", Integer),
+    Column("termination_token", String),
+    Column("sleeptime_agent_frequency", Integer),
+    Column("turns_counter", Integer),
+    Column("last_processed_message_id", String),
+    Column("hidden", Boolean),
+    Column("project_id", String),
+    Column("metadata", Json, nullable=False),
+    Column("cursors", Json, nullable=False),  # agent id -> group messages it has seen
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+group_members = Table(
+    "group_members", metadata,
+    Column("group_id", String, ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Index("ix_group_members_agent", "agent_id"),
+)
+
+group_blocks = Table(
+    "group_blocks", metadata,
+    Column("group_id", String, ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True),
+    Column("block_id", String, ForeignKey("blocks.id", ondelete="CASCADE"), primary_key=True),
+    Index("ix_group_blocks_block", "block_id"),
+)
+
+# The group's own view of its conversation: what the user sent and what each member said.
+group_messages = Table(
+    "group_messages", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("group_id", String, ForeignKey("groups.id", ondelete="CASCADE"), nullable=False),
+    Column("role", String, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("sender_id", String),
+    Column("name", String),
+    Column("run_id", String),
+    Column("created_at", Float, nullable=False),
+    Index("ix_group_messages_group_seq", "group_id", "seq"),
+    sqlite_autoincrement=True,
+)
+
 # revision 0015: folders of files (Letta's sources), their chunks embedded like passages, and
 # which agents see them (a file open or closed in the agent's context, with its window).
 folders = Table(

@@ -26,6 +26,7 @@ from stateloop.store.errors import (
     NotFoundError,
 )
 from stateloop.store.folders import FoldersMixin
+from stateloop.store.groups import GroupsMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.migrate import upgrade
@@ -78,7 +79,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
-               ToolRegistryMixin, IdentitiesMixin, FoldersMixin):
+               ToolRegistryMixin, IdentitiesMixin, GroupsMixin, FoldersMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..llm.assembler import parse_tool_call
-from ..llm.base import ModelRequest, ToolSpec
+from ..llm.base import ModelRequest, ModelSettings, ToolSpec
 from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, ToolCall, Usage
 from .scripted import Call, Calls, Reply
 
@@ -162,9 +162,11 @@ def openai_request(body: dict[str, Any]) -> ModelRequest:
                       t["function"].get("parameters", {})) for t in body.get("tools") or []]
     choice = body.get("tool_choice", "auto")
     forced = choice["function"]["name"] if isinstance(choice, dict) else None
+    settings = ModelSettings(body.get("temperature"), body.get("reasoning_effort"),
+                             response_format=body.get("response_format"))
     return ModelRequest(messages, tools, "required" if forced else choice, forced,
                         body.get("parallel_tool_calls", True),
-                        body.get("max_completion_tokens") or body.get("max_tokens"))
+                        body.get("max_completion_tokens") or body.get("max_tokens"), settings)
 
 
 def _openai_parts(content: Any) -> list[Part]:
@@ -335,9 +337,11 @@ def anthropic_request(body: dict[str, Any]) -> ModelRequest:
     choice = body.get("tool_choice") or {"type": "auto"}
     forced = choice.get("name") if choice.get("type") == "tool" else None
     mode = {"any": "required", "tool": "required", "none": "none"}.get(choice["type"], "auto")
+    thinking = body.get("thinking") or {}
+    settings = ModelSettings(body.get("temperature"), thinking_budget=thinking.get("budget_tokens"))
     return ModelRequest(messages, tools, mode, forced,  # type: ignore[arg-type]
                         not choice.get("disable_parallel_tool_use", False),
-                        body.get("max_tokens"))
+                        body.get("max_tokens"), settings)
 
 
 # --- Embeddings -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Identities, and their links to agents and blocks.
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0011
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
