@@ -178,3 +178,24 @@ async def test_opening_a_file_not_attached_is_a_tool_error(store: SqlStore) -> N
     [answer] = [m for m in result.messages if m.role == "tool"]
     assert answer.is_error and "x/y.txt not attached" in answer.text
     assert "docs/notes.txt" in answer.text
+
+
+class DownEmbedder(HashEmbedder):
+    """An embedding endpoint that is down."""
+
+    async def embed(self, texts):  # type: ignore[no-untyped-def]
+        from stateloop.memory.embeddings import EmbeddingError
+
+        raise EmbeddingError("embedding endpoint answered 503")
+
+
+async def test_a_file_whose_embedding_fails_is_stored_in_error_without_chunks(
+        store: SqlStore) -> None:
+    folders = Folders(store, DownEmbedder())
+    docs = await folders.create("docs")
+    file, _ = await folders.upload(docs.id, "notes.txt", GOOD["notes.txt"])
+    assert (file.processing_status, file.chunks_embedded) == ("error", 0)
+    assert "503" in (file.error_message or "")
+    [stored] = await store.list_files(docs.id)
+    assert (stored.id, stored.processing_status) == (file.id, "error")
+    assert await store.list_chunks(docs.id) == []

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..memory.embeddings import Embedder
+from ..memory.embeddings import Embedder, EmbeddingError
 from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
@@ -90,15 +90,21 @@ class Folders:
                                status=409)
         parsed = parse(name, data)  # before anything is stored
         pieces = chunk(parsed.text)
-        vectors = await self.embedder.embed(pieces)
+        try:
+            vectors = await self.embedder.embed(pieces)
+        except EmbeddingError as exc:  # stored as Letta does: status "error", no chunks
+            failed = FileRecord(folder_id=folder_id,
+                                file_name=self._unique(folder.name, name, len(existing)),
+                                original_file_name=name, file_type=parsed.file_type,
+                                file_size=len(data), content=parsed.text,
+                                processing_status="error", error_message=str(exc),
+                                total_chunks=len(pieces), chunks_embedded=0)
+            return await self.store.add_file(failed, []), False
         if existing and duplicates == "replace":
             for old in existing:
                 await self.delete_file(folder_id, old.id)
             existing = []
-        stem, dot, ext = name.rpartition(".")
-        unique = (f"{folder.name}/{name}" if not existing
-                  else f"{folder.name}/{stem}_({len(existing)}).{ext}" if dot
-                  else f"{folder.name}/{name}_({len(existing)})")
+        unique = self._unique(folder.name, name, len(existing))
         file = FileRecord(folder_id=folder_id, file_name=unique, original_file_name=name,
                           file_type=parsed.file_type, file_size=len(data), content=parsed.text,
                           total_chunks=len(pieces), chunks_embedded=len(pieces))
@@ -195,6 +201,15 @@ class Folders:
         for row in rows:
             row.last_accessed_at = _now()
         await self.store.save_agent_files(agent_id, rows)
+
+    @staticmethod
+    def _unique(folder: str, name: str, taken: int) -> str:
+        """The file's name in its folder, as Letta makes it: "folder/name", and "name_(N)"
+        for the Nth upload of a name already there."""
+        if not taken:
+            return f"{folder}/{name}"
+        stem, dot, ext = name.rpartition(".")
+        return f"{folder}/{stem}_({taken}).{ext}" if dot else f"{folder}/{name}_({taken})"
 
     def _row(self, agent_id: str, file: FileRecord) -> AgentFileRecord:
         return AgentFileRecord(agent_id=agent_id, file_id=file.id, folder_id=file.folder_id,
