@@ -104,6 +104,14 @@ def test_a_200_mb_upload_is_refused_before_it_is_read(client: Letta, server: Ser
     assert list(client.folders.files.list(folder.id)) == []
 
 
+def test_an_upload_may_pass_the_body_limit_of_other_requests(client: Letta) -> None:
+    folder = _folder(client, "large")
+    data = b"Ada likes tea.\n" + b"\n" * (9 * 1024 * 1024)  # over the 8 MB of a JSON body
+    file = client.folders.files.upload(folder.id, file=("large.txt", data))
+    assert (file.processing_status, file.file_size, file.total_chunks) == (
+        "completed", len(data), 1)
+
+
 def test_an_agent_reads_an_attached_folder(client: Letta, server: Server,
                                            script: Script) -> None:
     folder = _folder(client, "handbook")

@@ -76,6 +76,6 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
-                       max_body=config.max_body_bytes)
+                       max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
     app.add_middleware(errors.InternalErrors)  # outermost: it answers for everything inside
     return app
