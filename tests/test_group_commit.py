@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from conftest import DIALECTS, database_url, raw_sql
 from killed_child import kill_when_hanging
 from stateloop import Agent, tool
 from stateloop.messages import Message, Usage, assistant, user
@@ -26,24 +28,40 @@ from stateloop.testing import ScriptedModel, assert_transcript_valid, call, repl
 from store_trace import traced
 
 
-def _stored_ids(path: str) -> list[str]:
+def _stored_ids(where: str | SqlStore) -> list[str]:
     """What another connection (another process, say) sees committed."""
-    with sqlite3.connect(path) as db:
+    if isinstance(where, SqlStore):
+        return [row[0] for row in raw_sql(where, "SELECT id FROM messages ORDER BY seq")]
+    with sqlite3.connect(where) as db:
         return [row[0] for row in db.execute("SELECT id FROM messages ORDER BY seq")]
 
 
+@pytest.fixture(params=DIALECTS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
+    s = await open_store(database_url(request.param, tmp_path, request))
+    yield s
+    await s.close()
+
+
+def _sqlite_runner_only(store: SqlStore) -> None:
+    if store.path is None:
+        pytest.skip("commits at the loop's next turn, traced by sqlite3: the inline runner's")
+
+
 async def test_a_queued_step_lands_at_the_next_turn_of_the_event_loop(store: SqlStore) -> None:
+    _sqlite_runner_only(store)
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
     hello = user("hello")
     queued = store.queue_step(agent_id, [hello], in_context=[hello])
-    assert not queued.done() and _stored_ids(store.path) == []
+    assert not queued.done() and _stored_ids(store) == []
     await asyncio.sleep(0)
     assert queued.done() and queued.exception() is None
-    assert _stored_ids(store.path) == [hello.id]
+    assert _stored_ids(store) == [hello.id]
     assert (await store.get_agent(agent_id)).in_context_message_ids == [hello.id]
 
 
 async def test_steps_of_agents_queued_in_one_turn_share_a_transaction(store: SqlStore) -> None:
+    _sqlite_runner_only(store)
     ids = [(await store.create_agent(AgentRecord(name=name))).id for name in "abc"]
     with traced(store) as statements:
         queued = [store.queue_step(agent_id, [user(f"from {agent_id}")], in_context=APPEND)
@@ -51,7 +69,7 @@ async def test_steps_of_agents_queued_in_one_turn_share_a_transaction(store: Sql
         await asyncio.sleep(0)
     assert all(q.done() and q.exception() is None for q in queued)
     assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
-    assert len(_stored_ids(store.path)) == 3
+    assert len(_stored_ids(store)) == 3
 
 
 async def test_a_run_that_never_yields_commits_each_step_before_the_next(
@@ -104,7 +122,7 @@ async def test_a_failing_step_in_a_group_fails_alone_with_its_agents_later_steps
     assert "duplicate message id" in str(bad.exception())
     # The agent's later step builds on the failed one: it fails with it, for the same reason.
     assert after_bad.exception() is bad.exception()
-    assert _stored_ids(store.path) == [first.id, elsewhere.id]  # nothing of the failed step
+    assert _stored_ids(store) == [first.id, elsewhere.id]  # nothing of the failed step
     assert (await store.get_run(run.id)).step_count == 1
     assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
     assert (await store.get_agent(other_id)).in_context_message_ids == [elsewhere.id]
@@ -117,13 +135,13 @@ async def test_a_write_after_queued_steps_commits_them_first_even_when_it_fails(
     queued = store.queue_step(agent_id, [hello])
     with pytest.raises(StoreError):
         await store.append_step("agent-missing", [user("orphan")])
-    assert queued.exception() is None and _stored_ids(store.path) == [hello.id]
+    assert queued.exception() is None and _stored_ids(store) == [hello.id]
 
     again = user("again")
     queued = store.queue_step(agent_id, [again])
     with pytest.raises(NotFoundError):  # a write that shares the queued steps' transaction
         await store.create_run("agent-missing")
-    assert queued.exception() is None and _stored_ids(store.path) == [hello.id, again.id]
+    assert queued.exception() is None and _stored_ids(store) == [hello.id, again.id]
 
 
 async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> None:
@@ -146,8 +164,8 @@ async def test_a_checkpoint_that_cannot_land_fails_the_run(tmp_path: Path) -> No
                     result.error)
 
 
-async def test_a_runs_messages_are_found_by_any_process(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+async def test_a_runs_messages_are_found_by_any_process(db_url: str) -> None:
+    url = db_url
     agent = Agent(model=ScriptedModel([call("count"), reply("one"), reply("two")]),
                   tools=[_count_tool()],
                   store=url, name="runner")
@@ -238,6 +256,7 @@ async def _one_run(store: SqlStore, agent_id: str, *, commit_each: bool) -> str:
 
 
 async def test_a_run_in_one_transaction_has_its_row_written_once(store: SqlStore) -> None:
+    _sqlite_runner_only(store)
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
     stepwise = await store.get_run(await _one_run(store, agent_id, commit_each=True))
 
@@ -267,7 +286,7 @@ async def test_a_batch_larger_than_one_statement_keeps_order_and_contexts(
     store.queue_step(agent_id, last, in_context=APPEND)
     await store.flush()
 
-    assert _stored_ids(store.path) == [m.id for m in [*first, *second, aside, *last]]
+    assert _stored_ids(store) == [m.id for m in [*first, *second, aside, *last]]
     context = (await store.get_agent(agent_id)).in_context_message_ids
     assert context == [m.id for m in [*first, *second, *last]]
 

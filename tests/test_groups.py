@@ -3,8 +3,6 @@ per-agent event tags, and a group reloaded from a real SQLite store."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from stateloop import Agent, Block
@@ -146,9 +144,9 @@ def test_bad_groups_are_refused_by_name() -> None:
         Group([member("bob", blocks=[Block("human", "Bob")])], shared_blocks=[Block("human")])
 
 
-async def test_a_stored_group_reloads_with_its_messages_and_shares_blocks(tmp_path: Path
+async def test_a_stored_group_reloads_with_its_messages_and_shares_blocks(db_url: str
                                                                         ) -> None:
-    store = await open_store(f"sqlite:///{tmp_path / 'groups.db'}")
+    store = await open_store(db_url)
     try:
         ann = await Agent.acreate(ScriptedModel([
             call("memory_replace", label="team", old_string="Friday", new_string="Monday"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, event
 
+from conftest import database_url
 from stateloop import Agent
 from stateloop.messages import user
 from stateloop.store import AgentRecord, DuplicateError, open_store
@@ -18,12 +19,12 @@ from stateloop.store.migrate import upgrade
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel
 
-DRIVERS = ["sqlite", "sqlite+aiosqlite"]
+DRIVERS = ["sqlite", "sqlite+aiosqlite", "postgresql"]
 
 
 @pytest.fixture(params=DRIVERS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"{request.param}:///{tmp_path / 'names.db'}")
+    s = await open_store(database_url(request.param, tmp_path, request))
     yield s
     await s.close()
 
@@ -63,7 +64,7 @@ async def test_the_library_refuses_a_taken_name(tmp_path: Path) -> None:
         Agent(model=ScriptedModel([]), store=url, name="mine")
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", ["sqlite", "sqlite+aiosqlite"])
 async def test_a_database_from_before_keeps_its_data_and_foreign_keys(
         tmp_path: Path, driver: str) -> None:
     path = tmp_path / "old.db"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import database_url
 from shared_fixtures import LETTA_AF
 from stateloop.store import (
     AgentRecord,
@@ -25,9 +26,9 @@ from stateloop.store.sql import SqlStore
 FIXTURES = LETTA_AF
 
 
-@pytest.fixture(params=["sqlite", "sqlite+aiosqlite"])
+@pytest.fixture(params=["sqlite", "sqlite+aiosqlite", "postgresql"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"{request.param}:///{tmp_path / 'agents.db'}")
+    s = await open_store(database_url(request.param, tmp_path, request))
     yield s
     await s.close()
 

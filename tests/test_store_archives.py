@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, event
 
+from conftest import DIALECTS, database_url
 from stateloop.memory.archival import ArchivalMemory
 from stateloop.store import AgentRecord, ArchiveRecord, NotFoundError, open_store
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
@@ -84,9 +85,9 @@ async def test_revision_0010_gives_each_agent_an_archive_of_its_passages_and_bac
         await store.close()
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"sqlite:///{tmp_path / 'archives.db'}")
+@pytest.fixture(params=DIALECTS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
+    s = await open_store(database_url(request.param, tmp_path, request))
     yield s
     await s.close()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import database_url, raw_sql
 from stateloop.messages import Message, ToolCall, Usage, assistant, system, tool_result, user
 from stateloop.store import (
     AgentRecord,
@@ -21,9 +22,9 @@ from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 
 
-@pytest.fixture(params=["sqlite", "sqlite+aiosqlite"])
+@pytest.fixture(params=["sqlite", "sqlite+aiosqlite", "postgresql"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"{request.param}:///{tmp_path / 'history.db'}")
+    s = await open_store(database_url(request.param, tmp_path, request))
     yield s
     await s.close()
 
@@ -88,8 +89,7 @@ async def test_every_kind_of_message_reads_back_whole_from_a_row_without_repeats
     hits = await store.search_messages(agent_id, "zebra", include_tool=True, limit=10)
     assert sorted(h.message.id for h in hits) == sorted(ids)
     assert all(h.message.to_dict() == expected[ids.index(h.message.id)] for h in hits)
-    with sqlite3.connect(store.path) as raw:
-        stored = [row[0] for row in raw.execute("SELECT data FROM messages ORDER BY seq")]
+    stored = [row[0] for row in raw_sql(store, "SELECT data FROM messages ORDER BY seq")]
     assert all('"role"' not in data and '"created_at"' not in data for data in stored)
 
 
@@ -116,8 +116,8 @@ async def test_the_context_grows_by_appended_steps_without_rewriting_its_list(
     expected = [first.id, fourth.id, fifth.id]
     assert (await store.get_agent(agent_id)).in_context_message_ids == expected
     assert [a.in_context_message_ids for a in await store.list_agents()] == [expected]
-    with sqlite3.connect(tmp_path / "history.db") as raw:  # the list was written twice
-        stored = raw.execute("SELECT in_context_message_ids FROM agents").fetchone()[0]
+    # the list was written twice
+    stored = raw_sql(store, "SELECT in_context_message_ids FROM agents")[0][0]
     assert stored == f'["{first.id}","{fourth.id}"]'
     await store.set_in_context(agent_id, [third.id])
     await store.append_step(agent_id, [user("6")], in_context_ids=APPEND)
@@ -141,10 +141,9 @@ async def test_step_records_ride_on_messages_and_add_up_on_their_run(
     await store.append_step(agent_id, [assistant("done")],
                             step=StepRecord(run.id, index=2, usage=Usage(20, 5)))
 
-    with sqlite3.connect(tmp_path / "history.db") as raw:
-        carried = raw.execute("SELECT id FROM messages WHERE step IS NOT NULL "
-                              "AND run_id = ?", (run.id,)).fetchall()
-        separate = raw.execute("SELECT count(*) FROM steps").fetchone()[0]
+    carried = raw_sql(store, "SELECT id FROM messages WHERE step IS NOT NULL "
+                      "AND run_id = ?", (run.id,))
+    separate = raw_sql(store, "SELECT count(*) FROM steps")[0][0]
     assert carried[0][0] == result.id  # on the step's last row
     assert (len(carried), separate) == (2, 1)
     steps = await store.list_steps(run.id)
@@ -156,9 +155,8 @@ async def test_step_records_ride_on_messages_and_add_up_on_their_run(
     ended = await store.update_run(run.id, status="completed")
     assert (ended.step_count, ended.usage) == (3, Usage(34, 8, 1, 1, 3))
     assert (await store.get_run(run.id)) == ended
-    with sqlite3.connect(tmp_path / "history.db") as raw:
-        stored = raw.execute("SELECT step_count, input_tokens FROM runs WHERE id = ?",
-                             (run.id,)).fetchone()
+    stored = raw_sql(store, "SELECT step_count, input_tokens FROM runs WHERE id = ?",
+                     (run.id,))[0]
     assert stored == (3, 34)
     assert (await store.get_run(before.id)).step_count == 1
     assert [m.text for m in await store.list_run_messages(ended)] == ["", "3", "done"]
@@ -176,14 +174,20 @@ async def test_a_failing_step_leaves_nothing_written(store: SqlStore) -> None:
         await store.append_step(agent_id, [fresh, dup], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
     # A failure in the last statement (the context's), after every other went in.
-    with sqlite3.connect(store.path) as raw:
-        raw.execute("CREATE TRIGGER fail_context BEFORE UPDATE OF in_context_message_ids "
-                    "ON agents BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+    if store.dialect == "sqlite":
+        raw_sql(store, "CREATE TRIGGER fail_context BEFORE UPDATE OF in_context_message_ids "
+                "ON agents BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+    else:
+        raw_sql(store, "CREATE OR REPLACE FUNCTION fire() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'disk on fire' USING ERRCODE = 'check_violation'; "
+                "END $$")
+        raw_sql(store, "CREATE TRIGGER fail_context BEFORE UPDATE OF in_context_message_ids "
+                "ON agents FOR EACH ROW EXECUTE FUNCTION fire()")
     with pytest.raises(StoreError, match="disk on fire"):
         await store.append_step(agent_id, [fresh], in_context_ids=[first.id, fresh.id],
                                 step=StepRecord(run.id, usage=Usage(10, 10)))
-    with sqlite3.connect(store.path) as raw:
-        raw.execute("DROP TRIGGER fail_context")
+    raw_sql(store, "DROP TRIGGER fail_context" + ("" if store.dialect == "sqlite"
+                                                  else " ON agents"))
 
     assert await store.count_messages(agent_id) == 1
     assert (await store.get_agent(agent_id)).in_context_message_ids == [first.id]
@@ -238,6 +242,8 @@ async def test_runs_lifecycle_and_interrupted_runs(store: SqlStore) -> None:
 
 async def test_runs_are_left_running_while_another_store_has_the_database_open(
         store: SqlStore) -> None:
+    if store.path is None:
+        pytest.skip("a file lock per store is SQLite's (test_store_postgres.py has the other)")
     agent_id = await _agent(store)
     stuck = await store.create_run(agent_id, status="running")
     dead = store.path.with_name(f"{store.path.name}-open-0123456789abcdef")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DIALECTS, database_url
 from stateloop import Agent
 from stateloop.store import (
     AgentRecord,
@@ -21,9 +22,9 @@ from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, call, reply
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"sqlite:///{tmp_path / 'identities.db'}")
+@pytest.fixture(params=DIALECTS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
+    s = await open_store(database_url(request.param, tmp_path, request))
     yield s
     await s.close()
 

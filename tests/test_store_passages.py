@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import DIALECTS, database_url
 from stateloop.memory.archival import ArchivalMemory
 from stateloop.memory.vectors import VectorIndex
 from stateloop.store import AgentRecord, EmbeddingMismatchError, PassageRecord, open_store
@@ -31,9 +32,9 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1, norms)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    s = await open_store(f"sqlite:///{tmp_path / 'passages.db'}")
+@pytest.fixture(params=DIALECTS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
+    s = await open_store(database_url(request.param, tmp_path, request))
     yield s
     await s.close()
 

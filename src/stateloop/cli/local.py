@@ -52,7 +52,10 @@ def check_database_dir(url: str) -> None:
     """Refuse a database whose directory does not exist: a typo must not make directories."""
     from ..store.url import resolve_url
 
-    directory = resolve_url(url).path.parent
+    path = resolve_url(url).path
+    if path is None:  # a server, not a file
+        return
+    directory = path.parent
     if not directory.is_dir():
         fail(f"--db {url}: the directory {str(directory)!r} does not exist; create it "
              "first, or give another path", USAGE)

@@ -53,10 +53,14 @@ class Queued:
 
 
 class GroupCommit:
-    """The queue; ``commit`` writes it in one transaction on a DBAPI connection."""
+    """The queue; ``commit`` writes it in one transaction on a DBAPI connection, which
+    ``tx`` begins and ends (dialect.SQLITE_TX, dialect.POSTGRES_TX)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tx: Any = None) -> None:
+        from stateloop.store.dialect import SQLITE_TX
+
         self._items: list[tuple[BatchFn, Any, Queued]] = []
+        self._tx = tx or SQLITE_TX
 
     def __len__(self) -> int:
         return len(self._items)
@@ -71,7 +75,17 @@ class GroupCommit:
         """Write everything queued, then ``then(conn)`` if given, in one transaction; each
         queued item's outcome is recorded. Returns what ``then`` returned, or raises what it
         raised (the queued items still land)."""
+        return self.commit_items(self.take(), conn, dbapi, then)
+
+    def take(self) -> list[tuple[BatchFn, Any, Queued]]:
+        """Empty the queue; what it held, for ``commit_items`` (on another thread, say)."""
         items, self._items = self._items, []
+        return items
+
+    def commit_items(self, items: list[tuple[BatchFn, Any, Queued]], conn: Any, dbapi: Any,
+                     then: Callable[[Any], Any] | None = None) -> Any:
+        """``commit`` of items already taken from the queue."""
+        tx = self._tx
         units: list[list[tuple[BatchFn, Any, Queued]]] = []
         for entry in items:
             if units and units[-1][0][0] is entry[0]:
@@ -82,7 +96,7 @@ class GroupCommit:
         result: Any = None
         then_error: BaseException | None = None
         try:
-            dbapi.execute("BEGIN IMMEDIATE")
+            tx.begin(dbapi)
             try:  # no savepoints on the happy path: SQLite journals every page under one
                 for unit in units:
                     unit[0][0](conn, [item for _, item, _ in unit])
@@ -94,8 +108,8 @@ class GroupCommit:
             if failed:
                 # Start over, each part in a savepoint of its own, so only what fails is
                 # undone (outside the except block: its errors are not chained to this one).
-                dbapi.execute("ROLLBACK")
-                dbapi.execute("BEGIN IMMEDIATE")
+                tx.rollback(dbapi)
+                tx.begin(dbapi)
                 broken: dict[Any, BaseException] = {}  # chain -> why it broke
                 for unit in units:
                     _guarded(conn, dbapi, unit, errors, broken)
@@ -107,10 +121,10 @@ class GroupCommit:
                         then_error = exc
                         dbapi.execute("ROLLBACK TO queued")
                     dbapi.execute("RELEASE queued")
-            dbapi.execute("COMMIT")
+            tx.commit(dbapi)
         except BaseException as exc:  # nothing landed: every item reports why
-            if dbapi.in_transaction:
-                dbapi.execute("ROLLBACK")
+            if tx.in_transaction(dbapi):
+                tx.rollback(dbapi)
             for _, _, queued in items:
                 errors.setdefault(id(queued), exc)
             if not isinstance(exc, Exception):

@@ -31,7 +31,7 @@ a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 
 MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
 
-_INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
+_INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS, key="seq")
 _INSERT_STEPS = InsertRows(s, rows.STEP_COLUMNS)
 _INSERT_STARTED_RUNS = FastStatement.for_insert(r)
 _FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
@@ -57,6 +57,7 @@ _APPENDED_IDS = FastStatement(select(m.c.id).where(m.c.agent_id == bindparam("ag
                               .where(m.c.seq > bindparam("after"))
                               .where(m.c.seq <= bindparam("through")).order_by(m.c.seq))
 _MAX_SEQ_NOW = FastStatement(select(MAX_SEQ))
+_TOP_SEQ = (1 << 31) - 1  # above every seq (an INTEGER, 32 bits on PostgreSQL)
 
 
 def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
@@ -90,7 +91,7 @@ def context_ids(conn: Connection, agent_id: str, stored: list[str], after_seq: i
     ``after_seq`` (up to ``through``)."""
     appended = _APPENDED_IDS.fetch(conn, {"agent": agent_id, "after": after_seq,
                                           "through": through if through is not None
-                                          else 1 << 62})
+                                          else _TOP_SEQ})
     return [*stored, *(row[0] for row in appended)] if appended else stored
 
 
@@ -177,8 +178,10 @@ WRITE_STEPS = BatchFn(write_steps, _agent_of)
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     message_rows = [row for w in writes for row in w.message_rows]
     before = 0  # the seq just below the batch's messages, where runs and contexts need it
-    if message_rows:  # their rows get consecutive seqs, in order
-        before = _INSERT_MESSAGES.execute(conn, message_rows) - len(message_rows)
+    seqs: list[int] = []  # the messages' seqs, in order
+    if message_rows:
+        seqs = _INSERT_MESSAGES.execute(conn, message_rows)
+        before = seqs[0] - 1
     elif any(w.run_start is not None or w.in_context is not APPEND for w in writes):
         before = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     if any(w.catch_up for w in writes):
@@ -197,7 +200,7 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
         if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps, **params}):
             raise NotFoundError(f"no run with id {run_id!r}")
     if any(w.in_context is not APPEND for w in writes):
-        _write_contexts(conn, writes, before)
+        _write_contexts(conn, writes, before, seqs)
     blocks: dict[str, str] = {}
     for w in writes:
         blocks.update(w.block_values or {})
@@ -256,12 +259,17 @@ def _insert_started_runs(conn: Connection, writes: list[StepWrite],
     return set(started)
 
 
-def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> None:
+def _write_contexts(conn: Connection, writes: list[StepWrite], before: int,
+                    seqs: list[int]) -> None:
     """Apply the writes' context changes in order; ``before`` is the seq just below the
-    batch's first message row (the rows got consecutive seqs, in write order)."""
-    seq = before
+    batch's first message row, ``seqs`` the rows' seqs (rising, in write order)."""
+    seq, at = before, 0
     for w in writes:
-        below, seq = seq, seq + len(w.message_rows)
+        count = len(w.message_rows)
+        below = seqs[at] - 1 if count else seq
+        if count:
+            seq = seqs[at + count - 1]
+            at += count
         if w.in_context is APPEND:
             continue
         if w.in_context is None:  # stored outside the context: the context stops before
@@ -271,7 +279,9 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int) -> N
             if not found:
                 raise NotFoundError(f"no agent with id {w.agent_id!r}")
             stored, after = found[0]
-            ids = context_ids(conn, w.agent_id, orjson.loads(stored), after, through=below)
+            if isinstance(stored, str | bytes):  # SQLite hands JSON back undecoded
+                stored = orjson.loads(stored)
+            ids = context_ids(conn, w.agent_id, stored, after, through=below)
         else:
             ids = w.in_context
         set_in_context(conn, w.agent_id, ids, after_seq=seq)

@@ -1,7 +1,9 @@
-"""Everything that differs between SQL dialects: connection setup, full-text search, vectors.
+"""Everything that differs between SQL dialects: connection setup, transactions on the raw
+connection, full-text search, vectors.
 
-Only SQLite is implemented. PostgreSQL lands here (tsvector + GIN for recall, pgvector or
-bytea for embeddings) without touching sql.py's callers.
+SQLite: FTS5 recall indexed in batches, embeddings as float32 blobs. PostgreSQL: recall over
+``to_tsvector('stateloop_recall', ...)`` expressions with GIN indexes (migration 0001), always
+current, ranked with ts_rank_cd; embeddings as the same bytes in bytea.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
+    bindparam,
     column,
+    func,
     literal_column,
+    or_,
     select,
     table,
 )
@@ -47,6 +52,49 @@ def begin_sqlite(conn: Any) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+class _SqliteTx:
+    """Transactions on a sqlite3 connection in autocommit mode (see configure_sqlite_connection)."""
+
+    @staticmethod
+    def begin(dbapi: Any) -> None:
+        dbapi.execute("BEGIN IMMEDIATE")
+
+    @staticmethod
+    def commit(dbapi: Any) -> None:
+        dbapi.execute("COMMIT")
+
+    @staticmethod
+    def rollback(dbapi: Any) -> None:
+        dbapi.execute("ROLLBACK")
+
+    @staticmethod
+    def in_transaction(dbapi: Any) -> bool:
+        return bool(dbapi.in_transaction)
+
+
+class _PostgresTx:
+    """Transactions on a psycopg connection: it opens one at the first statement."""
+
+    @staticmethod
+    def begin(dbapi: Any) -> None:
+        pass
+
+    @staticmethod
+    def commit(dbapi: Any) -> None:
+        dbapi.commit()
+
+    @staticmethod
+    def rollback(dbapi: Any) -> None:
+        dbapi.rollback()
+
+    @staticmethod
+    def in_transaction(dbapi: Any) -> bool:
+        return int(dbapi.info.transaction_status) != 0  # psycopg's IDLE
+
+
+SQLITE_TX, POSTGRES_TX = _SqliteTx(), _PostgresTx()
+
+
 # --- full-text recall (SQLite FTS5; the table and triggers are made in migration 0001) ---
 
 _fts = table("messages_fts", column("rowid"), column("text"))
@@ -67,6 +115,8 @@ def catch_up_recall(conn: Connection, include_tool: bool = False) -> None:
     """Index what recall has not indexed yet (tool noise too with ``include_tool``); call
     inside a write transaction. It runs on the DBAPI connection, so the per-step write path
     can call it too."""
+    if conn.dialect.name != "sqlite":
+        return  # PostgreSQL's recall indexes are expressions over the rows: always current
     dbapi: Any = conn.connection.dbapi_connection
     for mark, test in _PASSES[include_tool]:
         if dbapi.execute(_BEHIND.format(mark=mark)).fetchone()[0]:
@@ -86,9 +136,12 @@ def fts_expression(query: str) -> str | None:
 
 
 def message_search(agent_id: str | None, query: str, roles: Sequence[str], include_tool: bool,
-                   start: float | None, end: float | None, limit: int) -> Select[Any] | None:
+                   start: float | None, end: float | None, limit: int,
+                   dialect: str = "sqlite") -> Select[Any] | None:
     """Ranked recall over every stored message of one agent (of all agents: ``None``); None
     when the query has no words."""
+    if dialect == "postgresql":
+        return _pg_message_search(agent_id, query, roles, include_tool, start, end, limit)
     expr = fts_expression(query)
     if expr is None:
         return None
@@ -103,6 +156,46 @@ def message_search(agent_id: str | None, query: str, roles: Sequence[str], inclu
             .where(m.c.role.in_(list(roles)))
             .order_by(literal_column("bm25(messages_fts)"))
             .limit(limit))
+    if agent_id is not None:
+        stmt = stmt.where(m.c.agent_id == agent_id)
+    if start is not None:
+        stmt = stmt.where(m.c.created_at >= start)
+    if end is not None:
+        stmt = stmt.where(m.c.created_at <= end)
+    return stmt
+
+
+# The expressions migration 0001 indexes (GIN) on PostgreSQL; queries must spell them the same.
+PG_TEXT_VECTOR = "to_tsvector('stateloop_recall', messages.text)"
+PG_TOOL_VECTOR = "to_tsvector('stateloop_recall', coalesce(messages.tool_text, ''))"
+
+
+def tsquery_expression(query: str) -> str | None:
+    """The PostgreSQL twin of ``fts_expression``: any word may match (the ``stateloop_recall``
+    configuration stems English words as FTS5's porter tokenizer does)."""
+    words = _WORD.findall(query)
+    return " | ".join(words) if words else None
+
+
+def _pg_message_search(agent_id: str | None, query: str, roles: Sequence[str],
+                       include_tool: bool, start: float | None, end: float | None,
+                       limit: int) -> Select[Any] | None:
+    expr = tsquery_expression(query)
+    if expr is None:
+        return None
+    m = schema.messages
+    tsq = func.to_tsquery(literal_column("'stateloop_recall'"), bindparam("tsq", expr))
+    text_vec: ColumnElement[Any] = literal_column(PG_TEXT_VECTOR)
+    found: ColumnElement[Any] = text_vec.op("@@")(tsq)
+    vector: ColumnElement[Any] = text_vec
+    if include_tool:
+        tool_vec: ColumnElement[Any] = literal_column(PG_TOOL_VECTOR)
+        found = or_(found, tool_vec.op("@@")(tsq))  # each side uses its own index
+        vector = text_vec.op("||")(tool_vec)
+    score = func.ts_rank_cd(vector, tsq)
+    stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id, score.label("score"))
+            .where(found).where(m.c.role.in_(list(roles)))
+            .order_by(score.desc(), m.c.seq.desc()).limit(limit))
     if agent_id is not None:
         stmt = stmt.where(m.c.agent_id == agent_id)
     if start is not None:

@@ -100,13 +100,15 @@ class InsertRows:
     """A multi-row INSERT: one statement per ``CHUNK`` rows, so the database does a batch's
     work in one call (each statement costs more than its rows' share of the work). Rows are
     tuples in ``columns`` order with JSON already encoded. There is a statement per batch
-    size up to ``CHUNK``; the driver's statement cache keeps the ones in use prepared."""
+    size up to ``CHUNK``; the driver's statement cache keeps the ones in use prepared.
+    ``key`` names the autoincrement column whose values ``execute`` reports."""
 
     CHUNK = 64
 
-    def __init__(self, table: Table, columns: Sequence[str]) -> None:
+    def __init__(self, table: Table, columns: Sequence[str], key: str | None = None) -> None:
         self._table = table
         self.columns = tuple(columns)
+        self._key = key
         self._compiled: dict[tuple[str, int], str] = {}
         self._one: dict[str, tuple[str, str]] = {}
 
@@ -115,7 +117,10 @@ class InsertRows:
         found = self._compiled.get(key)
         if found is None:
             head, group = self._one_row(conn)
-            found = self._compiled[key] = f"{head} VALUES {', '.join([group] * count)}"
+            found = f"{head} VALUES {', '.join([group] * count)}"
+            if self._key is not None and conn.dialect.name != "sqlite":
+                found += f" RETURNING {self._key}"  # a sequence's values need not be consecutive
+            self._compiled[key] = found
         return found
 
     def _one_row(self, conn: Connection) -> tuple[str, str]:
@@ -125,24 +130,36 @@ class InsertRows:
         if found is None:
             stmt = insert(self._table).values({name: bindparam(name) for name in self.columns})
             compiled = stmt.compile(dialect=conn.dialect)
-            head, _, group = str(compiled).rpartition(" VALUES ")
+            # PostgreSQL's compiler adds RETURNING for the key; execute adds its own
+            head, _, group = str(compiled).partition(" RETURNING ")[0].rpartition(" VALUES ")
             order = tuple(getattr(compiled, "positiontup", None) or ())
-            if conn.dialect.paramstyle != "qmark" or order != self.columns or not head:
+            positional = conn.dialect.paramstyle in ("qmark", "format")
+            if not positional or order != self.columns or not head:
                 raise NotImplementedError(
-                    f"multi-row insert needs qmark binds in column order; {conn.dialect.name} "
+                    f"multi-row insert needs positional binds in column order; {conn.dialect.name} "
                     "compiles them otherwise")
             found = self._one[conn.dialect.name] = (head, group)
         return found
 
-    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> int:
-        """Insert ``rows`` (at least one); the rowid of the last. The rowids given are
-        consecutive (each one past the table's highest), so this tells each row's."""
-        start = last = 0
+    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+        """Insert ``rows`` (at least one); each row's ``key``, in order (SQLite: rowids, each
+        one past the table's highest; PostgreSQL: the values RETURNING gives)."""
+        start = 0
+        keys: list[int] = []
+        sqlite = conn.dialect.name == "sqlite"
         while start < len(rows):
             size = min(self.CHUNK, len(rows) - start)
             params = tuple(chain.from_iterable(rows[start:start + size]))
             cursor = _run(conn, self._sql(conn, size), params)
-            last = int(cursor.lastrowid)
-            cursor.close()
+            try:
+                if self._key is None:
+                    pass
+                elif sqlite:
+                    last = int(cursor.lastrowid)
+                    keys.extend(range(last - size + 1, last + 1))
+                else:
+                    keys.extend(row[0] for row in cursor.fetchall())
+            finally:
+                cursor.close()
             start += size
-        return last
+        return keys

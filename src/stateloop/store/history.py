@@ -54,6 +54,7 @@ class HistoryMixin:
 
     _runner: Runner
     _unindexed: int = 0  # messages this process stored since it last caught recall up
+    dialect: str = "sqlite"
     _block_writes: int = 0  # bumped by every block write through this store
     _in_flight: set[str]  # ids of the runs this store started and has not finished
 
@@ -209,7 +210,7 @@ class HistoryMixin:
         start = to_epoch(start_date)
         end = to_epoch(end_date, end_of_day=True)
         stmt: Any = dialect.message_search(agent_id, query, roles, include_tool, start, end,
-                                          limit)
+                                          limit, self.dialect)
         if stmt is None:
             stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id)
                     .where(m.c.role.in_(list(roles))).order_by(m.c.seq.desc()).limit(limit))
@@ -220,7 +221,8 @@ class HistoryMixin:
             if end is not None:
                 stmt = stmt.where(m.c.created_at <= end)
 
-        await self._runner.write(lambda conn: dialect.catch_up_recall(conn, include_tool))
+        if self.dialect == "sqlite":
+            await self._runner.write(lambda conn: dialect.catch_up_recall(conn, include_tool))
 
         def txn(conn: Connection) -> list[MessageHit]:
             return [MessageHit(rows.message_from_row(row), row.agent_id, row.run_id,
@@ -348,7 +350,8 @@ class HistoryMixin:
 
         def txn(conn: Connection) -> list[StepRecord]:
             run = _load_run(conn, run_id)
-            carried = [rows.step_from_json(orjson.loads(data), step_id, run.id, run.agent_id)
+            carried = [rows.step_from_json(orjson.loads(data) if isinstance(data, str) else data,
+                                           step_id, run.id, run.agent_id)
                        for step_id, data in _CARRIED_STEPS.fetch(conn, {"run": run_id})]
             separate = [rows.step_from_row(row)
                         for row in conn.execute(select(s).where(s.c.run_id == run_id))]

@@ -39,11 +39,14 @@ def known_revisions() -> list[str]:
 
 def upgrade(conn: Connection, url: str, revision: str = "head") -> None:
     """Bring the database on ``conn`` to ``revision``; the caller owns the transaction."""
+    if conn.dialect.name == "postgresql":  # processes starting together migrate one at a time
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7305218801)")
     current = current_revision(conn)
     if current == HEAD and revision in ("head", HEAD):
         return  # the common case stays free of alembic's import and script scan
     if current is None:
-        others = [t for t in inspect(conn).get_table_names() if not t.startswith("sqlite_")]
+        others = [t for t in inspect(conn).get_table_names()
+                  if not t.startswith("sqlite_") and t != "alembic_version"]
         if others:
             raise DatabaseOpenError(
                 f"cannot open database {url!r}: it holds tables ({', '.join(others[:5])}) "

@@ -46,16 +46,22 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
     """Open (creating and migrating as needed) the database at ``url``.
 
     ``url`` defaults to ``STATELOOP_DATABASE_URL``, then ``~/.stateloop/stateloop.db``.
-    ``sqlite:///PATH`` commits inline (fastest here); ``sqlite+aiosqlite:///PATH`` is fully async.
+    ``sqlite:///PATH`` commits inline (fastest here); ``sqlite+aiosqlite:///PATH`` is fully async;
+    ``postgresql://...`` runs on a server (postgres.py).
     """
     parsed = resolve_url(url)
-    try:
-        parsed.path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
-    runner: Runner = (AsyncRunner(parsed.async_url(), parsed.path)
-                      if parsed.driver == "aiosqlite"
-                      else SqliteRunner(parsed.sync_url(), parsed.path))
+    runner: Runner
+    if parsed.path is None:
+        from stateloop.store.postgres import PostgresRunner
+
+        runner = PostgresRunner(parsed.sync_url())
+    else:
+        try:
+            parsed.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
+        runner = (AsyncRunner(parsed.async_url(), parsed.path) if parsed.driver == "aiosqlite"
+                  else SqliteRunner(parsed.sync_url(), parsed.path))
     store = SqlStore(runner, parsed)
     try:
         if migrate:
@@ -80,12 +86,13 @@ def _check_limit(block: BlockRecord) -> None:
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, FoldersMixin):
-    """The ``Store`` implementation over SQLAlchemy Core (SQLite now, PostgreSQL later)."""
+    """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
         self._runner = runner
         self.url = url.raw
         self.path = url.path
+        self.dialect = url.dialect
         self._in_flight = set()
 
     def change_token(self, max_age: float = 0.0) -> tuple[int, int | None]:

@@ -1,4 +1,7 @@
-"""Where the database is: an explicit URL, ``STATELOOP_DATABASE_URL``, or ``~/.stateloop/``."""
+"""Where the database is: an explicit URL, ``STATELOOP_DATABASE_URL``, or ``~/.stateloop/``.
+
+``sqlite:///PATH`` (a file, the embedded default) or ``postgresql://USER@HOST/DB`` (a server,
+through psycopg 3; see postgres.py)."""
 
 from __future__ import annotations
 
@@ -18,14 +21,16 @@ def default_path() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class DatabaseURL:
-    """A parsed database URL; ``driver`` picks the SQLite runner (see runner.py)."""
+    """A parsed database URL; ``driver`` picks the runner (see runner.py, postgres.py)."""
 
     raw: str
-    dialect: str  # "sqlite"
-    driver: str  # "pysqlite" (default) or "aiosqlite"
-    path: Path
+    dialect: str  # "sqlite" or "postgresql"
+    driver: str  # "pysqlite" (default) or "aiosqlite"; "psycopg" for PostgreSQL
+    path: Path | None  # the SQLite file; None for a server
 
     def sync_url(self) -> str:
+        if self.dialect == "postgresql":
+            return "postgresql+psycopg://" + self.raw.partition("://")[2]
         return f"sqlite+pysqlite:///{self.path}"
 
     def async_url(self) -> str:
@@ -41,12 +46,16 @@ def resolve_url(url: str | os.PathLike[str] | None = None) -> DatabaseURL:
         return DatabaseURL(raw, "sqlite", "pysqlite", Path(raw).expanduser())
     scheme, _, rest = raw.partition("://")
     dialect, _, driver = scheme.partition("+")
+    if dialect in ("postgres", "postgresql"):
+        if driver not in ("", "psycopg"):
+            raise DatabaseOpenError(
+                f"cannot open database {raw!r}: unsupported PostgreSQL driver {driver!r}; "
+                "use 'postgresql://...' (psycopg 3)")
+        return DatabaseURL(raw, "postgresql", "psycopg", None)
     if dialect != "sqlite":
-        hint = (" PostgreSQL support is planned but not implemented yet."
-                if dialect in ("postgres", "postgresql") else "")
         raise DatabaseOpenError(
             f"cannot open database {raw!r}: unsupported scheme {scheme!r}; "
-            f"use 'sqlite:///PATH'.{hint}")
+            "use 'sqlite:///PATH' or 'postgresql://USER@HOST/DATABASE'")
     if driver not in ("", "pysqlite", "aiosqlite"):
         raise DatabaseOpenError(
             f"cannot open database {raw!r}: unsupported SQLite driver {driver!r}; "

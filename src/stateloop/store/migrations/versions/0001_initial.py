@@ -170,6 +170,8 @@ def upgrade() -> None:
     )
     if op.get_bind().dialect.name == "sqlite":
         _create_sqlite_fts()
+    else:
+        _create_postgres_recall()
 
 
 def _create_sqlite_fts() -> None:
@@ -194,10 +196,29 @@ def _create_sqlite_fts() -> None:
                "VALUES (new.seq, new.text, new.tool_text); END")
 
 
+def _create_postgres_recall() -> None:
+    # The same words as FTS5's porter tokenizer: English stems, no stop words. GIN indexes over
+    # expressions keep recall current as rows land (store/dialect.py spells them the same).
+    op.execute("CREATE TEXT SEARCH DICTIONARY stateloop_stem "
+               "(TEMPLATE = snowball, Language = english)")
+    op.execute("CREATE TEXT SEARCH CONFIGURATION stateloop_recall (COPY = simple)")
+    op.execute("ALTER TEXT SEARCH CONFIGURATION stateloop_recall ALTER MAPPING FOR asciiword, "
+               "asciihword, hword_asciipart, word, hword, hword_part WITH stateloop_stem")
+    op.execute("CREATE INDEX ix_messages_recall ON messages "
+               "USING gin (to_tsvector('stateloop_recall', text))")
+    op.execute("CREATE INDEX ix_messages_recall_tool ON messages "
+               "USING gin (to_tsvector('stateloop_recall', coalesce(tool_text, '')))")
+
+
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute("DROP TABLE IF EXISTS messages_fts")
         op.execute("DROP TABLE IF EXISTS recall_index")
+    else:
+        op.execute("DROP INDEX IF EXISTS ix_messages_recall")
+        op.execute("DROP INDEX IF EXISTS ix_messages_recall_tool")
+        op.execute("DROP TEXT SEARCH CONFIGURATION IF EXISTS stateloop_recall")
+        op.execute("DROP TEXT SEARCH DICTIONARY IF EXISTS stateloop_stem")
     for name in ("tools", "passages", "steps", "runs", "messages", "blocks_agents", "blocks",
                  "agent_tags", "agents"):
         op.drop_table(name)

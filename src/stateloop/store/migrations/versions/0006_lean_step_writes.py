@@ -38,6 +38,16 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("step_logs")
     # Fold the implied messages back into the lists and the inline step records into steps.
+    if op.get_bind().dialect.name == "sqlite":
+        _fold_sqlite()
+    else:
+        _fold_postgres()
+    op.execute("ALTER TABLE runs DROP COLUMN first_seq")
+    op.execute("ALTER TABLE messages DROP COLUMN step")
+    op.execute("ALTER TABLE agents DROP COLUMN in_context_after_seq")
+
+
+def _fold_sqlite() -> None:
     op.execute("""
         UPDATE agents SET in_context_message_ids = (
             SELECT json_group_array(id) FROM (
@@ -51,9 +61,30 @@ def downgrade() -> None:
     op.execute(f"INSERT INTO steps (id, run_id, agent_id, {', '.join(_STEP_COLUMNS)}) "
                f"SELECT json_extract(step, '$.id'), run_id, agent_id, {fields} "
                "FROM messages WHERE step IS NOT NULL")
-    op.execute("ALTER TABLE runs DROP COLUMN first_seq")
-    op.execute("ALTER TABLE messages DROP COLUMN step")
-    op.execute("ALTER TABLE agents DROP COLUMN in_context_after_seq")
+
+
+_PG_CASTS = {"index": "::integer", "input_tokens": "::integer", "output_tokens": "::integer",
+             "cached_input_tokens": "::integer", "reasoning_tokens": "::integer",
+             "cache_write_tokens": "::integer", "latency_ms": "::float",
+             "created_at": "::float"}
+
+
+def _fold_postgres() -> None:
+    op.execute("""
+        UPDATE agents SET in_context_message_ids = (
+            SELECT coalesce(json_agg(id ORDER BY part, pos), '[]'::json) FROM (
+                SELECT 0 AS part, e.pos AS pos, e.id AS id
+                FROM json_array_elements_text(agents.in_context_message_ids)
+                    WITH ORDINALITY AS e(id, pos)
+                UNION ALL
+                SELECT 1, seq, id FROM messages
+                WHERE agent_id = agents.id AND seq > agents.in_context_after_seq) AS parts)""")
+    fields = ", ".join("step->'metadata'" if name == "metadata"
+                       else f"(step->>'{name}'){_PG_CASTS.get(name, '')}"
+                       for name in _STEP_FIELDS)
+    op.execute(f"INSERT INTO steps (id, run_id, agent_id, {', '.join(_STEP_COLUMNS)}) "
+               f"SELECT step->>'id', run_id, agent_id, {fields} "
+               "FROM messages WHERE step IS NOT NULL")
 
 
 _STEP_COLUMNS = ("step_index", "model", "provider", "input_tokens", "output_tokens",

@@ -43,9 +43,11 @@ def downgrade() -> None:
                                  "WHERE step IS NOT NULL"))
     _update(conn, "step", [(seq, {"id": step_id, **dict(zip(_FIELDS, values, strict=True))})
                            for seq, step_id, values in _decoded(found)])
+    role = ("json_extract(data, '$.role')" if conn.dialect.name == "sqlite"
+            else "data->>'role'")
     found = conn.execute(sa.text(
         "SELECT seq, id, role, created_at, token_count, data FROM messages "
-        "WHERE json_extract(data, '$.role') IS NULL"))
+        f"WHERE {role} IS NULL"))
     _update(conn, "data", [
         (seq, {"id": id_, "role": role, "created_at": created_at, **body,
                **({} if token_count is None else {"token_count": token_count})})
@@ -55,7 +57,8 @@ def downgrade() -> None:
 def _decoded(rows: Any) -> list[tuple[Any, ...]]:
     """The rows with their last column parsed. JSON is rewritten in Python, not SQL: SQLite's
     JSON functions print floats (timestamps) with fewer digits than they were stored with."""
-    return [(*row[:-1], orjson.loads(row[-1])) for row in rows]
+    return [(*row[:-1], orjson.loads(row[-1]) if isinstance(row[-1], str) else row[-1])
+            for row in rows]  # PostgreSQL's driver parses JSON itself
 
 
 def _update(conn: Any, column: str, values: list[tuple[int, Any]]) -> None:
