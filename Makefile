@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sandbox_start.py
 	$(BIN)/python bench/sleeptime.py
 	$(BIN)/python bench/multi_agent.py
+	$(BIN)/python bench/files.py
 
 clean:
 	rm -rf $(VENV) $(LETTA17) build .pytest_cache .mypy_cache .ruff_cache

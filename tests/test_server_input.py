@@ -261,3 +261,16 @@ def test_wide_bodies_are_walked_to_the_value_at_fault() -> None:
     assert problem is not None and problem.loc == ("items", 99, "n")
     assert check_body(b'{"id": "12345678901234567890123", "n": [' + b"[]," * 99 + b"[]]}") is (
         None)  # a long digit run inside a string is no integer
+
+
+def test_a_block_label_an_agent_cannot_render_is_refused_by_name(
+        http: httpx.Client, agent_id: str) -> None:
+    made = http.post("/v1/blocks", json={"label": "a b", "value": "v"})
+    refused(made, ["label"], "value_error")
+    block = http.post("/v1/blocks", json={"label": "notes", "value": "v"}).json()
+    refused(http.patch(f"/v1/blocks/{block['id']}", json={"label": "x\ty"}), ["label"],
+            "value_error")
+    refused(http.patch(f"/v1/agents/{agent_id}/core-memory/blocks/human",
+                       json={"label": "\x1a"}), ["label"], "value_error")
+    assert http.get(f"/v1/blocks/{block['id']}").json()["label"] == "notes"
+    assert http.get(f"/v1/agents/{agent_id}/core-memory/blocks/human").status_code == 200

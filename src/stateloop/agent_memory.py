@@ -49,6 +49,7 @@ class AgentMemory:
     _window: ContextManager | None
     _archival: ArchivalMemory | None
     _compiled: tuple[Any, ...] | None
+    directories: str = ""  # open files and their folders (stateloop.files.context)
 
     @property
     def context_window(self) -> int:
@@ -97,7 +98,8 @@ class AgentMemory:
         solver = self._rules_solver(None)
         return overview(
             window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
-            instructions=self.system, core_memory=render_blocks(self.blocks),
+            instructions=self.system,
+            core_memory="\n\n".join(p for p in (render_blocks(self.blocks), self.directories) if p),
             memory_metadata=render_memory_metadata(self.recall_count, self.archival_count)
             if self.blocks or self._persist is not None else "",
             rules=solver.render_prompt() if solver is not None else "",
@@ -172,12 +174,13 @@ class AgentMemory:
 
     def _compile_key(self) -> tuple[Any, ...]:
         return (self.system, [(b.label, b.value, b.description, b.limit, b.read_only)
-                              for b in self.blocks], [r.model_dump() for r in self.tool_rules])
+                              for b in self.blocks], [r.model_dump() for r in self.tool_rules],
+                self.directories)
 
     def _compile_system(self) -> Message:
         self._compiled = self._compile_key()
         solver = self._rules_solver(None)
-        sections = [self.system, render_blocks(self.blocks)]
+        sections = [self.system, render_blocks(self.blocks), self.directories]
         if self.blocks or self._persist is not None:
             sections.append(render_memory_metadata(self.recall_count, self.archival_count))
         sections.append(solver.render_prompt() if solver is not None else "")

@@ -45,6 +45,9 @@ class AgentStore(AgentMemory):
         """Go on from the transcript and pending approval the store holds."""
         persist = self._persist
         assert persist is not None
+        from .files.context import stored_directories
+
+        self.directories = await stored_directories(persist.store, self.id)
         if messages and messages[0].role == "system":
             self._transcript[:] = messages
             self._compiled = self._compile_key()
@@ -55,7 +58,8 @@ class AgentStore(AgentMemory):
         persist.pending_saved = pending is not None
         self.recall_count = await persist.store.count_messages(self.id)
         self.archival_count = await persist.store.count_passages(self.id)
-        if render_blocks(self.blocks) not in self._transcript[0].text:
+        if not all(part in self._transcript[0].text
+                   for part in (render_blocks(self.blocks), self.directories)):
             self._compiled = None  # blocks changed while no agent had this one loaded
             self._refresh_system()
         self._repair(pending)

@@ -13,6 +13,7 @@ from ..tools import Tool
 from . import errors
 from .middleware import ServerMiddleware
 from .routes import (
+    agent_files,
     agents,
     archival,
     archives,
@@ -20,6 +21,7 @@ from .routes import (
     catalog,
     context,
     conversations,
+    folders,
     group_runs,
     groups,
     health,
@@ -81,8 +83,12 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     app.include_router(web_router)
     # conversations: threads of one agent sharing its memory
     app.include_router(conversations.router)
+    # folders (and sources): their fixed paths (/v1/folders/count, /metadata, /name/...) are
+    # declared before {folder_id} within the router
+    for module in (folders, agent_files):
+        app.include_router(module.router)
     errors.install(app)
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
-                       max_body=config.max_body_bytes)
+                       max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
     app.add_middleware(errors.InternalErrors)  # outermost: it answers for everything inside
     return app

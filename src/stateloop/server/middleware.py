@@ -36,15 +36,18 @@ class ServerMiddleware:
     - ``/v1/agents/`` and ``/v1/agents`` are the same route (Letta's clients use the slash);
     - with tokens configured, every path but health needs ``Authorization: Bearer TOKEN``
       (or Letta's ``X-BARE-PASSWORD: password TOKEN``);
-    - a body over ``max_body`` bytes is refused with 413 before any handler sees it, and a
+    - a body over ``max_body`` bytes (``max_upload`` for a file upload) is refused with 413
+      before any handler sees it, and a
       JSON body that no route could store (too deep, NaN, an integer over 64 bits, a lone
       surrogate: see ``body.py``) with 422 naming the path of the value.
     """
 
-    def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int,
+                 max_upload: int | None = None) -> None:
         self.app = app
         self.tokens = [token.encode() for token in tokens]
         self.max_body = max_body
+        self.max_upload = max_upload or max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,16 +63,17 @@ class ServerMiddleware:
             scope = {**scope, "path": path.rstrip("/")}
         if scope["method"] in ("POST", "PUT", "PATCH"):
             length = dict(scope["headers"]).get(b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.max_body:
+            limit = self.max_upload if path.endswith("/upload") else self.max_body
+            if length is not None and length.isdigit() and int(length) > limit:
                 await reply(send, 413, f"request body is {int(length)} bytes; the limit is "
-                            f"{self.max_body}")
+                            f"{limit}")
                 return
-            body = await self._read(receive)
+            body = await self._read(receive, limit)
             if body is None:
-                await reply(send, 413, f"request body is over the limit of {self.max_body} "
-                            "bytes")
+                await reply(send, 413, f"request body is over the limit of {limit} bytes")
                 return
-            problem = check_body(body)
+            content_type = dict(scope["headers"]).get(b"content-type", b"")
+            problem = None if content_type.startswith(b"multipart/") else check_body(body)
             if problem:
                 await reply(send, 422, problem.detail())
                 return
@@ -87,7 +91,7 @@ class ServerMiddleware:
         token = token.strip()
         return any(hmac.compare_digest(token, known) for known in self.tokens)
 
-    async def _read(self, receive: Receive) -> bytes | None:
+    async def _read(self, receive: Receive, limit: int) -> bytes | None:
         """The whole body, or None once it passes the limit (chunked uploads included)."""
         chunks: list[bytes] = []
         size = 0
@@ -97,7 +101,7 @@ class ServerMiddleware:
                 break
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body:
+            if size > limit:
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -37,7 +37,9 @@ RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
 # Letta's tool_type for each kind of built-in tool.
 _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
                   "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core",
-                  **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core")}
+                  **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core"),
+                  **dict.fromkeys(("open_files", "grep_files", "semantic_search_files"),
+                                  "letta_files_core")}
 
 
 class Runtime:

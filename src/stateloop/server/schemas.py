@@ -22,7 +22,8 @@ class ErrorBody(BaseModel):
 
 
 _MEANINGS = {400: "Bad Request", 404: "Not Found", 409: "Conflict",
-             503: "Service Unavailable"}
+             503: "Service Unavailable",
+             413: "Content Too Large", 415: "Unsupported Media Type"}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -74,8 +75,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")  # the spec says additionalProperties: false
 
 
+def _block_label(label: str | None) -> str | None:
+    """A label the agent can render (memory.blocks.Block's rule), else 422 naming it."""
+    if label is not None and not label.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"a block label must be letters, digits, '_' or '-', not {label!r}")
+    return label
+
+
+BlockLabel = Annotated[str, AfterValidator(_block_label), Field(min_length=1)]
+
+
 class CreateBlock(Lenient):
-    label: str = Field(min_length=1)
+    label: BlockLabel
     value: str
     limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
     description: str | None = None
@@ -87,7 +98,7 @@ class CreateBlock(Lenient):
 
 class BlockUpdate(Lenient):
     value: str | None = None
-    label: str | None = Field(default=None, min_length=1)
+    label: BlockLabel | None = None
     limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
     description: str | None = None
     read_only: bool | None = None

@@ -31,6 +31,7 @@ class ServerSettings(BaseSettings):
     embedding: str = "minilm"
     busy: Literal["queue", "reject"] = "queue"
     max_body_bytes: int = 8 * 1024 * 1024
+    max_upload_bytes: int = 50 * 1024 * 1024  # a file uploaded into a folder (Letta's 50 MB)
     tool_timeout: float = 30.0  # seconds per call of a tool created from source
     tool_memory_mb: int = 512
     tool_output_bytes: int = 1_000_000  # per stream (stdout, stderr) of one call

@@ -39,7 +39,7 @@ class ConversationRecord:
     updated_at: float = field(default_factory=time.time)
 
 
-_INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS)
+_INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS, key="seq")
 _UPDATABLE = ("summary", "model", "model_settings")
 
 
@@ -65,10 +65,11 @@ class ConversationsMixin:
             conn.execute(insert(c), {**_values(record), "in_context_after_seq": 0})
             after = conn.execute(select(MAX_SEQ)).scalar_one()
             if messages:
-                last = _INSERT_MESSAGES.execute(conn, [rows.message_row(
+                seqs = _INSERT_MESSAGES.execute(conn, [rows.message_row(
                     record.agent_id, message, None, None) for message in messages])
-                SET_CONVERSATION.execute(conn, {"low": after, "high": last, "conv": record.id})
-                after = last
+                SET_CONVERSATION.execute(conn, {"low": seqs[0] - 1, "high": seqs[-1],
+                                                "conv": record.id})
+                after = seqs[-1]
             conn.execute(update(c).where(c.c.id == record.id).values(in_context_after_seq=after))
 
         await self._runner.write(txn)

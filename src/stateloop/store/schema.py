@@ -337,3 +337,75 @@ mcp_servers = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
+
+# revision 0015: folders of files (Letta's sources), their chunks embedded like passages, and
+# which agents see them (a file open or closed in the agent's context, with its window).
+folders = Table(
+    "folders", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("description", Text),
+    Column("instructions", Text),
+    Column("metadata", Json, nullable=False),
+    Column("embedding_config", Json),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+files = Table(
+    "files", metadata,
+    Column("id", String, primary_key=True),
+    Column("folder_id", String, ForeignKey("folders.id", ondelete="CASCADE"), nullable=False),
+    Column("file_name", String, nullable=False),
+    Column("original_file_name", String, nullable=False),
+    Column("file_type", String, nullable=False),
+    Column("file_size", Integer, nullable=False),
+    Column("content", Text),
+    Column("processing_status", String, nullable=False),
+    Column("error_message", Text),
+    Column("total_chunks", Integer, nullable=False),
+    Column("chunks_embedded", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_files_folder", "folder_id", "created_at"),
+)
+
+file_passages = Table(
+    "file_passages", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String, nullable=False, unique=True),
+    Column("file_id", String, ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
+    Column("folder_id", String, ForeignKey("folders.id", ondelete="CASCADE"), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("embedding", LargeBinary, nullable=False),  # float32 little-endian, as passages
+    Column("embedding_model", String, nullable=False),
+    Column("embedding_dim", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_file_passages_folder_seq", "folder_id", "seq"),
+    Index("ix_file_passages_file", "file_id"),
+    sqlite_autoincrement=True,
+)
+
+folders_agents = Table(
+    "folders_agents", metadata,
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("folder_id", String, ForeignKey("folders.id", ondelete="CASCADE"), primary_key=True),
+    Column("created_at", Float, nullable=False),
+    Index("ix_folders_agents_folder", "folder_id"),
+)
+
+files_agents = Table(
+    "files_agents", metadata,
+    Column("id", String, primary_key=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("file_id", String, ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
+    Column("folder_id", String, ForeignKey("folders.id", ondelete="CASCADE"), nullable=False),
+    Column("file_name", String, nullable=False),
+    Column("is_open", Boolean, nullable=False),
+    Column("visible_content", Text),
+    Column("start_line", Integer),
+    Column("end_line", Integer),
+    Column("last_accessed_at", Float, nullable=False),
+    UniqueConstraint("agent_id", "file_id", name="uq_files_agents_file"),
+    Index("ix_files_agents_file", "file_id"),
+)

@@ -26,6 +26,7 @@ from stateloop.store.errors import (
     DuplicateError,
     NotFoundError,
 )
+from stateloop.store.folders import FoldersMixin
 from stateloop.store.groups import GroupsMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
@@ -87,7 +88,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
-               ConversationsMixin):
+               ConversationsMixin, FoldersMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

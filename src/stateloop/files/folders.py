@@ -1,0 +1,294 @@
+"""Folders and their files as agents use them, over a store and an embedder: uploading
+(parse, chunk, embed, then store the file and its chunks whole), attaching a folder to an
+agent, opening and closing files in its context (at most ``max_files_open`` open, the least
+recently used closed first, as in Letta), and search by meaning over the chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..memory.embeddings import Embedder, EmbeddingError
+from ..memory.vectors import VectorIndex
+from ..store.errors import NotFoundError
+from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
+from .parsing import FileRejected, parse
+from .text import chunk, window
+
+MAX_FILES_OPEN = 5  # Letta's default max_files_open
+VIEW_CHARS = 15_000  # Letta's default per_file_view_window_char_limit
+MAX_FILE_BYTES = 50 * 1024 * 1024  # Letta's per-file limit for its file tools
+
+Duplicates = Literal["skip", "error", "suffix", "replace"]
+
+
+@dataclass(slots=True)
+class ChunkHit:
+    chunk: ChunkRecord
+    score: float  # cosine similarity
+
+
+class Folders:
+    """Folder operations with one embedder; ``on_change(agent_ids)`` is told whose open files
+    changed (the server refreshes those agents' context)."""
+
+    def __init__(self, store: Any, embedder: Embedder, *, max_files_open: int = MAX_FILES_OPEN,
+                 view_chars: int = VIEW_CHARS,
+                 on_change: Callable[[Sequence[str]], Any] | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.max_files_open = max_files_open
+        self.view_chars = view_chars
+        self.on_change = on_change
+        self._indexes: dict[str, VectorIndex] = {}
+        self._lock = asyncio.Lock()
+
+    def embedding_config(self) -> dict[str, Any]:
+        """Letta's EmbeddingConfig of this embedder (what a folder records)."""
+        from ..memory.embeddings import OpenAIEmbedder
+
+        remote = isinstance(self.embedder, OpenAIEmbedder)
+        try:
+            dim = self.embedder.dim
+        except Exception:
+            dim = 0
+        return {"embedding_endpoint_type": "openai" if remote else "hugging-face",
+                "embedding_model": self.embedder.model, "embedding_dim": dim,
+                "embedding_chunk_size": 300,
+                "handle": f"{'openai' if remote else 'letta'}/{self.embedder.model}"}
+
+    async def create(self, name: str, *, description: str | None = None,
+                     instructions: str | None = None,
+                     metadata: dict[str, Any] | None = None) -> FolderRecord:
+        """A new folder (names are unique)."""
+        return await self.store.create_folder(FolderRecord(
+            name=name, description=description, instructions=instructions,
+            metadata=dict(metadata or {}), embedding_config=self.embedding_config()))
+
+    # -- files -----------------------------------------------------------------------------
+
+    async def upload(self, folder_id: str, name: str, data: bytes, *,
+                     duplicates: Duplicates = "suffix") -> tuple[FileRecord, bool]:
+        """Parse, chunk and embed an upload, then store it whole; (file, skipped). A bad file
+        raises ``FileRejected`` and stores nothing."""
+        folder = await self.store.get_folder(folder_id)
+        name = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
+        if not name:
+            raise FileRejected("the upload has no file name")
+        if len(data) > MAX_FILE_BYTES:
+            raise FileRejected(f"file {name!r} is {len(data)} bytes; the limit is "
+                               f"{MAX_FILE_BYTES}", status=413)
+        existing = [f for f in await self.store.list_files(folder_id)
+                    if f.original_file_name == name]
+        if existing and duplicates == "skip":
+            return existing[0], True
+        if existing and duplicates == "error":
+            raise FileRejected(f"file {name!r} already exists in folder {folder.name!r}",
+                               status=409)
+        parsed = parse(name, data)  # before anything is stored
+        pieces = chunk(parsed.text)
+        try:
+            vectors = await self.embedder.embed(pieces)
+        except EmbeddingError as exc:  # stored as Letta does: status "error", no chunks
+            failed = FileRecord(folder_id=folder_id,
+                                file_name=self._unique(folder.name, name, len(existing)),
+                                original_file_name=name, file_type=parsed.file_type,
+                                file_size=len(data), content=parsed.text,
+                                processing_status="error", error_message=str(exc),
+                                total_chunks=len(pieces), chunks_embedded=0)
+            return await self.store.add_file(failed, []), False
+        if existing and duplicates == "replace":
+            for old in existing:
+                await self.delete_file(folder_id, old.id)
+            existing = []
+        unique = self._unique(folder.name, name, len(existing))
+        file = FileRecord(folder_id=folder_id, file_name=unique, original_file_name=name,
+                          file_type=parsed.file_type, file_size=len(data), content=parsed.text,
+                          total_chunks=len(pieces), chunks_embedded=len(pieces))
+        chunks = [ChunkRecord(file_id=file.id, folder_id=folder_id, text=piece,
+                              embedding=vector, embedding_model=self.embedder.model)
+                  for piece, vector in zip(pieces, vectors, strict=True)]
+        agents = await self.store.folder_agent_ids(folder_id)
+        views, closed = [], []
+        for agent_id in agents:  # the new file opens in every agent that sees the folder
+            row = self._row(agent_id, file)
+            rows = await self.store.agent_files(agent_id)
+            closed += self._open([*rows, row], row, parsed.text, None, None)
+            views.append(row)
+        await self.store.add_file(file, chunks, views=views, closed=closed)
+        await self._changed(agents)
+        return file, False
+
+    async def delete_file(self, folder_id: str, file_id: str) -> None:
+        """Delete a file, its chunks and every agent's view of it."""
+        agents = await self.store.folder_agent_ids(folder_id)
+        await self.store.delete_file(folder_id, file_id)
+        await self._changed(agents)
+
+    async def delete(self, folder_id: str) -> None:
+        """Delete a folder, its files and chunks."""
+        agents = await self.store.delete_folder(folder_id)
+        self._indexes.pop(folder_id, None)
+        await self._changed(agents)
+
+    # -- agents ----------------------------------------------------------------------------
+
+    async def attach(self, agent_id: str, folder_id: str) -> None:
+        """Give the agent the folder; its files come into the agent's context, opened up to
+        the cap (the newest win), as Letta does."""
+        files = await self.store.list_files(folder_id, content=True)
+        seen = {row.file_id for row in await self.store.agent_files(agent_id)}
+        fresh = [self._row(agent_id, f) for f in files if f.id not in seen]
+        await self.store.attach_folder(agent_id, folder_id, fresh)
+        contents = {f.id: f.content or "" for f in files}
+        rows = await self.store.agent_files(agent_id)
+        by_file = {r.file_id: r for r in rows}
+        changed: list[AgentFileRecord] = []
+        for new in fresh:  # oldest first, so the newest stay open
+            row = by_file[new.file_id]
+            changed += [row, *self._open(rows, row, contents[row.file_id], None, None)]
+        await self.store.save_agent_files(agent_id, _unique(changed))
+        await self._changed([agent_id])
+
+    async def detach(self, agent_id: str, folder_id: str) -> None:
+        """Take the folder and its files from the agent."""
+        await self.store.detach_folder(agent_id, folder_id)
+        await self._changed([agent_id])
+
+    async def open(self, agent_id: str, file: str, *, offset: int | None = None,
+                   length: int | None = None) -> tuple[AgentFileRecord, list[str]]:
+        """Open a file (by id or its "folder/file" name) in the agent's context, showing
+        ``length`` lines from ``offset`` (0-based; all by default); returns the row and the
+        names of files closed to stay within the cap."""
+        rows = await self.store.agent_files(agent_id)
+        row = next((r for r in rows if file in (r.file_id, r.file_name)), None)
+        if row is None:
+            names = [r.file_name for r in rows]
+            raise NotFoundError(f"{file} not attached - did you get the filename correct? "
+                                f"Currently you have the following files attached: {names}")
+        if offset is not None and offset < 0:
+            raise ValueError(f"offset for file {row.file_name} must be >= 0, got {offset}")
+        if length is not None and length < 1:
+            raise ValueError(f"length for file {row.file_name} must be >= 1, got {length}")
+        content = (await self.store.get_file(row.file_id)).content or ""
+        end = None if length is None else (offset or 0) + length
+        closed = self._open(rows, row, content, offset, end)
+        await self.store.save_agent_files(agent_id, [row, *closed])
+        await self._changed([agent_id])
+        return row, [r.file_name for r in closed]
+
+    async def close(self, agent_id: str, file_ids: Sequence[str] | None = None,
+                    *, keep: Sequence[str] = ()) -> list[str]:
+        """Close these files (every open one when None, less those named in ``keep``); the
+        names closed."""
+        rows = await self.store.agent_files(agent_id)
+        if file_ids is not None and (missing := set(file_ids) - {r.file_id for r in rows}):
+            raise NotFoundError(f"no file {sorted(missing)[0]!r} attached to agent {agent_id!r}")
+        closing = [r for r in rows if r.is_open and r.file_name not in keep
+                   and (file_ids is None or r.file_id in file_ids)]
+        for row in closing:
+            _close(row)
+        await self.store.save_agent_files(agent_id, closing)
+        await self._changed([agent_id])
+        return [r.file_name for r in closing]
+
+    async def touch(self, agent_id: str, names: Sequence[str]) -> None:
+        """Mark files as used now (what least-recently-used closing goes by)."""
+        rows = [r for r in await self.store.agent_files(agent_id) if r.file_name in names]
+        for row in rows:
+            row.last_accessed_at = _now()
+        await self.store.save_agent_files(agent_id, rows)
+
+    @staticmethod
+    def _unique(folder: str, name: str, taken: int) -> str:
+        """The file's name in its folder, as Letta makes it: "folder/name", and "name_(N)"
+        for the Nth upload of a name already there."""
+        if not taken:
+            return f"{folder}/{name}"
+        stem, dot, ext = name.rpartition(".")
+        return f"{folder}/{stem}_({taken}).{ext}" if dot else f"{folder}/{name}_({taken})"
+
+    def _row(self, agent_id: str, file: FileRecord) -> AgentFileRecord:
+        return AgentFileRecord(agent_id=agent_id, file_id=file.id, folder_id=file.folder_id,
+                               file_name=file.file_name)
+
+    def _open(self, rows: list[AgentFileRecord], row: AgentFileRecord, content: str,
+              start: int | None, end: int | None) -> list[AgentFileRecord]:
+        """Open ``row`` with its window; close the least recently used others past the cap
+        (returned)."""
+        view, first, last = window(content, start, end, char_limit=self.view_chars)
+        row.is_open, row.visible_content = True, view
+        row.start_line, row.end_line = ((first, last) if (start, end) != (None, None)
+                                        else (None, None))
+        row.last_accessed_at = _now()
+        others = sorted((r for r in rows if r.is_open and r.id != row.id),
+                        key=lambda r: r.last_accessed_at)
+        closed = others[:max(0, len(others) + 1 - self.max_files_open)]
+        for other in closed:
+            _close(other)
+        return closed
+
+    async def _changed(self, agent_ids: Sequence[str]) -> None:
+        if self.on_change is not None and agent_ids:
+            result = self.on_change(agent_ids)
+            if asyncio.iscoroutine(result):
+                await result
+
+    # -- search ----------------------------------------------------------------------------
+
+    async def search(self, folder_ids: Sequence[str], query: str, limit: int = 5,
+                     ) -> list[ChunkHit]:
+        """The chunks of these folders closest in meaning to ``query``, best first."""
+        indexes = [i for i in [await self._index(f) for f in folder_ids] if i is not None]
+        if not indexes:
+            return []
+        vector = (await self.embedder.embed([query]))[0]
+        hits = sorted((h for index in indexes for h in index.search(vector, limit)),
+                      key=lambda h: -h.score)[:limit]
+        found = {c.id: c for c in await self.store.get_chunks([h.id for h in hits])}
+        return [ChunkHit(found[h.id], h.score) for h in hits if h.id in found]
+
+    async def _index(self, folder_id: str) -> VectorIndex | None:
+        """The folder's index, caught up with chunks stored since it was loaded."""
+        import numpy as np
+
+        async with self._lock:
+            newest = await self.store.chunk_watermark(folder_id)
+            index = self._indexes.get(folder_id)
+            if index is not None and index.loaded_until >= newest:
+                return index
+            rows = await self.store.load_chunk_vectors(
+                folder_id, after_seq=index.loaded_until if index is not None else 0)
+            rows = [r for r in rows if r[3] == self.embedder.model]  # another model's: unusable
+            if index is None:
+                if not rows:
+                    return None
+                index = VectorIndex(rows[0][4], self.embedder.model)
+            if rows:
+                matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4")
+                index.add([r[1] for r in rows], matrix.reshape(len(rows), -1))
+            index.loaded_until = newest
+            self._indexes[folder_id] = index
+            return index
+
+
+_last = 0.0
+
+
+def _now() -> float:
+    """A timestamp later than every one before it: files used in one tick still keep their
+    order for least-recently-used closing."""
+    global _last
+    _last = max(time.time(), _last + 1e-6)
+    return _last
+
+
+def _close(row: AgentFileRecord) -> None:
+    row.is_open, row.visible_content, row.start_line, row.end_line = False, None, None, None
+
+
+def _unique(rows: list[AgentFileRecord]) -> list[AgentFileRecord]:
+    return list({id(r): r for r in rows}.values())
