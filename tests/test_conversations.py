@@ -60,6 +60,8 @@ def echo(request: ModelRequest):
         return call("launch", target=words[1])
     if words[0] == "hang":
         return call("hang")
+    if words[0] == "search":
+        return call("conversation_search", query=words[1])
     if words[0] == "remember":
         return call("memory_replace", label=words[1], old_string=words[2],
                     new_string=words[3])
@@ -130,6 +132,22 @@ async def test_a_block_edit_reaches_the_other_thread_but_not_an_isolated_block(s
     await two.run("remember persona Calm Quiet")
     assert [b.value for b in agent.blocks] == ["Name: Grace", "Bold"]
     assert [b.value for b in two.blocks] == ["Name: Grace", "Quiet"]
+
+
+async def test_recall_searches_the_thread_it_runs_in(store):
+    agent = make_agent(store, tools=[slow, launch, "conversation_search"])
+    one, two = await agent.aconversation(), await agent.aconversation()
+    await one.run("pineapple belongs on pizza")
+    await agent.run("pineapple grows in the default thread")
+    mine, theirs, own = (await one.run("search pineapple"), await two.run("search pineapple"),
+                         await agent.run("search pineapple"))
+    assert "pizza" in mine.output and "default thread" not in mine.output
+    assert "pizza" not in theirs.output and "default thread" not in theirs.output
+    assert "default thread" in own.output and "pizza" not in own.output
+    if store is not None:  # agent-wide on request: the store's own search
+        hits = await agent.store.search_messages(agent.id, "pineapple")
+        texts = " ".join(hit.message.text for hit in hits)
+        assert "pizza" in texts and "default thread" in texts
 
 
 async def test_compaction_in_one_thread_leaves_the_other_as_it_was(store):

@@ -246,3 +246,24 @@ def test_conversations_come_back_after_a_restart(fake: FakeOpenAI, routed: Scrip
                              "preview-raw-payload", json={"input": "next"}).json()
         assert preview["messages"][-1]["content"] == "next"
         assert len(preview["messages"]) == len(stored) + 1
+
+
+def test_a_conversations_model_settings_apply_to_its_own_requests(
+        client: Letta, routed: Script, fake: FakeOpenAI) -> None:
+    agent = make_agent(client)
+    warm = client.conversations.create(agent_id=agent.id,
+                                       model_settings={"temperature": 0.3})
+    cold = client.conversations.create(agent_id=agent.id)
+    bodies = []
+    for conversation_id in (warm.id, cold.id):
+        before = len(fake.requests)
+        send(client, conversation_id, "hello")
+        bodies.append(fake.requests[before].body)
+    assert bodies[0]["temperature"] == 0.3 and "temperature" not in bodies[1]
+    client.conversations.update(warm.id, model_settings={"temperature": 1.5})
+    before = len(fake.requests)
+    send(client, warm.id, "again")
+    assert fake.requests[before].body["temperature"] == 1.5
+    with pytest.raises(letta_client.UnprocessableEntityError):
+        client.conversations.create(agent_id=agent.id, model_settings={"temperature": 9})
+    assert {c.id for c in client.conversations.list(agent_id=agent.id)} == {warm.id, cold.id}

@@ -90,7 +90,6 @@ class AgentMemory:
         """Every message of an agent without a store: evicted ones, then those in context."""
         return [*self._evicted, *(m for m in self._transcript[1:] if not is_summary(m))]
 
-
     def context_overview(self) -> ContextWindowOverview:
         """How the context window is used, as Letta reports it."""
         from .memory.window import overview

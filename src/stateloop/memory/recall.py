@@ -38,9 +38,10 @@ async def conversation_search(ctx: ToolContext, query: str, roles: list[Role] | 
     """
     agent = ctx.agent
     if agent.store is not None:
-        hits = await agent.store.search_messages(
+        hits = await agent.store.search_messages(  # this thread's messages only
             agent.id, query, roles=roles, limit=limit, start_date=start_date,
-            end_date=end_date, include_tool=roles is not None and "tool" in roles)
+            end_date=end_date, include_tool=roles is not None and "tool" in roles,
+            thread=agent.conversation_id)
         return _format([hit.message for hit in hits])
     return _format(_search_in_memory(agent.recall_messages(), query, roles, limit))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import EllipsisType
 from typing import Any, Protocol
 
 from stateloop.messages import Message
@@ -65,7 +66,8 @@ class Store(Protocol):
                               roles: Sequence[str] | None = None, limit: int = 10,
                               start_date: TimeLike | None = None,
                               end_date: TimeLike | None = None,
-                              include_tool: bool = False) -> list[MessageHit]: ...
+                              include_tool: bool = False,
+                              thread: str | EllipsisType | None = ...) -> list[MessageHit]: ...
 
     # runs and steps
     async def create_run(self, agent_id: str, *, metadata: dict[str, Any] | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from types import EllipsisType
 from typing import Any
 
 import orjson
@@ -199,11 +200,13 @@ class HistoryMixin:
                               roles: Sequence[str] | None = None, limit: int = 10,
                               start_date: TimeLike | None = None,
                               end_date: TimeLike | None = None,
-                              include_tool: bool = False) -> list[MessageHit]:
+                              include_tool: bool = False,
+                              thread: str | EllipsisType | None = ...) -> list[MessageHit]:
         """Recall: full-text search over every stored message, best match first.
 
-        ``agent_id=None`` searches every agent. ``roles`` defaults to user and assistant (plus
-        tool with ``include_tool``); a bare
+        ``agent_id=None`` searches every agent. ``thread`` keeps one thread's messages: a
+        conversation's id, or None for the agent's own thread (by default, every thread).
+        ``roles`` defaults to user and assistant (plus tool with ``include_tool``); a bare
         date as ``end_date`` includes that whole day. A query with no words lists the most
         recent messages instead.
         """
@@ -222,6 +225,9 @@ class HistoryMixin:
                 stmt = stmt.where(m.c.created_at >= start)
             if end is not None:
                 stmt = stmt.where(m.c.created_at <= end)
+        if thread is not ...:
+            stmt = stmt.where(m.c.conversation_id.is_(None) if thread is None
+                              else m.c.conversation_id == thread)
 
         if self.dialect == "sqlite":
             await self._runner.write(lambda conn: dialect.catch_up_recall(conn, include_tool))

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...errors import AgentBusyError, ConfigError
+from ..agent_fields import model_settings
 from ..conversation_models import (
     CompactionRequest,
     Conversation,
@@ -52,7 +53,23 @@ async def thread(runtime: Runtime, conversation_id: str, agent_id: str | None = 
         return await live_agent(runtime, owner)
     record = await runtime.store.get_conversation(conversation_id)  # 404
     agent = await live_agent(runtime, record.agent_id)
-    return await agent.aconversation(conversation_id)
+    conversation = await agent.aconversation(conversation_id)
+    use_settings(conversation, settings_for(conversation, record.model_settings))
+    return conversation
+
+
+def settings_for(thread: Agent, settings: dict[str, Any] | None,
+                 model: str | None = None) -> dict[str, Any]:
+    """The options a conversation's ``model_settings`` (Letta's shape) ask for, over its
+    agent's; a value that is invalid, or that the model's provider has no form for, is a
+    422 naming it."""
+    provider = (model or thread.model.name).partition("/")[0]
+    return model_settings(settings, None, provider, thread.model_settings) if settings else {}
+
+
+def use_settings(thread: Agent, options: dict[str, Any]) -> None:
+    for name, value in options.items():  # max_tokens, parallel_tool_calls, model_settings
+        setattr(thread, name, value)
 
 
 async def view(runtime: Runtime, conversation: Agent) -> dict[str, Any]:
@@ -67,6 +84,7 @@ async def create_conversation(agent_id: str, runtime: RuntimeDep,
     named in ``isolated_block_labels`` are copies of its own)."""
     body = body or CreateConversation()
     agent = await live_agent(runtime, agent_id)
+    options = settings_for(agent, body.model_settings, body.model)  # checked before storing
     try:
         conversation = await agent.aconversation(
             summary=body.summary, isolated_block_labels=body.isolated_block_labels or (),
@@ -74,6 +92,7 @@ async def create_conversation(agent_id: str, runtime: RuntimeDep,
     except ConfigError as exc:
         raise HTTPException(404 if "no blocks" in str(exc) else 400, detail=str(exc)) from exc
     if body.model_settings is not None:
+        use_settings(conversation, options)
         await runtime.store.update_conversation(conversation.key,
                                                 model_settings=body.model_settings)
     return await view(runtime, conversation)
@@ -104,11 +123,13 @@ async def update_conversation(conversation_id: str, body: UpdateConversation,
     """Change the summary, model or model settings (the given fields)."""
     changes = body.model_dump(exclude_unset=True)
     conversation = await thread(runtime, conversation_id)
+    options = settings_for(conversation, changes.get("model_settings"), changes.get("model"))
     if changes.get("model") is not None:
         try:
             conversation.model = changes["model"]
         except ConfigError as exc:
             raise HTTPException(400, detail=str(exc)) from exc
+    use_settings(conversation, options)
     if "summary" in changes:
         conversation.summary = changes["summary"]  # type: ignore[attr-defined]
     return conversation_view(await runtime.store.update_conversation(conversation_id,
