@@ -135,13 +135,12 @@ def fts_expression(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-def message_search(agent_id: str | None, query: str, roles: Sequence[str], include_tool: bool,
-                   start: float | None, end: float | None, limit: int,
+def message_search(query: str, roles: Sequence[str], include_tool: bool, limit: int,
                    dialect: str = "sqlite") -> Select[Any] | None:
-    """Ranked recall over every stored message of one agent (of all agents: ``None``); None
-    when the query has no words."""
+    """Ranked recall over every stored message (the caller narrows it to an agent, a thread,
+    dates); None when the query has no words."""
     if dialect == "postgresql":
-        return _pg_message_search(agent_id, query, roles, include_tool, start, end, limit)
+        return _pg_message_search(query, roles, include_tool, limit)
     expr = fts_expression(query)
     if expr is None:
         return None
@@ -156,12 +155,6 @@ def message_search(agent_id: str | None, query: str, roles: Sequence[str], inclu
             .where(m.c.role.in_(list(roles)))
             .order_by(literal_column("bm25(messages_fts)"))
             .limit(limit))
-    if agent_id is not None:
-        stmt = stmt.where(m.c.agent_id == agent_id)
-    if start is not None:
-        stmt = stmt.where(m.c.created_at >= start)
-    if end is not None:
-        stmt = stmt.where(m.c.created_at <= end)
     return stmt
 
 
@@ -177,8 +170,7 @@ def tsquery_expression(query: str) -> str | None:
     return " | ".join(words) if words else None
 
 
-def _pg_message_search(agent_id: str | None, query: str, roles: Sequence[str],
-                       include_tool: bool, start: float | None, end: float | None,
+def _pg_message_search(query: str, roles: Sequence[str], include_tool: bool,
                        limit: int) -> Select[Any] | None:
     expr = tsquery_expression(query)
     if expr is None:
@@ -196,12 +188,6 @@ def _pg_message_search(agent_id: str | None, query: str, roles: Sequence[str],
     stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id, score.label("score"))
             .where(found).where(m.c.role.in_(list(roles)))
             .order_by(score.desc(), m.c.seq.desc()).limit(limit))
-    if agent_id is not None:
-        stmt = stmt.where(m.c.agent_id == agent_id)
-    if start is not None:
-        stmt = stmt.where(m.c.created_at >= start)
-    if end is not None:
-        stmt = stmt.where(m.c.created_at <= end)
     return stmt
 
 

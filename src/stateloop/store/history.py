@@ -214,17 +214,16 @@ class HistoryMixin:
             roles = ("user", "assistant", "tool") if include_tool else ("user", "assistant")
         start = to_epoch(start_date)
         end = to_epoch(end_date, end_of_day=True)
-        stmt: Any = dialect.message_search(agent_id, query, roles, include_tool, start, end,
-                                          limit, self.dialect)
-        if stmt is None:
+        stmt: Any = dialect.message_search(query, roles, include_tool, limit, self.dialect)
+        if stmt is None:  # no words: the newest messages
             stmt = (select(*schema.MESSAGE_READ, m.c.agent_id, m.c.run_id)
                     .where(m.c.role.in_(list(roles))).order_by(m.c.seq.desc()).limit(limit))
-            if agent_id is not None:
-                stmt = stmt.where(m.c.agent_id == agent_id)
-            if start is not None:
-                stmt = stmt.where(m.c.created_at >= start)
-            if end is not None:
-                stmt = stmt.where(m.c.created_at <= end)
+        if agent_id is not None:
+            stmt = stmt.where(m.c.agent_id == agent_id)
+        if start is not None:
+            stmt = stmt.where(m.c.created_at >= start)
+        if end is not None:
+            stmt = stmt.where(m.c.created_at <= end)
         if thread is not ...:
             stmt = stmt.where(m.c.conversation_id.is_(None) if thread is None
                               else m.c.conversation_id == thread)
