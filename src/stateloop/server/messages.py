@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import AnyEvent, RunEnd, StepStart
 from ..messages import ImagePart, Message, TextPart, ToolCall
 from ..persistence import run_status
 from ..store.records import step_record_id
 from .content import image_view
+
+if TYPE_CHECKING:
+    from ..store.sql import SqlStore
 
 Frame = dict[str, Any]
 
@@ -97,6 +100,20 @@ def _call_frames(message: Message, first_index: int, run_id: str | None,
             flush()
         group.append(call)
     flush()
+    return frames
+
+
+async def history_frames(store: SqlStore, stored: Sequence[Message], *,
+                         approval_ids: Iterable[str] = (),
+                         assistant_message: bool = True) -> list[Frame]:
+    """Stored messages as Letta's, each with the run and step that stored it (None when
+    those were deleted since): what every message listing answers."""
+    origins = await store.message_origins([m.id for m in stored])
+    frames: list[Frame] = []
+    for message in stored:
+        run_id, step_id = origins.get(message.id, (None, None))
+        frames += to_letta(message, run_id=run_id, step_id=step_id,
+                           approval_ids=approval_ids, assistant_message=assistant_message)
     return frames
 
 

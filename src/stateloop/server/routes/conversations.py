@@ -26,7 +26,7 @@ from ..conversation_models import (
 )
 from ..deps import RuntimeDep
 from ..errors import CONFLICT
-from ..messages import Frame, to_letta
+from ..messages import history_frames
 from ..pagination import Order
 from ..responses import LettaResponse
 from ..run_errors import failure_responses
@@ -180,11 +180,7 @@ async def list_conversation_messages(
         stored.reverse()
     pending = conversation.pending_approval
     ids = set(pending.requested) if pending is not None else set()
-    origins = await runtime.store.message_origins([m.id for m in stored])
-    frames: list[Frame] = []
-    for message in stored:
-        run_id, step_id = origins.get(message.id, (None, None))
-        frames += to_letta(message, run_id=run_id, step_id=step_id, approval_ids=ids)
+    frames = await history_frames(runtime.store, stored, approval_ids=ids)
     return [f for f in frames if wanted(f, include_return_message_types)]
 
 

@@ -17,7 +17,7 @@ from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..errors import CONFLICT, approval_mismatch, pending_approval_error
-from ..messages import Frame, to_letta
+from ..messages import Frame, history_frames
 from ..pagination import Order
 from ..responses import LettaResponse, Run
 from ..run_errors import error_response, failed, failure_responses
@@ -257,10 +257,6 @@ async def list_messages(
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
     if order == "desc":
         stored.reverse()
-    origins = await runtime.store.message_origins([m.id for m in stored])
-    frames: list[Frame] = []
-    for message in stored:
-        run_id, step_id = origins.get(message.id, (None, None))  # None: deleted since
-        frames += to_letta(message, run_id=run_id, step_id=step_id, approval_ids=pending,
-                           assistant_message=use_assistant_message)
+    frames = await history_frames(runtime.store, stored, approval_ids=pending,
+                                  assistant_message=use_assistant_message)
     return [f for f in frames if wanted(f, include_return_message_types)]

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from ...store import RunRecord
 from ..deps import RuntimeDep
-from ..messages import Frame, to_letta
+from ..messages import Frame, history_frames
 from ..pagination import Limit, Order, page
 from ..responses import Run, Step, UsageStatistics
 from ..runtime import Runtime
@@ -60,12 +60,8 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
     chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
                   order=order)
     config = run_view(run)["request_config"]
-    origins = await runtime.store.message_origins([m.id for m in chosen])
-    frames: list[Frame] = []
-    for message in chosen:
-        step_id = origins.get(message.id, (None, None))[1]  # None: deleted since
-        frames += to_letta(message, run_id=run_id, step_id=step_id,
-                           assistant_message=config["use_assistant_message"])
+    frames = await history_frames(runtime.store, chosen,
+                                  assistant_message=config["use_assistant_message"])
     return [f for f in frames if wanted(f, config["include_return_message_types"])]
 
 

@@ -29,7 +29,7 @@ from ..archive_models import (
     SearchAllMessagesRequest,
 )
 from ..deps import RuntimeDep
-from ..messages import Frame, iso, to_letta
+from ..messages import history_frames, iso, to_letta
 from ..pagination import Order
 from ..runtime import Runtime
 from ..schemas import errors
@@ -63,11 +63,7 @@ async def list_all_messages(
         raise HTTPException(400, detail=f"bad cursor: {exc}") from exc
     if order == "desc":
         stored.reverse()
-    origins = await runtime.store.message_origins([m.id for m in stored])
-    frames: list[Frame] = []
-    for message in stored:
-        run_id, step_id = origins.get(message.id, (None, None))
-        frames += to_letta(message, run_id=run_id, step_id=step_id)
+    frames = await history_frames(runtime.store, stored)
     return [f for f in frames if wanted(f, include_return_message_types)]
 
 
