@@ -24,9 +24,9 @@ from ..responses import LettaResponse
 from ..run_errors import error_response, failure_responses
 from ..runtime import Runtime
 from ..schemas import LettaStreamingRequest, MessageCreate, TextContent, streamed
-from ..sse import event_stream, wanted
+from ..sse import event_stream
 from .agents import live_agent
-from .messages import send_message, send_message_streaming
+from .messages import gather, send_message, send_message_streaming
 
 router = APIRouter(prefix="/v1/groups/{group_id}/messages", tags=["groups"])
 
@@ -120,24 +120,12 @@ async def send_group_message(group_id: str, body: LettaStreamingRequest,
                      assistant_message=body.use_assistant_message)
     if body.streaming:
         return event_stream(frames, include=body.include_return_message_types, pings=False)
-    messages: list[Frame] = []
-    stop: Frame = {}
-    usage: Frame = {}
-    error: Frame | None = None
-    async for frame in frames:
-        kind = frame.get("message_type")
-        if kind == "stop_reason":
-            stop = frame
-        elif kind == "usage_statistics":
-            usage = frame
-        elif kind == "error_message":
-            error = frame
-        elif wanted(frame, body.include_return_message_types):
-            messages.append(frame)
+    gathered = await gather(frames, body.include_return_message_types)
+    error = gathered.error
     if error is not None:  # a member's run failed: answered as that agent's would be
         return error_response(error["error_type"], error["message"] or "the group failed",
                               error["run_id"])
-    return JSONResponse({"messages": messages, "stop_reason": stop, "usage": usage})
+    return gathered.response()
 
 
 @router.post("/stream", responses=streamed(400, 404, 409))

@@ -3,6 +3,8 @@ and stateloop's steering extension."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
@@ -134,28 +136,48 @@ async def remember_request(runtime: Runtime, run_id: str | None, body: LettaRequ
     await runtime.store.update_run(run_id, metadata={**run.metadata, "request_config": config})
 
 
-async def collect(channel: RunChannel, include: list[str] | None) -> JSONResponse:
-    """Letta's ``LettaResponse`` once the run ends; a failed run is an error saying why."""
-    messages: list[Frame] = []
-    stop: Frame = {"message_type": "stop_reason", "stop_reason": "error"}
-    usage: Frame = {"message_type": "usage_statistics"}
-    error: str | None = None
-    async for frame in channel.follow(0):
+@dataclass(slots=True)
+class Gathered:
+    """A run's frames read to the end, as a whole response needs them."""
+
+    messages: list[Frame] = field(default_factory=list)
+    stop: Frame = field(default_factory=lambda: {"message_type": "stop_reason",
+                                                 "stop_reason": "error"})
+    usage: Frame = field(default_factory=lambda: {"message_type": "usage_statistics"})
+    error: Frame | None = None
+
+    def response(self) -> JSONResponse:
+        # Frames are JSON already: a response of our own skips FastAPI's walk over them.
+        return JSONResponse({"messages": self.messages, "stop_reason": self.stop,
+                             "usage": self.usage})
+
+
+async def gather(frames: AsyncIterator[Frame | None], include: list[str] | None) -> Gathered:
+    """Read ``frames`` to the end: the messages ``include`` asks for, the stop reason, the
+    usage and the error, if any."""
+    gathered = Gathered()
+    async for frame in frames:
         assert frame is not None  # no ping interval: no quiet markers
         kind = frame.get("message_type")
         if kind == "stop_reason":
-            stop = frame
+            gathered.stop = frame
         elif kind == "usage_statistics":
-            usage = frame
+            gathered.usage = frame
         elif kind == "error_message":
-            error = frame.get("message")
+            gathered.error = frame
         elif wanted(frame, include):
-            messages.append(frame)
-    if failed(stop["stop_reason"], error):
+            gathered.messages.append(frame)
+    return gathered
+
+
+async def collect(channel: RunChannel, include: list[str] | None) -> JSONResponse:
+    """Letta's ``LettaResponse`` once the run ends; a failed run is an error saying why."""
+    gathered = await gather(channel.follow(0), include)
+    error = gathered.error.get("message") if gathered.error is not None else None
+    if failed(gathered.stop["stop_reason"], error):
         assert error is not None
-        return error_response(stop["stop_reason"], error, channel.run_id)
-    # Frames are JSON already: a response of our own skips FastAPI's walk over every value.
-    return JSONResponse({"messages": messages, "stop_reason": stop, "usage": usage})
+        return error_response(gathered.stop["stop_reason"], error, channel.run_id)
+    return gathered.response()
 
 
 def stream(runtime: Runtime, channel: RunChannel, body: LettaStreamingRequest
