@@ -169,6 +169,24 @@ async def test_a_big_archive_from_before_pgvector_is_filled_and_searched_by_the_
         await store.close()
 
 
+async def test_the_operators_ef_search_holds_unless_more_hits_are_asked_for(
+        pg_database: Factory) -> None:
+    store = await open_store(pg_database() + "&options=" + quote("-c hnsw.ef_search=77"))
+    try:
+        def settings(top_k: int) -> Any:
+            def txn(conn: Any) -> Any:
+                pgvector.search_settings(conn, top_k)
+                return conn.exec_driver_sql(
+                    "SELECT current_setting('hnsw.ef_search'), "
+                    "current_setting('hnsw.iterative_scan')").one()
+            return store._runner.read(txn)
+
+        assert tuple(await settings(10)) == ("77", "strict_order")
+        assert tuple(await settings(300)) == ("300", "strict_order")
+    finally:
+        await store.close()
+
+
 def test_the_server_searches_archival_memory_with_pgvector(pg_database: Factory,
                                                             tmp_path: Any) -> None:
     url = pg_database()
