@@ -169,6 +169,28 @@ async def test_a_big_archive_from_before_pgvector_is_filled_and_searched_by_the_
         await store.close()
 
 
+async def test_passages_a_process_from_before_pgvector_adds_are_filled_at_the_next_open(
+        pg_database: Factory) -> None:
+    url = pg_database()
+    matrix, tags = _data(50, 384, seed=4)
+    store = await open_store(url)
+    try:
+        agent_id, ids = await _archive_of(store, matrix, tags, "random-384")
+        [archive_id] = await store.passage_models(agent_id=agent_id)
+        # What such a process writes (during a rolling upgrade): the blob alone.
+        raw_sql(store, "UPDATE passages SET embedding_vector = NULL WHERE id = ?", (ids[7],))
+        [(hit, _)] = await store.nearest_passages([archive_id], matrix[7], top_k=1)
+        assert hit.id != ids[7]
+    finally:
+        await store.close()
+    store = await open_store(url)
+    try:
+        [(hit, score)] = await store.nearest_passages([archive_id], matrix[7], top_k=1)
+        assert hit.id == ids[7] and score == pytest.approx(1.0, abs=1e-6)
+    finally:
+        await store.close()
+
+
 async def test_the_operators_ef_search_holds_unless_more_hits_are_asked_for(
         pg_database: Factory) -> None:
     store = await open_store(pg_database() + "&options=" + quote("-c hnsw.ef_search=77"))

@@ -177,8 +177,8 @@ class ArchiveMixin:
             pgvector.search_settings(conn, top_k)
             found = search(conn, exact=False)
             if len(found) < top_k and len(query) == pgvector.INDEXED_DIM:
-                # The graph walk gives up after so many rows the filters refuse: whether
-                # fewer match than asked, only an exact pass can tell.
+                # Fewer than asked: the graph walk may have given up on rows the filters
+                # refuse (hnsw.max_scan_tuples); an exact pass makes sure none is missed.
                 found = search(conn, exact=True)
             return [(rows.passage_from_row(row, dialect.decode_vector), _similarity(row.score))
                     for row in found]

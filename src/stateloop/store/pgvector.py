@@ -44,6 +44,7 @@ logger = logging.getLogger("stateloop.store")
 COLUMN = "embedding_vector"
 INDEXED_DIM = 384  # the default embedder's (MiniLM); other sizes are searched exactly
 INDEX = "ix_passages_embedding_hnsw"
+UNFILLED = "ix_passages_embedding_unfilled"
 _LOCK = "SELECT pg_advisory_xact_lock(7305218801)"  # the migrations' lock (migrate.py)
 _BACKFILL_ROWS = 1000
 
@@ -87,11 +88,13 @@ def present(conn: Connection) -> bool:
 
 def enable(conn: Connection) -> str | None:
     """Create the extension (if allowed), the column (filled from the stored blobs) and the
-    index; None when done (or already there), else why pgvector cannot be used here."""
+    index, or fill the rows that lack a vector; None when done, else why pgvector cannot be
+    used here."""
     if conn.dialect.name != "postgresql":
         return "not PostgreSQL"
     conn.execute(text(_LOCK))  # processes opening one database together do this once
     if present(conn):
+        _backfill(conn)  # rows written meanwhile by a process from before revision 0016
         return None
     if not conn.execute(text("SELECT EXISTS (SELECT 1 FROM pg_available_extensions "
                              "WHERE name = 'vector')")).scalar():
@@ -110,6 +113,10 @@ def enable(conn: Connection) -> str | None:
     conn.execute(text(
         f"CREATE INDEX {INDEX} ON passages USING hnsw (({COLUMN}::vector({INDEXED_DIM})) "
         f"vector_cosine_ops) WHERE embedding_dim = {INDEXED_DIM}"))
+    # Finds the rows a process from before revision 0016 adds during a rolling upgrade;
+    # empty otherwise, so the check at every open costs nothing.
+    conn.execute(text(f"CREATE INDEX {UNFILLED} ON passages (seq) WHERE {COLUMN} IS NULL "
+                      "AND embedding IS NOT NULL"))
     # Fresh statistics, or the planner may think a big archive is tiny and scan it exactly.
     conn.execute(text("ANALYZE passages"))
     return None
@@ -120,18 +127,19 @@ def disable(conn: Connection) -> None:
     stays, as other databases' users may rely on it."""
     if conn.dialect.name == "postgresql":
         conn.execute(text(f"DROP INDEX IF EXISTS {INDEX}"))
+        conn.execute(text(f"DROP INDEX IF EXISTS {UNFILLED}"))
         conn.execute(text(f"ALTER TABLE passages DROP COLUMN IF EXISTS {COLUMN}"))
 
 
 def _backfill(conn: Connection) -> None:
     import numpy as np
 
-    p = schema.passages
+    p = passages
     after = 0
     while True:
         found = conn.execute(select(p.c.seq, p.c.embedding).where(p.c.seq > after)
-                             .where(p.c.embedding.is_not(None)).order_by(p.c.seq)
-                             .limit(_BACKFILL_ROWS)).all()
+                             .where(p.c[COLUMN].is_(None)).where(p.c.embedding.is_not(None))
+                             .order_by(p.c.seq).limit(_BACKFILL_ROWS)).all()
         if not found:
             return
         conn.execute(passages.update().where(passages.c.seq == bindparam("at"))
