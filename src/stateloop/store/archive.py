@@ -140,19 +140,18 @@ class ArchiveMixin:
                              agent_id: str | None = None) -> dict[str, tuple[str, int]]:
         """(embedding model, dimension) of each of these archives (or the agent's) that holds
         embeddings, in one read."""
-        inner = p.alias("firsts")
-        first = (select(inner.c.seq).where(inner.c.archive_id == ar.c.id)
-                 .where(inner.c.embedding.is_not(None)).order_by(inner.c.seq).limit(1)
-                 .correlate(ar).scalar_subquery())
-        stmt = (select(ar.c.id, p.c.embedding_model, p.c.embedding_dim)
-                .select_from(ar.join(p, p.c.seq == first)))
-        if agent_id is not None:
-            stmt = stmt.where(ar.c.id.in_(select(aa.c.archive_id)
-                                          .where(aa.c.agent_id == agent_id)))
-        else:
-            stmt = stmt.where(ar.c.id.in_(list(archive_ids or ())))
-        return await self._runner.read(
-            lambda conn: {row[0]: (row[1], row[2]) for row in conn.execute(stmt)})
+
+        def txn(conn: Connection) -> dict[str, tuple[str, int]]:
+            ids = archive_ids or ()
+            if agent_id is not None:
+                ids = conn.execute(select(aa.c.archive_id)
+                                   .where(aa.c.agent_id == agent_id)).scalars().all()
+            # One statement per archive, not one correlated query: with the archive id known,
+            # the planner goes straight to a small archive's rows through its index.
+            found = {archive_id: _archive_model(conn, archive_id) for archive_id in ids}
+            return {archive_id: model for archive_id, model in found.items() if model}
+
+        return await self._runner.read(txn)
 
     async def nearest_passages(self, archive_ids: Sequence[str], vector: Any, *,
                                top_k: int = 10, tags: Sequence[str] | None = None,
