@@ -84,6 +84,7 @@ def _plan(url: str, statement: str, params: Any) -> str:
     import psycopg
 
     with psycopg.connect(url) as conn:
+        pgvector.adapt_psycopg(conn)
         return "\n".join(row[0] for row in conn.execute("EXPLAIN " + statement, params))
 
 
@@ -187,6 +188,11 @@ async def test_passages_a_process_from_before_pgvector_adds_are_filled_at_the_ne
     try:
         [(hit, score)] = await store.nearest_passages([archive_id], matrix[7], top_k=1)
         assert hit.id == ids[7] and score == pytest.approx(1.0, abs=1e-6)
+        for row in (7, 8):  # filled at open, and stored by insert_passages: the same floats
+            [(stored,)] = raw_sql(store, "SELECT embedding_vector::text FROM passages "
+                                         "WHERE id = ?", (ids[row],))
+            assert np.array_equal(np.array(stored.strip("[]").split(","), dtype=np.float32),
+                                  matrix[row])
     finally:
         await store.close()
 

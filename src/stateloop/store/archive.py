@@ -64,6 +64,7 @@ class ArchiveMixin:
             values = [_passage_values(archive_id, passage) for passage in batch]
             table = p
             if self.searches_vectors:
+                pgvector.adapt(conn)
                 table = pgvector.passages
                 for value, passage in zip(values, batch, strict=True):
                     value[pgvector.COLUMN] = passage.embedding
@@ -173,6 +174,7 @@ class ArchiveMixin:
                 start=start, end=end, exact=exact)).all()
 
         def txn(conn: Connection) -> list[tuple[PassageRecord, float]]:
+            pgvector.adapt(conn)
             pgvector.search_settings(conn, top_k)
             found = search(conn, exact=False)
             if len(found) < top_k and len(query) == pgvector.INDEXED_DIM:
