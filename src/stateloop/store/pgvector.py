@@ -180,7 +180,7 @@ def _backfill(conn: Connection) -> None:
                              .order_by(p.c.seq).limit(_BACKFILL_ROWS)).all()
         if not found:
             return
-        conn.execute(passages.update().where(passages.c.seq == bindparam("at"))
+        conn.execute(p.update().where(p.c.seq == bindparam("at"))
                      .values({COLUMN: bindparam("vec", type_=Vector())}),
                      [{"at": row.seq, "vec": np.frombuffer(row.embedding, dtype="<f4")}
                       for row in found])
@@ -219,11 +219,16 @@ def nearest(archive_ids: Sequence[str], vector: Any, dim: int, top_k: int, *,
 
 
 def search_settings(conn: Connection, top_k: int) -> None:
-    """For this transaction: keep walking the graph (in exact distance order) while filters
-    reject what it finds, and look at no fewer candidates than asked for. ``hnsw.ef_search``
-    is otherwise the server's (pgvector's 40, or what ``ALTER DATABASE ... SET`` says): the
+    """For this transaction: look at no fewer candidates than asked for, and keep walking the
+    graph (in exact distance order) while filters reject what it finds. ``hnsw.ef_search`` is
+    otherwise the server's (pgvector's 40, or what ``ALTER DATABASE ... SET`` says): the
     speed/recall trade is the operator's (bench/pgvector_search.py measures both)."""
+    # The vector literal loads pgvector into this session while the statement is planned, so
+    # its settings exist when it runs; iterative scans (pgvector 0.8) are asked for only where
+    # the installed version has them: on older ones the exact pass behind a short answer
+    # (nearest_passages) finds what the walk missed.
     conn.execute(text(
-        "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
-        "set_config('hnsw.ef_search', greatest(coalesce(nullif(current_setting("
-        "'hnsw.ef_search', true), ''), '40')::int, :k)::text, true)"), {"k": min(1000, top_k)})
+        "SELECT set_config('hnsw.ef_search', greatest(current_setting('hnsw.ef_search')::int,"
+        " :k)::text, true), (SELECT set_config(name, 'strict_order', true) FROM pg_settings "
+        "WHERE name = 'hnsw.iterative_scan') FROM (SELECT '[0]'::vector) AS loaded"),
+        {"k": min(1000, top_k)})
