@@ -14,8 +14,8 @@ import pytest
 from stateloop import Agent, Block
 from stateloop.errors import AgentBusyError
 from stateloop.store import open_store
-from stateloop.store.sql import SqlStore
 from stateloop.store.fleet import Fleet
+from stateloop.store.sql import SqlStore
 from stateloop.testing.scripted import ScriptedModel, reply
 
 
@@ -93,7 +93,7 @@ async def test_a_dead_processs_turn_is_taken_back_and_its_run_failed(
     dead = stores[1]
     turn = await fleet(dead).enter(one.id, None)
     await fleet(dead).wait(turn)
-    run, queued = dead.queue_run(one.id)  # a run in flight there, stored
+    run, _ = dead.queue_run(one.id)  # a run in flight there, stored
     await dead.flush()
     await dead.close()  # its connections go, as a killed process's do; its ticket stays
     result = await asyncio.wait_for(one.run("after"), 10)
