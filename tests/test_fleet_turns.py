@@ -32,6 +32,8 @@ def echo(latency: float = 0.0) -> ScriptedModel:
 async def stores(pg_database: Callable[..., str]) -> AsyncIterator[list[SqlStore]]:
     url = pg_database()
     opened = [await open_store(url) for _ in range(3)]
+    for store in opened:  # listening, as a server process is from its start
+        await fleet(store).start()
     yield opened
     for store in opened:
         await store.close()
@@ -61,12 +63,12 @@ async def test_each_process_starts_from_what_the_other_stored(stores: list[SqlSt
 
 async def test_runs_in_two_processes_take_turns_in_arrival_order(
         stores: list[SqlStore]) -> None:
-    one, two = await twins(stores, latency=0.05)
+    one, two = await twins(stores, latency=0.1)
     runs = []
     for index in range(6):  # sent alternately to each process, each while others wait
         agent = (one, two)[index % 2]
         runs.append(asyncio.create_task(agent.run(f"m{index}")))
-        await asyncio.sleep(0.01)  # arrival order: the order of the sends
+        await asyncio.sleep(0.05)  # arrival order: the order of the sends
     results = await asyncio.gather(*runs)
     sent = [f"m{index}" for index in range(6)]
     for index, result in enumerate(results):  # each saw exactly the sends before it
