@@ -114,9 +114,8 @@ def _frame(seq: int) -> dict[str, Any]:
     return {"message_type": "assistant_message", "content": f"part {seq}", "seq_id": seq}
 
 
-async def test_frames_are_written_in_batches_keeping_the_last_of_each_run(
-        pg_database: Callable[..., str]) -> None:
-    async with await open_store(pg_database()) as store:
+async def test_frames_are_written_in_batches_keeping_the_last_of_each_run(db_url: str) -> None:
+    async with await open_store(db_url) as store:  # the server writes them on PostgreSQL only
         run = await _running(store)
         raw_sql(store, "INSERT INTO run_frames VALUES ('run-old', 1, '{}', ?)",
                 (time.time() - 2 * run_frames.KEEP_FOR,))
