@@ -71,7 +71,7 @@ def test_a_run_is_followed_mid_run_and_replayed_on_another_process(
         run_id, cursor = original[2]["run_id"], original[2]["seq_id"]
         assert httpx.get(f"{second}/v1/runs/{run_id}").json()["status"] == "running"
 
-        followed = []
+        followed, live = [], False
         for frame in sse(f"{second}/v1/runs/{run_id}/stream", {"starting_after": cursor}):
             if not followed:
                 live = not ended.is_set()  # the first frame came while the run went on
