@@ -4,6 +4,7 @@ The baseline is the floor for exact search: one preloaded normalised float32 mat
 ``matrix @ q`` and ``argpartition``. ``VectorIndex`` adds filters and bookkeeping on top;
 ``ArchivalMemory`` adds the store round trips (watermark check, fetching the hit rows) and
 shows the archive is not reloaded per query. Target: p50 <= 10 ms at 100k passages.
+On PostgreSQL with pgvector the search runs in SQL instead: bench/pgvector_search.py.
 
     python bench/vector_search.py [--n 100000] [--queries 200] [--no-store]
 """

@@ -4,7 +4,8 @@ An agent's archival memory is the archives attached to it (shared ones included)
 go to its default archive, its searches cover them all. One ``VectorIndex`` per archive,
 loaded from the store on first search, appended to on insert, and caught up by ``seq`` with
 rows other agents or processes added: no query reloads the archive. Rows deleted elsewhere
-are dropped when a search meets them.
+are dropped when a search meets them. On PostgreSQL with pgvector the store searches instead
+(``nearest_passages``): no index in this process at all.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ class ArchivalMemory:
                      start_datetime: TimeLike | None = None,
                      end_datetime: TimeLike | None = None) -> list[PassageHit]:
         """The passages of the agent's archives closest in meaning to ``query``."""
+        if self.store.searches_vectors:
+            return await self._nearest(await self.store.passage_models(agent_id=agent_id),
+                                       query, tags=tags, tag_match_mode=tag_match_mode,
+                                       top_k=top_k, start_datetime=start_datetime,
+                                       end_datetime=end_datetime)
         marks = await self.store.agent_archive_marks(agent_id)  # one read, as for one archive
         return await self._search(marks, query, tags=tags, tag_match_mode=tag_match_mode,
                                   top_k=top_k, start_datetime=start_datetime,
@@ -98,6 +104,10 @@ class ArchivalMemory:
                               end_datetime: TimeLike | None = None) -> list[PassageHit]:
         """The passages closest in meaning to ``query``, best first, after tag/date filters,
         across these archives."""
+        if self.store.searches_vectors:
+            return await self._nearest(await self.store.passage_models(archive_ids), query,
+                                       tags=tags, tag_match_mode=tag_match_mode, top_k=top_k,
+                                       start_datetime=start_datetime, end_datetime=end_datetime)
         return await self._search([(a, None) for a in archive_ids], query, tags=tags,
                                   tag_match_mode=tag_match_mode, top_k=top_k,
                                   start_datetime=start_datetime, end_datetime=end_datetime)
@@ -118,6 +128,22 @@ class ArchivalMemory:
                                             start, end)
         found.sort(key=lambda hit: -hit.score)
         return found[:top_k]
+
+    async def _nearest(self, models: dict[str, tuple[str, int]], query: str, *,
+                       tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
+                       start_datetime: TimeLike | None,
+                       end_datetime: TimeLike | None) -> list[PassageHit]:
+        """The store's own nearest-neighbour search over the archives holding embeddings."""
+        for archive_id, (model, dim) in models.items():
+            if model != self.embedder.model:
+                raise self._wrong_model(archive_id, model, dim)
+        if not models:
+            return []
+        vector = (await self.embedder.embed([query]))[0]
+        found = await self.store.nearest_passages(
+            list(models), vector, top_k=top_k, tags=tags, tag_match_mode=tag_match_mode,
+            start=to_epoch(start_datetime), end=to_epoch(end_datetime, end_of_day=True))
+        return [PassageHit(passage, score) for passage, score in found]
 
     async def _search_one(self, index: VectorIndex, vector: Any, top_k: int,
                           tags: Sequence[str] | None, tag_match_mode: str,
@@ -142,10 +168,7 @@ class ArchivalMemory:
     async def _check_model(self, archive_id: str) -> None:
         stored = await self.store.archive_model(archive_id)
         if stored is not None and stored[0] != self.embedder.model:
-            raise EmbeddingMismatchError(
-                f"archive {archive_id!r} was embedded with {stored[0]!r} ({stored[1]} "
-                f"dims); this embedder is {self.embedder.model!r}. Use the same embedding "
-                "model or re-embed the archive.")
+            raise self._wrong_model(archive_id, *stored)
 
     async def _index(self, archive_id: str, newest: int | None = None) -> VectorIndex | None:
         """The archive's index, caught up to ``newest`` (its watermark, read if not given)."""
@@ -160,11 +183,14 @@ class ArchivalMemory:
                 index.loaded_until = newest
                 self._indexes[archive_id] = index
             if index.model != self.embedder.model:
-                raise EmbeddingMismatchError(
-                    f"archive {archive_id!r} was embedded with {index.model!r} "
-                    f"({index.dim} dims); this embedder is {self.embedder.model!r}. Use the "
-                    "same embedding model or re-embed the archive.")
+                raise self._wrong_model(archive_id, index.model, index.dim)
             return index
+
+    def _wrong_model(self, archive_id: str, model: str | None, dim: int
+                     ) -> EmbeddingMismatchError:
+        return EmbeddingMismatchError(
+            f"archive {archive_id!r} was embedded with {model!r} ({dim} dims); this embedder "
+            f"is {self.embedder.model!r}. Use the same embedding model or re-embed the archive.")
 
     async def _load(self, index: VectorIndex | None, archive_id: str) -> VectorIndex | None:
         """Add the rows stored after ``index.loaded_until`` (all rows for a new index)."""

@@ -1,19 +1,24 @@
 """Archival memory in the store: passages with their embeddings, one model per archive.
 
+On PostgreSQL with pgvector the store also searches them (``nearest_passages``, SQL in
+pgvector.py); elsewhere memory/archival.py searches an index it loads with ``load_vectors``.
 Archives themselves (names, which agents reach them) are in archives.py."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from stateloop.store import dialect, rows, schema
+from stateloop.store import dialect, pgvector, rows, schema
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from stateloop.store.records import PassageRecord, VectorBatch
 from stateloop.store.runner import Runner
+
+logger = logging.getLogger("stateloop.store")
 
 p = schema.passages
 ar = schema.archives
@@ -24,6 +29,22 @@ class ArchiveMixin:
     """Passage operations of ``SqlStore``."""
 
     _runner: Runner
+    url: str
+    dialect: str
+    searches_vectors = False  # True on PostgreSQL with pgvector (see open_vectors)
+
+    async def open_vectors(self, *, create: bool = True) -> None:
+        """At open: on PostgreSQL, set up pgvector if this database lacks it (``create``) and
+        decide where archival search runs; one log line when it cannot be pgvector."""
+        if self.dialect != "postgresql":
+            return
+        why = await (self._runner.write(pgvector.enable) if create else
+                     self._runner.read(lambda conn: None if pgvector.present(conn)
+                                       else "this database was not migrated for it"))
+        self.searches_vectors = why is None
+        if why is not None:
+            logger.warning("archival search on %s is exact, in memory (as on SQLite), not "
+                           "pgvector: %s", _safe(self.url), why)
 
     async def insert_passages(self, archive_id: str, passages: Sequence[PassageRecord],
                               ) -> list[PassageRecord]:
@@ -41,7 +62,14 @@ class ArchiveMixin:
             if not batch:
                 return batch
             values = [_passage_values(archive_id, passage) for passage in batch]
-            seqs = conn.execute(insert(p).returning(p.c.seq, sort_by_parameter_order=True),
+            table = p
+            if self.searches_vectors:
+                pgvector.adapt(conn)
+                table = pgvector.passages
+                for value, passage in zip(values, batch, strict=True):
+                    value[pgvector.COLUMN] = passage.embedding
+            seqs = conn.execute(insert(table).returning(table.c.seq,
+                                                        sort_by_parameter_order=True),
                                 values).scalars().all()
             for passage, seq in zip(batch, seqs, strict=True):
                 passage.seq = seq
@@ -109,6 +137,55 @@ class ArchiveMixin:
         return await self._runner.read(
             lambda conn: [(row[0], int(row[1])) for row in conn.execute(stmt)])
 
+    async def passage_models(self, archive_ids: Sequence[str] | None = None, *,
+                             agent_id: str | None = None) -> dict[str, tuple[str, int]]:
+        """(embedding model, dimension) of each of these archives (or the agent's) that holds
+        embeddings, in one read."""
+
+        def txn(conn: Connection) -> dict[str, tuple[str, int]]:
+            ids = archive_ids or ()
+            if agent_id is not None:
+                ids = conn.execute(select(aa.c.archive_id)
+                                   .where(aa.c.agent_id == agent_id)).scalars().all()
+            # One statement per archive, not one correlated query: with the archive id known,
+            # the planner goes straight to a small archive's rows through its index.
+            found = {archive_id: _archive_model(conn, archive_id) for archive_id in ids}
+            return {archive_id: model for archive_id, model in found.items() if model}
+
+        return await self._runner.read(txn)
+
+    async def nearest_passages(self, archive_ids: Sequence[str], vector: Any, *,
+                               top_k: int = 10, tags: Sequence[str] | None = None,
+                               tag_match_mode: str = "any", start: float | None = None,
+                               end: float | None = None) -> list[tuple[PassageRecord, float]]:
+        """The ``top_k`` passages of these archives closest to ``vector`` (cosine similarity,
+        best first) after the tag and date filters; needs ``searches_vectors``."""
+        if tag_match_mode not in ("any", "all"):
+            raise ValueError(f"tag_match_mode must be 'any' or 'all', not {tag_match_mode!r}")
+        if not self.searches_vectors:
+            raise StoreError("nearest_passages needs PostgreSQL with pgvector")
+        query = [float(x) for x in vector]
+        if top_k <= 0 or not archive_ids:
+            return []
+
+        def search(conn: Connection, exact: bool) -> Sequence[Any]:
+            return conn.execute(pgvector.nearest(
+                archive_ids, query, len(query), top_k, tags=tags, tag_match_mode=tag_match_mode,
+                start=start, end=end, exact=exact)).all()
+
+        def txn(conn: Connection) -> list[tuple[PassageRecord, float]]:
+            pgvector.adapt(conn)
+            pgvector.search_settings(conn, top_k)
+            found = search(conn, exact=False)
+            if len(found) < top_k and len(query) == pgvector.INDEXED_DIM:
+                # Fewer than asked: the graph walk may have given up on rows the filters
+                # refuse (hnsw.max_scan_tuples); an exact pass makes sure none is missed.
+                found = search(conn, exact=True)
+            return [(rows.passage_from_row(row, dialect.decode_vector), _similarity(row.score))
+                    for row in found]
+
+        return await self._runner.read(txn)
+
     async def load_vectors(self, archive_id: str, *, after_seq: int = 0) -> VectorBatch:
         """Embeddings (as one buffer) with ids, tags and times, for building a search index."""
         stmt = (select(p.c.seq, p.c.id, p.c.embedding, p.c.embedding_model, p.c.embedding_dim,
@@ -171,3 +248,15 @@ def _passage_values(archive_id: str, passage: PassageRecord) -> dict[str, Any]:
             "embedding_model": passage.embedding_model, "embedding_dim": passage.embedding_dim,
             "tags": list(passage.tags), "metadata": passage.metadata,
             "created_at": passage.created_at}
+
+
+def _similarity(score: float) -> float:
+    # A zero vector has no direction: pgvector says NaN where the in-memory search says 0.
+    return 0.0 if score != score else float(score)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for logs."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

@@ -73,6 +73,7 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
             await runner.write(lambda conn: upgrade(conn, parsed.raw))
         else:
             await runner.read(lambda conn: conn.exec_driver_sql("SELECT 1").all())
+        await store.open_vectors(create=migrate)
     except DBAPIError as exc:
         await runner.close()
         raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc.orig}") from exc
