@@ -12,6 +12,11 @@ other), reads use pooled connections with a snapshot of their own (REPEATABLE RE
 checkpoints are queued and committed in groups (batching.py) by one flusher task: the steps of
 agents that finish while a commit is in flight share the next one.
 
+A group commit is one round trip: it runs in a psycopg pipeline (batching.py), and a read of
+the block versions of the agents whose steps it holds rides with it (``BLOCK_VERSIONS``). An
+agent's next step compares those with the versions its blocks were read at, so blocks another
+process changed are read again at once, and unchanged ones are not read at all.
+
 Nothing here needs a local file: which processes have the database open (presence.py on
 SQLite) is read from ``pg_stat_activity``, where every connection of a store carries the
 application name ``stateloop:<token>``; a process that dies loses its connections, and so
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, text
@@ -38,6 +45,72 @@ APPLICATION = "stateloop:"
 _OTHERS = text("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
                "current_database() AND application_name LIKE 'stateloop:%' "
                "AND application_name <> :me)")
+# What an agent's blocks are, as one value per agent: every update of a row gives it a new
+# xmin (the writing transaction's id), and attaching or detaching a block changes the set, so
+# the value changes with any committed change to the agent's blocks, from any process.
+BLOCK_VERSIONS = (
+    "SELECT ba.agent_id, md5(string_agg(ba.block_id || ':' || b.xmin::text || ':' "
+    "|| ba.xmin::text, ',' ORDER BY ba.block_id)) FROM blocks_agents ba JOIN blocks b "
+    "ON b.id = ba.block_id WHERE ba.agent_id = ANY(%s) GROUP BY ba.agent_id")
+
+
+def send_block_versions(dbapi: Any, agent_ids: Sequence[str]) -> Any:
+    """Send ``BLOCK_VERSIONS`` for ``agent_ids``; the cursor, for ``block_versions``."""
+    cursor = dbapi.cursor()
+    cursor.execute(BLOCK_VERSIONS, (list(agent_ids),))
+    return cursor
+
+
+def block_versions(cursor: Any, agent_ids: Sequence[str]) -> dict[str, str]:
+    """Agent id -> its blocks' version, from a cursor ``send_block_versions`` gave."""
+    try:
+        found = {agent_id: version for agent_id, version in cursor.fetchall()}
+    finally:
+        cursor.close()
+    return {agent_id: found.get(agent_id, "") for agent_id in agent_ids}
+
+
+def with_block_version(fn: Callable[[Connection], T], agent_id: str
+                       ) -> Callable[[Connection], tuple[T, str]]:
+    """``fn`` for a read transaction, which also reads the agent's blocks' version in the
+    transaction's snapshot (taken at its first statement, this read)."""
+    def txn(conn: Connection) -> tuple[T, str]:
+        cursor = send_block_versions(conn.connection.dbapi_connection, [agent_id])
+        return fn(conn), block_versions(cursor, [agent_id])[agent_id]
+
+    return txn
+
+
+class _PipelinedTx:
+    """Transactions on the writer (``dialect.POSTGRES_TX``), and ``batch``: one sent whole."""
+
+    begin = staticmethod(POSTGRES_TX.begin)
+    commit = staticmethod(POSTGRES_TX.commit)
+    rollback = staticmethod(POSTGRES_TX.rollback)
+    in_transaction = staticmethod(POSTGRES_TX.in_transaction)
+
+    def __init__(self) -> None:
+        self.last_read: Callable[[Any], None] | None = None  # sent before COMMIT
+
+    @contextmanager
+    def batch(self, dbapi: Any) -> Iterator[None]:
+        """A transaction of the block's statements and ``last_read``'s, sent in a pipeline
+        with BEGIN, COMMIT and one Sync: one round trip. Raises what failed, rolled back.
+        BEGIN is sent as a statement (autocommit on): psycopg's own waits for its reply."""
+        dbapi.autocommit = True
+        try:
+            with dbapi.pipeline():
+                dbapi.execute("BEGIN")
+                yield
+                if self.last_read is not None:
+                    self.last_read(dbapi)
+                dbapi.execute("COMMIT")
+        finally:
+            try:
+                if POSTGRES_TX.in_transaction(dbapi):
+                    dbapi.execute("ROLLBACK")
+            finally:  # a broken connection refuses this too; the pool then replaces it
+                dbapi.autocommit = False
 
 
 class PostgresRunner:
@@ -57,8 +130,11 @@ class PostgresRunner:
             json_deserializer=deepjson.loads, connect_args={"application_name": self.name})
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
-        self._queue = GroupCommit(POSTGRES_TX)
+        self._tx = _PipelinedTx()
+        self._queue = GroupCommit(self._tx)
         self._flusher: asyncio.Task[None] | None = None
+        # agent id -> (when its step's commit ended, its blocks' version as read then)
+        self._versions: dict[str, tuple[float, str]] = {}
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
@@ -69,13 +145,35 @@ class PostgresRunner:
                     raw: bool) -> T:
         conn = self._writer_conn()
         dbapi = conn.connection.dbapi_connection
-        if raw or fn is None:
-            result: T = self._queue.commit_items(items, conn, dbapi, then=fn)
-            return result
-        if items:
-            self._queue.commit_items(items, conn, dbapi)
-        with conn.begin():
-            return fn(conn)
+        # The agents whose steps are queued (a chain is an agent): their blocks' versions,
+        # read last in the transaction, so they include every commit before it.
+        agents = sorted({batch.chain(item) for batch, item, _ in items} - {None})
+        sent: list[Any] = []
+        if agents:
+            self._tx.last_read = lambda dbapi: sent.append(send_block_versions(dbapi, agents))
+        try:
+            if raw or fn is None:
+                result: T = self._queue.commit_items(items, conn, dbapi, then=fn)
+                return result
+            if items:
+                self._queue.commit_items(items, conn, dbapi)
+            with conn.begin():
+                return fn(conn)
+        finally:
+            self._tx.last_read = None
+            if sent:
+                self._record_versions(sent[-1], agents)
+
+    def _record_versions(self, cursor: Any, agents: list[str]) -> None:
+        import psycopg
+
+        try:
+            versions = block_versions(cursor, agents)
+        except psycopg.Error:  # the batch failed (and was written again without the read)
+            return
+        now = time.monotonic()
+        for agent_id, version in versions.items():
+            self._versions[agent_id] = (now, version)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` in a worker thread; a cancelled caller still waits for it to end, so
@@ -133,8 +231,14 @@ class PostgresRunner:
         with self.engine.connect() as conn:
             return bool(conn.execute(_OTHERS, {"me": self.name}).scalar())
 
-    def data_version(self, max_age: float = 0.0) -> int | None:
-        return None  # no way to know without a round trip: callers re-read
+    def blocks_version(self, agent_id: str, max_age: float = 0.0) -> str | None:
+        """The version of the agent's blocks read with its last step's commit, if that ended
+        at most ``max_age`` seconds ago (a change committed by another process while that
+        commit was in flight may be missed by one step more)."""
+        found = self._versions.get(agent_id)
+        if found is None or time.monotonic() - found[0] > max_age:
+            return None
+        return found[1]
 
     async def close(self) -> None:
         async with self._lock:
