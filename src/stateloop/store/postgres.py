@@ -13,9 +13,10 @@ checkpoints are queued and committed in groups (batching.py) by one flusher task
 agents that finish while a commit is in flight share the next one.
 
 A group commit is one round trip: it runs in a psycopg pipeline (batching.py), and a read of
-the block versions of the agents whose steps it holds rides with it (``BLOCK_VERSIONS``). An
-agent's next step compares those with the versions its blocks were read at, so blocks another
-process changed are read again at once, and unchanged ones are not read at all.
+the block versions of the agents whose steps it holds (and of the others stepping lately)
+rides with it (``BLOCK_VERSIONS``). An agent's next step compares those with the versions its
+blocks were read at, so blocks another process changed are read again at once, and unchanged
+ones are not read at all.
 
 Nothing here needs a local file: which processes have the database open (presence.py on
 SQLite) is read from ``pg_stat_activity``, where every connection of a store carries the
@@ -42,6 +43,8 @@ from stateloop.store.errors import DatabaseOpenError
 T = TypeVar("T")
 
 APPLICATION = "stateloop:"
+WATCH = 1.0  # seconds an agent that asked for its blocks' version is watched by every commit
+WATCHED = 256  # at most this many of them (the latest to ask)
 _OTHERS = text("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
                "current_database() AND application_name LIKE 'stateloop:%' "
                "AND application_name <> :me)")
@@ -135,19 +138,29 @@ class PostgresRunner:
         self._flusher: asyncio.Task[None] | None = None
         # agent id -> (when its step's commit ended, its blocks' version as read then)
         self._versions: dict[str, tuple[float, str]] = {}
+        self._asked: dict[str, float] = {}  # agent id -> when it last asked, oldest first
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
             self._writer = self.engine.connect()
         return self._writer
 
+    def _watched(self, items: list[Any]) -> list[str]:
+        """The agents whose blocks' versions a commit of ``items`` reads: those whose steps
+        it holds (a chain is an agent) and those that asked for theirs lately (they are
+        stepping), so many agents stepping at once keep each other's versions fresh."""
+        now = time.monotonic()
+        asked = self._asked
+        for agent_id in [a for a, when in asked.items() if now - when > WATCH]:
+            del asked[agent_id]
+        chains = {batch.chain(item) for batch, item, _ in items} - {None}
+        return sorted(chains | set(list(asked)[-WATCHED:]))
+
     def _write_sync(self, items: list[Any], fn: Callable[[Connection], T] | None,
-                    raw: bool) -> T:
+                    raw: bool, agents: list[str]) -> T:
         conn = self._writer_conn()
         dbapi = conn.connection.dbapi_connection
-        # The agents whose steps are queued (a chain is an agent): their blocks' versions,
-        # read last in the transaction, so they include every commit before it.
-        agents = sorted({batch.chain(item) for batch, item, _ in items} - {None})
+        # Read last in the transaction, the versions include every commit before it.
         sent: list[Any] = []
         if agents:
             self._tx.last_read = lambda dbapi: sent.append(send_block_versions(dbapi, agents))
@@ -189,7 +202,8 @@ class PostgresRunner:
                     raw: bool = False) -> T:
         """Run ``fn`` in one write transaction, after the queued steps."""
         async with self._lock:
-            return await self._in_thread(self._write_sync, self._queue.take(), fn, raw)
+            items = self._queue.take()
+            return await self._in_thread(self._write_sync, items, fn, raw, self._watched(items))
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
         queued = self._queue.add(fn, item)
@@ -206,7 +220,8 @@ class PostgresRunner:
                     items = self._queue.take()
                     if not items:
                         return
-                    await self._in_thread(self._write_sync, items, None, True)
+                    await self._in_thread(self._write_sync, items, None, True,
+                                          self._watched(items))
         finally:
             self._flusher = None
 
@@ -235,6 +250,8 @@ class PostgresRunner:
         """The version of the agent's blocks read with its last step's commit, if that ended
         at most ``max_age`` seconds ago (a change committed by another process while that
         commit was in flight may be missed by one step more)."""
+        self._asked.pop(agent_id, None)
+        self._asked[agent_id] = time.monotonic()  # last: the newest askers are watched
         found = self._versions.get(agent_id)
         if found is None or time.monotonic() - found[0] > max_age:
             return None
@@ -245,7 +262,7 @@ class PostgresRunner:
             try:
                 items = self._queue.take()
                 if items:
-                    await self._in_thread(self._write_sync, items, None, True)
+                    await self._in_thread(self._write_sync, items, None, True, [])
             finally:
                 if self._writer is not None:
                     self._writer.close()
