@@ -1,7 +1,8 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
 tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
-identities.py, whether an agent's blocks changed in block_changes.py."""
+identities.py, runs' stream frames in run_frames.py, whether an agent's blocks changed in
+block_changes.py."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.postgres import PostgresRunner
 from stateloop.store.records import AgentRecord, BlockRecord
+from stateloop.store.run_frames import RunFramesMixin
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
 from stateloop.store.steps import StepsMixin
 from stateloop.store.tool_registry import ToolRegistryMixin
@@ -91,7 +93,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
-               ConversationsMixin, FoldersMixin, BlockChangesMixin):
+               ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
