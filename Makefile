@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/persistence_overhead.py
+	$(BIN)/python bench/postgres_store.py
 	$(BIN)/python bench/vector_search.py
 	$(BIN)/python bench/server_load.py
 	$(BIN)/python bench/real_path.py

@@ -96,7 +96,7 @@ class Persistence:
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self.failure: BaseException | None = None  # the write that failed, until ``recover``
-        self._token: tuple[int, int | None] | None = None
+        self._token: Any = None  # the store's change_token the blocks were last seen at
         self._queued: deque[Queued] = deque()  # writes whose outcome flush has not seen
         self._run: RunRecord | None = None  # the run in flight, as created
         self._run_start: Queued | None = None  # its row's write
@@ -264,16 +264,14 @@ class Persistence:
         agent sharing a block, another process): cheap, so it runs before every step. A
         run's first step always asks the database; later steps see other processes' commits
         within ``CROSS_PROCESS_LAG`` seconds (asking costs more than a fast step)."""
-        token = self.store.change_token(CROSS_PROCESS_LAG if self._seen_this_run else 0.0)
+        token = self.store.change_token(self.agent_id,
+                                        CROSS_PROCESS_LAG if self._seen_this_run else 0.0)
         self._seen_this_run = True
-        if token == self._token and token[1] is not None:
-            return False
-        self._token = token
-        return True
+        return token is None or token != self._token
 
     async def sync_blocks(self, blocks: list[Block]) -> bool:
         """Bring ``blocks`` up to date with the store; True when something changed."""
-        stored = await self.store.list_blocks(self.agent_id)
+        stored, self._token = await self.store.read_blocks(self.agent_id)
         by_id = {block.id: block for block in blocks}
         fresh = []
         changed = len(stored) != len(blocks)

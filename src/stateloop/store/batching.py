@@ -10,11 +10,17 @@ one statement). Every step still lands whole or not at all: when a combined call
 items are retried one by one inside savepoints, so only the failing one is undone. Items of
 one chain (an agent's steps) build on each other: once one fails, the later ones of its
 chain fail too, so what lands of a chain is always a prefix of it.
+
+A ``tx`` with a ``batch`` (PostgreSQL's, postgres.py) sends the first attempt's statements
+together, COMMIT included: the group costs one round trip when its batch functions wait for
+no reply (fastpath.py). Any failure there undoes the whole attempt, and the group is written
+again statement by statement, as above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 
@@ -54,7 +60,7 @@ class Queued:
 
 class GroupCommit:
     """The queue; ``commit`` writes it in one transaction on a DBAPI connection, which
-    ``tx`` begins and ends (dialect.SQLITE_TX, dialect.POSTGRES_TX)."""
+    ``tx`` begins and ends (dialect.SQLITE_TX, postgres.PIPELINED_TX)."""
 
     def __init__(self, tx: Any = None) -> None:
         from stateloop.store.dialect import SQLITE_TX
@@ -95,11 +101,16 @@ class GroupCommit:
         errors: dict[int, BaseException] = {}
         result: Any = None
         then_error: BaseException | None = None
+        committed = False
         try:
             tx.begin(dbapi)
             try:  # no savepoints on the happy path: SQLite journals every page under one
-                for unit in units:
-                    unit[0][0](conn, [item for _, item, _ in unit])
+                # ``then`` is left out of a batch: it may wait for replies as it goes
+                batch = getattr(tx, "batch", None) if then is None else None
+                with batch(dbapi) if batch is not None else nullcontext():
+                    for unit in units:
+                        unit[0][0](conn, [item for _, item, _ in unit])
+                committed = batch is not None
                 if then is not None:
                     result = then(conn)
                 failed = False
@@ -121,7 +132,8 @@ class GroupCommit:
                         then_error = exc
                         dbapi.execute("ROLLBACK TO queued")
                     dbapi.execute("RELEASE queued")
-            tx.commit(dbapi)
+            if not committed:
+                tx.commit(dbapi)
         except BaseException as exc:  # nothing landed: every item reports why
             if tx.in_transaction(dbapi):
                 tx.rollback(dbapi)

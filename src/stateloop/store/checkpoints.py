@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
@@ -34,7 +34,10 @@ MAX_SEQ = select(func.coalesce(func.max(m.c.seq), 0)).scalar_subquery()
 
 _INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS, key="seq")
 _INSERT_STEPS = InsertRows(s, rows.STEP_COLUMNS)
-_INSERT_STARTED_RUNS = FastStatement.for_insert(r)
+# A run starts before its messages are stored: the seq below them is the highest one now.
+_INSERT_STARTED_RUNS = FastStatement(insert(r).values(
+    {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
+    | {"first_seq": MAX_SEQ}), ["metadata"])
 _FINISH_RUN = FastStatement(update(r).where(r.c.id == bindparam("run")).values(
     status=bindparam("status"), stop_reason=bindparam("stop_reason"),
     error=bindparam("error"), completed_at=bindparam("now")))
@@ -86,10 +89,9 @@ def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
     messages it stores after ``after_seq`` (by default: from now on) follow them."""
     if after_seq is None:
         after_seq = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
-    done = _SET_IN_CONTEXT.execute(conn, {"agent": agent_id, "ids": list(message_ids),
-                                          "after": after_seq, "now": now or time.time()})
-    if not done:
-        raise NotFoundError(f"no agent with id {agent_id!r}")
+    _SET_IN_CONTEXT.require(conn, {"agent": agent_id, "ids": list(message_ids),
+                                   "after": after_seq, "now": now or time.time()},
+                            f"no agent with id {agent_id!r}")
 
 
 def last_run_fields(run: RunRecord) -> dict[str, Any]:
@@ -198,10 +200,19 @@ WRITE_STEPS = BatchFn(write_steps, _agent_of)
 
 
 def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
+    usage = _usage_by_run(writes)
+    ends = [w.run_end for w in writes if w.run_end is not None]
+    started = _insert_started_runs(conn, writes, usage, ends)
     message_rows = [row for w in writes for row in w.message_rows]
-    before = 0  # the seq just below the batch's messages, where runs and contexts need it
-    seqs: list[int] = []  # the messages' seqs, in order
-    if message_rows:
+    before = 0  # the seq just below the batch's messages, where contexts need it
+    seqs: list[int] = []  # the messages' seqs, in order, when something needs them
+    # A step that only appends (the usual one) needs none: in a pipeline it then waits for
+    # nothing before the commit (fastpath.py).
+    need_seqs = any(w.in_context is not APPEND
+                    or (w.conversation_id is not None and w.message_rows) for w in writes)
+    if message_rows and not need_seqs:
+        _INSERT_MESSAGES.execute(conn, message_rows, keys=False)
+    elif message_rows:
         seqs = _INSERT_MESSAGES.execute(conn, message_rows)
         before = seqs[0] - 1
         at = 0
@@ -210,13 +221,10 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                 SET_CONVERSATION.execute(conn, {"low": seqs[at] - 1, "conv": w.conversation_id,
                                                 "high": seqs[at + len(w.message_rows) - 1]})
             at += len(w.message_rows)
-    elif any(w.run_start is not None or w.in_context is not APPEND for w in writes):
+    elif need_seqs:
         before = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     if any(w.catch_up for w in writes):
         dialect.catch_up_recall(conn)
-    usage = _usage_by_run(writes)
-    ends = [w.run_end for w in writes if w.run_end is not None]
-    started = _insert_started_runs(conn, writes, usage, ends, before)
     step_rows = [w.step_row for w in writes if w.step_row is not None]
     if step_rows:
         _INSERT_STEPS.execute(conn, step_rows)
@@ -225,17 +233,16 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
             continue  # inserted with it
         params = {f"d_{name}": count for name, count in zip(rows.USAGE_COLUMNS, tokens,
                                                             strict=True)}
-        if not _ADD_RUN_USAGE.execute(conn, {"run": run_id, "d_steps": steps, **params}):
-            raise NotFoundError(f"no run with id {run_id!r}")
+        _ADD_RUN_USAGE.require(conn, {"run": run_id, "d_steps": steps, **params},
+                               f"no run with id {run_id!r}")
     if any(w.in_context is not APPEND for w in writes):
         _write_contexts(conn, writes, before, seqs)
     blocks: dict[str, str] = {}
     for w in writes:
         blocks.update(w.block_values or {})
     for block_id, value in blocks.items():
-        if not _SET_BLOCK_VALUE.execute(conn, {"block": block_id, "value": value,
-                                               "now": writes[-1].now}):
-            raise NotFoundError(f"no block with id {block_id!r}")
+        _SET_BLOCK_VALUE.require(conn, {"block": block_id, "value": value,
+                                        "now": writes[-1].now}, f"no block with id {block_id!r}")
     pending = {(w.agent_id, w.conversation_id): w.pending_approval
                for w in writes if w.pending_approval is not KEEP}
     for (agent_id, conv), approval in pending.items():
@@ -246,8 +253,8 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
     for conv in {w.conversation_id for w in writes if w.conversation_id and w.message_rows}:
         _SET_CONV_LAST_MESSAGE.execute(conn, {"conv": conv, "now": writes[-1].now})
     for run, agent in ends:
-        if run["run"] not in started and not _FINISH_RUN.execute(conn, run):
-            raise NotFoundError(f"no run with id {run['run']!r}")
+        if run["run"] not in started:
+            _FINISH_RUN.require(conn, run, f"no run with id {run['run']!r}")
         _SET_LAST_RUN.execute(conn, agent)
 
 
@@ -265,13 +272,11 @@ def _usage_by_run(writes: list[StepWrite]) -> dict[str, list[int]]:
 
 
 def _insert_started_runs(conn: Connection, writes: list[StepWrite],
-                         usage: dict[str, list[int]], ends: list[list[dict[str, Any]]],
-                         first_seq: int) -> set[str]:
+                         usage: dict[str, list[int]], ends: list[list[dict[str, Any]]]
+                         ) -> set[str]:
     """Insert the runs these writes start, each with the ``usage`` of its steps among them
-    and its end among ``ends`` if it ended; their ids. Their messages all have a seq past
-    ``first_seq``."""
-    started = {w.run_start["id"]: {**w.run_start, "first_seq": first_seq}
-               for w in writes if w.run_start is not None}
+    and its end among ``ends`` if it ended, before their messages; their ids."""
+    started = {w.run_start["id"]: dict(w.run_start) for w in writes if w.run_start is not None}
     if not started:
         return set()
     for run_id, (steps, *tokens) in usage.items():
@@ -323,6 +328,6 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int,
             ids = w.in_context
         if conv is None:
             set_in_context(conn, w.agent_id, ids, after_seq=seq)
-        elif not _SET_CONV_CONTEXT.execute(conn, {"conv": conv, "ids": list(ids), "after": seq,
-                                                  "now": w.now}):
-            raise NotFoundError(f"no conversation with id {conv!r}")
+        else:
+            _SET_CONV_CONTEXT.require(conn, {"conv": conv, "ids": list(ids), "after": seq,
+                                             "now": w.now}, f"no conversation with id {conv!r}")

@@ -2,6 +2,11 @@
 
 SQLAlchemy's per-execute bookkeeping (~70 us a statement here) is most of a step's cost;
 the SQL text still comes from Core, compiled once per dialect, so it stays portable.
+
+On PostgreSQL the step path runs in a psycopg pipeline (batching.py): statements go out
+without waiting for their replies, so a row count or a RETURNING value is known only once
+something waits for it. ``FastStatement.require`` and ``InsertRows.execute(keys=False)`` let
+the step path avoid waiting: the whole group then takes one round trip.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from sqlalchemy import JSON, Connection, Insert, Table, bindparam, insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 
+from stateloop.store.errors import NotFoundError
 from stateloop.store.rows import to_json
 
 
@@ -31,6 +37,7 @@ class FastStatement:
         self._stmt = stmt
         self._json = frozenset(json_params)
         self._compiled: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._required: str | None = None  # the pipelined form of ``require`` (PostgreSQL)
         self._defaults: dict[str, Any] = {}  # literal binds Core made, such as the 1 in x + 1
 
     @classmethod
@@ -66,6 +73,21 @@ class FastStatement:
         finally:
             cursor.close()
 
+    def require(self, conn: Connection, params: Mapping[str, Any], missing: str) -> None:
+        """Run once; raise ``NotFoundError(missing)`` if it changed no row. In a PostgreSQL
+        pipeline, where the count would come back too late to decide on the commit, the
+        statement fails on the server instead (``stateloop_require``, migration 0017): the
+        group is then written again outside the pipeline, where this raises."""
+        if not pipelined(conn):
+            if not self.execute(conn, params):
+                raise NotFoundError(missing)
+            return
+        sql, order = self._sql(conn)
+        if self._required is None:
+            self._required = (f"WITH changed AS ({sql} RETURNING 1) "
+                              "SELECT stateloop_require(count(*)) FROM changed")
+        _run(conn, self._required, self._row(order, params)).close()
+
     def execute_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run once per row, in one call."""
         sql, order = self._sql(conn)
@@ -79,6 +101,12 @@ class FastStatement:
             return cursor.fetchall()
         finally:
             cursor.close()
+
+
+def pipelined(conn: Connection) -> bool:
+    """Whether ``conn`` is in a psycopg pipeline, where results come back later."""
+    pgconn = getattr(conn.connection.dbapi_connection, "pgconn", None)
+    return pgconn is not None and bool(pgconn.pipeline_status)
 
 
 def _run(conn: Connection, sql: str, params: Any, *, many: bool = False) -> Any:
@@ -109,16 +137,16 @@ class InsertRows:
         self._table = table
         self.columns = tuple(columns)
         self._key = key
-        self._compiled: dict[tuple[str, int], str] = {}
+        self._compiled: dict[tuple[str, int, bool], str] = {}
         self._one: dict[str, tuple[str, str]] = {}
 
-    def _sql(self, conn: Connection, count: int) -> str:
-        key = (conn.dialect.name, count)
+    def _sql(self, conn: Connection, count: int, keys: bool) -> str:
+        key = (conn.dialect.name, count, keys)
         found = self._compiled.get(key)
         if found is None:
             head, group = self._one_row(conn)
             found = f"{head} VALUES {', '.join([group] * count)}"
-            if self._key is not None and conn.dialect.name != "sqlite":
+            if keys and conn.dialect.name != "sqlite":
                 found += f" RETURNING {self._key}"  # a sequence's values need not be consecutive
             self._compiled[key] = found
         return found
@@ -141,25 +169,28 @@ class InsertRows:
             found = self._one[conn.dialect.name] = (head, group)
         return found
 
-    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+    def execute(self, conn: Connection, rows: Sequence[tuple[Any, ...]], *,
+                keys: bool = True) -> list[int]:
         """Insert ``rows`` (at least one); each row's ``key``, in order (SQLite: rowids, each
-        one past the table's highest; PostgreSQL: the values RETURNING gives)."""
+        one past the table's highest; PostgreSQL: the values RETURNING gives). With ``keys``
+        false none are asked for (nor waited for, in a pipeline) and none are returned."""
         start = 0
-        keys: list[int] = []
+        found: list[int] = []
         sqlite = conn.dialect.name == "sqlite"
+        keys = keys and self._key is not None
         while start < len(rows):
             size = min(self.CHUNK, len(rows) - start)
             params = tuple(chain.from_iterable(rows[start:start + size]))
-            cursor = _run(conn, self._sql(conn, size), params)
+            cursor = _run(conn, self._sql(conn, size, keys), params)
             try:
-                if self._key is None:
+                if not keys:
                     pass
                 elif sqlite:
                     last = int(cursor.lastrowid)
-                    keys.extend(range(last - size + 1, last + 1))
+                    found.extend(range(last - size + 1, last + 1))
                 else:
-                    keys.extend(row[0] for row in cursor.fetchall())
+                    found.extend(row[0] for row in cursor.fetchall())
             finally:
                 cursor.close()
             start += size
-        return keys
+        return found

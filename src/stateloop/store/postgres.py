@@ -12,6 +12,12 @@ other), reads use pooled connections with a snapshot of their own (REPEATABLE RE
 checkpoints are queued and committed in groups (batching.py) by one flusher task: the steps of
 agents that finish while a commit is in flight share the next one.
 
+A group commit is one round trip: it runs in a psycopg pipeline (batching.py), and a read of
+the block versions of the agents whose steps it holds (and of the others stepping lately)
+rides with it (``BLOCK_VERSIONS``). An agent's next step compares those with the versions its
+blocks were read at, so blocks another process changed are read again at once, and unchanged
+ones are not read at all.
+
 Nothing here needs a local file: which processes have the database open (presence.py on
 SQLite) is read from ``pg_stat_activity``, where every connection of a store carries the
 application name ``stateloop:<token>``; a process that dies loses its connections, and so
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, text
@@ -35,9 +43,77 @@ from stateloop.store.errors import DatabaseOpenError
 T = TypeVar("T")
 
 APPLICATION = "stateloop:"
+WATCH = 1.0  # seconds an agent that asked for its blocks' version is watched by every commit
+WATCHED = 256  # at most this many of them (the latest to ask)
 _OTHERS = text("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
                "current_database() AND application_name LIKE 'stateloop:%' "
                "AND application_name <> :me)")
+# What an agent's blocks are, as one value per agent: every update of a row gives it a new
+# xmin (the writing transaction's id), and attaching or detaching a block changes the set, so
+# the value changes with any committed change to the agent's blocks, from any process.
+BLOCK_VERSIONS = (
+    "SELECT ba.agent_id, md5(string_agg(ba.block_id || ':' || b.xmin::text || ':' "
+    "|| ba.xmin::text, ',' ORDER BY ba.block_id)) FROM blocks_agents ba JOIN blocks b "
+    "ON b.id = ba.block_id WHERE ba.agent_id = ANY(%s) GROUP BY ba.agent_id")
+
+
+def send_block_versions(dbapi: Any, agent_ids: Sequence[str]) -> Any:
+    """Send ``BLOCK_VERSIONS`` for ``agent_ids``; the cursor, for ``block_versions``."""
+    cursor = dbapi.cursor()
+    cursor.execute(BLOCK_VERSIONS, (list(agent_ids),))
+    return cursor
+
+
+def block_versions(cursor: Any, agent_ids: Sequence[str]) -> dict[str, str]:
+    """Agent id -> its blocks' version, from a cursor ``send_block_versions`` gave."""
+    try:
+        found = {agent_id: version for agent_id, version in cursor.fetchall()}
+    finally:
+        cursor.close()
+    return {agent_id: found.get(agent_id, "") for agent_id in agent_ids}
+
+
+def with_block_version(fn: Callable[[Connection], T], agent_id: str
+                       ) -> Callable[[Connection], tuple[T, str]]:
+    """``fn`` for a read transaction, which also reads the agent's blocks' version in the
+    transaction's snapshot (taken at its first statement, this read)."""
+    def txn(conn: Connection) -> tuple[T, str]:
+        cursor = send_block_versions(conn.connection.dbapi_connection, [agent_id])
+        return fn(conn), block_versions(cursor, [agent_id])[agent_id]
+
+    return txn
+
+
+class _PipelinedTx:
+    """Transactions on the writer (``dialect.POSTGRES_TX``), and ``batch``: one sent whole."""
+
+    begin = staticmethod(POSTGRES_TX.begin)
+    commit = staticmethod(POSTGRES_TX.commit)
+    rollback = staticmethod(POSTGRES_TX.rollback)
+    in_transaction = staticmethod(POSTGRES_TX.in_transaction)
+
+    def __init__(self) -> None:
+        self.last_read: Callable[[Any], None] | None = None  # sent before COMMIT
+
+    @contextmanager
+    def batch(self, dbapi: Any) -> Iterator[None]:
+        """A transaction of the block's statements and ``last_read``'s, sent in a pipeline
+        with BEGIN, COMMIT and one Sync: one round trip. Raises what failed, rolled back.
+        BEGIN is sent as a statement (autocommit on): psycopg's own waits for its reply."""
+        dbapi.autocommit = True
+        try:
+            with dbapi.pipeline():
+                dbapi.execute("BEGIN")
+                yield
+                if self.last_read is not None:
+                    self.last_read(dbapi)
+                dbapi.execute("COMMIT")
+        finally:
+            try:
+                if POSTGRES_TX.in_transaction(dbapi):
+                    dbapi.execute("ROLLBACK")
+            finally:  # a broken connection refuses this too; the pool then replaces it
+                dbapi.autocommit = False
 
 
 class PostgresRunner:
@@ -57,25 +133,60 @@ class PostgresRunner:
             json_deserializer=deepjson.loads, connect_args={"application_name": self.name})
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
-        self._queue = GroupCommit(POSTGRES_TX)
+        self._tx = _PipelinedTx()
+        self._queue = GroupCommit(self._tx)
         self._flusher: asyncio.Task[None] | None = None
+        # agent id -> (when its step's commit ended, its blocks' version as read then)
+        self._versions: dict[str, tuple[float, str]] = {}
+        self._asked: dict[str, float] = {}  # agent id -> when it last asked, oldest first
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
             self._writer = self.engine.connect()
         return self._writer
 
+    def _watched(self, items: list[Any]) -> list[str]:
+        """The agents whose blocks' versions a commit of ``items`` reads: those whose steps
+        it holds (a chain is an agent) and those that asked for theirs lately (they are
+        stepping), so many agents stepping at once keep each other's versions fresh."""
+        now = time.monotonic()
+        asked = self._asked
+        for agent_id in [a for a, when in asked.items() if now - when > WATCH]:
+            del asked[agent_id]
+        chains = {batch.chain(item) for batch, item, _ in items} - {None}
+        return sorted(chains | set(list(asked)[-WATCHED:]))
+
     def _write_sync(self, items: list[Any], fn: Callable[[Connection], T] | None,
-                    raw: bool) -> T:
+                    raw: bool, agents: list[str]) -> T:
         conn = self._writer_conn()
         dbapi = conn.connection.dbapi_connection
-        if raw or fn is None:
-            result: T = self._queue.commit_items(items, conn, dbapi, then=fn)
-            return result
-        if items:
-            self._queue.commit_items(items, conn, dbapi)
-        with conn.begin():
-            return fn(conn)
+        # Read last in the transaction, the versions include every commit before it.
+        sent: list[Any] = []
+        if agents:
+            self._tx.last_read = lambda dbapi: sent.append(send_block_versions(dbapi, agents))
+        try:
+            if raw or fn is None:
+                result: T = self._queue.commit_items(items, conn, dbapi, then=fn)
+                return result
+            if items:
+                self._queue.commit_items(items, conn, dbapi)
+            with conn.begin():
+                return fn(conn)
+        finally:
+            self._tx.last_read = None
+            if sent:
+                self._record_versions(sent[-1], agents)
+
+    def _record_versions(self, cursor: Any, agents: list[str]) -> None:
+        import psycopg
+
+        try:
+            versions = block_versions(cursor, agents)
+        except psycopg.Error:  # the batch failed (and was written again without the read)
+            return
+        now = time.monotonic()
+        for agent_id, version in versions.items():
+            self._versions[agent_id] = (now, version)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` in a worker thread; a cancelled caller still waits for it to end, so
@@ -91,7 +202,8 @@ class PostgresRunner:
                     raw: bool = False) -> T:
         """Run ``fn`` in one write transaction, after the queued steps."""
         async with self._lock:
-            return await self._in_thread(self._write_sync, self._queue.take(), fn, raw)
+            items = self._queue.take()
+            return await self._in_thread(self._write_sync, items, fn, raw, self._watched(items))
 
     def submit_batched(self, fn: BatchFn, item: Any) -> Queued:
         queued = self._queue.add(fn, item)
@@ -108,7 +220,8 @@ class PostgresRunner:
                     items = self._queue.take()
                     if not items:
                         return
-                    await self._in_thread(self._write_sync, items, None, True)
+                    await self._in_thread(self._write_sync, items, None, True,
+                                          self._watched(items))
         finally:
             self._flusher = None
 
@@ -133,15 +246,23 @@ class PostgresRunner:
         with self.engine.connect() as conn:
             return bool(conn.execute(_OTHERS, {"me": self.name}).scalar())
 
-    def data_version(self, max_age: float = 0.0) -> int | None:
-        return None  # no way to know without a round trip: callers re-read
+    def blocks_version(self, agent_id: str, max_age: float = 0.0) -> str | None:
+        """The version of the agent's blocks read with its last step's commit, if that ended
+        at most ``max_age`` seconds ago (a change committed by another process while that
+        commit was in flight may be missed by one step more)."""
+        self._asked.pop(agent_id, None)
+        self._asked[agent_id] = time.monotonic()  # last: the newest askers are watched
+        found = self._versions.get(agent_id)
+        if found is None or time.monotonic() - found[0] > max_age:
+            return None
+        return found[1]
 
     async def close(self) -> None:
         async with self._lock:
             try:
                 items = self._queue.take()
                 if items:
-                    await self._in_thread(self._write_sync, items, None, True)
+                    await self._in_thread(self._write_sync, items, None, True, [])
             finally:
                 if self._writer is not None:
                     self._writer.close()

@@ -66,9 +66,10 @@ class Runner(Protocol):
         """Whether another process (or another store in this one) has the database open."""
         ...
 
-    def data_version(self, max_age: float = 0.0) -> int | None:
-        """SQLite's data_version, which other connections' commits change, as read at most
-        ``max_age`` seconds ago; None if unknown."""
+    def blocks_version(self, agent_id: str, max_age: float = 0.0) -> Any:
+        """A value that changes when another connection commits a change to the agent's
+        blocks (it may change for other commits too), as known at most ``max_age`` seconds
+        ago; None if unknown."""
         ...
 
 
@@ -92,8 +93,8 @@ class SqliteRunner:
         _install_sqlite_events(self.engine)
         self._lock = asyncio.Lock()
         self._writer: Connection | None = None
-        self._raw: Any = None  # the writer's DBAPI connection, for data_version
-        self._version: tuple[float, int | None] = (-1e9, None)  # (when read, data_version)
+        self._raw: Any = None  # the writer's DBAPI connection, for blocks_version
+        self._version: tuple[float, int | None] = (-1e9, None)  # (when read, PRAGMA data_version)
         self._queue = GroupCommit()
         self._presence = Presence(path)
 
@@ -161,7 +162,8 @@ class SqliteRunner:
         await self.barrier()
         return await asyncio.to_thread(self._read_sync, fn)
 
-    def data_version(self, max_age: float = 0.0) -> int | None:
+    def blocks_version(self, agent_id: str, max_age: float = 0.0) -> int | None:
+        """SQLite's data_version, which any other connection's commit changes."""
         now = time.monotonic()
         if now - self._version[0] <= max_age:
             return self._version[1]
@@ -250,7 +252,7 @@ class AsyncRunner:
     def others_alive(self) -> bool:
         return self._presence.others()
 
-    def data_version(self, max_age: float = 0.0) -> int | None:
+    def blocks_version(self, agent_id: str, max_age: float = 0.0) -> None:
         return None  # no connection to ask without a round trip: callers re-read
 
 

@@ -1,7 +1,8 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
 tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
-identities.py, runs' stream frames in run_frames.py."""
+identities.py, runs' stream frames in run_frames.py, whether an agent's blocks changed in
+block_changes.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
+from stateloop.store.block_changes import BlockChangesMixin, agent_blocks, block_records
 from stateloop.store.catalog import CatalogMixin
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.conversations import ConversationsMixin
@@ -92,7 +94,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
-               ConversationsMixin, FoldersMixin, RunFramesMixin):
+               ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
@@ -105,12 +107,6 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         self.fleet: Fleet | None = None
         if isinstance(runner, PostgresRunner):
             self.fleet = Fleet(runner, url.conninfo())
-
-    def change_token(self, max_age: float = 0.0) -> tuple[int, int | None]:
-        """Cheap and synchronous: differs from an earlier token when a block may have changed
-        since (a block write through this store, or any commit from another connection).
-        Other connections' commits are looked for at most every ``max_age`` seconds."""
-        return self._block_writes, self._runner.data_version(max_age)
 
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
@@ -250,13 +246,9 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
 
     async def list_blocks(self, agent_id: str | None = None) -> list[BlockRecord]:
         """An agent's blocks in attach order, or every block."""
-        if agent_id is None:
-            stmt = select(b).order_by(b.c.created_at, b.c.id)
-        else:
-            stmt = (select(b).join(ba, ba.c.block_id == b.c.id)
-                    .where(ba.c.agent_id == agent_id).order_by(ba.c.position))
-        return await self._runner.read(
-            lambda conn: [rows.block_from_row(row) for row in conn.execute(stmt)])
+        stmt = (select(b).order_by(b.c.created_at, b.c.id) if agent_id is None else
+                agent_blocks(agent_id))
+        return await self._runner.read(lambda conn: block_records(conn, stmt))
 
     async def update_block(self, block_id: str, **changes: Any) -> BlockRecord:
         """Change block fields; a value over the limit is refused and nothing changes."""

@@ -1,7 +1,7 @@
 """A run's stream frames in a table, so any server process can replay or follow them.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
