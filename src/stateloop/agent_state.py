@@ -164,7 +164,8 @@ class AgentState(AgentStore):
             async with lock:
                 yield
             return
-        turn = await fleet.enter(self.id, self.conversation_id)
+        turn = (fleet.claim(self.id, self.conversation_id)
+                or await fleet.enter(self.id, self.conversation_id))
         try:
             async with lock:
                 await fleet.wait(turn, reject=self.busy == "reject")

@@ -24,8 +24,9 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, text
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from stateloop.store.postgres import PostgresRunner
 
 logger = logging.getLogger("stateloop.store")
+T = TypeVar("T")
 
 CHANNEL = "stateloop_fleet"
 POLL = 1.0  # seconds a waiter sleeps when no notice comes
@@ -43,6 +45,10 @@ NOTIFY_LIMIT = 7900  # bytes: PostgreSQL refuses a NOTIFY payload of 8000 or mor
 INTERRUPTED = "interrupted: the process running it stopped before the run finished"
 
 Key = tuple[str, str | None]  # (agent id, conversation id or None for the agent's own thread)
+
+# The ticket a request took as it arrived (the server takes one before loading the agent):
+# the run the request starts goes with it instead of taking its own, later one.
+arrived: ContextVar[Turn | None] = ContextVar("arrived", default=None)
 
 _THREAD = "agent_id = :agent AND conversation_id IS NOT DISTINCT FROM :conversation"
 _ENTER = text("INSERT INTO fleet_tickets (agent_id, conversation_id, owner, created_at) "
@@ -75,6 +81,7 @@ class Turn:
     version: int = 0
     stale: bool = False
     held: bool = False  # its turn came
+    claimed: bool = False  # a run took it (see ``arrived``)
     left: bool = False
 
     @property
@@ -104,8 +111,16 @@ class Fleet:
         await self.start()
         params = {"agent": agent_id, "conversation": conversation_id, "owner": self.name,
                   "now": time.time()}
-        ticket = await self._runner.write(lambda conn: conn.execute(_ENTER, params).scalar_one())
+        ticket = await self._now(lambda conn: conn.execute(_ENTER, params).scalar_one())
         return Turn(ticket, agent_id, conversation_id)
+
+    def claim(self, agent_id: str, conversation_id: str | None) -> Turn | None:
+        """The ticket this request took on arrival for this thread, if it has one unused."""
+        turn = arrived.get()
+        if turn is None or turn.claimed or turn.left or turn.key != (agent_id, conversation_id):
+            return None
+        turn.claimed = True
+        return turn
 
     async def wait(self, turn: Turn, *, reject: bool = False) -> None:
         """Return when ``turn`` is the thread's; ``reject``: raise ``AgentBusyError`` (and
@@ -117,7 +132,7 @@ class Fleet:
         try:
             while True:
                 waker.clear()  # before looking: a notice that comes after is not missed
-                head, version = (await self._runner.read(
+                head, version = (await self._now(
                     lambda conn: conn.execute(_HEAD, params).one()))
                 if head == turn.ticket:
                     break
@@ -152,14 +167,14 @@ class Fleet:
             conn.execute(_NOTIFY, {"payload": payload})
             return version
 
-        version = await self._runner.write(txn)
+        version = await self._now(txn)
         if version is not None:
             self._moved(turn.agent_id, turn.version, version)
 
     async def holder(self, agent_id: str, conversation_id: str | None) -> str | None:
         """The process whose turn it is in this thread (its run in flight), if any."""
         params = {"agent": agent_id, "conversation": conversation_id}
-        owner: str | None = await self._runner.read(
+        owner: str | None = await self._now(
             lambda conn: conn.execute(_HOLDER, params).scalar())
         return owner
 
@@ -173,7 +188,7 @@ class Fleet:
             conn.execute(_NOTIFY, {"payload": payload})
             return version
 
-        version = await self._runner.write(txn)
+        version = await self._now(txn)
         self._moved(agent_id, version - 1, version)
 
     def _moved(self, agent_id: str, before: int, after: int) -> None:
@@ -184,6 +199,16 @@ class Fleet:
         for key, seen in self._seen.items():
             if key[0] == agent_id and seen == before:
                 self._seen[key] = after
+
+    async def _now(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` in a transaction of its own on a pooled connection, at once: not behind
+        the writer's queued steps (a ticket's number is its arrival; a turn left is the
+        next one's start). What a turn's run wrote has committed before it is left."""
+        def txn() -> T:
+            with self._runner.engine.begin() as conn:
+                return fn(conn)
+
+        return await asyncio.to_thread(txn)
 
     # -- word ----------------------------------------------------------------------------
 
@@ -199,7 +224,7 @@ class Fleet:
             raise ValueError(f"the message is {len(payload.encode())} bytes; at most "
                              f"{NOTIFY_LIMIT} reach another process")
         await self.start()
-        await self._runner.write(lambda conn: conn.execute(_NOTIFY, {"payload": payload}))
+        await self._now(lambda conn: conn.execute(_NOTIFY, {"payload": payload}))
 
     def _dispatch(self, payload: str) -> None:
         try:
@@ -268,7 +293,7 @@ class Fleet:
         """End what dead processes left: their tickets, their runs in flight (failed); the
         ids of those runs. A process is dead when it is seen without a connection twice in a
         row (a reconnecting process is not)."""
-        dead = set(await self._runner.read(lambda conn: conn.execute(_DEAD).scalars().all()))
+        dead = set(await self._now(lambda conn: conn.execute(_DEAD).scalars().all()))
         gone, self._suspects = dead & self._suspects, dead - self._suspects
         if not gone:
             return []
@@ -287,7 +312,7 @@ class Fleet:
                     "op": "turn", "agent_id": agent_id, "conversation_id": conversation_id})})
             return failed
 
-        failed = await self._runner.write(txn)
+        failed = await self._now(txn)
         logger.warning("fleet: process(es) %s stopped; runs %s ended failed",
                        ", ".join(sorted(gone)), ", ".join(failed) or "(none)")
         return failed

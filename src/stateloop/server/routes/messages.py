@@ -12,8 +12,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...approvals import Approval, ApprovalError
+from ...eager import shielded
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, Part, TextPart
+from ...store.fleet import arrived
 from ...tools.client import client_tool
 from .. import fleet
 from ..content import ImageContent
@@ -100,7 +102,23 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
                     stream_tokens: bool = False, agent: Agent | None = None) -> RunChannel:
     """Start a run for this request (in ``agent``, a thread of the agent, if given); 409
     while an approval is pending or (busy mode) a run is in flight, 400 for approvals that
-    do not fit the pending request."""
+    do not fit the pending request. On a fleet the request's place in the thread's queue is
+    taken first, as it arrives (store/fleet.py)."""
+    shared = runtime.store.fleet
+    if shared is None:
+        return await _start_run(runtime, agent_id, body, stream_tokens, agent)
+    turn = await shared.enter(agent_id, agent.conversation_id if agent is not None else None)
+    token = arrived.set(turn)
+    try:
+        return await _start_run(runtime, agent_id, body, stream_tokens, agent)
+    finally:
+        arrived.reset(token)
+        if not turn.claimed:  # refused before its run began: the place goes
+            await shielded(shared.leave(turn))
+
+
+async def _start_run(runtime: Runtime, agent_id: str, body: LettaRequest,
+                     stream_tokens: bool, agent: Agent | None) -> RunChannel:
     agent = agent or await live_agent(runtime, agent_id)
     messages, approvals = parse_input(body, agent)
     pending = agent.pending_approval
