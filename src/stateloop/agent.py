@@ -26,7 +26,7 @@ from .approvals import Approval
 from .cancellation import CancelScope
 from .directory import register
 from .eager import shielded
-from .errors import AgentBusyError, ConfigError
+from .errors import ConfigError
 from .events import AnyEvent, RunEnd
 from .hooks import Hooks
 from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict, stored_settings
@@ -302,11 +302,7 @@ class Agent(AgentThreads):
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         typed = options.typed_output(output_type or self.output_type, self.output_retries)
-        lock = self._run_lock()
-        if self.busy == "reject" and lock.locked():
-            raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
-                                 f"its run ends")
-        async with lock:
+        async with self._turn():  # runs of one thread queue here, across processes too
             if self._stale:
                 await self._reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))

@@ -4,11 +4,14 @@ it; and the lock that keeps these apart from a run in flight."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, Literal
 
 from .agent_store import AgentStore
 from .approvals import PendingApproval
 from .cancellation import CancelScope
+from .eager import shielded
 from .errors import AgentBusyError, CheckpointError, ConfigError
 from .events import Compaction
 from .hooks import StepRecord
@@ -24,6 +27,8 @@ class AgentState(AgentStore):
     _scope: CancelScope | None
     _lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None
     _context: ContextBuilder
+    busy: Literal["queue", "reject"]
+    conversation_id: str | None
 
     @property
     def running(self) -> bool:
@@ -129,7 +134,9 @@ class AgentState(AgentStore):
 
     async def compact(self) -> Compaction | None:
         """Compact now (waiting for a run in flight); None when nothing can be evicted."""
-        async with self._run_lock():
+        async with self._turn():
+            if self._stale:
+                await self._reload()
             manager = self._context_manager() or self._new_context_manager("sliding_window")
             result = await manager.compact(self._transcript, self._tool_specs())
             if result is None:
@@ -142,6 +149,29 @@ class AgentState(AgentStore):
                     pass  # raised by the flush, which recovers first
                 await self._flush()
             return result.event
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """The run lock; on a store several processes share (store/fleet.py) also this
+        thread's turn across them, taken in arrival order. A thread another process ran or
+        changed meanwhile is read from the store again before it goes on."""
+        lock = self._run_lock()
+        if self.busy == "reject" and lock.locked():
+            raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
+                                 f"its run ends")
+        fleet = self._persist.store.fleet if self._persist is not None else None
+        if fleet is None:
+            async with lock:
+                yield
+            return
+        turn = await fleet.enter(self.id, self.conversation_id)
+        try:
+            async with lock:
+                await fleet.wait(turn, reject=self.busy == "reject")
+                self._stale = self._stale or turn.stale
+                yield
+        finally:
+            await shielded(fleet.leave(turn))
 
     def _run_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()

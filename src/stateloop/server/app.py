@@ -11,6 +11,7 @@ from .. import __version__
 from ..store import open_store
 from ..tools import Tool
 from . import errors
+from .fleet import AgentChanges
 from .middleware import ServerMiddleware
 from .routes import (
     agent_files,
@@ -88,6 +89,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (folders, agent_files):
         app.include_router(module.router)
     errors.install(app)
+    app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
     app.add_middleware(errors.InternalErrors)  # outermost: it answers for everything inside

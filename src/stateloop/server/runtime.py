@@ -22,6 +22,7 @@ from ..tools.bwrap import bwrap_mode
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
+from . import fleet
 from .runs import RunRegistry
 from .settings import ServerSettings
 from .tool_env import agent_env
@@ -83,6 +84,9 @@ class Runtime:
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
         # Runs a stopped process left running end failed (not those of a live process).
         await self.store.fail_interrupted_runs()
+        if self.store.fleet is not None:  # other processes share the database
+            fleet.listen(self)
+            await self.store.fleet.start()
 
     async def close(self) -> None:
         await self.runs.close()

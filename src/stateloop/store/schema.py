@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -408,4 +409,23 @@ files_agents = Table(
     Column("last_accessed_at", Float, nullable=False),
     UniqueConstraint("agent_id", "file_id", name="uq_files_agents_file"),
     Index("ix_files_agents_file", "file_id"),
+)
+
+# Turns across processes (fleet.py; revision 0019): tickets in arrival order, agents' versions.
+fleet_tickets = Table(
+    "fleet_tickets", metadata,
+    Column("ticket", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("agent_id", String, nullable=False),
+    Column("conversation_id", String),
+    Column("owner", String, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_fleet_tickets_thread", "agent_id", "conversation_id", "ticket"),
+    Index("ix_fleet_tickets_owner", "owner"),
+)
+
+fleet_versions = Table(
+    "fleet_versions", metadata,
+    Column("agent_id", String, primary_key=True),
+    Column("version", BigInteger, nullable=False),
 )

@@ -26,12 +26,14 @@ from stateloop.store.errors import (
     DuplicateError,
     NotFoundError,
 )
+from stateloop.store.fleet import Fleet
 from stateloop.store.folders import FoldersMixin
 from stateloop.store.groups import GroupsMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.migrate import upgrade
+from stateloop.store.postgres import PostgresRunner
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
 from stateloop.store.steps import StepsMixin
@@ -97,6 +99,10 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         self.path = url.path
         self.dialect = url.dialect
         self._in_flight = set()
+        # Turns and word between processes sharing the database (PostgreSQL only).
+        self.fleet: Fleet | None = None
+        if isinstance(runner, PostgresRunner):
+            self.fleet = Fleet(runner, url.conninfo())
 
     def change_token(self, max_age: float = 0.0) -> tuple[int, int | None]:
         """Cheap and synchronous: differs from an earlier token when a block may have changed
@@ -106,6 +112,8 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
 
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
+        if self.fleet is not None:
+            await self.fleet.close()
         await self._runner.close()
 
     async def __aenter__(self) -> SqlStore:

@@ -36,6 +36,10 @@ class DatabaseURL:
     def async_url(self) -> str:
         return f"sqlite+aiosqlite:///{self.path}"
 
+    def conninfo(self) -> str:
+        """The PostgreSQL URL as libpq takes it (for a psycopg connection of our own)."""
+        return "postgresql://" + self.raw.partition("://")[2]
+
 
 def resolve_url(url: str | os.PathLike[str] | None = None) -> DatabaseURL:
     """Parse ``url`` (or the environment, or the default) into a ``DatabaseURL``."""

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...errors import AgentBusyError, ConfigError
+from .. import fleet
 from ..agent_fields import model_settings
 from ..conversation_models import (
     CompactionRequest,
@@ -235,6 +236,13 @@ async def cancel_conversation(conversation_id: str, runtime: RuntimeDep,
     """Cancel the conversation's run in flight (or deny what awaits approval); the run ids
     cancelled (none when it was idle)."""
     conversation = await thread(runtime, conversation_id, agent_id)
+    key = conversation.conversation_id
+    holder = None if conversation.running else await fleet.held_elsewhere(
+        runtime, conversation.id, key)
+    if holder is not None:  # in flight in another process: it is asked to cancel
+        ids = await fleet.in_flight_ids(runtime, conversation.id, key)
+        await fleet.ask(runtime, holder, "cancel", conversation.id, key)
+        return dict.fromkeys(ids, "cancelled")
     active = runtime.runs.active.get(conversation.conversation_id or conversation.id)
     conversation.cancel()
     return {active.run_id: "cancelled"} if active is not None and active.run_id else {}

@@ -15,6 +15,7 @@ from ...approvals import Approval, ApprovalError
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, Part, TextPart
 from ...tools.client import client_tool
+from .. import fleet
 from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
@@ -221,8 +222,19 @@ async def send_message_async(agent_id: str, body: LettaAsyncRequest,
 @router.post("/cancel", responses=errors(404))
 async def cancel(agent_id: str, runtime: RuntimeDep,
                  body: CancelAgentRunRequest | None = None) -> dict[str, Any]:
-    """Cancel the agent's run in flight (or deny what awaits approval)."""
+    """Cancel the agent's run in flight (or deny what awaits approval), in whichever
+    process it runs."""
     agent = runtime.live(agent_id)
+    if agent is None or not agent.running:
+        holder = await fleet.held_elsewhere(runtime, agent_id)
+        if holder is not None:  # in flight in another process: it is asked to cancel
+            await agent_record(runtime, agent_id)  # 404 for an unknown id
+            ids = await fleet.in_flight_ids(runtime, agent_id)
+            if body is not None and body.run_ids is not None and not set(ids) & set(
+                    body.run_ids):
+                return {}
+            await fleet.ask(runtime, holder, "cancel", agent_id)
+            return dict.fromkeys(ids, "cancelled")
     if agent is None:
         await agent_record(runtime, agent_id)  # 404 for an unknown id
         return {}
@@ -240,6 +252,15 @@ async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[
     or ``mode: follow_up`` when it would stop); an idle agent starts a run."""
     agent = await live_agent(runtime, agent_id)
     active = runtime.runs.active.get(agent_id)
+    holder = None if agent.running else await fleet.held_elsewhere(runtime, agent_id)
+    if holder is not None:  # in flight in another process: the input goes there
+        try:
+            await fleet.ask(runtime, holder, "steer", agent_id, content=body.content,
+                            mode=body.mode)
+        except ValueError as exc:  # too long for a notice between processes
+            raise unprocessable("content", exc) from exc
+        ids = await fleet.in_flight_ids(runtime, agent_id)
+        return {"status": "delivered", "run_id": ids[0] if ids else None}
     if agent.running and active is not None:
         if body.mode == "follow_up":
             agent.follow_up(body.content)

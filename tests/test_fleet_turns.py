@@ -1,0 +1,118 @@
+"""Turns across processes sharing one PostgreSQL (store/fleet.py): each ``SqlStore`` below
+stands for one process (its own connections, application name and listening connection).
+The same agent loaded in two stores runs one run at a time, in arrival order, and each run
+starts from what the other one stored; a dead store's turn is taken back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from stateloop import Agent, Block
+from stateloop.errors import AgentBusyError
+from stateloop.store import open_store
+from stateloop.store.fleet import Fleet
+from stateloop.store.sql import SqlStore
+from stateloop.testing.scripted import ScriptedModel, reply
+
+
+def echo(latency: float = 0.0) -> ScriptedModel:
+    """Answers each message with what it saw: the user texts in its context, in order."""
+    def answer(request: Any) -> Any:
+        said = [m.text for m in request.messages if m.role == "user"]
+        return reply("saw " + "|".join(said))
+
+    return ScriptedModel(answer, latency=latency)
+
+
+@pytest.fixture
+async def stores(pg_database: Callable[..., str]) -> AsyncIterator[list[SqlStore]]:
+    url = pg_database()
+    opened = [await open_store(url) for _ in range(3)]
+    yield opened
+    for store in opened:
+        await store.close()
+
+
+def fleet(store: SqlStore) -> Fleet:
+    assert store.fleet is not None
+    return store.fleet
+
+
+async def twins(stores: list[SqlStore], latency: float = 0.0, **settings: Any
+                ) -> tuple[Agent, Agent]:
+    first = await Agent.acreate(echo(latency), store=stores[0], name="twin",
+                                blocks=[Block(label="human", value="")], **settings)
+    second = await Agent.aload(first.id, store=stores[1], model=echo(latency), **settings)
+    return first, second
+
+
+async def test_each_process_starts_from_what_the_other_stored(stores: list[SqlStore]) -> None:
+    one, two = await twins(stores)
+    assert (await one.run("a")).output == "saw a"
+    assert (await two.run("b")).output == "saw a|b"  # read again: one ran it meanwhile
+    assert (await one.run("c")).output == "saw a|b|c"
+    texts = [m.text for m in await stores[2].list_messages(one.id) if m.role == "user"]
+    assert texts == ["a", "b", "c"]
+
+
+async def test_runs_in_two_processes_take_turns_in_arrival_order(
+        stores: list[SqlStore]) -> None:
+    one, two = await twins(stores, latency=0.05)
+    runs = []
+    for index in range(6):  # sent alternately to each process, each while others wait
+        agent = (one, two)[index % 2]
+        runs.append(asyncio.create_task(agent.run(f"m{index}")))
+        await asyncio.sleep(0.01)  # arrival order: the order of the sends
+    results = await asyncio.gather(*runs)
+    sent = [f"m{index}" for index in range(6)]
+    for index, result in enumerate(results):  # each saw exactly the sends before it
+        assert result.output == "saw " + "|".join(sent[:index + 1])
+    stored = await stores[2].list_messages(one.id)
+    assert [m.role for m in stored[1:]] == ["user", "assistant"] * 6  # never interleaved
+
+
+async def test_a_busy_agent_in_another_process_is_refused_when_asked(
+        stores: list[SqlStore]) -> None:
+    one, two = await twins(stores, latency=0.3, busy="reject")
+    running = asyncio.create_task(one.run("slow"))
+    await asyncio.sleep(0.15)
+    with pytest.raises(AgentBusyError, match="another process"):
+        await two.run("too soon")
+    assert (await running).output == "saw slow"
+    assert (await two.run("now")).output == "saw slow|now"
+
+
+async def test_a_dead_processs_turn_is_taken_back_and_its_run_failed(
+        stores: list[SqlStore], pg_database: Callable[..., str]) -> None:
+    one, _ = await twins(stores)
+    await one.run("first")
+    dead = stores[1]
+    turn = await fleet(dead).enter(one.id, None)
+    await fleet(dead).wait(turn)
+    run, _ = dead.queue_run(one.id)  # a run in flight there, stored
+    await dead.flush()
+    await dead.close()  # its connections go, as a killed process's do; its ticket stays
+    result = await asyncio.wait_for(one.run("after"), 10)
+    assert result.output == "saw first|after"
+    assert (await stores[2].get_run(run.id)).status == "failed"
+
+
+async def test_a_change_outside_a_run_reaches_the_other_processes(
+        stores: list[SqlStore]) -> None:
+    heard: list[dict[str, Any]] = []
+    fleet(stores[1]).subscribe(heard.append)
+    await fleet(stores[1]).start()
+    await fleet(stores[0]).touch("agent-1")
+    await fleet(stores[0]).send({"op": "cancel", "agent_id": "agent-1"})
+    for _ in range(100):
+        if len(heard) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [(m["op"], m["agent_id"]) for m in heard] == [("changed", "agent-1"),
+                                                          ("cancel", "agent-1")]
+    with pytest.raises(ValueError, match="at most"):
+        await fleet(stores[0]).send({"op": "steer", "text": "x" * 9000})
