@@ -4,8 +4,8 @@ is SIGKILLed mid-run (as its model hands out a tool call) and started again on i
 
 Each agent first gets messages one after another (the next once the last was answered,
 each to any process), then a burst: five sends, each to the next process, BURST_GAP apart
-(so they arrive in the order they were sent), whose runs take several steps, so they are in
-flight together and queue across processes. A send whose process died is sent again to
+(so they arrive in the order they were sent), whose runs take long enough to be in flight
+together and queue across processes. A send whose process died is sent again to
 another process only if its text is not stored yet, as a client's idempotent retry would.
 Afterwards the database must show: every message stored once, each agent's messages in the
 order they arrived, every answer right after the message it answers, every tool call
@@ -44,10 +44,16 @@ from test_cli_support import base_env, console_script, free_port
 AGENTS = 20
 SEQUENTIAL = 20  # per agent: one after another, each to a process picked at random
 BURST = 5  # per agent, then: in flight together, each to the next process
-BURST_GAP = 0.3  # seconds between the sends of a burst
-BURST_STEPS = 4  # memory edits a burst message's run makes before it answers
+# A send's turn is numbered when its run starts, once the process has read the request and
+# has the agent loaded: on this shared 2-core machine that lags the arrival by up to ~0.5 s
+# (more on a process that must load the agent), so the sends of a burst are BURST_GAP apart,
+# and its answers are streamed slowly enough (chunks CHUNK_DELAY apart) to keep several of
+# its runs in flight together.
+BURST_GAP = 1.2  # seconds between the sends of a burst
+BURST_REPLY = 3200  # characters of a burst answer: 400 chunks, about 2 s
+CHUNK_DELAY = 0.005  # seconds between the chunks of a streamed answer
 KILL_AFTER = 150  # answers to sequential sends before the victim is killed
-LATENCY = 0.03  # seconds per model call
+LATENCY = 0.02  # seconds per model call, before its first chunk
 TOOL_EVERY = 4  # message n of an agent with n % TOOL_EVERY == 1 makes the model edit memory
 DEAD_BOUND = 10.0  # seconds: a dead process's runs end failed within this
 TERMINAL = ("completed", "failed", "cancelled")
@@ -60,14 +66,15 @@ def text_of(agent: int, n: int) -> str:
 
 class Model:
     """The script every process's fake provider plays: a memory edit for every TOOL_EVERY-th
-    message and BURST_STEPS of them for a burst's, then a reply naming the message it
-    answers. It records what each agent's final request held, and fires ``called`` when it
+    message and a burst's, then a reply naming the message it answers (a long one for a
+    burst's). It records what each agent's final request held, and fires ``called`` when it
     hands out a tool call while ``armed``."""
 
     def __init__(self) -> None:
         self.armed = threading.Event()
         self.called = threading.Event()
         self.finals: dict[str, list[str]] = {}  # "final-N" -> the user texts in its context
+        self.runs: list[str] = []  # the messages whose runs called the model, in call order
 
     def play(self, *, watched: bool) -> Callable[[ModelRequest], ScriptItem]:
         def answer(request: ModelRequest) -> ScriptItem:
@@ -75,16 +82,19 @@ class Model:
             current = said[-1] if said else ""
             if current.startswith("final-"):
                 self.finals[current] = said
+            if request.messages[-1].role == "user":
+                self.runs.append(current)
             if not current.startswith("m"):
                 return reply(f"ok {current}")
             n = int(current.rsplit("-", 1)[1])
             last = max(i for i, m in enumerate(request.messages) if m.role == "user")
             edits = sum(m.role == "tool" for m in request.messages[last:])
-            if edits < (BURST_STEPS if n >= SEQUENTIAL else n % TOOL_EVERY == 1):
+            if not edits and (n >= SEQUENTIAL or n % TOOL_EVERY == 1):
                 if watched and self.armed.is_set():
                     self.called.set()
                 return call("memory_insert", label="notes", new_string=current)
-            return reply(f"{'noted' if edits else 'ok'} {current}")
+            slow = "." * BURST_REPLY if n >= SEQUENTIAL else ""
+            return reply(f"{'noted' if edits else 'ok'} {current} {slow}")
 
         return answer
 
@@ -143,7 +153,8 @@ def fleet(pg_database: Callable[..., str], tmp_path: Path
     one's is watched for the moment to kill it); the database's URL, the servers, the model."""
     url = pg_database()
     model = Model()
-    fakes = [FakeOpenAI(model.play(watched=i == 0), latency=LATENCY).start() for i in range(3)]
+    fakes = [FakeOpenAI(model.play(watched=i == 0), latency=LATENCY,
+                        chunk_delay=CHUNK_DELAY).start() for i in range(3)]
     servers = []
     for i, fake in enumerate(fakes):
         env = base_env(tmp_path)
@@ -171,6 +182,7 @@ class Traffic:
     expected: dict[str, list[str]] = field(default_factory=dict)  # agent id -> arrival order
     answered: set[str] = field(default_factory=set)  # texts whose send was answered (200)
     resent: set[str] = field(default_factory=set)  # sent again: to another process, later
+    restarted: asyncio.Event = field(default_factory=asyncio.Event)  # the victim is back
     problems: list[str] = field(default_factory=list)
     sequential_answers: int = 0
 
@@ -248,12 +260,20 @@ async def burst(http: httpx.AsyncClient, traffic: Traffic, agent_id: str, texts:
 
 async def client(http: httpx.AsyncClient, traffic: Traffic, number: int, agent_id: str,
                  model: Model) -> None:
-    """One agent's traffic: the sequential sends, then the burst."""
+    """One agent's traffic: the sequential sends, then the burst. The first send after the
+    victim's restart goes to it, as a load balancer hands a new process work (and so the
+    burst never meets a process that has not loaded the agent yet; see ``burst``)."""
     order = traffic.expected.setdefault(agent_id, [])
+    welcomed = False
     for n in range(SEQUENTIAL):
         text = text_of(number, n)
         order.append(text)
-        await send(http, traffic, agent_id, text)
+        if n == SEQUENTIAL - 1:  # the last one waits for the restart
+            await asyncio.wait_for(traffic.restarted.wait(), 120)
+        url = None
+        if traffic.restarted.is_set() and not welcomed:
+            url, welcomed = traffic.urls[0], True
+        await send(http, traffic, agent_id, text, url)
         traffic.sequential_answers += 1
         if traffic.sequential_answers == KILL_AFTER:
             model.armed.set()
@@ -270,7 +290,8 @@ class Kill:
     ended_after: float = -1.0
 
 
-async def kill_and_restart(victim: Server, model: Model, url: str, kill: Kill) -> None:
+async def kill_and_restart(victim: Server, model: Model, url: str, kill: Kill,
+                           restarted: asyncio.Event) -> None:
     """SIGKILL the victim just after its model hands out a tool call, while the call is
     being executed or stored; start it again a second later on the same port; time how long
     the runs in flight at the kill take to end."""
@@ -281,19 +302,21 @@ async def kill_and_restart(victim: Server, model: Model, url: str, kill: Kill) -
         deadline = time.monotonic() + 5  # a tool call comes every few messages
         while not model.called.is_set() and time.monotonic() < deadline:
             await asyncio.sleep(0.002)
-        await asyncio.sleep(LATENCY + random.uniform(0, 0.03))
+        await asyncio.sleep(LATENCY + random.uniform(0, 0.08))  # streaming, running, storing
         victim.kill()
         kill.at = time.monotonic()
         for status in ("created", "running"):
             kill.in_flight += [r.id for r in await store.list_runs(status=status, limit=1000)]
         await asyncio.sleep(1.0)
         victim.start()
+        ready = asyncio.create_task(asyncio.to_thread(victim.wait_ready))
+        ready.add_done_callback(lambda _: restarted.set())
         waiting = set(kill.in_flight)
         while waiting and time.monotonic() - kill.at < DEAD_BOUND + 1:
             waiting = {i for i in waiting if (await store.get_run(i)).status not in TERMINAL}
             await asyncio.sleep(0.1)
         kill.ended_after = time.monotonic() - kill.at
-    await asyncio.to_thread(victim.wait_ready)
+        await ready
 
 
 def named(message: Message) -> list[str]:
@@ -305,14 +328,14 @@ def named(message: Message) -> list[str]:
 
 
 def agent_problems(agent_id: str, messages: list[Message], block: str,
-                   traffic: Traffic, final: list[str] | None) -> list[str]:
+                   traffic: Traffic, final: list[str] | None, ran: list[str]) -> list[str]:
     """Everything wrong with one agent's stored transcript and memory."""
     problems = [f"{agent_id}: {p}" for p in transcript_problems(messages)]
     said = [m.text for m in messages if m.role == "user" and m.text.startswith("m")]
     sent = traffic.expected[agent_id]
     if [t for t in said if t not in traffic.resent] != [t for t in sent if t not in
                                                         traffic.resent]:
-        problems.append(f"{agent_id}: stored {said}, sent {sent}")
+        problems.append(f"{agent_id}: stored {said}, sent {sent}, ran {ran}")
     current, edits = None, []
     for index, message in enumerate(messages):
         if message.role == "user":
@@ -329,7 +352,8 @@ def agent_problems(agent_id: str, messages: list[Message], block: str,
     if final is None:
         problems.append(f"{agent_id}: its final message never reached the model")
     elif [t for t in final if t in traffic.answered and t.startswith("m")] != taken:
-        problems.append(f"{agent_id}: final context holds {final}, answered {taken}")
+        problems.append(f"{agent_id}: final context holds {final}, answered {taken}, "
+                        f"ran {ran}")
     return problems
 
 
@@ -350,7 +374,7 @@ def test_three_processes_keep_every_message_once_in_order_through_a_sigkill(
                 assert made.status_code == 200, made.text
                 ids.append(made.json()["id"])
             await asyncio.gather(
-                kill_and_restart(servers[0], model, url, kill),
+                kill_and_restart(servers[0], model, url, kill, traffic.restarted),
                 *(client(http, traffic, n, agent_id, model) for n, agent_id in enumerate(ids)))
             # every agent still answers, through any process
             await asyncio.gather(*(send(http, traffic, agent_id, f"final-{n}")
@@ -382,8 +406,9 @@ def test_three_processes_keep_every_message_once_in_order_through_a_sigkill(
                 messages = await store.list_messages(agent_id, limit=100_000)
                 counts.update(m.text for m in messages if m.role == "user")
                 block = (await store.get_agent_block(agent_id, "notes")).value
+                ran = [t for t in model.runs if t.startswith(f"m{number}-")]
                 problems.extend(agent_problems(agent_id, messages, block, traffic,
-                                               model.finals.get(f"final-{number}")))
+                                               model.finals.get(f"final-{number}"), ran))
             sent = [text_of(a, n) for a in range(AGENTS) for n in range(SEQUENTIAL + BURST)]
             problems.extend(f"{t} stored {counts[t]} times" for t in sent if counts[t] != 1)
 
