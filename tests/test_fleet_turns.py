@@ -16,7 +16,7 @@ from stateloop.errors import AgentBusyError
 from stateloop.store import open_store
 from stateloop.store.fleet import Fleet
 from stateloop.store.sql import SqlStore
-from stateloop.testing.scripted import ScriptedModel, reply
+from stateloop.testing.scripted import ScriptedModel, call, reply
 
 
 def echo(latency: float = 0.0) -> ScriptedModel:
@@ -32,6 +32,8 @@ def echo(latency: float = 0.0) -> ScriptedModel:
 async def stores(pg_database: Callable[..., str]) -> AsyncIterator[list[SqlStore]]:
     url = pg_database()
     opened = [await open_store(url) for _ in range(3)]
+    for store in opened:  # listening, as a server process is from its start
+        await fleet(store).start()
     yield opened
     for store in opened:
         await store.close()
@@ -61,12 +63,12 @@ async def test_each_process_starts_from_what_the_other_stored(stores: list[SqlSt
 
 async def test_runs_in_two_processes_take_turns_in_arrival_order(
         stores: list[SqlStore]) -> None:
-    one, two = await twins(stores, latency=0.05)
+    one, two = await twins(stores, latency=0.1)
     runs = []
     for index in range(6):  # sent alternately to each process, each while others wait
         agent = (one, two)[index % 2]
         runs.append(asyncio.create_task(agent.run(f"m{index}")))
-        await asyncio.sleep(0.01)  # arrival order: the order of the sends
+        await asyncio.sleep(0.05)  # arrival order: the order of the sends
     results = await asyncio.gather(*runs)
     sent = [f"m{index}" for index in range(6)]
     for index, result in enumerate(results):  # each saw exactly the sends before it
@@ -116,3 +118,20 @@ async def test_a_change_outside_a_run_reaches_the_other_processes(
                                                           ("cancel", "agent-1")]
     with pytest.raises(ValueError, match="at most"):
         await fleet(stores[0]).send({"op": "steer", "text": "x" * 9000})
+
+
+async def test_turns_counted_in_either_process_start_the_memory_agent_on_time(
+        stores: list[SqlStore]) -> None:
+    one = await Agent.acreate(echo(), store=stores[0], name="sleepy",
+                              blocks=[Block(label="human", value="")], enable_sleeptime=True,
+                              sleeptime_agent_frequency=2)
+    two = await Agent.aload(one.id, store=stores[1], model=echo())
+    assert one.sleeptime is not None and two.sleeptime is not None
+    memory_model = ScriptedModel([call("memory_finish_edits")])
+    one.sleeptime.model = two.sleeptime.model = memory_model
+    await one.run("first")
+    await one.sleeptime.wait()  # the counter is stored in the background
+    await two.run("second")  # the second turn of two, counted with the first one's
+    await two.sleeptime.wait()
+    assert len(memory_model.requests) == 1
+    assert "user: first" in memory_model.requests[0].messages[-1].text

@@ -16,6 +16,7 @@ from .persistence import stored_state
 if TYPE_CHECKING:
     from .approvals import PendingApproval
     from .persistence import Persistence
+    from .sleeptime import Sleeptime
 
 logger = logging.getLogger("stateloop")
 INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."
@@ -26,6 +27,7 @@ class AgentStore(AgentMemory):
 
     name: str
     pending_approval: PendingApproval | None
+    sleeptime: Sleeptime | None
     _stale: bool  # a write failed and what the store holds could not be read yet
 
     def _repair(self, pending: PendingApproval | None) -> None:
@@ -72,6 +74,8 @@ class AgentStore(AgentMemory):
         blocks, messages, pending = await stored_state(persist.store, record)
         self.blocks = blocks
         await self._use_stored(messages, pending)
+        if self.sleeptime is not None:  # its turns may have been counted elsewhere
+            await self.sleeptime.reread()
         self._stale = False
 
     async def _record_end(self, end: RunEnd) -> RunEnd:

@@ -217,6 +217,16 @@ class Sleeptime:
             self.link.memory_agent_id = stored.memory_agent_id
             self._memory = None  # loaded on its next run
 
+    async def reread(self) -> None:
+        """Take the turn counter and the last message processed as stored: another process
+        ran turns of the main agent (store/fleet.py)."""
+        assert self.main.store is not None
+        stored = await stored_link(self.main.store, self.main.id)
+        if stored is not None and not self.running:
+            self.link.turns_counter = stored.turns_counter
+            self.link.last_processed_message_id = stored.last_processed_message_id
+            self.follow(stored)
+
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()

@@ -90,7 +90,7 @@ class Fleet:
         self._conninfo = conninfo
         self.name = runner.name
         self._seen: dict[Key, int] = {}  # the agent's version when this store last had the turn
-        self._wakers: dict[Key, asyncio.Event] = {}
+        self._wakers: dict[Key, set[asyncio.Event]] = {}
         self._handlers: list[Callable[[dict[str, Any]], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._listening: asyncio.Event | None = None
@@ -110,22 +110,29 @@ class Fleet:
     async def wait(self, turn: Turn, *, reject: bool = False) -> None:
         """Return when ``turn`` is the thread's; ``reject``: raise ``AgentBusyError`` (and
         give the ticket up) if another run is ahead instead."""
-        waker = self._wakers.setdefault(turn.key, asyncio.Event())
+        waker = asyncio.Event()  # one per waiter: clearing it loses no other's notice
+        wakers = self._wakers.setdefault(turn.key, set())
+        wakers.add(waker)
         params = {"agent": turn.agent_id, "conversation": turn.conversation_id}
-        while True:
-            waker.clear()  # before looking: a notice that comes after is not missed
-            head, version = (await self._runner.read(
-                lambda conn: conn.execute(_HEAD, params).one()))
-            if head == turn.ticket:
-                break
-            if reject:
-                await self.leave(turn)
-                raise AgentBusyError(f"agent {turn.agent_id!r} is running in another process; "
-                                     "try again when its run ends")
-            try:
-                await asyncio.wait_for(waker.wait(), POLL)
-            except TimeoutError:
-                pass
+        try:
+            while True:
+                waker.clear()  # before looking: a notice that comes after is not missed
+                head, version = (await self._runner.read(
+                    lambda conn: conn.execute(_HEAD, params).one()))
+                if head == turn.ticket:
+                    break
+                if reject:
+                    await self.leave(turn)
+                    raise AgentBusyError(f"agent {turn.agent_id!r} is running in another "
+                                         "process; try again when its run ends")
+                try:
+                    await asyncio.wait_for(waker.wait(), POLL)
+                except TimeoutError:
+                    pass
+        finally:
+            wakers.discard(waker)
+            if not wakers:
+                self._wakers.pop(turn.key, None)
         turn.version, turn.held = version or 0, True
         turn.stale = self._seen.get(turn.key) != turn.version
         self._seen[turn.key] = turn.version
@@ -200,8 +207,8 @@ class Fleet:
         except ValueError:
             return
         if message.get("op") == "turn":
-            waker = self._wakers.get((message["agent_id"], message.get("conversation_id")))
-            if waker is not None:
+            key = (message["agent_id"], message.get("conversation_id"))
+            for waker in self._wakers.get(key, ()):
                 waker.set()
             return
         if message.get("owner") == self.name or message.get("to", self.name) != self.name:
@@ -235,8 +242,9 @@ class Fleet:
                         self._conninfo, autocommit=True, application_name=self.name) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
-                    for waker in self._wakers.values():
-                        waker.set()  # notices may have been missed while reconnecting
+                    for wakers in self._wakers.values():  # notices may have been missed
+                        for waker in wakers:               # while reconnecting
+                            waker.set()
                     async for notice in conn.notifies():
                         self._dispatch(notice.payload)
             except asyncio.CancelledError:
