@@ -64,10 +64,14 @@ def test_migrate_refuses_a_newer_schema_and_an_unreachable_server(
     url = pg_database()
     with psycopg.connect(url) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '9999'")
-    newer = cli.inline("migrate", "--db", url)
-    assert newer.exit_code == 2
-    assert "newer than this stateloop" in newer.stderr and "Nothing was changed" in newer.stderr
-    assert revision_of(url) == "9999"
+    try:
+        newer = cli.inline("migrate", "--db", url)
+        assert newer.exit_code == 2
+        assert "newer than this stateloop" in newer.stderr
+        assert "Nothing was changed" in newer.stderr and revision_of(url) == "9999"
+    finally:  # the database is emptied and handed to a later test
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = %s", (HEAD,))
 
     gone = cli.inline("migrate", env={
         "STATELOOP_DATABASE_URL": "postgresql://ada:s3cret@127.0.0.1:1/agents"})

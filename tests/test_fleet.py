@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -52,7 +51,7 @@ BURST = 5  # per agent, then: in flight together, each to the next process
 BURST_GAP = 1.2  # seconds between the sends of a burst
 BURST_REPLY = 3200  # characters of a burst answer: 400 chunks, about 2 s
 CHUNK_DELAY = 0.005  # seconds between the chunks of a streamed answer
-KILL_AFTER = 150  # answers to sequential sends before the victim is killed
+KILL_AFTER = 150  # answers before the victim is killed
 LATENCY = 0.02  # seconds per model call, before its first chunk
 TOOL_EVERY = 4  # message n of an agent with n % TOOL_EVERY == 1 makes the model edit memory
 DEAD_BOUND = 10.0  # seconds: a dead process's runs end failed within this
@@ -136,14 +135,13 @@ class Server:
         self.process.wait()
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 @pytest.fixture
@@ -184,21 +182,6 @@ class Traffic:
     resent: set[str] = field(default_factory=set)  # sent again: to another process, later
     restarted: asyncio.Event = field(default_factory=asyncio.Event)  # the victim is back
     problems: list[str] = field(default_factory=list)
-    sequential_answers: int = 0
-
-
-async def post(http: httpx.AsyncClient, traffic: Traffic, path: str, body: dict[str, Any],
-               url: str | None = None, avoid: str | None = None
-               ) -> tuple[str, httpx.Response | None]:
-    """POST to ``url``, else to a process picked at random (not ``avoid``); the process and
-    its response, or None for the response when the process died before answering."""
-    url = url or random.choice([u for u in traffic.urls if u != avoid] or traffic.urls)
-    try:
-        return url, await http.post(url + path, json=body)
-    except httpx.TimeoutException:
-        raise
-    except httpx.TransportError:
-        return url, None
 
 
 async def stored(http: httpx.AsyncClient, traffic: Traffic, agent_id: str, text: str) -> bool:
@@ -224,14 +207,18 @@ async def send(http: httpx.AsyncClient, traffic: Traffic, agent_id: str, text: s
     process, resend elsewhere unless it was stored before the process died."""
     avoid = None
     while True:
-        used, response = await post(http, traffic, f"/v1/agents/{agent_id}/messages",
-                                    {"input": text}, url, avoid)
-        if response is not None:
+        url = url or random.choice([u for u in traffic.urls if u != avoid])
+        try:
+            response = await http.post(f"{url}/v1/agents/{agent_id}/messages",
+                                       json={"input": text})
             break
-        if await stored(http, traffic, agent_id, text):
-            return
-        traffic.resent.add(text)
-        url, avoid = None, used
+        except httpx.TimeoutException:
+            raise
+        except httpx.TransportError:  # its process died
+            if await stored(http, traffic, agent_id, text):
+                return
+            traffic.resent.add(text)
+            url, avoid = None, url
     if response.status_code != 200:
         traffic.problems.append(f"{text}: {response.status_code} {response.text[:300]}")
         return
@@ -262,7 +249,7 @@ async def client(http: httpx.AsyncClient, traffic: Traffic, number: int, agent_i
                  model: Model) -> None:
     """One agent's traffic: the sequential sends, then the burst. The first send after the
     victim's restart goes to it, as a load balancer hands a new process work (and so the
-    burst never meets a process that has not loaded the agent yet; see ``burst``)."""
+    burst never meets a process that has not loaded the agent yet; see BURST_GAP)."""
     order = traffic.expected.setdefault(agent_id, [])
     welcomed = False
     for n in range(SEQUENTIAL):
@@ -274,8 +261,7 @@ async def client(http: httpx.AsyncClient, traffic: Traffic, number: int, agent_i
         if traffic.restarted.is_set() and not welcomed:
             url, welcomed = traffic.urls[0], True
         await send(http, traffic, agent_id, text, url)
-        traffic.sequential_answers += 1
-        if traffic.sequential_answers == KILL_AFTER:
+        if len(traffic.answered) >= KILL_AFTER:
             model.armed.set()
     await burst(http, traffic, agent_id,
                 [text_of(number, n) for n in range(SEQUENTIAL, SEQUENTIAL + BURST)])
@@ -383,9 +369,7 @@ def test_three_processes_keep_every_message_once_in_order_through_a_sigkill(
 
     ids = asyncio.run(drive())
     problems = list(traffic.problems)
-    if not kill.in_flight:
-        problems.append("no run was in flight when the process was killed")
-    elif kill.ended_after > DEAD_BOUND:
+    if kill.ended_after > DEAD_BOUND:
         problems.append(f"the runs in flight at the kill ended after {kill.ended_after:.1f}s")
 
     async def check() -> None:
@@ -399,7 +383,7 @@ def test_three_processes_keep_every_message_once_in_order_through_a_sigkill(
                 await asyncio.sleep(0.1)
             problems.extend(f"run {r.id} of {r.agent_id} left {r.status}" for r in open_runs)
             failed = await store.list_runs(status="failed", limit=1000)
-            if not failed:
+            if not failed or not kill.in_flight:
                 problems.append("no run was failed: the kill landed on no run in flight")
             counts: collections.Counter[str] = collections.Counter()
             for number, agent_id in enumerate(ids):
