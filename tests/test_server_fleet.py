@@ -170,3 +170,21 @@ def test_a_process_killed_mid_run_leaves_its_run_failed_and_the_agent_usable(
         calls = [kind for kind, _ in history if kind in ("tool_call_message",
                                                           "tool_return_message")]
         assert calls == ["tool_call_message", "tool_return_message"]  # answered once
+
+
+def test_a_conversations_run_is_streamed_again_by_the_other_process(
+        cli: Cli, script: Script, pg_database: Callable[..., str]) -> None:
+    cli.env["STATELOOP_DATABASE_URL"] = pg_database()
+    with serving(cli) as first, serving(cli) as second:
+        one = Letta(base_url=first, api_key="x")
+        agent = new_agent(one)
+        conversation = one.conversations.create(agent_id=agent).id
+        script.set(reply("you said hello"))
+        frames = list(one.conversations.messages.create(conversation, input="hello",
+                                                        include_pings=False))
+        assert frames[-2].message_type == "stop_reason"
+        replay = httpx.post(f"{second}/v1/conversations/{conversation}/stream", json={},
+                            timeout=10)
+        assert replay.status_code == 200, replay.text
+        data = [line[6:] for line in replay.text.splitlines() if line.startswith("data: ")]
+        assert '"you said hello"' in replay.text and data[-1] == "[DONE]"

@@ -79,11 +79,12 @@ async def held_elsewhere(runtime: Runtime, agent_id: str,
     return holder if holder != fleet.name else None
 
 
-async def in_flight_ids(runtime: Runtime, agent_id: str,
-                        conversation_id: str | None = None) -> list[str]:
+async def thread_runs(runtime: Runtime, agent_id: str, conversation_id: str | None = None,
+                        *, status: str | None = "running") -> list[str]:
     """Ids of the thread's runs the store shows in flight (a run's row lands with its first
-    step: one just started may not show yet)."""
-    runs = await runtime.store.list_runs(agent_id, status="running", limit=10)
+    step: one just started may not show yet), newest first; ``status=None``: its latest
+    runs, whatever their state."""
+    runs = await runtime.store.list_runs(agent_id, status=status, limit=50)
     return [run.id for run in runs if run.metadata.get("conversation_id") == conversation_id]
 
 

@@ -1,6 +1,7 @@
 """Runs in flight: each run is driven by a background task into a ``RunChannel``, a bounded
 buffer of Letta frames with sequence ids that any number of readers follow (the request that
-started it, or a client resuming ``/v1/runs/{id}/stream`` from a cursor)."""
+started it, or a client resuming ``/v1/runs/{id}/stream`` from a cursor). On PostgreSQL the
+frames are written to the store too, for readers in other processes (run_frames.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..events import AnyEvent, RunEnd
 from ..messages import Message
 from ..tools import Tool
 from .messages import Frame, StreamConverter
+from .run_frames import FrameLog
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -91,6 +93,7 @@ class RunRegistry:
         self._channels: OrderedDict[str, RunChannel] = OrderedDict()
         self.active: dict[str, RunChannel] = {}  # agent or conversation id -> its run
         self._tasks: set[asyncio.Task[None]] = set()
+        self._log: FrameLog | None = None  # made with the first run on PostgreSQL
 
     def get(self, run_id: str) -> RunChannel | None:
         return self._channels.get(run_id)
@@ -116,14 +119,30 @@ class RunRegistry:
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         run = agent.stream(messages or None, approvals=approvals or None, max_steps=max_steps,
                            model=model, tools=tools)
-        task = asyncio.create_task(self._drive(agent, run, channel, converter, accepted))
+        task = asyncio.create_task(self._drive(agent, run, channel, converter, accepted,
+                                               self._frame_log(agent)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         await accepted
         return channel
 
+    def _frame_log(self, agent: Agent) -> FrameLog | None:
+        """Where frames go for other processes: the agents' store (the server's one), if it
+        is PostgreSQL; on SQLite no other process serves it."""
+        store = agent.store
+        if self._log is None and store is not None and store.dialect == "postgresql":
+            self._log = FrameLog(store, keep=self.events_per_run)
+        return self._log
+
     async def _drive(self, agent: Agent, run: AsyncIterator[AnyEvent], channel: RunChannel,
-                     converter: StreamConverter, accepted: asyncio.Future[None]) -> None:
+                     converter: StreamConverter, accepted: asyncio.Future[None],
+                     log: FrameLog | None) -> None:
+
+        async def emit(frames: list[Frame]) -> None:
+            await channel.publish(frames)
+            if log is not None and channel.run_id is not None and frames:
+                log.add(channel.run_id, frames)
+
         try:
             async for event in run:
                 if not accepted.done():
@@ -132,19 +151,22 @@ class RunRegistry:
                     accepted.set_result(None)
                 if type(event) is RunEnd:
                     channel.end = event
-                await channel.publish(converter.feed(event))
+                await emit(converter.feed(event))
+                if log is not None and event.type == "step_end":
+                    log.flush_soon()  # a reader elsewhere sees the step whole at once
         except Exception as exc:
             if not accepted.done():
                 accepted.set_exception(exc)
                 return
             logger.exception("run %s of agent %s failed", channel.run_id, agent.id)
-            await channel.publish([{"message_type": "error_message", "run_id": channel.run_id,
-                                    "error_type": "internal_error", "message": str(exc),
-                                    "detail": None}])
+            await emit([{"message_type": "error_message", "run_id": channel.run_id,
+                         "error_type": "internal_error", "message": str(exc), "detail": None}])
         finally:
             if self.active.get(channel.agent_id) is channel:
                 del self.active[channel.agent_id]
             await channel.close()
+            if log is not None and channel.run_id is not None:
+                log.end(channel.run_id, channel.last_seq)
             if not accepted.done():
                 accepted.cancel()
 
@@ -165,6 +187,8 @@ class RunRegistry:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._log is not None:
+            await self._log.close()
 
 
 def approval_names(agent: Agent) -> set[str]:

@@ -429,3 +429,13 @@ fleet_versions = Table(
     Column("agent_id", String, primary_key=True),
     Column("version", BigInteger, nullable=False),
 )
+
+# A run's stream, for readers in other server processes (written on PostgreSQL only; 0018).
+run_frames = Table(
+    "run_frames", metadata,
+    Column("run_id", String, primary_key=True),
+    Column("seq_id", Integer, primary_key=True),
+    Column("frame", Json),  # NULL: the run's stream ended (the row after its last frame)
+    Column("created_at", Float, nullable=False),
+    Index("ix_run_frames_created", "created_at"),
+)

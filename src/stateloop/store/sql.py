@@ -1,7 +1,7 @@
 """The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
 tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
-identities.py."""
+identities.py, runs' stream frames in run_frames.py."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.migrate import upgrade
 from stateloop.store.postgres import PostgresRunner
 from stateloop.store.records import AgentRecord, BlockRecord
+from stateloop.store.run_frames import RunFramesMixin
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
 from stateloop.store.steps import StepsMixin
 from stateloop.store.tool_registry import ToolRegistryMixin
@@ -90,7 +91,7 @@ def _check_limit(block: BlockRecord) -> None:
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
-               ConversationsMixin, FoldersMixin):
+               ConversationsMixin, FoldersMixin, RunFramesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -31,6 +31,7 @@ from ..messages import history_frames
 from ..pagination import Order
 from ..responses import LettaResponse
 from ..run_errors import failure_responses
+from ..run_frames import follow_stored
 from ..runtime import Runtime
 from ..schemas import errors, streamed
 from ..sse import event_stream, wanted
@@ -217,17 +218,25 @@ async def retrieve_conversation_stream(conversation_id: str, runtime: RuntimeDep
     ``run_id``), from ``starting_after``, while the server keeps it."""
     request = body or ConversationStreamRequest()
     conversation = await thread(runtime, conversation_id, request.agent_id)
-    if request.run_id is not None:
-        await runtime.store.get_run(request.run_id)  # 404
-        channel = runtime.runs.get(request.run_id)
-    else:
-        channel = runtime.runs.latest(conversation.conversation_id or conversation.id)
-    if channel is None:
-        raise HTTPException(400, detail="No runs found for this conversation.")
     ping = (request.poll_interval or runtime.settings.ping_interval
             if request.include_pings else None)
-    return event_stream(channel.follow(request.starting_after, ping_interval=ping),
-                        pings=request.include_pings, run_id=channel.run_id)
+    run_id = request.run_id
+    if run_id is not None:
+        await runtime.store.get_run(run_id)  # 404
+        channel = runtime.runs.get(run_id)
+    else:
+        channel = runtime.runs.latest(conversation.conversation_id or conversation.id)
+    if channel is not None:
+        return event_stream(channel.follow(request.starting_after, ping_interval=ping),
+                            pings=request.include_pings, run_id=channel.run_id)
+    if runtime.store.dialect == "postgresql":  # run by another process: followed in the store
+        run_id = run_id or next(iter(await fleet.thread_runs(
+            runtime, conversation.id, conversation.conversation_id, status=None)), None)
+        if run_id is not None:
+            return event_stream(follow_stored(runtime.store, run_id, request.starting_after,
+                                              ping_interval=ping),
+                                pings=request.include_pings, run_id=run_id)
+    raise HTTPException(400, detail="No runs found for this conversation.")
 
 
 @router.post("/{conversation_id}/cancel", responses=errors(404))
@@ -240,7 +249,7 @@ async def cancel_conversation(conversation_id: str, runtime: RuntimeDep,
     holder = None if conversation.running else await fleet.held_elsewhere(
         runtime, conversation.id, key)
     if holder is not None:  # in flight in another process: it is asked to cancel
-        ids = await fleet.in_flight_ids(runtime, conversation.id, key)
+        ids = await fleet.thread_runs(runtime, conversation.id, key)
         await fleet.ask(runtime, holder, "cancel", conversation.id, key)
         return dict.fromkeys(ids, "cancelled")
     active = runtime.runs.active.get(conversation.conversation_id or conversation.id)

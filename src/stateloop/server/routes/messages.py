@@ -229,7 +229,7 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
         holder = await fleet.held_elsewhere(runtime, agent_id)
         if holder is not None:  # in flight in another process: it is asked to cancel
             await agent_record(runtime, agent_id)  # 404 for an unknown id
-            ids = await fleet.in_flight_ids(runtime, agent_id)
+            ids = await fleet.thread_runs(runtime, agent_id)
             if body is not None and body.run_ids is not None and not set(ids) & set(
                     body.run_ids):
                 return {}
@@ -259,7 +259,7 @@ async def steer(agent_id: str, body: SteerRequest, runtime: RuntimeDep) -> dict[
                             mode=body.mode)
         except ValueError as exc:  # too long for a notice between processes
             raise unprocessable("content", exc) from exc
-        ids = await fleet.in_flight_ids(runtime, agent_id)
+        ids = await fleet.thread_runs(runtime, agent_id)
         return {"status": "delivered", "run_id": ids[0] if ids else None}
     if agent.running and active is not None:
         if body.mode == "follow_up":

@@ -13,7 +13,7 @@ from ..deps import RuntimeDep
 from ..messages import Frame, history_frames
 from ..pagination import Limit, Order, page
 from ..responses import Run, Step, UsageStatistics
-from ..runtime import Runtime
+from ..run_frames import follow_stored, stored_end
 from ..schemas import RetrieveStreamRequest, errors, streamed
 from ..sse import event_stream, wanted
 from ..views import run_view, step_view, usage_view
@@ -87,23 +87,28 @@ async def stream(run_id: str, runtime: RuntimeDep,
                  body: RetrieveStreamRequest | None = None) -> StreamingResponse:
     """The run's stream from a cursor (``starting_after``, a ``seq_id``), live until it ends.
 
-    Frames are kept in memory for recent runs; for an older one only its end is sent."""
+    The process running a run serves it from memory; on PostgreSQL any other process follows
+    it in the store, and replays it for an hour after it ended. On SQLite only recent runs'
+    frames are kept (in memory); for an older run only its end is sent."""
     request = body or RetrieveStreamRequest()
     run = await runtime.store.get_run(run_id)
-    channel = runtime.runs.get(run_id)
-    if channel is None:
-        if run.status in ("created", "running"):
-            raise HTTPException(409, detail=f"run {run_id!r} is in flight in another process; "
-                                            "its stream is not available here")
-        return event_stream(_stored_end(runtime, run), pings=False, run_id=run_id)
     ping = (request.poll_interval or runtime.settings.ping_interval
             if request.include_pings else None)
-    return event_stream(channel.follow(request.starting_after, ping_interval=ping),
-                        pings=request.include_pings, run_id=run_id)
+    channel = runtime.runs.get(run_id)
+    frames: AsyncIterator[Frame | None]
+    if channel is not None:
+        frames = channel.follow(request.starting_after, ping_interval=ping)
+    elif runtime.store.dialect == "postgresql":
+        frames = follow_stored(runtime.store, run_id, request.starting_after,
+                               ping_interval=ping)
+    elif run.status in ("created", "running"):
+        raise HTTPException(409, detail=f"run {run_id!r} is in flight in another process; "
+                                        "its stream is not available here")
+    else:
+        return event_stream(_replay(stored_end(run)), pings=False, run_id=run_id)
+    return event_stream(frames, pings=request.include_pings, run_id=run_id)
 
 
-async def _stored_end(runtime: Runtime, run: RunRecord) -> AsyncIterator[Frame | None]:
-    yield {"message_type": "stop_reason", "stop_reason": run.stop_reason or "error"}
-    yield {"message_type": "usage_statistics", "completion_tokens": run.usage.output_tokens,
-           "prompt_tokens": run.usage.input_tokens, "total_tokens": run.usage.total_tokens,
-           "step_count": run.step_count, "run_ids": [run.id]}
+async def _replay(frames: list[Frame]) -> AsyncIterator[Frame | None]:
+    for frame in frames:
+        yield frame

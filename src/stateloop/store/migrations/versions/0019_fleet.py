@@ -2,7 +2,7 @@
 agent's version, bumped whenever a run or an edit may have changed it.
 
 Revision ID: 0019
-Revises: 0015
+Revises: 0018
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019"
-down_revision = "0015"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
