@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from ..surrogates import first_lone_surrogate
-from . import agent_files, agents, options
+from . import agent_files, agents, db, options
 from .backend import Backend, open_backend
 from .console import call_text, err, out
 from .exits import (
@@ -314,6 +314,7 @@ def up(
 # Agent Files (.af): `stateloop import FILE.af`, `stateloop export AGENT > FILE.af`.
 app.command("import")(agent_files.import_file)
 app.command("export")(agent_files.export_file)
+app.command("migrate")(db.migrate)
 
 
 def main() -> None:

@@ -1,0 +1,80 @@
+"""``stateloop migrate``: the schema brought to head on PostgreSQL and SQLite, once; a
+database from a newer stateloop or an unreachable server refused with a clear error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+from sqlalchemy import create_engine
+
+from stateloop.store.migrate import HEAD, known_revisions, upgrade
+from stateloop.store.url import resolve_url
+from test_cli_support import Cli
+
+pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+
+
+def revision_of(url: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+def test_migrate_upgrades_a_postgresql_database_named_by_the_environment(
+        cli: Cli, pg_database: Callable[..., str]) -> None:
+    url = cli.env["STATELOOP_DATABASE_URL"] = pg_database(migrated=False)
+    first = cli("migrate")  # the console script, as a deploy runs it
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == HEAD and "created the schema" in first.stderr
+    assert revision_of(url) == HEAD
+
+    again = cli.inline("migrate")
+    assert again.exit_code == 0 and again.stdout.strip() == HEAD
+    assert "at the newest revision already" in again.stderr
+
+
+def test_migrate_upgrades_an_older_database_from_its_revision(
+        cli: Cli, pg_database: Callable[..., str]) -> None:
+    url = pg_database(migrated=False)
+    older = known_revisions()[-2]
+    engine = create_engine(resolve_url(url).sync_url())  # as an older stateloop left it
+    with engine.begin() as conn:
+        upgrade(conn, url, older)
+    engine.dispose()
+    assert revision_of(url) == older
+
+    done = cli.inline("migrate", "--database", url)
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip() == HEAD and f"upgraded from revision {older}" in done.stderr
+    assert revision_of(url) == HEAD
+
+
+def test_migrate_creates_a_sqlite_file_given_as_a_path(cli: Cli) -> None:
+    path = cli.db.parent / "fresh" / "agents.db"
+    done = cli.inline("migrate", "--db", str(path))
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip() == HEAD and path.exists()
+    assert cli.inline("agents", "list", "--db", str(path)).exit_code == 0
+
+
+def test_migrate_refuses_a_newer_schema_and_an_unreachable_server(
+        cli: Cli, pg_database: Callable[..., str]) -> None:
+    url = pg_database()
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    try:
+        newer = cli.inline("migrate", "--db", url)
+        assert newer.exit_code == 2
+        assert "newer than this stateloop" in newer.stderr
+        assert "Nothing was changed" in newer.stderr and revision_of(url) == "9999"
+    finally:  # the database is emptied and handed to a later test
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = %s", (HEAD,))
+
+    gone = cli.inline("migrate", env={
+        "STATELOOP_DATABASE_URL": "postgresql://ada:s3cret@127.0.0.1:1/agents"})
+    assert gone.exit_code == 3
+    assert "cannot open database 'postgresql://ada:***@127.0.0.1:1/agents'" in gone.stderr
+    assert "s3cret" not in gone.output
