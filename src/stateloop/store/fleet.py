@@ -24,6 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -103,6 +104,8 @@ class Fleet:
         self._listening: asyncio.Event | None = None
         self._suspects: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Threads of their own: a ticket is not queued behind the store's reads.
+        self._executor = ThreadPoolExecutor(4, thread_name_prefix="stateloop-fleet")
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class Fleet:
             with self._runner.engine.begin() as conn:
                 return fn(conn)
 
-        return await asyncio.to_thread(txn)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, txn)
 
     # -- word ----------------------------------------------------------------------------
 
@@ -322,3 +325,4 @@ class Fleet:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        self._executor.shutdown(wait=True)
