@@ -45,12 +45,23 @@ def new_agent(client: Letta) -> str:
                                 memory_blocks=[{"label": "human", "value": "?"}]).id
 
 
+@contextmanager
+def two_processes(cli: Cli, pg_database: Callable[..., str]
+                  ) -> Iterator[tuple[Letta, Letta]]:
+    """Clients of two ``stateloop serve`` processes on a new PostgreSQL database."""
+    cli.env["STATELOOP_DATABASE_URL"] = pg_database()
+    with serving(cli) as first, serving(cli) as second:
+        yield Letta(base_url=first, api_key="x"), Letta(base_url=second, api_key="x")
+
+
+def url(client: Letta) -> str:
+    return str(client.base_url).rstrip("/")
+
+
 def test_cancel_sent_to_one_process_stops_the_run_in_another(
         cli: Cli, script: Script, pg_database: Callable[..., str]) -> None:
-    cli.env["STATELOOP_DATABASE_URL"] = pg_database()
     release = threading.Event()
-    with serving(cli) as first, serving(cli) as second:
-        one, two = Letta(base_url=first, api_key="x"), Letta(base_url=second, api_key="x")
+    with two_processes(cli, pg_database) as (one, two):
         agent = new_agent(one)
         script.set(held(release, reply("too late")))
         try:
@@ -70,10 +81,8 @@ def test_cancel_sent_to_one_process_stops_the_run_in_another(
 
 def test_steering_sent_to_one_process_reaches_the_run_in_another(
         cli: Cli, script: Script, pg_database: Callable[..., str]) -> None:
-    cli.env["STATELOOP_DATABASE_URL"] = pg_database()
     release = threading.Event()
-    with serving(cli) as first, serving(cli) as second:
-        one, two = Letta(base_url=first, api_key="x"), Letta(base_url=second, api_key="x")
+    with two_processes(cli, pg_database) as (one, two):
         agent = new_agent(one)
         script.set(held(release, call("archival_memory_search", query="maps")),
                    lambda request: reply(" / ".join(m.text for m in request.messages
@@ -81,7 +90,7 @@ def test_steering_sent_to_one_process_reaches_the_run_in_another(
         try:
             run = one.agents.messages.create_async(agent, input="find the way")
             until(lambda: len(script.requests) == 1, "the model is called")
-            delivered = httpx.post(f"{second}/v1/agents/{agent}/messages/steer",
+            delivered = httpx.post(f"{url(two)}/v1/agents/{agent}/messages/steer",
                                    json={"content": "turn left"}, timeout=10)
             assert delivered.status_code == 202, delivered.text
             assert delivered.json()["status"] == "delivered"
@@ -96,9 +105,7 @@ def test_steering_sent_to_one_process_reaches_the_run_in_another(
 
 def test_an_edit_through_one_process_is_seen_by_the_next_run_on_the_other(
         cli: Cli, script: Script, pg_database: Callable[..., str]) -> None:
-    cli.env["STATELOOP_DATABASE_URL"] = pg_database()
-    with serving(cli) as first, serving(cli) as second:
-        one, two = Letta(base_url=first, api_key="x"), Letta(base_url=second, api_key="x")
+    with two_processes(cli, pg_database) as (one, two):
         agent = new_agent(one)
         script.set(reply("one"), reply("two"), reply("three"))
         one.agents.messages.create(agent, input="hello from one")  # live in the first
@@ -174,16 +181,14 @@ def test_a_process_killed_mid_run_leaves_its_run_failed_and_the_agent_usable(
 
 def test_a_conversations_run_is_streamed_again_by_the_other_process(
         cli: Cli, script: Script, pg_database: Callable[..., str]) -> None:
-    cli.env["STATELOOP_DATABASE_URL"] = pg_database()
-    with serving(cli) as first, serving(cli) as second:
-        one = Letta(base_url=first, api_key="x")
+    with two_processes(cli, pg_database) as (one, two):
         agent = new_agent(one)
         conversation = one.conversations.create(agent_id=agent).id
         script.set(reply("you said hello"))
         frames = list(one.conversations.messages.create(conversation, input="hello",
                                                         include_pings=False))
         assert frames[-2].message_type == "stop_reason"
-        replay = httpx.post(f"{second}/v1/conversations/{conversation}/stream", json={},
+        replay = httpx.post(f"{url(two)}/v1/conversations/{conversation}/stream", json={},
                             timeout=10)
         assert replay.status_code == 200, replay.text
         data = [line[6:] for line in replay.text.splitlines() if line.startswith("data: ")]
