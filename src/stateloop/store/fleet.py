@@ -20,6 +20,7 @@ every process listens to; ``subscribe`` hands them to the server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -52,8 +53,10 @@ Key = tuple[str, str | None]  # (agent id, conversation id or None for the agent
 arrived: ContextVar[Turn | None] = ContextVar("arrived", default=None)
 
 _THREAD = "agent_id = :agent AND conversation_id IS NOT DISTINCT FROM :conversation"
-_ENTER = text("INSERT INTO fleet_tickets (agent_id, conversation_id, owner, created_at) "
-              "VALUES (:agent, :conversation, :owner, :now) RETURNING ticket")
+# Tickets are written on a connection of their own, from the event loop: a busy process
+# numbers a request as soon as it reads it, not when a thread or a pooled connection frees.
+_ENTER_RAW = ("INSERT INTO fleet_tickets (agent_id, conversation_id, owner, created_at) "
+              "VALUES (%s, %s, %s, %s) RETURNING ticket")
 _HEAD = text(f"SELECT ticket, (SELECT version FROM fleet_versions WHERE agent_id = :agent) "
              f"FROM fleet_tickets WHERE {_THREAD} ORDER BY ticket LIMIT 1")
 _HOLDER = text(f"SELECT owner FROM fleet_tickets WHERE {_THREAD} ORDER BY ticket LIMIT 1")
@@ -104,6 +107,8 @@ class Fleet:
         self._listening: asyncio.Event | None = None
         self._suspects: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tickets: Any = None  # psycopg.AsyncConnection, opened at the first ticket
+        self._ticketing = asyncio.Lock()
         # Threads of their own: a ticket is not queued behind the store's reads.
         self._executor = ThreadPoolExecutor(4, thread_name_prefix="stateloop-fleet")
 
@@ -112,10 +117,28 @@ class Fleet:
     async def enter(self, agent_id: str, conversation_id: str | None) -> Turn:
         """A ticket for a run of this thread, numbered by arrival."""
         await self.start()
-        params = {"agent": agent_id, "conversation": conversation_id, "owner": self.name,
-                  "now": time.time()}
-        ticket = await self._now(lambda conn: conn.execute(_ENTER, params).scalar_one())
-        return Turn(ticket, agent_id, conversation_id)
+        params = (agent_id, conversation_id, self.name, time.time())
+        async with self._ticketing:  # one statement at a time on the connection
+            for attempt in (1, 2):
+                try:
+                    if self._tickets is None or self._tickets.closed:
+                        self._tickets = await self._connect()
+                    row = await (await self._tickets.execute(_ENTER_RAW, params)).fetchone()
+                    break
+                except Exception:
+                    if self._tickets is not None:
+                        await self._tickets.close()
+                    self._tickets = None
+                    if attempt == 2:
+                        raise
+        assert row is not None
+        return Turn(row[0], agent_id, conversation_id)
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True,
+                                                     application_name=self.name)
 
     def claim(self, agent_id: str, conversation_id: str | None) -> Turn | None:
         """The ticket this request took on arrival for this thread, if it has one unused."""
@@ -254,6 +277,7 @@ class Fleet:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # first use, or the store outlived its event loop
             self._loop, self._listening, self._wakers = loop, None, {}
+            self._tickets, self._ticketing = None, asyncio.Lock()
         if self._listening is None:
             self._listening = asyncio.Event()
             self._tasks = [asyncio.create_task(self._listen()),
@@ -261,13 +285,11 @@ class Fleet:
         await self._listening.wait()
 
     async def _listen(self) -> None:
-        import psycopg
 
         assert self._listening is not None
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(
-                        self._conninfo, autocommit=True, application_name=self.name) as conn:
+                async with await self._connect() as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
                     for wakers in self._wakers.values():  # notices may have been missed
@@ -326,3 +348,7 @@ class Fleet:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         self._executor.shutdown(wait=True)
+        tickets, self._tickets = self._tickets, None
+        if tickets is not None:
+            with contextlib.suppress(Exception):  # opened in an event loop now gone, say
+                await tickets.close()
