@@ -3,7 +3,6 @@ sockets), the fake OpenAI server as every agent's model, a tmp SQLite file, lett
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import uvicorn
 from letta_client import Letta
 
 from fake_script import Script
-from stateloop.server import create_app
+from stateloop.server import bind, create_app
 from stateloop.server.settings import ServerSettings
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.tools import Tool
@@ -25,8 +24,7 @@ class Server:
     """uvicorn serving ``create_app(settings)`` in a thread, on a socket bound here."""
 
     def __init__(self, settings: ServerSettings, tools: tuple[Tool, ...] = ()) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
+        self.socket = bind("127.0.0.1", 0)  # as `stateloop serve` binds (TCP_NODELAY)
         self.port = self.socket.getsockname()[1]
         config = uvicorn.Config(create_app(settings, tools=tools), log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=2)
