@@ -37,9 +37,12 @@ demo: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 
+# The real-path check sends a few messages through letta-client and `stateloop serve` and fails
+# when the server adds over 25 ms to one (a stall such as a delayed ACK on every response).
 test: $(STAMP) $(LETTA17_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	$(BIN)/python bench/real_path.py --sizes 0 --rounds 10 --no-tools --check 25
 	$(BIN)/pytest
 
 lint: $(STAMP)

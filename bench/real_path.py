@@ -4,7 +4,10 @@ OpenAI-compatible provider, with 0 / 1,000 / 10,000 messages in the agent's cont
 - bare:    an httpx loop posting the very body the library sent (encoded once, streamed) and
            reading the SSE to the end: the provider's own time and the transport. Baseline.
 - library: ``await agent.run(...)``, an ``Agent`` with ``OpenAIModel(base_url=fake)`` on SQLite.
-- server:  letta-client -> ``stateloop serve`` (its own process) -> the fake.
+- server:  letta-client's sync ``Letta`` -> ``stateloop serve`` (its own process) -> the fake,
+           on one keep-alive connection, ``agents.messages.create``.
+- stream:  the same client's ``agents.messages.create(..., streaming=True)``, read to the end.
+- async:   ``AsyncLetta``'s ``agents.messages.create``.
 
 The fake runs in its own process too. Rounds are interleaved (the order rotates), so a busy
 moment of the machine lands on all three alike. Overhead is a path's time minus the bare
@@ -17,8 +20,12 @@ Then a 20-step run through the server, each step calling a tool created from sou
 sandbox), reports the time per step against the bare call.
 
     .venv/bin/python bench/real_path.py [--sizes 0,1000,10000] [--rounds 30] [--profile FILE]
+                                        [--no-tools] [--check MS]
 
 ``--profile FILE`` runs the server under cProfile and writes its stats to FILE at the end.
+``--check MS`` exits 1 when a server path's overhead (p50 - bare p50) exceeds MS at any size:
+CI runs ``--sizes 0 --rounds 10 --no-tools --check 25``, a bound far above the usual few
+milliseconds and far below a regression such as a delayed ACK on every response (40 ms).
 """
 
 from __future__ import annotations
@@ -34,12 +41,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-from letta_client import Letta
+from letta_client import AsyncLetta, Letta
 
 from stateloop import Agent, Block
 from stateloop.llm.openai import OpenAIModel
@@ -186,19 +192,17 @@ def bare_call(http: httpx.Client, url: str, body: bytes) -> None:
             pass
 
 
-def timed(work: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+PATHS = ("bare", "library", "server", "stream", "async")
+SERVED = ("server", "stream", "async")
+
+
 async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: Letta,
-                       http: httpx.Client) -> dict[str, Any]:
+                       aletta: AsyncLetta, http: httpx.Client) -> dict[str, Any]:
     """The three paths at ``count`` messages in context, ``rounds`` interleaved rounds."""
     lib_id = await seeded_agent(db_url, f"library-{count}", count, fake.base_url)
     server_id = await seeded_agent(db_url, f"server-{count}", count, fake.base_url)
@@ -216,24 +220,35 @@ async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: 
                                                 messages=[{"role": "user", "content": text}])
         assert response.stop_reason.stop_reason == "end_turn", response
 
+    def via_stream(text: str) -> None:
+        frames = list(letta.agents.messages.create(
+            server_id, messages=[{"role": "user", "content": text}], streaming=True))
+        stops = [frame for frame in frames if frame.message_type == "stop_reason"]
+        assert stops and stops[0].stop_reason == "end_turn", frames
+
     via_server("hello")  # loads the agent in the server
     fake.ask("stats")
-    times: dict[str, list[float]] = {"bare": [], "library": [], "server": []}
+    times: dict[str, list[float]] = {path: [] for path in PATHS}
     seen: dict[str, int] = {}
     for number in range(rounds + 2):  # the first two rounds warm up
-        order = ["bare", "library", "server"]
-        order = order[number % 3:] + order[:number % 3]
-        for path in order:
+        shift = number % len(PATHS)
+        for path in PATHS[shift:] + PATHS[:shift]:
             text = f"message {number}"
+            started = time.perf_counter()
             if path == "bare":
-                took = timed(lambda: bare_call(http, chat_url, body))
+                bare_call(http, chat_url, body)
             elif path == "library":
-                started = time.perf_counter()
                 result = await agent.run(text)
-                took = time.perf_counter() - started
                 assert result.stop_reason == "end_turn", result
+            elif path == "server":
+                via_server(text)
+            elif path == "stream":
+                via_stream(text)
             else:
-                took = timed(lambda: via_server(text))  # noqa: B023 - called right here
+                response = await aletta.agents.messages.create(
+                    server_id, messages=[{"role": "user", "content": text}])
+                assert response.stop_reason.stop_reason == "end_turn", response
+            took = time.perf_counter() - started
             sizes = fake.ask("stats")
             assert len(sizes) == 1, f"{path} made {len(sizes)} model calls"
             seen[path] = sizes[0]
@@ -280,15 +295,29 @@ def report(results: list[dict[str, Any]]) -> None:
         times = result["times"]
         base = statistics.median(times["bare"])
         library = statistics.median(times["library"])
-        for path in ("bare", "library", "server"):
+        for path in PATHS:
             p50, p90 = statistics.median(times[path]), percentile(times[path], 0.9)
-            own = f"{(p50 - library) * 1000:+11.1f}" if path == "server" else " " * 11
+            own = f"{(p50 - library) * 1000:+11.1f}" if path in SERVED else " " * 11
             print(f"{result['count']:>10,}  {path:<8} {p50 * 1000:8.1f} {p90 * 1000:8.1f} "
                   f"{(p50 - base) * 1000:9.1f} {p50 / base:6.2f} {own}  "
                   f"{result['seen'][path]:>9,}")
 
 
-async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) -> None:
+def over_bound(results: list[dict[str, Any]], bound_ms: float) -> list[str]:
+    """The server paths whose overhead over the bare call exceeds ``bound_ms``."""
+    failures = []
+    for result in results:
+        base = statistics.median(result["times"]["bare"])
+        for path in SERVED:
+            overhead = (statistics.median(result["times"][path]) - base) * 1000
+            if overhead > bound_ms:
+                failures.append(f"{path} at {result['count']:,} in context: "
+                                f"{overhead:.1f} ms over the bare call (bound {bound_ms} ms)")
+    return failures
+
+
+async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool,
+               check: float | None) -> int:
     db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
     fake = Fake()
     await (await open_store(db_url)).close()  # the schema, before two processes open it
@@ -296,9 +325,11 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) 
     results = []
     try:
         letta = Letta(base_url=url, api_key="unused", max_retries=0, timeout=300)
+        aletta = AsyncLetta(base_url=url, api_key="unused", max_retries=0, timeout=300)
         with httpx.Client(timeout=300) as http:
             for count in sizes:
-                results.append(await measure_size(count, rounds, db_url, fake, letta, http))
+                results.append(await measure_size(count, rounds, db_url, fake, letta, aletta,
+                                                  http))
             print(f"plain message, {rounds} interleaved rounds; overhead = p50 - bare p50 "
                   f"(the bare loop is the fake's own time plus a minimal client); "
                   f"vs library = server p50 - library p50 (HTTP, routes, letta-client)")
@@ -310,6 +341,7 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) 
                       f"(p90 {steps['step_p90'] * 1000:.1f}), bare call "
                       f"{steps['bare'] * 1000:.1f} ms: overhead "
                       f"{(steps['step'] - steps['bare']) * 1000:.1f} ms a step")
+            await aletta.close()
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -317,6 +349,12 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool) 
         except subprocess.TimeoutExpired:
             server.kill()
         fake.close()
+    failures = over_bound(results, check) if check is not None else []
+    for failure in failures:
+        print(f"check failed: {failure}", file=sys.stderr)
+    if check is not None and not failures:
+        print(f"check passed: every server path within {check} ms of the bare call")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
@@ -325,6 +363,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--profile", help="run the server under cProfile, stats to this file")
     parser.add_argument("--no-tools", action="store_true", help="skip the source-tool run")
+    parser.add_argument("--check", type=float, metavar="MS",
+                        help="exit 1 when a server path's overhead exceeds MS milliseconds")
     args = parser.parse_args()
-    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.rounds, args.profile,
-                     not args.no_tools))
+    sys.exit(asyncio.run(main([int(s) for s in args.sizes.split(",")], args.rounds,
+                              args.profile, not args.no_tools, args.check)))
