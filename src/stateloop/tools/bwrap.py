@@ -7,6 +7,7 @@ writable place, also its ``HOME``, emptied after each call and gone with the wor
 new user, PID, IPC, UTS, cgroup and network namespaces (so no host process to signal and
 only its own loopback), no environment but what is passed, and it dies with the server:
 ``--die-with-parent`` on the sandbox's init, whose exit takes the whole PID namespace with it.
+A root server runs each worker as a uid of its own, leased host-wide (``confinement.py``).
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
                   uid: int | None = None) -> list[str]:
     """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
     as ``uid`` (a leased one, see ``confinement.py``), or as nobody in a user namespace."""
-    command = [bwrap, *_identity(uid is not None), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
-               "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
-               "--new-session", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
+    command = [bwrap, *_identity(uid is not None), "--unshare-ipc", "--unshare-pid",
+               "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
+               "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
+               "--dev", "/dev"]
     if not network:
         command.append("--unshare-net")
     command += _root_links()

@@ -95,6 +95,7 @@ def memory_cgroups() -> CgroupTree | str:
         tree = CgroupTree(Path(os.path.normpath(os.path.join(mountpoint, relative))), version)
         problem = _probe(tree)
         if problem is None:
+            _sweep(tree)
             return tree
         problems.append(problem)
     return "; ".join(problems) or "no memory controller is mounted"
@@ -152,6 +153,19 @@ def _probe(tree: CgroupTree) -> str | None:
     return None
 
 
+def _sweep(tree: CgroupTree) -> None:
+    """Remove the cgroups that servers which died left under ``tree``, those whose number
+    nobody holds now."""
+    for left in tree.path.glob("stateloop-sandbox-*"):
+        number = left.name.rpartition("-")[2]
+        if not number.isdigit() or int(number) >= len(SANDBOX_UIDS):
+            continue
+        with contextlib.suppress(OSError):
+            lease = Lease.take_number(int(number))
+            lease.cgroup = left
+            lease.release()
+
+
 def lease_directory() -> Path:
     """Where leases are locked: one directory for every server on the host (per user)."""
     if os.geteuid() == 0:
@@ -174,19 +188,11 @@ class Lease:
     def take(cls, bound: MemoryBound | None = None) -> Lease:
         """The lowest number no process on the host holds, with a cgroup bounding memory to
         ``bound.megabytes`` when ``bound`` has cgroups; OSError when none can be had."""
-        directory = lease_directory()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if directory.stat().st_uid != os.geteuid():
-            raise PermissionError(f"{directory} belongs to another user")
         for number in range(len(SANDBOX_UIDS)):
-            fd = os.open(directory / str(number),
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                lease = cls.take_number(number)
             except BlockingIOError:
-                os.close(fd)
                 continue
-            lease = cls(number, fd)
             if bound is not None and bound.cgroup is not None and bound.megabytes is not None:
                 try:
                     lease._bound(bound.cgroup, bound.megabytes)
@@ -196,9 +202,26 @@ class Lease:
             return lease
         raise OSError(f"all {len(SANDBOX_UIDS)} sandbox uids are in use on this host")
 
+    @classmethod
+    def take_number(cls, number: int) -> Lease:
+        """The lease of ``number``; BlockingIOError while another process holds it."""
+        directory = lease_directory()
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if directory.stat().st_uid != os.geteuid():
+            raise PermissionError(f"{directory} belongs to another user")
+        fd = os.open(directory / str(number),
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(number, fd)
+
     def _bound(self, tree: CgroupTree, megabytes: int) -> None:
-        # A directory left by a server that died holding this number is this lease's now.
         self.cgroup = tree.path / f"stateloop-sandbox-{self.number}"
+        with contextlib.suppress(FileNotFoundError):  # left by a server that died
+            self.cgroup.rmdir()  # (still busy, it is this lease's anyway)
         self.cgroup.mkdir(exist_ok=True)
         memory, with_swap = tree.limit_files()
         (self.cgroup / memory).write_text(str(megabytes * _MB))
