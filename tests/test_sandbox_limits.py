@@ -270,6 +270,8 @@ def test_without_a_cgroup_the_process_limit_bounds_a_call(leftovers: list[str],
         pytest.skip(bound.describe())  # a root-mapped user namespace: no process limit
     assert bound.processes == 4 and bound.megabytes == 512
     assert "4 processes x 128 MB" in bound.describe()
+    default = memory_bound(512, 1024, 64, own_uid=uses_own_uid(None))
+    assert (default.processes, default.memory_mb, default.megabytes) == (4, 256, 1024)
     marker = _marker()
     leftovers.append(marker)
     limits = SandboxLimits(timeout=30, memory_mb=128, processes=64, call_memory_mb=512)

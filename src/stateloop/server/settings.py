@@ -37,7 +37,7 @@ class ServerSettings(BaseSettings):
     tool_output_bytes: int = 1_000_000  # per stream (stdout, stderr) of one call
     tool_processes: int = 64  # RLIMIT_NPROC inside a call's sandbox
     # Memory of one call, all its processes together: a cgroup per sandbox where the host
-    # allows it, else tool_processes is lowered to this / tool_memory_mb (logged at start).
+    # allows it, else processes x address space within it (how: logged at start).
     tool_call_memory_mb: int = Field(default=1024, gt=0)
     tool_bwrap: str = "bwrap"  # the bubblewrap executable that isolates source tools
     # Without a usable bubblewrap, run source tools anyway as plain subprocesses.

@@ -12,9 +12,9 @@ A call's memory, all its processes together, is bounded by a cgroup: the worker'
 joins ``stateloop-sandbox-N`` under the server's own memory cgroup (cgroup v2, or the v1
 memory controller) before it starts anything, and the kernel kills a process of the call
 when they hold more. Where no cgroup can be made (no write access, no delegation), the
-bound is the product of the two rlimits the zygote sets: each process's address space
-(``memory_mb``) times the processes of the sandbox's uid, lowered to
-``call_memory_mb // memory_mb`` (at least 2: the zygote and the call).
+bound is the product of the two rlimits the zygote sets: the processes of the sandbox's uid,
+lowered to ``call_memory_mb // memory_mb`` (at least 4), times each one's address space
+(``memory_mb``, lowered to ``call_memory_mb // 4`` where that is less).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 
 SANDBOX_UIDS = range(1_000_000_000, 1_000_065_536)  # no account, no file owned
 _MB = 1024 * 1024
+_FALLBACK_PROCESSES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class MemoryBound:
 
     cgroup: CgroupTree | None
     processes: int  # RLIMIT_NPROC of the sandbox's uid
+    memory_mb: int  # RLIMIT_AS of each of its processes
     megabytes: int | None  # the bound on all of a call's processes together; None: none
     how: str
 
@@ -69,16 +71,19 @@ def memory_bound(memory_mb: int, call_memory_mb: int, processes: int, *,
     own (``own_uid``) or in user namespaces."""
     tree = memory_cgroups()
     if isinstance(tree, CgroupTree):
-        return MemoryBound(tree, processes, call_memory_mb,
+        return MemoryBound(tree, processes, memory_mb, call_memory_mb,
                            f"a memory cgroup per sandbox, {tree.describe()}")
     if not own_uid and os.geteuid() == 0:  # the kernel exempts root outside from RLIMIT_NPROC
-        return MemoryBound(None, processes, None,
+        return MemoryBound(None, processes, memory_mb, None,
                            f"{memory_mb} MB of address space; no memory cgroup ({tree}), and "
                            f"RLIMIT_NPROC does not apply to a root-mapped user namespace")
-    fallback = max(2, min(processes, call_memory_mb // max(memory_mb, 1)))
-    return MemoryBound(None, fallback, fallback * memory_mb,
-                       f"no memory cgroup ({tree}): {fallback} processes x {memory_mb} MB "
-                       f"of address space (RLIMIT_NPROC x RLIMIT_AS)")
+    # At least four processes (the zygote, the call, a subprocess and one more), each with
+    # less address space if that is what keeps their product within the bound.
+    count = min(processes, max(_FALLBACK_PROCESSES, call_memory_mb // max(memory_mb, 1)))
+    each = min(memory_mb, call_memory_mb // count)
+    return MemoryBound(None, count, each, count * each,
+                       f"no memory cgroup ({tree}): {count} processes x {each} MB of "
+                       f"address space (RLIMIT_NPROC x RLIMIT_AS)")
 
 
 @functools.cache
@@ -220,7 +225,7 @@ class Lease:
 
     def _bound(self, tree: CgroupTree, megabytes: int) -> None:
         self.cgroup = tree.path / f"stateloop-sandbox-{self.number}"
-        with contextlib.suppress(FileNotFoundError):  # left by a server that died
+        with contextlib.suppress(OSError):  # left by a server that died
             self.cgroup.rmdir()  # (still busy, it is this lease's anyway)
         self.cgroup.mkdir(exist_ok=True)
         memory, with_swap = tree.limit_files()

@@ -33,8 +33,8 @@ class SandboxLimits:
     process, bytes on each of stdout and stderr, processes, megabytes in its /tmp, and
     megabytes of memory all its processes hold together (the tool's loaded module and its
     /tmp included). That last bound is a cgroup where the host lets the server make one;
-    elsewhere the process limit is lowered so that processes x ``memory_mb`` stays within
-    it (``confinement.memory_bound`` says which is in force)."""
+    elsewhere the process limit, and each process's address space if need be, are lowered
+    so that their product stays within it (``confinement.memory_bound`` says which holds)."""
 
     timeout: float = 30.0
     memory_mb: int = 512

@@ -102,7 +102,7 @@ class Worker:
         # what outlives it can be found (``_kill_orphans``).
         argv = [sys.executable, "-I", CHILD_SCRIPT, secrets.token_hex(8)]
         home = lease = None
-        processes = limits.processes
+        processes, memory_mb = limits.processes, limits.memory_mb
         if isolation.bwrap is not None:
             bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
             own_uid = uses_own_uid(isolation.own_uid)
@@ -113,7 +113,7 @@ class Worker:
             except OSError as exc:
                 raise WorkerFailed("ToolCrashed", f"the tool's sandbox cannot be set up: "
                                                   f"{exc}") from None
-            processes = bound.processes
+            processes, memory_mb = bound.processes, bound.memory_mb
             sandboxed = bwrap_command(bwrap, argv, env=isolation.env,
                                       network=isolation.network,
                                       tmp_bytes=limits.tmp_mb * 1024 * 1024,
@@ -158,7 +158,7 @@ class Worker:
         worker._command, worker._lease = command_line, lease
         try:
             await worker._send({"source": spec.source, "name": spec.name,
-                                "memory_mb": limits.memory_mb,
+                                "memory_mb": memory_mb,
                                 "cpu_seconds": int(limits.timeout) + 1,
                                 "processes": processes,
                                 "isolated": isolation.bwrap is not None})
