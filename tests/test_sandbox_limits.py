@@ -60,10 +60,10 @@ def _uid(process: Path) -> int | None:
 
 
 def _pss(process: Path) -> int:
-    """Bytes of memory ``process`` holds, its shared pages divided among their sharers."""
+    """Bytes of anonymous memory ``process`` holds (shared pages divided among sharers)."""
     try:
         for line in (process / "smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+            if line.startswith("Pss_Anon:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass  # gone meanwhile
@@ -203,7 +203,8 @@ def children(count: int, mb: int) -> str:
 
 
 class _Peak:
-    """The most memory (PSS) the processes with ``marker`` held together at any sample."""
+    """The most anonymous memory (PSS) the processes with ``marker`` held together at any
+    sample."""
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
