@@ -178,6 +178,14 @@ def lease_directory() -> Path:
     return Path(tempfile.gettempdir()) / f"stateloop-sandboxes-{os.geteuid()}"
 
 
+def _lease_directory() -> Path:
+    directory = lease_directory()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if directory.stat().st_uid != os.geteuid():
+        raise PermissionError(f"{directory} belongs to another user")
+    return directory
+
+
 class Lease:
     """One worker's number (its uid is ``SANDBOX_UIDS[number]``) and its memory cgroup,
     held until ``release``."""
@@ -193,9 +201,10 @@ class Lease:
     def take(cls, bound: MemoryBound | None = None) -> Lease:
         """The lowest number no process on the host holds, with a cgroup bounding memory to
         ``bound.megabytes`` when ``bound`` has cgroups; OSError when none can be had."""
+        directory = _lease_directory()
         for number in range(len(SANDBOX_UIDS)):
             try:
-                lease = cls.take_number(number)
+                lease = cls.take_number(number, directory)
             except BlockingIOError:
                 continue
             if bound is not None and bound.cgroup is not None and bound.megabytes is not None:
@@ -208,13 +217,9 @@ class Lease:
         raise OSError(f"all {len(SANDBOX_UIDS)} sandbox uids are in use on this host")
 
     @classmethod
-    def take_number(cls, number: int) -> Lease:
+    def take_number(cls, number: int, directory: Path | None = None) -> Lease:
         """The lease of ``number``; BlockingIOError while another process holds it."""
-        directory = lease_directory()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if directory.stat().st_uid != os.geteuid():
-            raise PermissionError(f"{directory} belongs to another user")
-        fd = os.open(directory / str(number),
+        fd = os.open((directory or _lease_directory()) / str(number),
                      os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
