@@ -79,7 +79,7 @@ async def calls_section(calls: int) -> None:
     def warm(name: str) -> Callable[[int], Awaitable[None]]:
         async def call(n: int) -> None:
             reply = await pool.call(slots[name], {"n": n})
-            assert reply == {"ok": True, "result": str(2 * n)}, reply
+            assert reply["ok"] and reply["result"] == str(2 * n), reply
         return call
 
     actions = {"in process": in_process, "bare python -I subprocess": bare_python,

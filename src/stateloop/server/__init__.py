@@ -57,6 +57,7 @@ def serve(host: str | None = None, port: int | None = None, *,
     ``ConfigError`` says so before anything binds. ``sock`` is one ``bind`` returned, for a
     caller that binds before it says where to connect."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from .exposure import check_exposure
     from .settings import ServerSettings
@@ -67,6 +68,12 @@ def serve(host: str | None = None, port: int | None = None, *,
         check_exposure(where, config)
     if sock is None:
         sock = bind(where, port or config.port)
+    # The server's own messages (what bounds its sandboxes, what is refused) go where
+    # uvicorn's go, from INFO up.
+    log_config = {**LOGGING_CONFIG, "loggers": {
+        **LOGGING_CONFIG["loggers"],
+        "stateloop": {"handlers": ["default"], "level": "INFO", "propagate": False}}}
     server = uvicorn.Server(uvicorn.Config(create_app(config), host=where,
-                                           port=sock.getsockname()[1], log_level="info"))
+                                           port=sock.getsockname()[1], log_level="info",
+                                           log_config=log_config))
     server.run(sockets=[sock])

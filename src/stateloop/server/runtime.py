@@ -19,6 +19,7 @@ from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool
 from ..tools.bwrap import bwrap_mode
+from ..tools.confinement import memory_bound
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
@@ -55,7 +56,8 @@ class Runtime:
         self.python_tools = {tool.name: tool for tool in python_tools}
         self.limits = SandboxLimits(settings.tool_timeout, settings.tool_memory_mb,
                                     output_bytes=settings.tool_output_bytes,
-                                    processes=settings.tool_processes)
+                                    processes=settings.tool_processes,
+                                    call_memory_mb=settings.tool_call_memory_mb)
         self.sandbox_problem: str | None = None  # why bubblewrap is unusable, found at start
         self._own_uid: bool | None = None  # each worker a uid of its own (see bwrap_mode)
         self.workers = WorkerPool()  # warm sandboxes of the source tools, per bound tool
@@ -79,6 +81,11 @@ class Runtime:
                            self.sandbox_problem)
         elif self.sandbox_problem:
             logger.warning("%s", self.source_tools_refused())
+        else:
+            bound = await asyncio.to_thread(memory_bound, self.limits.memory_mb,
+                                            self.limits.call_memory_mb, self.limits.processes,
+                                            own_uid=bool(self._own_uid))
+            logger.info("source tools run in bubblewrap sandboxes; %s", bound.describe())
         await self.upsert_builtin_tools()
         for tool in self.python_tools.values():
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))

@@ -33,9 +33,12 @@ class ServerSettings(BaseSettings):
     max_body_bytes: int = 8 * 1024 * 1024
     max_upload_bytes: int = 50 * 1024 * 1024  # a file uploaded into a folder (Letta's 50 MB)
     tool_timeout: float = 30.0  # seconds per call of a tool created from source
-    tool_memory_mb: int = 512
+    tool_memory_mb: int = 512  # address space of each process of a call (RLIMIT_AS)
     tool_output_bytes: int = 1_000_000  # per stream (stdout, stderr) of one call
     tool_processes: int = 64  # RLIMIT_NPROC inside a call's sandbox
+    # Memory of one call, all its processes together: a cgroup per sandbox where the host
+    # allows it, else processes x address space within it (how: logged at start).
+    tool_call_memory_mb: int = Field(default=1024, gt=0)
     tool_bwrap: str = "bwrap"  # the bubblewrap executable that isolates source tools
     # Without a usable bubblewrap, run source tools anyway as plain subprocesses.
     unsafe_tools: bool = False

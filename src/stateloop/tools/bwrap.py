@@ -7,12 +7,12 @@ writable place, also its ``HOME``, emptied after each call and gone with the wor
 new user, PID, IPC, UTS, cgroup and network namespaces (so no host process to signal and
 only its own loopback), no environment but what is passed, and it dies with the server:
 ``--die-with-parent`` on the sandbox's init, whose exit takes the whole PID namespace with it.
+A root server runs each worker as a uid of its own, leased host-wide (``confinement.py``).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import shutil
 import site
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import stateloop
 
+from .confinement import Lease
+
 NOBODY = 65534
-SANDBOX_UIDS = range(1_000_000_000, 1_000_065_536)  # no account, no file owned
 SANDBOX_TMP = "/tmp"
 # What name resolution and TLS read, for the tools allowed on the network.
 _NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl",
@@ -78,15 +79,20 @@ def _root_links() -> list[str]:
     return args
 
 
+def uses_own_uid(own_uid: bool | None) -> bool:
+    """Whether workers get uids of their own: ``own_uid``, by default when running as root."""
+    return os.geteuid() == 0 if own_uid is None else own_uid
+
+
 def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
                   network: bool = False, tmp_bytes: int = 64 * 1024 * 1024,
-                  own_uid: bool | None = None) -> list[str]:
+                  uid: int | None = None) -> list[str]:
     """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
-    ``own_uid`` (default: when running as root) gives it a uid of its own."""
-    own_uid = os.geteuid() == 0 if own_uid is None else own_uid
-    command = [bwrap, *_identity(own_uid), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
-               "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
-               "--new-session", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
+    as ``uid`` (a leased one, see ``confinement.py``), or as nobody in a user namespace."""
+    command = [bwrap, *_identity(uid is not None), "--unshare-ipc", "--unshare-pid",
+               "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
+               "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
+               "--dev", "/dev"]
     if not network:
         command.append("--unshare-net")
     command += _root_links()
@@ -104,7 +110,7 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
             "LANG": "C.UTF-8"}
     for name, value in {**base, **env}.items():
         command += ["--setenv", name, value]
-    return [*command, "--", *_drop_root(own_uid), *argv]
+    return [*command, "--", *_drop_root(uid), *argv]
 
 
 def _identity(own_uid: bool) -> list[str]:
@@ -118,24 +124,20 @@ def _identity(own_uid: bool) -> list[str]:
     return ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
 
 
-_next_uid = itertools.count()
-
-
-def _drop_root(own_uid: bool) -> list[str]:
-    if not own_uid:
+def _drop_root(uid: int | None) -> list[str]:
+    if uid is None:
         return []
-    # A uid per worker (rotating through an unused range): its process limit is its own.
-    uid = str(SANDBOX_UIDS.start + next(_next_uid) % len(SANDBOX_UIDS))
+    # A uid per worker, leased host-wide: its process limit is its own.
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-    return [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--"]
+    return [setpriv, "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
 
 def bwrap_mode(bwrap: str = "bwrap") -> tuple[bool, str | None]:
     """``(own_uid, problem)``: how bubblewrap works here, and why it cannot (None: it can).
     A root without the capability to set up namespaces (a container) falls back to a user
     namespace, as an ordinary user would."""
-    own_uid = os.geteuid() == 0
+    own_uid = uses_own_uid(None)
     problem = bwrap_problem(bwrap, own_uid=own_uid)
     if problem and own_uid and bwrap_problem(bwrap, own_uid=False) is None:
         return False, None
@@ -145,14 +147,21 @@ def bwrap_mode(bwrap: str = "bwrap") -> tuple[bool, str | None]:
 def bwrap_problem(bwrap: str = "bwrap", *, own_uid: bool | None = None) -> str | None:
     """Why bubblewrap cannot isolate tools here (missing, no user namespaces...), or None
     when a sandboxed interpreter starts and runs."""
+    try:
+        lease = Lease.take() if uses_own_uid(own_uid) else None
+    except OSError as exc:
+        return f"no sandbox uid can be leased: {exc}"
     command = bwrap_command(bwrap, [sys.executable, "-I", "-c", "pass"], env={},
-                            own_uid=own_uid)
+                            uid=lease.uid if lease else None)
     try:
         done = subprocess.run(command, capture_output=True, timeout=30, check=False)
     except FileNotFoundError:
         return f"{bwrap!r} is not installed (Debian: apt-get install bubblewrap)"
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{bwrap!r} cannot start: {exc}"
+    finally:
+        if lease is not None:
+            lease.release()
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         return f"{bwrap!r} failed (exit {done.returncode}): {said[-1] if said else 'no output'}"

@@ -30,13 +30,18 @@ from .worker import Worker, WorkerFailed, WorkerSpec
 @dataclass(frozen=True, slots=True)
 class SandboxLimits:
     """What one call may use: seconds of wall-clock time, megabytes of address space per
-    process, bytes on each of stdout and stderr, processes, and megabytes in its /tmp."""
+    process, bytes on each of stdout and stderr, processes, megabytes in its /tmp, and
+    megabytes of memory all its processes hold together (the tool's loaded module and its
+    /tmp included). That last bound is a cgroup where the host lets the server make one;
+    elsewhere the process limit, and each process's address space if need be, are lowered
+    so that their product stays within it (``confinement.memory_bound`` says which holds)."""
 
     timeout: float = 30.0
     memory_mb: int = 512
     output_bytes: int = 1_000_000
     processes: int = 64
     tmp_mb: int = 64
+    call_memory_mb: int = 1024
 
 
 @dataclass(frozen=True, slots=True)

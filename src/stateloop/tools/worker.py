@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bwrap import bwrap_command
+from .bwrap import bwrap_command, uses_own_uid
+from .confinement import Lease, memory_bound
 
 _CHUNK = 64 * 1024
 _HEADER = struct.Struct(">I")
@@ -77,6 +78,7 @@ class Worker:
         self.process = process
         self._control = control
         self._home = home
+        self._lease: Lease | None = None  # its uid and memory cgroup (under bubblewrap)
         self._buffer = b""
         self._child: int | None = None  # the call's child, as the host sees it (unisolated)
         self._command = b""  # the worker's command line, as /proc shows it
@@ -99,20 +101,33 @@ class Worker:
         # The token (unused by the child) makes the command line this worker's own, so that
         # what outlives it can be found (``_kill_orphans``).
         argv = [sys.executable, "-I", CHILD_SCRIPT, secrets.token_hex(8)]
-        home = None
+        home = lease = None
+        processes, memory_mb = limits.processes, limits.memory_mb
         if isolation.bwrap is not None:
             bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
-            command = bwrap_command(bwrap, argv, env=isolation.env, network=isolation.network,
-                                    tmp_bytes=limits.tmp_mb * 1024 * 1024,
-                                    own_uid=isolation.own_uid)
+            own_uid = uses_own_uid(isolation.own_uid)
+            bound = memory_bound(limits.memory_mb, limits.call_memory_mb, processes,
+                                 own_uid=own_uid)
+            try:
+                lease = Lease.take(bound)
+            except OSError as exc:
+                raise WorkerFailed("ToolCrashed", f"the tool's sandbox cannot be set up: "
+                                                  f"{exc}") from None
+            processes, memory_mb = bound.processes, bound.memory_mb
+            sandboxed = bwrap_command(bwrap, argv, env=isolation.env,
+                                      network=isolation.network,
+                                      tmp_bytes=limits.tmp_mb * 1024 * 1024,
+                                      uid=lease.uid if own_uid else None)
+            command = lease.wrap(sandboxed)
             env: dict[str, str] = {}
             cwd = None
         else:  # unisolated, as explicitly allowed: still no server environment
             home = tempfile.TemporaryDirectory(prefix="stateloop-tool-")
-            command, cwd = argv, home.name
+            command = sandboxed = argv
+            cwd = home.name
             env = {"HOME": cwd, "TMPDIR": cwd, "PATH": "/usr/local/bin:/usr/bin:/bin",
                    **isolation.env}
-        command_line = b"".join(os.fsencode(part) + b"\0" for part in command)
+        command_line = b"".join(os.fsencode(part) + b"\0" for part in sandboxed)
         spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *command, stdin=worker_end.fileno(), stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, cwd=cwd))
@@ -129,21 +144,23 @@ class Worker:
                 server_end.close()
                 if home is not None:
                     home.cleanup()
+                if lease is not None:
+                    lease.release()
             else:
                 stray = cls(spec, started, server_end, home)
-                stray._command = command_line
+                stray._command, stray._lease = command_line, lease
                 stray.kill()
                 await stray.close()
             raise
         finally:
             worker_end.close()
         worker = cls(spec, process, server_end, home)
-        worker._command = command_line
+        worker._command, worker._lease = command_line, lease
         try:
             await worker._send({"source": spec.source, "name": spec.name,
-                                "memory_mb": limits.memory_mb,
+                                "memory_mb": memory_mb,
                                 "cpu_seconds": int(limits.timeout) + 1,
-                                "processes": limits.processes,
+                                "processes": processes,
                                 "isolated": isolation.bwrap is not None})
             await asyncio.wait_for(worker._receive(), limits.timeout)
             await asyncio.wait_for(worker._prepare(), limits.timeout)
@@ -194,6 +211,7 @@ class Worker:
                  asyncio.ensure_future(self._read_bounded(err, "stderr", limits.output_bytes)))
         failure: tuple[str, str] | None = None
         status: tuple[int, bool] | None = None
+        killed_before = self._lease.oom_kills() if self._lease else 0
         try:
             _, stdout, stderr = await asyncio.wait_for(asyncio.gather(*tasks), limits.timeout)
             reply = _parse(stdout)
@@ -206,7 +224,8 @@ class Worker:
             failure = ("OutputLimitExceeded", str(exc))
         except (OSError, EOFError):  # the worker died during the call
             self.kill()
-            return _crashed(b"", (await self._stderr_tail()).encode(), None)
+            return (self._out_of_memory(killed_before)
+                    or _crashed(b"", (await self._stderr_tail()).encode(), None))
         except BaseException:  # cancelled (the run was) or gone: nothing of the call outlives it
             self.kill()
             raise
@@ -217,7 +236,17 @@ class Worker:
             self.kill()
             return {"ok": False, "error_type": failure[0], "message": failure[1]}
         self._settling = asyncio.ensure_future(self._settle(status))
-        return reply if reply is not None else _crashed(stdout, stderr, status and status[0])
+        return (self._out_of_memory(killed_before) or reply
+                or _crashed(stdout, stderr, status and status[0]))
+
+    def _out_of_memory(self, killed_before: int) -> dict[str, Any] | None:
+        """The call's error when the kernel killed some of it for exceeding its memory."""
+        if self._lease is None or self._lease.oom_kills() <= killed_before:
+            return None
+        return {"ok": False, "error_type": "MemoryLimitExceeded",
+                "message": f"the tool's processes together reached the call's memory bound "
+                           f"({self._lease.megabytes} MB) and were stopped (limit: "
+                           f"STATELOOP_TOOL_CALL_MEMORY_MB)"}
 
     async def _feed(self, stdin: socket.socket, request: bytes) -> None:
         try:
@@ -348,6 +377,9 @@ class Worker:
                     os.killpg(self.process.pid, signal.SIGKILL)
         if self.spec.isolation.bwrap is not None:
             _kill_orphans(self._command)
+        if self._lease is not None:  # nothing of the worker is left: its uid is free
+            self._lease.release()
+            self._lease = None
         if self._home is not None:
             self._home.cleanup()
             self._home = None
