@@ -18,7 +18,7 @@ import shutil
 import site
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import stateloop
@@ -80,9 +80,10 @@ def _root_links() -> list[str]:
 
 def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
                   network: bool = False, tmp_bytes: int = 64 * 1024 * 1024,
-                  own_uid: bool | None = None) -> list[str]:
+                  own_uid: bool | None = None, binds: Sequence[str] = ()) -> list[str]:
     """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
-    ``own_uid`` (default: when running as root) gives it a uid of its own."""
+    ``own_uid`` (default: when running as root) gives it a uid of its own; ``binds`` are
+    more paths it may read (as the operator allowed them)."""
     own_uid = os.geteuid() == 0 if own_uid is None else own_uid
     command = [bwrap, *_identity(own_uid), "--unshare-ipc", "--unshare-pid", "--unshare-uts",
                "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
@@ -92,6 +93,7 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
     command += _root_links()
     mounts = [*_interpreter_paths()] + ([path for path in _NETWORK_FILES if os.path.exists(path)]
                                      if network else [])
+    mounts += binds
     # The tmpfs first: a virtualenv or checkout under /tmp is bound on top of it, not hidden.
     command += ["--perms", "01777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
     for parent in _ancestors(mounts):  # traversable by the child's uid, whatever it is
