@@ -24,6 +24,16 @@ def stdio_demo(marks: Path | None = None, **options) -> MCPTools:
     return MCPTools.stdio(sys.executable, [DEMO], env=env, name="demo", **options)
 
 
+def demo_command(directory: Path) -> str:
+    """The demo server as one executable file in ``directory``: a command an operator can
+    allow (``STATELOOP_MCP_STDIO_COMMANDS``), readable in the tools' sandbox."""
+    command = directory / "mcp-demo-server"
+    command.write_text(f"#!{sys.executable}\n" + Path(DEMO).read_text())
+    command.chmod(0o755)
+    directory.chmod(0o755)
+    return str(command)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -31,10 +41,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_demo(marks: Path | None = None) -> Iterator[str]:
+def http_demo(marks: Path | None = None, **env: str) -> Iterator[str]:
     """The demo server on Streamable HTTP; yields its URL."""
     port = free_port()
-    env = {"MCP_DEMO_MARKS": str(marks)} if marks is not None else {}
+    if marks is not None:
+        env["MCP_DEMO_MARKS"] = str(marks)
     import os
 
     process = subprocess.Popen([sys.executable, DEMO, "http", str(port)],

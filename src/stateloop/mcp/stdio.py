@@ -110,3 +110,10 @@ async def _stop(process: anyio.abc.Process) -> None:
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if process.stdout is not None:
             await process.stdout.aclose()
+    # anyio leaves asyncio's subprocess transport open (it warns when collected after its
+    # loop closed); nothing public reaches it.
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):
+        with contextlib.suppress(PermissionError):
+            close()
