@@ -109,7 +109,8 @@ def test_test_and_connect_without_storing(http: httpx.Client, demo: str) -> None
     assert tested["status"] == "success" and "add" in [t["name"] for t in tested["tools"]]
     assert "probe" not in ok(http.get("/v1/tools/mcp/servers"))
 
-    with http.stream("POST", "/v1/tools/mcp/servers/connect", json=config("probe", demo)) as streamed:
+    with http.stream("POST", "/v1/tools/mcp/servers/connect",
+                     json=config("probe", demo)) as streamed:
         events = [json.loads(line[len("data: "):]) for line in streamed.iter_lines()
                   if line.startswith("data: ")]
     assert [e["event"] for e in events] == ["connection_attempt", "success"]
