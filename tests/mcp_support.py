@@ -34,6 +34,36 @@ def demo_command(directory: Path) -> str:
     return str(command)
 
 
+# A stdio server that speaks JSON-RPC by hand, to list a tool whose name is a lone surrogate
+# (the SDK refuses to write one).
+SURROGATE_SERVER = r'''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+    elif message["method"] == "tools/list":
+        print('{"jsonrpc": "2.0", "id": %s, "result": {"tools": [{"name": "a\\ud800", '
+              '"inputSchema": {"type": "object"}}]}}' % json.dumps(message["id"]))
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {}}))
+    sys.stdout.flush()
+'''
+
+
+def surrogate_command(directory: Path) -> str:
+    """``SURROGATE_SERVER`` as one executable file in ``directory``."""
+    command = directory / "surrogate-mcp-server"
+    command.write_text(f"#!{sys.executable}\n" + SURROGATE_SERVER)
+    command.chmod(0o755)
+    directory.chmod(0o755)
+    return str(command)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -52,15 +52,18 @@ async def public_address(host: str, port: int) -> str:
 
 
 class _Bounded(httpx2.AsyncByteStream):
-    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
-        self._stream, self._limit = stream, limit
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int, problems: list[str]
+                 ) -> None:
+        self._stream, self._limit, self._problems = stream, limit, problems
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
         async for chunk in self._stream:
             seen += len(chunk)
             if seen > self._limit:
-                raise httpx2.ReadError(f"the MCP server's response exceeded {self._limit} bytes")
+                said = f"its response exceeded {self._limit} bytes"
+                self._problems.append(said)
+                raise httpx2.ReadError(said)
             yield chunk
 
     async def aclose(self) -> None:
@@ -69,10 +72,13 @@ class _Bounded(httpx2.AsyncByteStream):
 
 class GuardedTransport(httpx2.AsyncBaseTransport):
     """httpx's transport with addresses checked (``public_only``) and bodies bounded
-    (``max_bytes``); proxies from the environment are not used."""
+    (``max_bytes``; a body cut short says so in ``problems``); proxies from the
+    environment are not used."""
 
-    def __init__(self, *, public_only: bool, max_bytes: int | None) -> None:
+    def __init__(self, *, public_only: bool, max_bytes: int | None,
+                 problems: list[str] | None = None) -> None:
         self.public_only, self.max_bytes = public_only, max_bytes
+        self.problems = problems if problems is not None else []
         self._inner = httpx2.AsyncHTTPTransport(trust_env=False)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -90,7 +96,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         if self.max_bytes is not None:
             assert isinstance(response.stream, httpx2.AsyncByteStream)
-            response.stream = _Bounded(response.stream, self.max_bytes)
+            response.stream = _Bounded(response.stream, self.max_bytes, self.problems)
         return response
 
     async def aclose(self) -> None:

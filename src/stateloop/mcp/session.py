@@ -109,7 +109,8 @@ class _Session:
             return httpx2.AsyncClient(
                 headers=headers, auth=auth, timeout=timeout or httpx2.Timeout(30, read=300),
                 transport=GuardedTransport(public_only=server.public_only,
-                                           max_bytes=server.max_message_bytes)
+                                           max_bytes=server.max_message_bytes,
+                                           problems=self.problems)
                 if guarded else None)
 
         if server.transport == "sse":
