@@ -35,7 +35,7 @@ async def resolve(host: str, port: int) -> list[str]:
     """The addresses ``host`` resolves to (itself, when it is one)."""
     try:
         found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
+    except (OSError, UnicodeError) as exc:  # idna refuses some names
         raise httpx2.ConnectError(f"cannot resolve {host!r}: {exc}") from None
     return list(dict.fromkeys(str(info[4][0]) for info in found))
 

@@ -72,9 +72,13 @@ async def admit(record: MCPServerRecord, policy: MCPPolicy) -> None:
     that resolves nowhere now is left to fail when it is used)."""
     refused = refusal(record, policy)
     if refused is None and record.server_type != "stdio" and not policy.private_urls:
-        url = urlsplit(record.config["server_url"])
         try:
-            await public_address(url.hostname or "", url.port or DEFAULT_PORTS[url.scheme])
+            url = urlsplit(record.config["server_url"])
+            port = url.port or DEFAULT_PORTS[url.scheme]
+        except ValueError as exc:
+            raise unprocessable("server_url", exc) from None
+        try:
+            await public_address(url.hostname or "", port)
         except RefusedAddress as exc:
             refused = (f"server_url: {exc}, which MCP servers may use only when "
                        f"STATELOOP_MCP_PRIVATE_URLS=1 allows it")
