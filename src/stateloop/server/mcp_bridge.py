@@ -169,11 +169,11 @@ def tools_of(record: MCPServerRecord, policy: MCPPolicy) -> MCPTools:
             headers[record.config.get("auth_header") or "Authorization"] = secrets["auth_token"]
         make = MCPTools.sse if record.server_type == "sse" else MCPTools.http
         server = make(record.config["server_url"], headers, name=record.name)
-    return dataclasses.replace(
-        server, isolation=Isolation(bwrap=policy.bwrap, network=record.name in policy.network,
-                                    own_uid=policy.own_uid),
-        public_only=not policy.private_urls, max_message_bytes=policy.max_message_bytes,
-        return_char_limit=policy.return_char_limit)
+    isolation = (Isolation(bwrap=policy.bwrap, network=record.name in policy.network,
+                           own_uid=policy.own_uid) if record.server_type == "stdio" else None)
+    return dataclasses.replace(server, isolation=isolation, public_only=not policy.private_urls,
+                               max_message_bytes=policy.max_message_bytes,
+                               return_char_limit=policy.return_char_limit)
 
 
 async def listed_tools(record: MCPServerRecord, policy: MCPPolicy) -> list[ListedTool]:
