@@ -1,7 +1,9 @@
 """An MCP server written with the SDK, for the tests: ``python mcp_demo_server.py [http PORT]``.
 
-Its tools add, crash the process, hang, fail, return an image and return structured JSON
-(their names after ``$MCP_DEMO_PREFIX``, when set).
+Its tools add, crash the process, hang, fail, return an image, return structured JSON,
+say what the process sees (environment, directory, files) and flood the reply (their names
+after ``$MCP_DEMO_PREFIX``, when set). With ``$MCP_DEMO_DEPTH``, one more tool's schema
+nests that deep (the SDK writes up to ~250 levels; clients parse up to ~200).
 Each start of the process appends ``started`` to the file ``$MCP_DEMO_MARKS``, a hang appends
 ``hanging`` and, when it is cancelled, ``cancelled``: tests see restarts and cancels there.
 """
@@ -12,10 +14,12 @@ import asyncio
 import base64
 import os
 import sys
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent
+from pydantic import Field
 
 # A 1x1 transparent PNG.
 PIXEL = base64.b64encode(bytes.fromhex(
@@ -81,6 +85,36 @@ def pixel() -> list[ImageContent]:
 def weather(city: str) -> dict[str, object]:
     """The weather in ``city``, as structured content."""
     return {"city": city, "celsius": 21}
+
+
+@app.tool(name=PREFIX + "inspect")
+def inspect(paths: list[str]) -> dict[str, Any]:
+    """What the process sees: its environment, directory, parent's environment, and which
+    of ``paths`` exist."""
+    try:
+        with open(f"/proc/{os.getppid()}/environ", "rb") as environ:
+            parent = environ.read().decode(errors="replace")
+    except OSError as exc:
+        parent = f"unreadable: {exc}"
+    return {"env": dict(os.environ), "cwd": os.getcwd(), "uid": os.getuid(),
+            "parent_environ": parent, "exists": [p for p in paths if os.path.exists(p)]}
+
+
+@app.tool(name=PREFIX + "flood")
+def flood(megabytes: float) -> str:
+    """That many megabytes of text."""
+    return "x" * int(megabytes * 1_000_000)
+
+
+if os.environ.get("MCP_DEMO_DEPTH"):
+    NESTED: dict[str, Any] = {}
+    for _ in range(int(os.environ["MCP_DEMO_DEPTH"])):
+        NESTED = {"x": NESTED}
+
+    @app.tool(name=PREFIX + "deep")
+    def deep(p: Annotated[dict[str, Any], Field(json_schema_extra={"nested": NESTED})]) -> str:
+        """A tool whose schema nests deep."""
+        return "deep"
 
 
 if __name__ == "__main__":

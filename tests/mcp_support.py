@@ -24,6 +24,46 @@ def stdio_demo(marks: Path | None = None, **options) -> MCPTools:
     return MCPTools.stdio(sys.executable, [DEMO], env=env, name="demo", **options)
 
 
+def demo_command(directory: Path) -> str:
+    """The demo server as one executable file in ``directory``: a command an operator can
+    allow (``STATELOOP_MCP_STDIO_COMMANDS``), readable in the tools' sandbox."""
+    command = directory / "mcp-demo-server"
+    command.write_text(f"#!{sys.executable}\n" + Path(DEMO).read_text())
+    command.chmod(0o755)
+    directory.chmod(0o755)
+    return str(command)
+
+
+# A stdio server that speaks JSON-RPC by hand, to list a tool whose name is a lone surrogate
+# (the SDK refuses to write one).
+SURROGATE_SERVER = r'''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+    elif message["method"] == "tools/list":
+        print('{"jsonrpc": "2.0", "id": %s, "result": {"tools": [{"name": "a\\ud800", '
+              '"inputSchema": {"type": "object"}}]}}' % json.dumps(message["id"]))
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {}}))
+    sys.stdout.flush()
+'''
+
+
+def surrogate_command(directory: Path) -> str:
+    """``SURROGATE_SERVER`` as one executable file in ``directory``."""
+    command = directory / "surrogate-mcp-server"
+    command.write_text(f"#!{sys.executable}\n" + SURROGATE_SERVER)
+    command.chmod(0o755)
+    directory.chmod(0o755)
+    return str(command)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -31,10 +71,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_demo(marks: Path | None = None) -> Iterator[str]:
+def http_demo(marks: Path | None = None, **env: str) -> Iterator[str]:
     """The demo server on Streamable HTTP; yields its URL."""
     port = free_port()
-    env = {"MCP_DEMO_MARKS": str(marks)} if marks is not None else {}
+    if marks is not None:
+        env["MCP_DEMO_MARKS"] = str(marks)
     import os
 
     process = subprocess.Popen([sys.executable, DEMO, "http", str(port)],

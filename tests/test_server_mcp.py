@@ -1,34 +1,55 @@
 """MCP servers over REST with letta-client (``client.mcp_servers``): register a server (stdio
 and Streamable HTTP, written with the SDK), its tools listed into the registry, run one,
 attach one to an agent and have the model call it; secrets stored and read back redacted;
-unknown ids, bad configs and unreachable servers answered with clear errors."""
+unknown ids, bad configs and unreachable servers answered with clear errors.
+
+The operator allows the demo server's command (``mcp_stdio_commands``) and MCP servers on
+loopback (``mcp_private_urls``); stdio servers run in the tools' sandbox."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
 from typing import Any
 
 import letta_client
 import pytest
 from letta_client import Letta
 
-from mcp_support import DEMO, http_demo
+from mcp_support import demo_command, http_demo
 from stateloop.testing import call, reply
-from test_server_support import Script, new_agent
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Script, Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
 
+MISSING = "/nonexistent/mcp-server"  # allowed, but not there
 
-def stdio_config(**env: str) -> dict[str, Any]:
-    return {"mcp_server_type": "stdio", "command": sys.executable, "args": [DEMO],
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return demo_command(tmp_path_factory.mktemp("mcp-demo"))
+
+
+@pytest.fixture(scope="module")
+def server(fake: FakeOpenAI, demo: str, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Server]:
+    db = tmp_path_factory.mktemp("server") / "stateloop.db"
+    settings = settings_for(fake, db, mcp_stdio_commands=[demo, MISSING],
+                            mcp_private_urls=True)
+    with Server(settings) as running:
+        yield running
+
+
+def stdio_config(command: str, **env: str) -> dict[str, Any]:
+    return {"mcp_server_type": "stdio", "command": command, "args": [],
             "env": {"DEMO_SECRET": "s3cret", **env}}
 
 
-def test_a_stdio_server_its_tools_and_a_run(client: Letta) -> None:
-    created = client.mcp_servers.create(server_name="demo-rest", config=stdio_config())
+def test_a_stdio_server_its_tools_and_a_run(client: Letta, demo: str) -> None:
+    created = client.mcp_servers.create(server_name="demo-rest", config=stdio_config(demo))
     assert created.id.startswith("mcp_server-") and created.server_name == "demo-rest"
     assert created.env == {"DEMO_SECRET": "****"}  # stored, never shown
-    assert created.command == sys.executable and created.args == [DEMO]
+    assert created.command == demo and created.args == []
     assert [s.id for s in client.mcp_servers.list()].count(created.id) == 1
     assert client.mcp_servers.retrieve(created.id).env == {"DEMO_SECRET": "****"}
 
@@ -69,8 +90,9 @@ def test_a_stdio_server_its_tools_and_a_run(client: Letta) -> None:
         client.tools.retrieve(add.id)  # its tools went with it
 
 
-def test_an_agent_calls_an_attached_mcp_tool(client: Letta, script: Script) -> None:
-    server = client.mcp_servers.create(server_name="demo-agent", config=stdio_config())
+def test_an_agent_calls_an_attached_mcp_tool(client: Letta, script: Script, demo: str
+                                             ) -> None:
+    server = client.mcp_servers.create(server_name="demo-agent", config=stdio_config(demo))
     weather = next(t for t in client.mcp_servers.tools.list(server.id) if t.name == "weather")
     agent = new_agent(client)
     client.agents.tools.attach(weather.id, agent_id=agent.id)
@@ -100,7 +122,7 @@ def test_an_http_server_with_headers_redacted(client: Letta) -> None:
         client.mcp_servers.delete(created.id)
 
 
-def test_bad_input_and_unreachable_servers(client: Letta) -> None:
+def test_bad_input_and_unreachable_servers(client: Letta, demo: str) -> None:
     with pytest.raises(letta_client.NotFoundError):
         client.mcp_servers.retrieve("mcp_server-00000000-0000-0000-0000-000000000000")
     with pytest.raises(letta_client.UnprocessableEntityError):
@@ -108,11 +130,11 @@ def test_bad_input_and_unreachable_servers(client: Letta) -> None:
             "mcp_server_type": "streamable_http", "server_url": "ftp://example"})
     # A server that cannot start is stored (as in Letta) without tools; refreshing says why.
     missing = client.mcp_servers.create(server_name="missing", config={
-        "mcp_server_type": "stdio", "command": "/nonexistent/mcp-server", "args": []})
+        "mcp_server_type": "stdio", "command": MISSING, "args": []})
     assert client.mcp_servers.tools.list(missing.id) == []
     with pytest.raises(letta_client.APIStatusError) as failed:
         client.mcp_servers.refresh(missing.id)
     assert failed.value.status_code == 424 and "missing" in str(failed.value)
     with pytest.raises(letta_client.ConflictError):
-        client.mcp_servers.create(server_name="missing", config=stdio_config())
+        client.mcp_servers.create(server_name="missing", config=stdio_config(demo))
     client.mcp_servers.delete(missing.id)

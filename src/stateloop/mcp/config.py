@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ..tools.base import Tool
     from ..tools.execution import ToolOutput
+    from ..tools.sandbox import Isolation
 
 DEFAULT_CALL_TIMEOUT = 60.0
 
@@ -19,7 +20,13 @@ class MCPTools:
 
     ``allowed_tools`` (an allow-list of tool names) limits what the agent is offered;
     ``timeout`` bounds each call in seconds. Servers with the same connection settings
-    share one session per process."""
+    share one session per process.
+
+    What a server may do is bounded by three more settings (a program's own servers
+    need none of them; a server that others describe, over REST, gets all three):
+    ``isolation`` runs a stdio server in the tools' bubblewrap sandbox, with that
+    environment; ``public_only`` refuses HTTP servers at loopback, private and link-local
+    addresses; ``max_message_bytes`` bounds each message (or HTTP response) from it."""
 
     transport: Literal["stdio", "http", "sse"]
     name: str
@@ -30,6 +37,10 @@ class MCPTools:
     headers: Mapping[str, str] = field(default_factory=dict)
     allowed_tools: frozenset[str] | None = None
     timeout: float | None = DEFAULT_CALL_TIMEOUT
+    isolation: Isolation | None = None
+    public_only: bool = False
+    max_message_bytes: int | None = None
+    return_char_limit: int | None = None  # a longer tool result is cut, with a note
 
     @classmethod
     def stdio(cls, command: str, args: Iterable[str] = (), env: Mapping[str, str] | None = None,
@@ -57,8 +68,13 @@ class MCPTools:
 
     def key(self) -> tuple[Any, ...]:
         """What identifies the session: the connection, not the filter or the timeout."""
+        isolation = self.isolation
+        sandbox = None if isolation is None else (
+            isolation.bwrap, tuple(sorted(isolation.env.items())), isolation.network,
+            isolation.own_uid)
         return (self.transport, self.command, self.args, tuple(sorted(self.env.items())),
-                self.url, tuple(sorted(self.headers.items())))
+                self.url, tuple(sorted(self.headers.items())), sandbox, self.public_only,
+                self.max_message_bytes)
 
     async def list_tools(self) -> list[Tool]:
         """The server's tools (those the allow-list lets through) as stateloop tools."""

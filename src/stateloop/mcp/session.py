@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import tempfile
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateloopError
+from ..tools.bwrap import bwrap_command, uses_own_uid
+from ..tools.confinement import Lease
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from .config import MCPTools
 
 OPEN_TIMEOUT = 60.0  # seconds a server may take to start and answer the handshake
+LIST_TIMEOUT = 30.0  # seconds a server may take to list its tools
 CLOSE_GRACE = 5.0  # seconds a closing session may take before its task is cancelled
 STDERR_TAIL = 600  # characters of a stdio server's stderr quoted when it fails
 
@@ -45,6 +50,9 @@ class _Session:
         # Where a stdio server's stderr goes, quoted when it fails; closed with the session.
         self._errlog = (tempfile.TemporaryFile("w+")  # noqa: SIM115
                         if server.transport == "stdio" else None)
+        self.problems: list[str] = []  # why the connection was ended from this side
+        self._home: tempfile.TemporaryDirectory[str] | None = None  # an unsandboxed cwd
+        self._lease: Lease | None = None  # the sandbox's uid, held while the server runs
 
     async def open(self) -> None:
         ready = asyncio.get_running_loop().create_future()
@@ -76,6 +84,9 @@ class _Session:
         finally:
             self.dead = True
             self.client = None
+            if self._lease is not None:  # the server's process is gone with the transport
+                self._lease.release()
+                self._lease = None
             if not ready.done():
                 ready.set_exception(MCPConnectionError(
                     f"MCP server {self.server.name!r}: the connection was closed while opening"))
@@ -84,30 +95,71 @@ class _Session:
     async def _transport(self) -> AsyncIterator[Any]:
         server = self.server
         if server.transport == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from .stdio import stdio_streams
 
-            params = StdioServerParameters(command=server.command, args=list(server.args),
-                                           env=dict(server.env) or None)
-            async with stdio_client(params, errlog=self._errlog) as streams:  # type: ignore[arg-type]
-                yield streams
+            argv, env, cwd = self._stdio_command()
+            async with stdio_streams(argv, env=env, cwd=cwd, errlog=self._errlog,
+                                     max_bytes=server.max_message_bytes,
+                                     problems=self.problems) as pipes:
+                yield pipes
             return
+        import httpx2
+
+        from .addresses import GuardedTransport
+
+        def client(headers: dict[str, str] | None = None, timeout: Any = None,
+                   auth: Any = None) -> httpx2.AsyncClient:
+            guarded = server.public_only or server.max_message_bytes is not None
+            # The SDK's own defaults: a response stream may stay open for minutes.
+            return httpx2.AsyncClient(
+                headers=headers, auth=auth, timeout=timeout or httpx2.Timeout(30, read=300),
+                transport=GuardedTransport(public_only=server.public_only,
+                                           max_bytes=server.max_message_bytes,
+                                           problems=self.problems)
+                if guarded else None)
+
         if server.transport == "sse":
             from mcp.client.sse import sse_client
 
-            async with sse_client(server.url, headers=dict(server.headers)) as streams:
+            async with sse_client(server.url, headers=dict(server.headers),
+                                  httpx_client_factory=client) as streams:
                 yield streams
             return
-        import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
-        # The SDK's own defaults: a response stream may stay open for minutes.
-        http = httpx2.AsyncClient(headers=dict(server.headers),
-                                  timeout=httpx2.Timeout(30, read=300))
+        http = client(headers=dict(server.headers))
         async with http, streamable_http_client(server.url, http_client=http) as streams:
             yield streams
 
+    def _stdio_command(self) -> tuple[list[str], dict[str, str], str | None]:
+        """The command line, environment and directory a stdio server starts with: as the
+        SDK starts it, or, with ``isolation``, in the sandbox with that environment alone."""
+        server, isolation = self.server, self.server.isolation
+        argv = [server.command, *server.args]
+        if isolation is None:
+            from mcp.client.stdio import get_default_environment
+
+            return argv, {**get_default_environment(), **server.env}, None
+        env = {**isolation.env, **server.env}
+        if isolation.bwrap is None:  # unisolated, as explicitly allowed: still no server env
+            self._home = tempfile.TemporaryDirectory(prefix="stateloop-mcp-")
+            home = self._home.name
+            return argv, {"HOME": home, "TMPDIR": home, "PATH": "/usr/local/bin:/usr/bin:/bin",
+                          **env}, home
+        bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
+        # An allowed command given by its path is readable in the sandbox, wherever it is.
+        binds = [server.command] if os.path.isabs(server.command) else []
+        if uses_own_uid(isolation.own_uid) and self._lease is None:
+            self._lease = Lease.take()  # a uid no other sandbox on the host has
+        return bwrap_command(bwrap, argv, env=env, network=isolation.network,
+                             uid=self._lease.uid if self._lease else None,
+                             binds=[path for path in binds if os.path.exists(path)]), {}, None
+
     def stderr_tail(self) -> str:
-        """The end of what a stdio server wrote to stderr, quoted for an error message."""
+        """Why the connection was ended, and the end of what a stdio server wrote to stderr,
+        for an error message."""
+        if self.problems:
+            return f"; {self.problems[0]}"
         if self._errlog is None:
             return ""
         try:
@@ -128,6 +180,8 @@ class _Session:
                 task.cancel()
         if self._errlog is not None:
             self._errlog.close()
+        if self._home is not None:
+            self._home.cleanup()
 
 
 # Sessions by event loop, then by connection: a loop's streams cannot serve another loop.
@@ -160,13 +214,22 @@ async def session(server: MCPTools) -> _Session:
 
 
 async def list_tools(server: MCPTools) -> list[MCPTool]:
-    """Every tool the server offers (all pages)."""
+    """Every tool the server offers (all pages), within ``LIST_TIMEOUT`` seconds; a server
+    that takes longer is stopped."""
     live = await session(server)
     assert live.client is not None
     try:
-        listed = await live.client.list_tools()
+        async with asyncio.timeout(LIST_TIMEOUT):
+            listed = await live.client.list_tools()
+    except TimeoutError:
+        await _drop(live)
+        raise MCPConnectionError(f"MCP server {server.name!r} did not list its tools within "
+                                 f"{LIST_TIMEOUT:g} s; it was stopped") from None
     except Exception as exc:
-        raise _failure(live, exc, "listing its tools") from exc
+        failure = _failure(live, exc, "listing its tools")
+        if live.dead:
+            await _drop(live)
+        raise failure from exc
     return list(listed.tools)
 
 
@@ -177,19 +240,34 @@ async def call_tool(server: MCPTools, name: str, arguments: dict[str, Any]) -> C
     try:
         return await live.client.call_tool(name, arguments)
     except Exception as exc:
-        raise _failure(live, exc, f"the call to {name!r}") from exc
+        failure = _failure(live, exc, f"the call to {name!r}")
+        if live.dead:
+            await _drop(live)
+        raise failure from exc
 
 
 def _failure(live: _Session, exc: Exception, during: str) -> Exception:
     from mcp import MCPError
-    from mcp.types import CONNECTION_CLOSED
+    from mcp.types import CONNECTION_CLOSED, PARSE_ERROR
 
+    if isinstance(exc, MCPError) and exc.code == PARSE_ERROR:  # one reply: the session stays
+        return MCPConnectionError(f"MCP server {live.server.name!r} failed {during}: "
+                                  f"{describe(exc)}")
     if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
         return exc  # the server answered with an error: the session is fine
     live.dead = True  # reopened by the next call
     return MCPConnectionError(
         f"MCP server {live.server.name!r} closed the connection during {during}: "
         f"{describe(exc)}{live.stderr_tail()}; it is restarted for the next call")
+
+
+async def _drop(live: _Session) -> None:
+    """Stop a session that failed (its process too), unless a new one replaced it."""
+    sessions = _sessions.get(asyncio.get_running_loop(), {})
+    key = live.server.key()
+    if sessions.get(key) is live:
+        del sessions[key]
+    await live.close()
 
 
 async def close(server: MCPTools) -> None:
@@ -211,7 +289,10 @@ def describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
     from mcp import MCPError
+    from mcp.types import PARSE_ERROR
 
     if isinstance(exc, MCPError):
-        text = exc.message
+        # A reply that is not JSON-RPC is told in a few words, never quoted: the URL may
+        # be something other than an MCP server.
+        text = "its reply is not JSON-RPC" if exc.code == PARSE_ERROR else exc.message
     return text

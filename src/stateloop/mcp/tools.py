@@ -37,7 +37,7 @@ def as_tool(server: MCPTools, found: ListedTool) -> MCPTool:
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     return MCPTool(server, found.name, found.description or "", schema, run,
-                   timeout=server.timeout)
+                   timeout=server.timeout, return_char_limit=server.return_char_limit)
 
 
 class MCPTool(Tool):

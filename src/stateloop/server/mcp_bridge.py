@@ -1,24 +1,30 @@
 """Between stored MCP server records and live MCP sessions: records from request bodies,
-secrets redacted in views, the server's tools as tool records (``external_mcp``, the record
-naming the server, as in Letta), and bound tools for agents' runs."""
+secrets redacted in views, what the operator lets a server do (``MCPPolicy``), the server's
+tools as tool records (``external_mcp``, the record naming the server, as in Letta), and
+bound tools for agents' runs."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+import httpx2
 from fastapi import HTTPException
 
 from ..mcp import MCPConnectionError, MCPTools
+from ..mcp.addresses import DEFAULT_PORTS, RefusedAddress, public_address
 from ..mcp.tools import call_tool
 from ..store.errors import DuplicateError
 from ..store.mcp_servers import MCPServerRecord
 from ..store.records import ToolRecord
 from ..tools.base import Tool
-from ..tools.execution import ToolOutput
+from ..tools.execution import ToolOutput, truncated
+from ..tools.sandbox import Isolation
 from .agent_fields import unprocessable
-from .mcp_models import FAILED, REDACTED
+from .mcp_models import FAILED, REDACTED, REFUSED
 
 if TYPE_CHECKING:
     from mcp.types import Tool as ListedTool
@@ -27,6 +33,59 @@ if TYPE_CHECKING:
 
 CONFIG_KEYS = ("command", "args", "server_url", "auth_header")
 SECRET_KEYS = ("env", "auth_token", "custom_headers")
+
+
+@dataclasses.dataclass(frozen=True)
+class MCPPolicy:
+    """What the operator lets a server described over REST do: run one of
+    ``stdio_commands`` (in the tools' sandbox, ``bwrap``; ``sandbox_refused`` says why
+    there is none), reach private addresses (``private_urls``), with the network for the
+    servers named in ``network``; and how much of what it says is kept."""
+
+    stdio_commands: frozenset[str] = frozenset()
+    private_urls: bool = False
+    bwrap: str | None = "bwrap"
+    own_uid: bool | None = None
+    network: frozenset[str] = frozenset()
+    sandbox_refused: str | None = None
+    max_message_bytes: int = 1_000_000
+    return_char_limit: int = 50_000
+
+
+def refusal(record: MCPServerRecord, policy: MCPPolicy) -> str | None:
+    """Why the operator does not let this stdio server run (None: it may, or it is not one)."""
+    if record.server_type != "stdio":
+        return None
+    command = record.config.get("command")
+    if not policy.stdio_commands:
+        return ("stdio MCP servers are off: the server's operator allows them by naming "
+                "their commands in STATELOOP_MCP_STDIO_COMMANDS")
+    if command not in policy.stdio_commands:
+        return (f"the command {command!r} is not one STATELOOP_MCP_STDIO_COMMANDS allows "
+                f"for stdio MCP servers")
+    return policy.sandbox_refused
+
+
+async def admit(record: MCPServerRecord, policy: MCPPolicy) -> None:
+    """A 403 naming the setting for a server the operator does not allow: a stdio command
+    not allowed, or a URL whose host has a loopback, private or link-local address (a name
+    that resolves nowhere now is left to fail when it is used)."""
+    refused = refusal(record, policy)
+    if refused is None and record.server_type != "stdio" and not policy.private_urls:
+        try:
+            url = urlsplit(record.config["server_url"])
+            port = url.port or DEFAULT_PORTS[url.scheme]
+        except ValueError as exc:
+            raise unprocessable("server_url", exc) from None
+        try:
+            await public_address(url.hostname or "", port)
+        except RefusedAddress as exc:
+            refused = (f"server_url: {exc}, which MCP servers may use only when "
+                       f"STATELOOP_MCP_PRIVATE_URLS=1 allows it")
+        except httpx2.ConnectError:
+            pass  # resolves nowhere now: checked again on every connection
+    if refused is not None:
+        raise HTTPException(REFUSED, detail=refused)
 
 
 def record_from(name: str, server_type: str, fields: Mapping[str, Any],
@@ -96,25 +155,37 @@ def _fields(record: MCPServerRecord) -> dict[str, Any]:
             "custom_headers": redacted(secrets, "custom_headers")}
 
 
-def tools_of(record: MCPServerRecord) -> MCPTools:
-    """The record as a library MCP server (secrets in place)."""
+def tools_of(record: MCPServerRecord, policy: MCPPolicy) -> MCPTools:
+    """The record as a library MCP server (secrets in place), bounded by ``policy``: a
+    stdio server in the sandbox with its own environment alone, an HTTP one at public
+    addresses only (unless allowed), every message and result bounded."""
     secrets = record.secrets
     if record.server_type == "stdio":
-        return MCPTools.stdio(record.config["command"], record.config.get("args", ()),
-                              env=secrets.get("env") or {}, name=record.name)
-    headers = dict(secrets.get("custom_headers") or {})
-    if secrets.get("auth_token"):
-        headers[record.config.get("auth_header") or "Authorization"] = secrets["auth_token"]
-    make = MCPTools.sse if record.server_type == "sse" else MCPTools.http
-    return make(record.config["server_url"], headers, name=record.name)
+        server = MCPTools.stdio(record.config["command"], record.config.get("args", ()),
+                                env=secrets.get("env") or {}, name=record.name)
+    else:
+        headers = dict(secrets.get("custom_headers") or {})
+        if secrets.get("auth_token"):
+            headers[record.config.get("auth_header") or "Authorization"] = secrets["auth_token"]
+        make = MCPTools.sse if record.server_type == "sse" else MCPTools.http
+        server = make(record.config["server_url"], headers, name=record.name)
+    isolation = (Isolation(bwrap=policy.bwrap, network=record.name in policy.network,
+                           own_uid=policy.own_uid) if record.server_type == "stdio" else None)
+    return dataclasses.replace(server, isolation=isolation, public_only=not policy.private_urls,
+                               max_message_bytes=policy.max_message_bytes,
+                               return_char_limit=policy.return_char_limit)
 
 
-async def listed_tools(record: MCPServerRecord) -> list[ListedTool]:
-    """The tools the server lists now; a server that cannot be reached is a 424."""
+async def listed_tools(record: MCPServerRecord, policy: MCPPolicy) -> list[ListedTool]:
+    """The tools the server lists now; a server the operator does not allow is a 403, one
+    that cannot be reached a 424."""
     from ..mcp import session
 
+    refused = refusal(record, policy)
+    if refused is not None:
+        raise HTTPException(REFUSED, detail=refused)
     try:
-        return await session.list_tools(tools_of(record))
+        return await session.list_tools(tools_of(record, policy))
     except MCPConnectionError as exc:
         raise HTTPException(FAILED, detail=str(exc)) from exc
     except Exception as exc:  # the server answered listing with an error
@@ -157,9 +228,10 @@ async def register_tool(store: SqlStore, record: MCPServerRecord, listed: Listed
     return await store.upsert_tool(tool_record(record, listed))
 
 
-async def sync_tools(store: SqlStore, record: MCPServerRecord) -> dict[str, list[str]]:
+async def sync_tools(store: SqlStore, record: MCPServerRecord, policy: MCPPolicy
+                     ) -> dict[str, list[str]]:
     """Make the registry hold exactly the server's current tools: Letta's resync summary."""
-    listed = await listed_tools(record)
+    listed = await listed_tools(record, policy)
     held = {tool.name: tool for tool in await store.list_tools()
             if server_id_of(tool) == record.id}
     result: dict[str, list[str]] = {"deleted": [], "updated": [], "added": []}
@@ -180,17 +252,23 @@ async def server_tools(store: SqlStore, record: MCPServerRecord) -> list[ToolRec
     return [tool for tool in await store.list_tools() if server_id_of(tool) == record.id]
 
 
-async def run_tool(record: MCPServerRecord, name: str, arguments: dict[str, Any]) -> ToolOutput:
-    """One call, bounded by the server's call timeout."""
-    server = tools_of(record)
+async def run_tool(record: MCPServerRecord, name: str, arguments: dict[str, Any],
+                   policy: MCPPolicy) -> ToolOutput:
+    """One call, bounded by the server's call timeout; its text by the return limit."""
+    refused = refusal(record, policy)
+    if refused is not None:
+        return ToolOutput(f"Tool {name!r}: {refused}.", True)
+    server = tools_of(record, policy)
     try:
         async with asyncio.timeout(server.timeout):
-            return await call_tool(server, name, arguments)
+            output = await call_tool(server, name, arguments)
     except TimeoutError:
         return ToolOutput(f"Tool {name!r} timed out after {server.timeout:g} s.", True)
+    output.text = truncated(output.text, policy.return_char_limit)
+    return output
 
 
-def bound_tool(store: SqlStore, record: ToolRecord) -> Tool:
+def bound_tool(store: SqlStore, record: ToolRecord, policy: MCPPolicy) -> Tool:
     """A callable ``external_mcp`` tool: each call reads its server's record, so an update
     of the server applies at once, and a deleted server answers with an error."""
     server_id = server_id_of(record) or ""
@@ -202,6 +280,10 @@ def bound_tool(store: SqlStore, record: ToolRecord) -> Tool:
         except LookupError:
             return ToolOutput(f"Tool {record.name!r}: its MCP server {server_id!r} no longer "
                               f"exists.", True)
-        return await call_tool(tools_of(server), record.name, arguments)
+        refused = refusal(server, policy)
+        if refused is not None:
+            return ToolOutput(f"Tool {record.name!r}: {refused}.", True)
+        return await call_tool(tools_of(server, policy), record.name, arguments)
 
-    return Tool(record.name, record.description or "", parameters, run)
+    return Tool(record.name, record.description or "", parameters, run,
+                return_char_limit=record.return_char_limit or policy.return_char_limit)

@@ -16,6 +16,11 @@ REDACTED = "****"  # what a stored secret reads as; sent back unchanged, it keep
 FAILED = 424
 MCP_FAILED: dict[int | str, dict[str, Any]] = {
     FAILED: {"model": ErrorBody, "description": "Failed Dependency: the MCP server failed"}}
+# A server the operator does not allow: a stdio command, or a private address.
+REFUSED = 403
+MCP_REFUSED: dict[int | str, dict[str, Any]] = {
+    REFUSED: {"model": ErrorBody, "description": "Forbidden: the operator does not allow "
+                                                 "this MCP server (the detail names the setting)"}}
 
 StringMap = dict[str, str]
 

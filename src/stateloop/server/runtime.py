@@ -24,6 +24,7 @@ from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
 from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
 from . import fleet
+from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
 from .tool_env import agent_env
@@ -174,9 +175,7 @@ class Runtime:
         if record.binding and record.binding.startswith("builtin:"):
             return builtin_tool(record.name)
         if record.tool_type == "external_mcp":
-            from .mcp_bridge import bound_tool
-
-            return bound_tool(self.store, record)
+            return bound_tool(self.store, record, self.mcp_policy())
         # Whether a call pauses for a human is the agent's rule (see with_default_approvals),
         # so the agent can turn it off: the bound tool never asks on its own.
         python = self.python_tools.get(record.name)
@@ -203,6 +202,22 @@ class Runtime:
         return (f"tools created from source are disabled: bubblewrap cannot isolate them "
                 f"({self.sandbox_problem}); install bubblewrap, or set "
                 f"STATELOOP_UNSAFE_TOOLS=1 to run them without isolation")
+
+    def mcp_policy(self) -> MCPPolicy:
+        """What MCP servers described over REST may do (``STATELOOP_MCP_*``): stdio ones run
+        in the source tools' sandbox, or not at all when it cannot isolate them."""
+        settings = self.settings
+        refused = None
+        if self.sandbox_problem and not settings.unsafe_tools:
+            refused = (f"stdio MCP servers are off: bubblewrap cannot isolate them "
+                       f"({self.sandbox_problem}); install bubblewrap, or set "
+                       f"STATELOOP_UNSAFE_TOOLS=1 to run them without isolation")
+        return MCPPolicy(stdio_commands=frozenset(settings.mcp_stdio_commands),
+                         private_urls=settings.mcp_private_urls,
+                         bwrap=None if self.sandbox_problem else settings.tool_bwrap,
+                         own_uid=self._own_uid, network=frozenset(settings.tool_network),
+                         sandbox_refused=refused, max_message_bytes=settings.tool_output_bytes,
+                         return_char_limit=RETURN_CHAR_LIMIT)
 
     def isolation(self, tool_name: str, env: Mapping[str, str] | None = None) -> Isolation:
         """How calls of this source tool are isolated: its environment is the sandbox's own

@@ -42,10 +42,16 @@ class ServerSettings(BaseSettings):
     tool_bwrap: str = "bwrap"  # the bubblewrap executable that isolates source tools
     # Without a usable bubblewrap, run source tools anyway as plain subprocesses.
     unsafe_tools: bool = False
-    # Source tools allowed on the network (comma-separated names); others get none.
+    # Source tools and stdio MCP servers allowed on the network (comma-separated names);
+    # others get none.
     tool_network: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # The environment of every source tool (a JSON object): nothing else of the server's.
     tool_env: dict[str, str] = Field(default_factory=dict)
+    # MCP servers described over REST. Stdio ones run only the commands named here (comma-
+    # separated, as written; none: stdio servers are refused), in the tools' sandbox; HTTP
+    # and SSE ones reach loopback, private and link-local addresses only when allowed.
+    mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    mcp_private_urls: bool = False
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
@@ -82,7 +88,7 @@ class ServerSettings(BaseSettings):
             _check_spaces(key, f"STATELOOP_API_KEYS: key {number}")
         return keys
 
-    @field_validator("tool_network", mode="before")
+    @field_validator("tool_network", "mcp_stdio_commands", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):

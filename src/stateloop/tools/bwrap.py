@@ -18,7 +18,7 @@ import shutil
 import site
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import stateloop
@@ -86,9 +86,10 @@ def uses_own_uid(own_uid: bool | None) -> bool:
 
 def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
                   network: bool = False, tmp_bytes: int = 64 * 1024 * 1024,
-                  uid: int | None = None) -> list[str]:
+                  uid: int | None = None, binds: Sequence[str] = ()) -> list[str]:
     """``bwrap ... -- argv``: run ``argv`` isolated, with a ``tmp_bytes`` tmpfs as /tmp;
-    as ``uid`` (a leased one, see ``confinement.py``), or as nobody in a user namespace."""
+    as ``uid`` (a leased one, see ``confinement.py``), or as nobody in a user namespace;
+    ``binds`` are more paths it may read (as the operator allowed them)."""
     command = [bwrap, *_identity(uid is not None), "--unshare-ipc", "--unshare-pid",
                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
                "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
@@ -98,6 +99,7 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
     command += _root_links()
     mounts = [*_interpreter_paths()] + ([path for path in _NETWORK_FILES if os.path.exists(path)]
                                      if network else [])
+    mounts += binds
     # The tmpfs first: a virtualenv or checkout under /tmp is bound on top of it, not hidden.
     command += ["--perms", "01777", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
     for parent in _ancestors(mounts):  # traversable by the child's uid, whatever it is

@@ -17,6 +17,7 @@ from .. import mcp_bridge as bridge
 from ..deps import RuntimeDep
 from ..mcp_models import (
     MCP_FAILED,
+    MCP_REFUSED,
     ConfigOut,
     LegacyToolExecuteRequest,
     LegacyUpdate,
@@ -49,38 +50,42 @@ async def list_mcp_servers(runtime: RuntimeDep) -> dict[str, Any]:
             for found in await runtime.store.list_mcp_servers()}
 
 
-@router.put("", responses=errors(409), response_model=list[ConfigOut])
+@router.put("", responses={**errors(409), **MCP_REFUSED}, response_model=list[ConfigOut])
 async def add_mcp_server(body: ServerConfigIn, runtime: RuntimeDep) -> list[dict[str, Any]]:
     """Register a server (and its tools, when it can be reached); answers every config."""
     await create_with_tools(runtime, _record(body))
     return await _all(runtime)
 
 
-@router.post("/test", responses=MCP_FAILED)
-async def test_mcp_server(body: ServerConfigIn) -> dict[str, Any]:
+@router.post("/test", responses={**MCP_FAILED, **MCP_REFUSED})
+async def test_mcp_server(body: ServerConfigIn, runtime: RuntimeDep) -> dict[str, Any]:
     """Connect to a server that is not stored and list its tools."""
     record = _record(body)
+    policy = runtime.mcp_policy()
+    await bridge.admit(record, policy)
     try:
-        listed = await bridge.listed_tools(record)
+        listed = await bridge.listed_tools(record, policy)
     finally:
-        await closed(record)
+        await closed(runtime, record)
     return {"status": "success", "tools": [_tool_out(found) for found in listed]}
 
 
-@router.post("/connect", responses=streamed())
-async def connect_mcp_server(body: ServerConfigIn) -> StreamingResponse:
+@router.post("/connect", responses={**streamed(), **MCP_REFUSED})
+async def connect_mcp_server(body: ServerConfigIn, runtime: RuntimeDep) -> StreamingResponse:
     """``test`` as a stream of Letta's connection events (no OAuth)."""
     record = _record(body)
+    policy = runtime.mcp_policy()
+    await bridge.admit(record, policy)
 
     async def events() -> AsyncIterator[str]:
         yield _event({"event": "connection_attempt", "server_name": record.name})
         try:
-            listed = await bridge.listed_tools(record)
+            listed = await bridge.listed_tools(record, policy)
         except HTTPException as exc:
             yield _event({"event": "error", "message": str(exc.detail)})
             return
         finally:
-            await closed(record)
+            await closed(runtime, record)
         yield _event({"event": "success", "tools": [_tool_out(found) for found in listed]})
 
     return StreamingResponse(events(), media_type="text/event-stream")
@@ -103,7 +108,8 @@ async def _named(runtime: Runtime, mcp_server_name: str) -> MCPServerRecord:
     return record
 
 
-@router.patch("/{mcp_server_name}", responses=errors(404, 409), response_model=ConfigOut)
+@router.patch("/{mcp_server_name}", responses={**errors(404, 409), **MCP_REFUSED},
+              response_model=ConfigOut)
 async def update_mcp_server(mcp_server_name: str, body: LegacyUpdate,
                             runtime: RuntimeDep) -> dict[str, Any]:
     """Change a server's name or settings (``stdio_config`` for a stdio server)."""
@@ -117,8 +123,9 @@ async def update_mcp_server(mcp_server_name: str, body: LegacyUpdate,
         if body.token is not None:
             fields["auth_token"] = body.token
     record = bridge.record_from(body.server_name or old.name, old.server_type, fields, old)
+    await bridge.admit(record, runtime.mcp_policy())
     stored = await runtime.store.update_mcp_server(record)
-    await closed(old)
+    await closed(runtime, old)
     return bridge.config_view(stored)
 
 
@@ -129,22 +136,25 @@ async def delete_mcp_server(mcp_server_name: str, runtime: RuntimeDep) -> list[d
     return await _all(runtime)
 
 
-@router.get("/{mcp_server_name}/tools", responses={**errors(404), **MCP_FAILED},
+@router.get("/{mcp_server_name}/tools", responses={**errors(404), **MCP_FAILED, **MCP_REFUSED},
             response_model=list[MCPToolOut])
 async def list_mcp_tools_by_server(mcp_server_name: str,
                                    runtime: RuntimeDep) -> list[dict[str, Any]]:
     """The tools the server lists now."""
     record = await _named(runtime, mcp_server_name)
-    return [_tool_out(found) for found in await bridge.listed_tools(record)]
+    return [_tool_out(found)
+            for found in await bridge.listed_tools(record, runtime.mcp_policy())]
 
 
-@router.post("/{mcp_server_name}/resync", responses={**errors(404), **MCP_FAILED})
+@router.post("/{mcp_server_name}/resync",
+             responses={**errors(404), **MCP_FAILED, **MCP_REFUSED})
 async def resync_mcp_server_tools(mcp_server_name: str, runtime: RuntimeDep,
                                   agent_id: str | None = None) -> dict[str, Any]:
     """List the server's tools anew into the registry (added, updated, deleted)."""
     if agent_id is not None:
         await agent_record(runtime, agent_id)
-    return await bridge.sync_tools(runtime.store, await _named(runtime, mcp_server_name))
+    return await bridge.sync_tools(runtime.store, await _named(runtime, mcp_server_name),
+                                   runtime.mcp_policy())
 
 
 @router.post("/{mcp_server_name}/tools/{tool_name}/execute", responses=errors(404))
@@ -153,17 +163,18 @@ async def execute_mcp_tool(mcp_server_name: str, tool_name: str,
                            runtime: RuntimeDep) -> dict[str, Any]:
     """Call one of the server's tools: ``{"result": text, "success": bool}``."""
     record = await _named(runtime, mcp_server_name)
-    output = await bridge.run_tool(record, tool_name, body.args)
+    output = await bridge.run_tool(record, tool_name, body.args, runtime.mcp_policy())
     return {"result": output.text, "success": not output.is_error}
 
 
-@router.post("/{mcp_server_name}/{mcp_tool_name}", responses={**errors(404, 409), **MCP_FAILED},
+@router.post("/{mcp_server_name}/{mcp_tool_name}",
+             responses={**errors(404, 409), **MCP_FAILED, **MCP_REFUSED},
              response_model=Tool)
 async def add_mcp_tool(mcp_server_name: str, mcp_tool_name: str,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """Add one of the server's tools to the registry, to attach to agents."""
     record = await _named(runtime, mcp_server_name)
-    for found in await bridge.listed_tools(record):
+    for found in await bridge.listed_tools(record, runtime.mcp_policy()):
         if found.name == mcp_tool_name:
             return tool_view(await bridge.register_tool(runtime.store, record, found))
     raise HTTPException(404, detail=f"MCP server {mcp_server_name!r} has no tool "

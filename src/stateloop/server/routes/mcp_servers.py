@@ -25,6 +25,7 @@ from ..deps import RuntimeDep
 from ..mcp_models import (
     FAILED,
     MCP_FAILED,
+    MCP_REFUSED,
     CreateMCPServerRequest,
     MCPServerOut,
     ToolExecuteRequest,
@@ -42,25 +43,29 @@ logger = logging.getLogger(__name__)
 
 
 async def create_with_tools(runtime: Runtime, record: MCPServerRecord) -> MCPServerRecord:
-    """Store ``record``, then register its tools if the server can be reached now."""
+    """Store ``record`` (a 403 if the operator does not allow it), then register its tools
+    if the server can be reached now; one that cannot is stopped."""
+    policy = runtime.mcp_policy()
+    await bridge.admit(record, policy)
     stored = await runtime.store.create_mcp_server(record)
     try:
-        await bridge.sync_tools(runtime.store, stored)
+        await bridge.sync_tools(runtime.store, stored, policy)
     except HTTPException as exc:
         logger.warning("MCP server %r stored without its tools: %s", stored.name, exc.detail)
+        await closed(runtime, stored)
     return stored
 
 
-async def closed(record: MCPServerRecord) -> None:
+async def closed(runtime: Runtime, record: MCPServerRecord) -> None:
     """End the record's live session (its settings changed, or it is gone)."""
-    await bridge.tools_of(record).close()
+    await bridge.tools_of(record, runtime.mcp_policy()).close()
 
 
 async def delete_with_tools(runtime: Runtime, record: MCPServerRecord) -> None:
     for tool in await bridge.server_tools(runtime.store, record):
         await runtime.store.delete_tool(tool.name)
     await runtime.store.delete_mcp_server(record.id)
-    await closed(record)
+    await closed(runtime, record)
 
 
 @router.get("/connect/{mcp_server_id}", responses=streamed(404))
@@ -72,7 +77,7 @@ async def mcp_connect_mcp_server(mcp_server_id: str, runtime: RuntimeDep) -> Str
     async def events() -> AsyncIterator[str]:
         yield _event({"event": "connection_attempt", "server_name": record.name})
         try:
-            listed = await bridge.listed_tools(record)
+            listed = await bridge.listed_tools(record, runtime.mcp_policy())
         except HTTPException as exc:
             yield _event({"event": "error", "message": str(exc.detail)})
             return
@@ -86,7 +91,7 @@ def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data)}\n\n"
 
 
-@router.post("", responses=errors(409), response_model=MCPServerOut)
+@router.post("", responses={**errors(409), **MCP_REFUSED}, response_model=MCPServerOut)
 async def mcp_create_mcp_server(body: CreateMCPServerRequest,
                                 runtime: RuntimeDep) -> dict[str, Any]:
     """Register an MCP server (stdio, SSE or Streamable HTTP) and list its tools."""
@@ -123,7 +128,8 @@ async def mcp_delete_mcp_server(mcp_server_id: str, runtime: RuntimeDep) -> Resp
     return Response(status_code=204)
 
 
-@router.patch("/{mcp_server_id}", responses=errors(404, 409), response_model=MCPServerOut)
+@router.patch("/{mcp_server_id}", responses={**errors(404, 409), **MCP_REFUSED},
+              response_model=MCPServerOut)
 async def mcp_update_mcp_server(mcp_server_id: str, body: UpdateMCPServerRequest,
                                 runtime: RuntimeDep) -> dict[str, Any]:
     """Change the server's name or settings; its session restarts with them."""
@@ -131,8 +137,9 @@ async def mcp_update_mcp_server(mcp_server_id: str, body: UpdateMCPServerRequest
     config = body.config
     record = bridge.record_from(body.server_name or old.name, config.mcp_server_type,
                                 config.model_dump(exclude_none=True), old)
+    await bridge.admit(record, runtime.mcp_policy())
     stored = await runtime.store.update_mcp_server(record)
-    await closed(old)
+    await closed(runtime, old)
     return bridge.server_view(stored)
 
 
@@ -167,11 +174,13 @@ async def mcp_run_tool(mcp_server_id: str, tool_id: str, runtime: RuntimeDep,
     its text (as in Letta; structured content comes as JSON text when there is no text)."""
     record = await _server(runtime, mcp_server_id)
     tool = await _server_tool(runtime, record, tool_id)
-    output = await bridge.run_tool(record, tool.name, body.args if body else {})
+    output = await bridge.run_tool(record, tool.name, body.args if body else {},
+                                   runtime.mcp_policy())
     return {"status": "error" if output.is_error else "success", "func_return": output.text}
 
 
-@router.patch("/{mcp_server_id}/refresh", responses={**errors(404), **MCP_FAILED})
+@router.patch("/{mcp_server_id}/refresh",
+              responses={**errors(404), **MCP_FAILED, **MCP_REFUSED})
 async def mcp_refresh_mcp_server_tools(mcp_server_id: str, runtime: RuntimeDep,
                                        agent_id: str | None = None) -> dict[str, Any]:
     """List the server's tools anew: new ones are added, changed ones updated, gone ones
@@ -180,6 +189,6 @@ async def mcp_refresh_mcp_server_tools(mcp_server_id: str, runtime: RuntimeDep,
         await agent_record(runtime, agent_id)
     record = await _server(runtime, mcp_server_id)
     try:
-        return await bridge.sync_tools(runtime.store, record)
+        return await bridge.sync_tools(runtime.store, record, runtime.mcp_policy())
     except MCPConnectionError as exc:
         raise HTTPException(FAILED, detail=str(exc)) from exc
