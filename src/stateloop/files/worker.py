@@ -77,6 +77,11 @@ def main() -> None:
     except MemoryError:
         tell(out_of_memory=True)
         sys.exit(3)
+    except Exception as exc:  # onnxruntime reports a failed allocation as its own error
+        if "bad_alloc" not in str(exc):
+            raise
+        tell(out_of_memory=True)
+        sys.exit(3)
 
 
 if __name__ == "__main__":
