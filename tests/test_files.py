@@ -16,6 +16,7 @@ from stateloop import Agent, Block
 from stateloop.files import FileRejected, Folders, Limits, attach_folder, detach_folder
 from stateloop.memory.embeddings import MiniLMEmbedder
 from stateloop.store import open_store
+from stateloop.store.folders import FileRecord
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, call, reply
 
@@ -239,3 +240,13 @@ async def test_the_offline_model_embeds_in_the_worker_within_its_memory(
     with pytest.raises(FileRejected, match=r"more than 300 MB of memory "
                                            r"\(STATELOOP_UPLOAD_MEMORY_MB\)"):
         await tight.upload(docs.id, "more.txt", GOOD["notes.txt"])
+
+
+async def test_files_a_dead_process_was_processing_end_in_error(store: SqlStore) -> None:
+    docs = await Folders(store, HashEmbedder()).create("docs")
+    left = FileRecord(folder_id=docs.id, file_name="docs/a.txt", original_file_name="a.txt",
+                      file_type="text/plain", file_size=3, processing_status="embedding")
+    await store.add_file(left, [])
+    assert await store.fail_interrupted_files() == 1
+    found = await store.get_file(left.id)
+    assert found.processing_status == "error" and "interrupted" in (found.error_message or "")

@@ -223,6 +223,23 @@ class FoldersMixin:
 
         return await self._runner.write(txn, offload=len(chunks) > 256)
 
+    async def fail_interrupted_files(self) -> int:
+        """Files a dead process left ``pending``, ``parsing`` or ``embedding`` end in
+        ``error`` saying so; how many. Only when no other store has the database open (its
+        uploads in progress would look the same)."""
+        if self._runner.others_alive():
+            return 0
+
+        def txn(conn: Connection) -> int:
+            done = conn.execute(
+                update(fi).where(fi.c.processing_status.in_(("pending", "parsing", "embedding")))
+                .values(processing_status="error", updated_at=time.time(),
+                        error_message="processing was interrupted: the server stopped; "
+                                      "upload the file again"))
+            return int(done.rowcount)
+
+        return await self._runner.write(txn)
+
     async def get_file(self, file_id: str, *, content: bool = True) -> FileRecord:
         """The file with this id (NotFoundError if none)."""
         return await self._runner.read(lambda conn: _file(conn, file_id, content))
