@@ -2,7 +2,8 @@
 letta-client: a decompression-bomb PDF and a 5 MB text file are processed in a worker while
 ``/v1/health`` keeps answering within a second and the server's memory stays flat; the bomb
 ends in an error naming the limit it hit; deleting a file or its folder while it is processed
-kills its worker; JSON nested thousands deep ends in a clear error, not a 500."""
+kills its worker, and so does killing the server; JSON nested thousands deep ends in a clear
+error, not a 500."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,10 +121,9 @@ def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@contextmanager
+def serving(home: Path) -> Iterator[Served]:
     """``stateloop serve`` with the fake provider (its own process) as embedder."""
-    home = tmp_path_factory.mktemp("uploads")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("STATELOOP_", "OPENAI_", "ANTHROPIC_"))}
     env.update(PYTHONPATH=SRC, HOME=str(home))
@@ -149,6 +150,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("uploads")) as running:
+        yield running
 
 
 @pytest.fixture
@@ -224,6 +231,17 @@ def test_deleting_while_processing_kills_the_worker(client: Letta, served: Serve
     assert not worker.is_running() and served.workers() == []
     gone = httpx.get(f"{served.url}/v1/folders/{folder.id}/files/{file.id}")
     assert gone.status_code == 404
+
+
+def test_a_killed_server_takes_its_worker_along(tmp_path: Path) -> None:
+    with serving(tmp_path) as doomed:
+        client = Letta(base_url=doomed.url, api_key="unused", max_retries=0, timeout=30)
+        folder = client.folders.create(name="orphaned")
+        client.folders.files.upload(folder.id, file=("bomb.pdf", bomb_pdf()))
+        worker = _worker_of(doomed)
+        doomed.process.kill()
+        worker.wait(10)  # psutil.TimeoutExpired if it outlives the server
+        assert not worker.is_running()
 
 
 def test_json_nested_thousands_deep_ends_in_a_clear_error(client: Letta,

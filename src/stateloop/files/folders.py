@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
@@ -18,7 +19,7 @@ from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
 from .parsing import FileRejected, Limits, check
-from .processing import Stopped, process
+from .processing import Stopped, discard, process, stage
 from .text import window
 
 MAX_FILES_OPEN = 5  # Letta's default max_files_open
@@ -88,8 +89,8 @@ class Folders:
         file, skipped = await self.start_upload(folder_id, name, data, duplicates=duplicates)
         job = self._jobs.get(file.id)
         if job is not None:
-            await asyncio.wait({job[1]})
-            if isinstance(rejected := job[1].result(), FileRejected):
+            await asyncio.wait({job[1]})  # cancelled when the file is deleted meanwhile
+            if not job[1].cancelled() and isinstance(rejected := job[1].result(), FileRejected):
                 await self.store.delete_file(folder_id, file.id)
                 raise rejected
         return await self.store.get_file(file.id, content=False), skipped
@@ -120,19 +121,24 @@ class Folders:
                                                                       len(existing)),
                           original_file_name=name, file_type=kind, file_size=len(data),
                           processing_status="pending")
-        await self.store.add_file(file, [])
-        task = asyncio.create_task(self._process(file, data), name=f"upload {file.id}")
+        staged = await stage(data)
+        try:
+            await self.store.add_file(file, [])
+        except BaseException:
+            await discard(staged)
+            raise
+        task = asyncio.create_task(self._process(file, staged), name=f"upload {file.id}")
         self._jobs[file.id] = (folder_id, task)
         return file, False
 
-    async def _process(self, file: FileRecord, data: bytes) -> FileRejected | None:
+    async def _process(self, file: FileRecord, staged: Path) -> FileRejected | None:
         """Process one upload to its end; a refusal is stored as the file's error (and
         returned), a file deleted meanwhile is let go."""
         try:
             async with self._slots:
                 if not await self.store.update_file(file.id, processing_status="parsing"):
                     return None
-                done = await process(file.original_file_name, data, self.limits,
+                done = await process(staged, file.original_file_name, self.limits,
                                      embed=self._worker_embedding(),
                                      progress=lambda report: self._progress(file.id, report))
                 vectors = (done.vectors if done.vectors is not None
@@ -153,6 +159,7 @@ class Folders:
                                          error_message=f"processing failed: {exc}")
         finally:
             self._jobs.pop(file.id, None)
+            await discard(staged)
         return None
 
     def _worker_embedding(self) -> dict[str, Any] | None:

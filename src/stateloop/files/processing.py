@@ -1,7 +1,7 @@
 """An upload processed in a worker process (``worker.py``), never on the server's event loop
-nor in its memory: the bytes go to a private temporary folder, the worker parses, chunks and
-(with the offline embedder) embeds them within ``Limits``, telling its progress, and the
-result is read back bounded. Cancelling the call kills the worker."""
+nor in its memory: the bytes are staged in a private temporary folder, the worker parses,
+chunks and (with the offline embedder) embeds them within ``Limits``, telling its progress,
+and reads back what it wrote there. Cancelling the call kills the worker."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import signal
 import sys
@@ -40,25 +41,33 @@ class Processed:
     vectors: Any  # an (n, dim) float32 array when the worker embedded, else None
 
 
-async def process(name: str, data: bytes, limits: Limits, *, embed: dict[str, Any] | None,
+async def stage(data: bytes) -> Path:
+    """A private temporary folder holding the upload, so that it waits for a worker on disk,
+    not in the server's memory."""
+    def write() -> Path:
+        folder = Path(tempfile.mkdtemp(prefix="stateloop-upload-"))
+        (folder / "upload").write_bytes(data)
+        return folder
+
+    return await asyncio.to_thread(write)
+
+
+async def discard(folder: Path) -> None:
+    """Remove a staged upload and what its worker wrote."""
+    await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+async def process(folder: Path, name: str, limits: Limits, *, embed: dict[str, Any] | None,
                   progress: Progress) -> Processed:
-    """Parse, chunk and (with ``embed``, the offline model's spec) embed ``data`` in a worker.
-    ``progress`` gets each report (``total_chunks``, ``chunks_embedded``) and answers False
-    to stop (``Stopped``); a file the worker refuses, or that exceeds a limit, raises
-    ``FileRejected`` naming it."""
-    folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="stateloop-upload-"))
-    try:
-        job = {"name": name, "limits": dataclasses.asdict(limits), "embed": embed}
-        await asyncio.to_thread(_write, folder, data, job)
-        await _run(folder, name, limits, progress)
-        return await asyncio.to_thread(_read, folder, name)
-    finally:
-        await asyncio.to_thread(shutil.rmtree, folder, True)
-
-
-def _write(folder: Path, data: bytes, job: dict[str, Any]) -> None:
-    (folder / "upload").write_bytes(data)
-    (folder / "job.json").write_text(json.dumps(job))
+    """Parse, chunk and (with ``embed``, the offline model's spec) embed the upload staged
+    in ``folder``, in a worker. ``progress`` gets each report (``total_chunks``,
+    ``chunks_embedded``) and answers False to stop (``Stopped``); a file the worker refuses,
+    or that exceeds a limit, raises ``FileRejected`` naming it."""
+    job = {"name": name, "limits": dataclasses.asdict(limits), "embed": embed,
+           "parent": os.getpid()}
+    await asyncio.to_thread((folder / "job.json").write_text, json.dumps(job))
+    await _run(folder, name, limits, progress)
+    return await asyncio.to_thread(_read, folder)
 
 
 async def _run(folder: Path, name: str, limits: Limits, progress: Progress) -> None:
@@ -93,7 +102,7 @@ async def _run(folder: Path, name: str, limits: Limits, progress: Progress) -> N
                            status=500)
 
 
-def _read(folder: Path, name: str) -> Processed:
+def _read(folder: Path) -> Processed:
     result = json.loads((folder / "result.json").read_text())
     if "error" in result:
         raise FileRejected(result["error"], status=result["status"])

@@ -6,15 +6,28 @@ files in ``DIR`` (see ``processing.py``, the server's side)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from .parsing import FileRejected, Limits, parse
 from .text import chunk
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with(parent: int) -> None:
+    """End when the server does, even killed: Linux's parent-death signal."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it was gone before the signal was asked for
+        os._exit(1)
 
 
 def limit_self(limits: Limits) -> None:
@@ -36,6 +49,7 @@ def tell(**progress: Any) -> None:
 def run(folder: Path) -> None:
     """Process the job in ``folder``; a refusal is written as its result, not raised."""
     job = json.loads((folder / "job.json").read_text())
+    die_with(job["parent"])
     limits = Limits(**job["limits"])
     limit_self(limits)
     try:
