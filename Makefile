@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sleeptime.py
 	$(BIN)/python bench/multi_agent.py
 	$(BIN)/python bench/files.py
+	$(BIN)/python bench/uploads.py 60
 	$(BIN)/python bench/fleet.py
 
 clean:

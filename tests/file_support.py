@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +23,17 @@ class HashEmbedder:
                 out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms == 0, 1, norms)
+
+
+def processed(client: Any, folder_id: str, file: Any, timeout: float = 120.0) -> Any:
+    """The uploaded file once processing ends (``completed`` or ``error``), polled as a Letta
+    client does."""
+    deadline = time.monotonic() + timeout
+    while file.processing_status in ("pending", "parsing", "embedding"):
+        assert time.monotonic() < deadline, f"{file.file_name} still {file.processing_status}"
+        time.sleep(0.1)
+        file = client.folders.files.retrieve(file.id, folder_id=folder_id)
+    return file
 
 
 def pdf(*pages: str) -> bytes:
@@ -57,6 +70,8 @@ GOOD = {
     "report.pdf": pdf("Quarterly revenue grew nine percent", "Churn fell in the north region"),
 }
 
+# Refused by the upload itself (4xx, nothing stored): what its name and first bytes tell.
+REFUSED_AT_ONCE = {"empty.txt", "junk.txt", "tool.exe"}
 BAD = {  # name -> (bytes, words the error names)
     "empty.txt": (b"", "empty"),
     "junk.txt": (bytes(range(256)) * 8, "binary"),

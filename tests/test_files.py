@@ -5,6 +5,7 @@ closed first, counted by the context overview, kept through compaction and reloa
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,8 +13,10 @@ import pytest
 
 from file_support import BAD, GOOD, HashEmbedder
 from stateloop import Agent, Block
-from stateloop.files import FileRejected, Folders, attach_folder, detach_folder
+from stateloop.files import FileRejected, Folders, Limits, attach_folder, detach_folder
+from stateloop.memory.embeddings import MiniLMEmbedder
 from stateloop.store import open_store
+from stateloop.store.folders import FileRecord
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, call, reply
 
@@ -199,3 +202,51 @@ async def test_a_file_whose_embedding_fails_is_stored_in_error_without_chunks(
     [stored] = await store.list_files(docs.id)
     assert (stored.id, stored.processing_status) == (file.id, "error")
     assert await store.list_chunks(docs.id) == []
+
+
+@pytest.mark.parametrize(("limits", "name", "data", "words"), [
+    (Limits(max_pages=1), "report.pdf", GOOD["report.pdf"],
+     "has 2 pages; the limit is 1 (STATELOOP_UPLOAD_MAX_PAGES)"),
+    (Limits(max_chars=100), "notes.txt", b"Ada owns the release. " * 10,
+     "has 220 characters of text; the limit is 100 (STATELOOP_UPLOAD_MAX_CHARS)"),
+    (Limits(max_chunks=2), "notes.txt", (b"word " * 190 + b"\n\n") * 4,
+     "makes 4 chunks; the limit is 2 (STATELOOP_UPLOAD_MAX_CHUNKS)"),
+    (Limits(max_bytes=10), "notes.txt", GOOD["notes.txt"],
+     "is 51 bytes; the limit is 10 (STATELOOP_MAX_UPLOAD_BYTES)"),
+    (Limits(), "deep.json", b"[" * 5000 + b"]" * 5000, "more than 256 levels deep"),
+])
+async def test_an_upload_past_a_limit_is_refused_naming_it(store: SqlStore, limits: Limits,
+                                                           name: str, data: bytes,
+                                                           words: str) -> None:
+    folders = Folders(store, HashEmbedder(), limits=limits)
+    docs = await folders.create("docs")
+    with pytest.raises(FileRejected, match=re.escape(words)):
+        await folders.upload(docs.id, name, data)
+    assert await store.list_files(docs.id) == []
+
+
+async def test_the_offline_model_embeds_in_the_worker_within_its_memory(
+        store: SqlStore) -> None:
+    embedder = MiniLMEmbedder()
+    folders = Folders(store, embedder)
+    docs = await folders.create("docs")
+    file, _ = await folders.upload(docs.id, "notes.txt", GOOD["notes.txt"])
+    assert (file.processing_status, file.chunks_embedded) == ("completed", 1)
+    assert embedder._session is None  # the model ran in the worker, not in this process
+    [hit] = await folders.search([docs.id], "who owns the release?")
+    assert "Ada owns the release" in hit.chunk.text and hit.score > 0.3
+
+    tight = Folders(store, embedder, limits=Limits(memory_mb=300))
+    with pytest.raises(FileRejected, match=r"more than 300 MB of memory "
+                                           r"\(STATELOOP_UPLOAD_MEMORY_MB\)"):
+        await tight.upload(docs.id, "more.txt", GOOD["notes.txt"])
+
+
+async def test_files_a_dead_process_was_processing_end_in_error(store: SqlStore) -> None:
+    docs = await Folders(store, HashEmbedder()).create("docs")
+    left = FileRecord(folder_id=docs.id, file_name="docs/a.txt", original_file_name="a.txt",
+                      file_type="text/plain", file_size=3, processing_status="embedding")
+    await store.add_file(left, [])
+    assert await store.fail_interrupted_files() == 1
+    found = await store.get_file(left.id)
+    assert found.processing_status == "error" and "interrupted" in (found.error_message or "")

@@ -14,7 +14,7 @@ import letta_client
 import pytest
 from letta_client import Letta
 
-from file_support import BAD, GOOD
+from file_support import BAD, GOOD, REFUSED_AT_ONCE, processed
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import call, reply
 from test_server_support import Script, Server, new_agent
@@ -39,6 +39,8 @@ def test_upload_each_kind_and_read_it_back(client: Letta, server: Server) -> Non
         uploaded = client.folders.files.with_raw_response.upload(folder.id, file=(name, data))
         assert_letta_shape("/v1/folders/{folder_id}/upload", "post", _json(uploaded))
         file = uploaded.parse()
+        assert (file.file_name, file.processing_status) == (f"kinds/{name}", "pending")
+        file = processed(client, folder.id, file)
         assert (file.file_name, file.processing_status) == (f"kinds/{name}", "completed")
         assert file.total_chunks == file.chunks_embedded and file.file_size == len(data)
     listed = client.folders.files.list(folder.id, include_content=True)
@@ -77,14 +79,25 @@ def test_upload_each_kind_and_read_it_back(client: Letta, server: Server) -> Non
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_a_bad_file_is_refused_and_nothing_is_stored(client: Letta, name: str) -> None:
+def test_a_bad_file_is_refused_and_nothing_is_stored(client: Letta, server: Server,
+                                                      name: str) -> None:
     folder = _folder(client, f"bad-{name}")
     data, words = BAD[name]
-    with pytest.raises(letta_client.APIStatusError) as caught:
-        client.folders.files.upload(folder.id, file=(name, data))
-    assert caught.value.status_code in (415, 422)
-    assert words.lower() in str(caught.value.body).lower() and name in str(caught.value.body)
-    assert list(client.folders.files.list(folder.id)) == []
+    if name in REFUSED_AT_ONCE:
+        with pytest.raises(letta_client.APIStatusError) as caught:
+            client.folders.files.upload(folder.id, file=(name, data))
+        assert caught.value.status_code in (415, 422)
+        assert words.lower() in str(caught.value.body).lower()
+        assert name in str(caught.value.body)
+        assert list(client.folders.files.list(folder.id)) == []
+        return
+    # what only reading it whole tells: the file ends in error, named, with no passages
+    file = processed(client, folder.id, client.folders.files.upload(folder.id,
+                                                                    file=(name, data)))
+    assert (file.processing_status, file.chunks_embedded) == ("error", 0)
+    assert words.lower() in (file.error_message or "").lower()
+    assert name in (file.error_message or "")
+    assert httpx.get(f"{server.url}/v1/folders/{folder.id}/passages").json() == []
 
 
 def test_a_200_mb_upload_is_refused_before_it_is_read(client: Letta, server: Server) -> None:
@@ -107,7 +120,8 @@ def test_a_200_mb_upload_is_refused_before_it_is_read(client: Letta, server: Ser
 def test_an_upload_may_pass_the_body_limit_of_other_requests(client: Letta) -> None:
     folder = _folder(client, "large")
     data = b"Ada likes tea.\n" + b"\n" * (9 * 1024 * 1024)  # over the 8 MB of a JSON body
-    file = client.folders.files.upload(folder.id, file=("large.txt", data))
+    file = processed(client, folder.id,
+                     client.folders.files.upload(folder.id, file=("large.txt", data)))
     assert (file.processing_status, file.file_size, file.total_chunks) == (
         "completed", len(data), 1)
 
@@ -116,7 +130,8 @@ def test_an_agent_reads_an_attached_folder(client: Letta, server: Server,
                                            script: Script) -> None:
     folder = _folder(client, "handbook")
     for name in ("notes.txt", "tool.py", "report.pdf"):
-        client.folders.files.upload(folder.id, file=(name, GOOD[name]))
+        processed(client, folder.id, client.folders.files.upload(folder.id,
+                                                                 file=(name, GOOD[name])))
     agent = new_agent(client, name="reader")
     client.agents.folders.attach(folder.id, agent_id=agent.id)
     tools = {t.name for t in client.agents.tools.list(agent.id)}

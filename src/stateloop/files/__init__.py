@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from .folders import MAX_FILES_OPEN, VIEW_CHARS, ChunkHit, Folders
-from .parsing import FileRejected, parse
+from .parsing import FileRejected, Limits, parse
 
-__all__ = ["MAX_FILES_OPEN", "VIEW_CHARS", "ChunkHit", "FileRejected", "Folders",
+__all__ = ["MAX_FILES_OPEN", "VIEW_CHARS", "ChunkHit", "FileRejected", "Folders", "Limits",
            "attach_folder", "detach_folder", "parse"]
 
 

@@ -1,26 +1,33 @@
 """Folders and their files as agents use them, over a store and an embedder: uploading
-(parse, chunk, embed, then store the file and its chunks whole), attaching a folder to an
+(stored ``pending`` at once; parsed, chunked and embedded in a worker process, its progress
+stored as it goes; text and chunks stored whole at the end), attaching a folder to an
 agent, opening and closing files in its context (at most ``max_files_open`` open, the least
 recently used closed first, as in Letta), and search by meaning over the chunks."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from ..memory.embeddings import Embedder, EmbeddingError
+from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
 from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
-from .parsing import FileRejected, parse
-from .text import chunk, window
+from .parsing import FileRejected, Limits, check
+from .processing import Stopped, discard, process, stage
+from .text import window
 
 MAX_FILES_OPEN = 5  # Letta's default max_files_open
 VIEW_CHARS = 15_000  # Letta's default per_file_view_window_char_limit
-MAX_FILE_BYTES = 50 * 1024 * 1024  # Letta's per-file limit for its file tools
+EMBED_BATCH = 64  # chunks an embedder is given at a time (progress is told between them)
+PROCESSING = ("pending", "parsing", "embedding")  # Letta's states before completed / error
+
+log = logging.getLogger(__name__)
 
 Duplicates = Literal["skip", "error", "suffix", "replace"]
 
@@ -37,12 +44,16 @@ class Folders:
 
     def __init__(self, store: Any, embedder: Embedder, *, max_files_open: int = MAX_FILES_OPEN,
                  view_chars: int = VIEW_CHARS,
-                 on_change: Callable[[Sequence[str]], Any] | None = None) -> None:
+                 on_change: Callable[[Sequence[str]], Any] | None = None,
+                 limits: Limits | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.max_files_open = max_files_open
         self.view_chars = view_chars
         self.on_change = on_change
+        self.limits = limits = limits or Limits()
+        self._slots = asyncio.Semaphore(limits.workers)
+        self._jobs: dict[str, tuple[str, asyncio.Task[FileRejected | None]]] = {}
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = asyncio.Lock()
 
@@ -72,15 +83,29 @@ class Folders:
 
     async def upload(self, folder_id: str, name: str, data: bytes, *,
                      duplicates: Duplicates = "suffix") -> tuple[FileRecord, bool]:
-        """Parse, chunk and embed an upload, then store it whole; (file, skipped). A bad file
-        raises ``FileRejected`` and stores nothing."""
+        """Upload and wait for processing; (file, skipped). A file that cannot be read raises
+        ``FileRejected`` and stores nothing; one the embedder failed on is kept in ``error``
+        without chunks, as Letta keeps it."""
+        file, skipped = await self.start_upload(folder_id, name, data, duplicates=duplicates)
+        job = self._jobs.get(file.id)
+        if job is not None:
+            await asyncio.wait({job[1]})  # cancelled when the file is deleted meanwhile
+            if not job[1].cancelled() and isinstance(rejected := job[1].result(), FileRejected):
+                await self.store.delete_file(folder_id, file.id)
+                raise rejected
+        return await self.store.get_file(file.id, content=False), skipped
+
+    async def start_upload(self, folder_id: str, name: str, data: bytes, *,
+                           duplicates: Duplicates = "suffix") -> tuple[FileRecord, bool]:
+        """Store the upload as ``pending`` and process it in the background (``parsing``,
+        ``embedding``, then ``completed`` or ``error`` with its message, as Letta reports
+        it); (file, skipped). What can be told at once — a kind not taken, a file too big,
+        empty or binary, a duplicate refused — raises ``FileRejected`` and stores nothing."""
         folder = await self.store.get_folder(folder_id)
         name = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
         if not name:
             raise FileRejected("the upload has no file name")
-        if len(data) > MAX_FILE_BYTES:
-            raise FileRejected(f"file {name!r} is {len(data)} bytes; the limit is "
-                               f"{MAX_FILE_BYTES}", status=413)
+        kind = check(name, data, self.limits)
         existing = [f for f in await self.store.list_files(folder_id)
                     if f.original_file_name == name]
         if existing and duplicates == "skip":
@@ -88,58 +113,139 @@ class Folders:
         if existing and duplicates == "error":
             raise FileRejected(f"file {name!r} already exists in folder {folder.name!r}",
                                status=409)
-        parsed = parse(name, data)  # before anything is stored
-        pieces = chunk(parsed.text)
-        try:
-            vectors = await self.embedder.embed(pieces)
-        except EmbeddingError as exc:  # stored as Letta does: status "error", no chunks
-            failed = FileRecord(folder_id=folder_id,
-                                file_name=self._unique(folder.name, name, len(existing)),
-                                original_file_name=name, file_type=parsed.file_type,
-                                file_size=len(data), content=parsed.text,
-                                processing_status="error", error_message=str(exc),
-                                total_chunks=len(pieces), chunks_embedded=0)
-            return await self.store.add_file(failed, []), False
         if existing and duplicates == "replace":
             for old in existing:
                 await self.delete_file(folder_id, old.id)
             existing = []
-        unique = self._unique(folder.name, name, len(existing))
-        file = FileRecord(folder_id=folder_id, file_name=unique, original_file_name=name,
-                          file_type=parsed.file_type, file_size=len(data), content=parsed.text,
-                          total_chunks=len(pieces), chunks_embedded=len(pieces))
-        chunks = [ChunkRecord(file_id=file.id, folder_id=folder_id, text=piece,
+        file = FileRecord(folder_id=folder_id, file_name=self._unique(folder.name, name,
+                                                                      len(existing)),
+                          original_file_name=name, file_type=kind, file_size=len(data),
+                          processing_status="pending")
+        staged = await stage(data)
+        try:
+            await self.store.add_file(file, [])
+        except BaseException:
+            await discard(staged)
+            raise
+        task = asyncio.create_task(self._process(file, staged), name=f"upload {file.id}")
+        self._jobs[file.id] = (folder_id, task)
+        return file, False
+
+    async def _process(self, file: FileRecord, staged: Path) -> FileRejected | None:
+        """Process one upload to its end; a refusal is stored as the file's error (and
+        returned), a file deleted meanwhile is let go."""
+        try:
+            async with self._slots:
+                if not await self.store.update_file(file.id, processing_status="parsing"):
+                    return None
+                done = await process(staged, file.original_file_name, self.limits,
+                                     embed=self._worker_embedding(),
+                                     progress=lambda report: self._progress(file.id, report))
+                vectors = (done.vectors if done.vectors is not None
+                           else await self._embed(file.id, done.chunks))
+            await self._complete(file, done.text, done.file_type, done.chunks, vectors)
+        except FileRejected as exc:
+            await self.store.update_file(file.id, processing_status="error",
+                                         error_message=str(exc))
+            return exc
+        except EmbeddingError as exc:
+            await self.store.update_file(file.id, processing_status="error",
+                                         error_message=str(exc), chunks_embedded=0)
+        except (Stopped, NotFoundError):
+            pass  # deleted while it was processed
+        except Exception as exc:
+            log.exception("processing upload %s failed", file.id)
+            await self.store.update_file(file.id, processing_status="error",
+                                         error_message=f"processing failed: {exc}")
+        finally:
+            self._jobs.pop(file.id, None)
+            await discard(staged)
+        return None
+
+    def _worker_embedding(self) -> dict[str, Any] | None:
+        """The offline model is run by the worker (CPU-bound, its memory given back when
+        the worker ends); another embedder is called from here, a batch at a time."""
+        if isinstance(self.embedder, MiniLMEmbedder):
+            return {"model_file": str(self.embedder.model_path()), "threads": 1}
+        return None
+
+    async def _progress(self, file_id: str, report: dict[str, Any]) -> bool:
+        changes: dict[str, Any] = {}
+        if "total_chunks" in report:
+            changes.update(processing_status="embedding", total_chunks=report["total_chunks"])
+        if "chunks_embedded" in report:
+            changes["chunks_embedded"] = report["chunks_embedded"]
+        return await self.store.update_file(file_id, **changes)
+
+    async def _embed(self, file_id: str, pieces: list[str]) -> Any:
+        import numpy as np
+
+        parts = []
+        for start in range(0, len(pieces), EMBED_BATCH):
+            parts.append(await self.embedder.embed(pieces[start:start + EMBED_BATCH]))
+            if not await self._progress(file_id, {"chunks_embedded":
+                                                  min(len(pieces), start + EMBED_BATCH)}):
+                raise Stopped(file_id)
+        return np.concatenate(parts) if parts else np.zeros((0, 1), dtype=np.float32)
+
+    async def _complete(self, file: FileRecord, text: str, kind: str, pieces: list[str],
+                        vectors: Any) -> None:
+        """Store the text and chunks, and open the file in every agent that sees the folder,
+        in one transaction (nothing if the file was deleted meanwhile)."""
+        file.content, file.file_type, file.processing_status = text, kind, "completed"
+        file.total_chunks = file.chunks_embedded = len(pieces)
+        chunks = [ChunkRecord(file_id=file.id, folder_id=file.folder_id, text=piece,
                               embedding=vector, embedding_model=self.embedder.model)
                   for piece, vector in zip(pieces, vectors, strict=True)]
-        agents = await self.store.folder_agent_ids(folder_id)
+        agents = await self.store.folder_agent_ids(file.folder_id)
         views, closed = [], []
         for agent_id in agents:  # the new file opens in every agent that sees the folder
             row = self._row(agent_id, file)
             rows = await self.store.agent_files(agent_id)
-            closed += self._open([*rows, row], row, parsed.text, None, None)
+            closed += self._open([*rows, row], row, text, None, None)
             views.append(row)
-        await self.store.add_file(file, chunks, views=views, closed=closed)
-        await self._changed(agents)
-        return file, False
+        if await self.store.finish_file(file, chunks, views=views, closed=closed):
+            await self._changed(agents)
 
     async def delete_file(self, folder_id: str, file_id: str) -> None:
-        """Delete a file, its chunks and every agent's view of it."""
+        """Delete a file, its chunks and every agent's view of it; processing it stops."""
+        await self._stop(lambda folder, file: file == file_id)
         agents = await self.store.folder_agent_ids(folder_id)
         await self.store.delete_file(folder_id, file_id)
         await self._changed(agents)
 
     async def delete(self, folder_id: str) -> None:
-        """Delete a folder, its files and chunks."""
+        """Delete a folder, its files and chunks; processing its files stops."""
+        await self._stop(lambda folder, file: folder == folder_id)
         agents = await self.store.delete_folder(folder_id)
         self._indexes.pop(folder_id, None)
         await self._changed(agents)
+
+    async def stop_uploads(self) -> None:
+        """Stop processing every upload (their workers are killed); those files end in
+        ``error`` saying so."""
+        stopped = list(self._jobs)
+        await self._stop(lambda folder, file: True)
+        for file_id in stopped:
+            await self.store.update_file(file_id, processing_status="error",
+                                         error_message="processing stopped: the server shut "
+                                                       "down; upload the file again")
+
+    async def _stop(self, which: Callable[[str, str], bool]) -> None:
+        """Cancel the processing of these files (their workers are killed)."""
+        tasks = [task for file, (folder, task) in list(self._jobs.items()) if which(folder, file)]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     # -- agents ----------------------------------------------------------------------------
 
     async def attach(self, agent_id: str, folder_id: str) -> None:
         """Give the agent the folder; its files come into the agent's context, opened up to
         the cap (the newest win), as Letta does."""
-        files = await self.store.list_files(folder_id, content=True)
+        files = [f for f in await self.store.list_files(folder_id, content=True)
+                 if f.processing_status not in PROCESSING]  # those open as they complete
         seen = {row.file_id for row in await self.store.agent_files(agent_id)}
         fresh = [self._row(agent_id, f) for f in files if f.id not in seen]
         await self.store.attach_folder(agent_id, folder_id, fresh)

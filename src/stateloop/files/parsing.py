@@ -1,6 +1,8 @@
 """Uploaded bytes to text: which kinds of file are taken (text, Markdown, CSV, JSON, code,
 PDF), and a clear ``FileRejected`` for everything else — an empty file, a PDF the parser
-cannot read, binary bytes under a text name — before anything is stored."""
+cannot read, binary bytes under a text name, JSON nested too deep, more pages or text than
+``Limits`` allow. ``check`` is the cheap part (name, size, the first bytes), done before a
+file is stored; ``parse`` reads it whole and runs in the upload worker."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from ..deepjson import READ_DEPTH, deeper_than
 from ..errors import StateloopError
 
 PDF = "application/pdf"
@@ -31,6 +34,7 @@ _TYPES = {
     ".sql": "text/x-sql", ".r": "text/x-r", ".lua": "text/x-lua", ".ini": "text/plain",
     ".cfg": "text/plain",
 }
+MAX_JSON_DEPTH = READ_DEPTH  # levels a .json file may nest: well inside the parser's reach
 SUPPORTED = "PDF, text (.txt, .md), CSV, JSON and code files (.py, .js, .java, ...)"
 
 
@@ -40,6 +44,21 @@ class FileRejected(StateloopError, ValueError):
     def __init__(self, message: str, status: int = 422) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one upload may cost: its size, and what parsing may make of it. The worker that
+    parses and embeds it runs within ``cpu_seconds`` of CPU and ``memory_mb`` of address
+    space; ``workers`` uploads are processed at once, the others wait (``pending``)."""
+
+    max_bytes: int = 50 * 1024 * 1024  # Letta's per-file limit
+    max_pages: int = 1_000
+    max_chars: int = 10_000_000  # text extracted from one file
+    max_chunks: int = 10_000
+    cpu_seconds: int = 300
+    memory_mb: int = 1_536
+    workers: int = 2
 
 
 @dataclass(slots=True)
@@ -59,44 +78,90 @@ def file_type(name: str) -> str:
     return kind
 
 
-def parse(name: str, data: bytes) -> ParsedFile:
-    """The text of an upload, by its name's extension."""
+def check(name: str, data: bytes, limits: Limits) -> str:
+    """What can be told of an upload without reading it whole: its MIME type, or
+    ``FileRejected`` for a kind not taken (415), a file too big (413), an empty one, or
+    binary bytes under a text name."""
     kind = file_type(name)
+    if len(data) > limits.max_bytes:
+        raise FileRejected(f"file {name!r} is {len(data)} bytes; the limit is "
+                           f"{limits.max_bytes} (STATELOOP_MAX_UPLOAD_BYTES)", status=413)
     if not data:
         raise FileRejected(f"file {name!r} is empty")
-    text = _pdf_text(name, data) if kind == PDF else _text(name, data)
+    if kind != PDF:
+        _sniff(name, data[:8192].decode("utf-8", errors="ignore"), data[:8192])
+    return kind
+
+
+def parse(name: str, data: bytes, limits: Limits = Limits()) -> ParsedFile:
+    """The text of an upload, by its name's extension, within ``limits``."""
+    kind = check(name, data, limits)
+    text = _pdf_text(name, data, limits) if kind == PDF else _text(name, data)
+    if len(text) > limits.max_chars:
+        raise FileRejected(f"file {name!r} has {len(text)} characters of text; the limit is "
+                           f"{limits.max_chars} (STATELOOP_UPLOAD_MAX_CHARS)", status=413)
     if not text.strip():
         raise FileRejected(f"file {name!r} has no text to read")
     if kind == "application/json":
-        try:
-            json.loads(text)
-        except ValueError as exc:
-            raise FileRejected(f"file {name!r} is not valid JSON: {exc}") from None
+        _check_json(name, text)
     return ParsedFile(text=text, file_type=kind)
 
 
-def _text(name: str, data: bytes) -> str:
-    if b"\x00" in data[:8192]:  # NUL bytes: binary content, whatever the name says
+def _check_json(name: str, text: str) -> None:
+    deep = FileRejected(f"file {name!r} nests JSON more than {MAX_JSON_DEPTH} levels deep; "
+                        f"the limit is {MAX_JSON_DEPTH}")
+    try:
+        value = json.loads(text)
+    except RecursionError:  # past the parser's reach, far past the limit
+        raise deep from None
+    except ValueError as exc:
+        raise FileRejected(f"file {name!r} is not valid JSON: {exc}") from None
+    if deeper_than(value, MAX_JSON_DEPTH):
+        raise deep
+
+
+def _sniff(name: str, head: str, raw: bytes) -> None:
+    if b"\x00" in raw:  # NUL bytes: binary content, whatever the name says
         raise FileRejected(f"file {name!r} is binary, not text")
+    controls = sum(1 for ch in head if ord(ch) < 32 and ch not in "\t\n\r\f")
+    if controls > len(head) // 100:
+        raise FileRejected(f"file {name!r} is binary, not text")
+
+
+def _text(name: str, data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FileRejected(f"file {name!r} is not UTF-8 text (byte {exc.start})") from None
-    controls = sum(1 for ch in text[:8192] if ord(ch) < 32 and ch not in "\t\n\r\f")
-    if controls > len(text[:8192]) // 100:
-        raise FileRejected(f"file {name!r} is binary, not text")
+    _sniff(name, text[:8192], data[:8192])
     return text.replace("\r\n", "\n")
 
 
-def _pdf_text(name: str, data: bytes) -> str:
+def _pdf_text(name: str, data: bytes, limits: Limits) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
+    sections: list[str] = []
+    size = 0
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
-        pages = [page.extract_text() or "" for page in reader.pages]
+        if len(reader.pages) > limits.max_pages:
+            raise FileRejected(f"file {name!r} has {len(reader.pages)} pages; the limit is "
+                               f"{limits.max_pages} (STATELOOP_UPLOAD_MAX_PAGES)", status=413)
+        for number, page in enumerate(reader.pages, 1):
+            text = (page.extract_text() or "").strip()
+            if not text:
+                continue
+            # As Letta's parser does: one Markdown section per page.
+            sections.append(f"## Page {number}\n\n{text}")
+            size += len(sections[-1]) + 2
+            if size > limits.max_chars:  # stop reading: the rest cannot be kept anyway
+                raise FileRejected(
+                    f"file {name!r} has more than {limits.max_chars} characters of text by "
+                    f"page {number}; the limit is {limits.max_chars} "
+                    "(STATELOOP_UPLOAD_MAX_CHARS)", status=413)
+    except FileRejected:
+        raise
     except (PyPdfError, ValueError, KeyError, TypeError, OSError) as exc:
         raise FileRejected(f"file {name!r} is not a readable PDF: {exc}") from None
-    # As Letta's parser does: one Markdown section per page.
-    return "\n\n".join(f"## Page {i}\n\n{text.strip()}" for i, text in enumerate(pages, 1)
-                       if text.strip())
+    return "\n\n".join(sections)

@@ -109,6 +109,10 @@ class MiniLMEmbedder:
     def dim(self) -> int:
         return self.DIM
 
+    def model_path(self) -> Path:
+        """The ONNX file this embedder runs."""
+        return self._model_file or _model_file()
+
     def _load(self) -> None:
         if self._session is not None:
             return
@@ -116,7 +120,7 @@ class MiniLMEmbedder:
             import onnxruntime as ort
         except ImportError as exc:
             raise EmbeddingError(f"the offline embedder needs onnxruntime: {exc}") from exc
-        model = self._model_file or _model_file()
+        model = self.model_path()
         if not model.is_file():
             raise EmbeddingError(f"the offline embedder's model file {model} is missing")
         if not VOCAB_FILE.is_file():

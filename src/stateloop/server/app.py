@@ -58,6 +58,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         try:
             yield
         finally:
+            await folders.close_folders(runtime)
             await runtime.close()
 
     app = FastAPI(title="stateloop", version=__version__, lifespan=lifespan,

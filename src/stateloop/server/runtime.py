@@ -92,6 +92,7 @@ class Runtime:
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
         # Runs a stopped process left running end failed (not those of a live process).
         await self.store.fail_interrupted_runs()
+        await self.store.fail_interrupted_files()  # uploads a stopped process was processing
         if self.store.fleet is not None:  # other processes share the database
             fleet.listen(self)
             await self.store.fleet.start()

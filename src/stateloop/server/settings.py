@@ -32,6 +32,13 @@ class ServerSettings(BaseSettings):
     busy: Literal["queue", "reject"] = "queue"
     max_body_bytes: int = 8 * 1024 * 1024
     max_upload_bytes: int = 50 * 1024 * 1024  # a file uploaded into a folder (Letta's 50 MB)
+    # What processing one upload may cost, in a worker process of its own (see files.Limits).
+    upload_max_pages: int = 1_000
+    upload_max_chars: int = 10_000_000  # text extracted from one file
+    upload_max_chunks: int = 10_000
+    upload_cpu_seconds: int = 300
+    upload_memory_mb: int = 1_536
+    upload_workers: int = 2  # uploads processed at once; the others wait ("pending")
     tool_timeout: float = 30.0  # seconds per call of a tool created from source
     tool_memory_mb: int = 512  # address space of each process of a call (RLIMIT_AS)
     tool_output_bytes: int = 1_000_000  # per stream (stdout, stderr) of one call

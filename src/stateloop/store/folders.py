@@ -190,6 +190,56 @@ class FoldersMixin:
 
         return await self._runner.write(txn, offload=len(chunks) > 256)
 
+    async def update_file(self, file_id: str, **changes: Any) -> bool:
+        """Record a file's progress (``processing_status``, ``error_message``, chunk counts);
+        False when the file is gone (deleted while it was processed)."""
+
+        def txn(conn: Connection) -> bool:
+            done = conn.execute(update(fi).where(fi.c.id == file_id)
+                                .values(**changes, updated_at=time.time()))
+            return bool(done.rowcount)
+
+        return await self._runner.write(txn)
+
+    async def finish_file(self, file: FileRecord, chunks: Sequence[ChunkRecord], *,
+                          views: Sequence[AgentFileRecord] = (),
+                          closed: Sequence[AgentFileRecord] = ()) -> bool:
+        """Store a processed file's text, status and chunks with the agents' new ``views`` of
+        it and the files ``closed`` to make room, in one transaction; False (nothing written)
+        when the file is gone."""
+
+        def txn(conn: Connection) -> bool:
+            values = {k: getattr(file, k) for k in _FILE if k not in ("id", "created_at")}
+            done = conn.execute(update(fi).where(fi.c.id == file.id)
+                                .values(content=file.content, **values))
+            if not done.rowcount:
+                return False
+            if chunks:
+                conn.execute(insert(fp), [_chunk_values(c) for c in chunks])
+            for row in views:
+                conn.execute(insert(fg).values({k: getattr(row, k) for k in _AGENT_FILE}))
+            _save_rows(conn, closed)
+            return True
+
+        return await self._runner.write(txn, offload=len(chunks) > 256)
+
+    async def fail_interrupted_files(self) -> int:
+        """Files a dead process left ``pending``, ``parsing`` or ``embedding`` end in
+        ``error`` saying so; how many. Only when no other store has the database open (its
+        uploads in progress would look the same)."""
+        if self._runner.others_alive():
+            return 0
+
+        def txn(conn: Connection) -> int:
+            done = conn.execute(
+                update(fi).where(fi.c.processing_status.in_(("pending", "parsing", "embedding")))
+                .values(processing_status="error", updated_at=time.time(),
+                        error_message="processing was interrupted: the server stopped; "
+                                      "upload the file again"))
+            return int(done.rowcount)
+
+        return await self._runner.write(txn)
+
     async def get_file(self, file_id: str, *, content: bool = True) -> FileRecord:
         """The file with this id (NotFoundError if none)."""
         return await self._runner.read(lambda conn: _file(conn, file_id, content))

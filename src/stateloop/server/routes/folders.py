@@ -1,6 +1,7 @@
 """``/v1/folders`` and ``/v1/sources`` (Letta's older name for the same resource): folders,
-uploading files into them (parsed, chunked and embedded before the answer, so a file is
-``completed`` or refused whole), their files and passages, and which agents use them.
+uploading files into them (answered at once with the file ``pending``; parsed, chunked and
+embedded in a worker process while the client polls its ``processing_status``), their files
+and passages, and which agents use them.
 
 Each operation is one handler registered under both path families; the fixed paths
 (``count``, ``metadata``, ``name/...``) come before ``{folder_id}``.
@@ -14,7 +15,7 @@ from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, File, HTTPException, Response, UploadFile
 
-from ...files import FileRejected, Folders
+from ...files import FileRejected, Folders, Limits
 from ...files.context import refresh
 from ...store.folders import ChunkRecord, FileRecord, FolderRecord
 from ..deps import RuntimeDep
@@ -50,9 +51,22 @@ def folders(runtime: Runtime) -> Folders:
                 if live is not None:
                     await refresh(live)
 
+        config = runtime.settings
+        limits = Limits(max_bytes=config.max_upload_bytes, max_pages=config.upload_max_pages,
+                        max_chars=config.upload_max_chars,
+                        max_chunks=config.upload_max_chunks,
+                        cpu_seconds=config.upload_cpu_seconds,
+                        memory_mb=config.upload_memory_mb, workers=config.upload_workers)
         found = _folders[runtime] = Folders(runtime.store, runtime.embedder(),
-                                            on_change=changed)
+                                            on_change=changed, limits=limits)
     return found
+
+
+async def close_folders(runtime: Runtime) -> None:
+    """Stop the server's uploads in progress (at shutdown)."""
+    found = _folders.pop(runtime, None)
+    if found is not None:
+        await found.stop_uploads()
 
 
 def folder_view(folder: FolderRecord, *, source: bool = False) -> dict[str, Any]:
@@ -224,12 +238,13 @@ Duplicates = Literal["skip", "error", "suffix", "replace"]
 async def upload_file(id: str, runtime: RuntimeDep, file: Annotated[UploadFile, File()],
                       duplicate_handling: Duplicates = "suffix",
                       name: str | None = None) -> Any:
-    """Upload a file: parsed, chunked and embedded before the answer (``completed``); a bad
-    file is refused whole (nothing stored)."""
+    """Upload a file: answered at once with the file ``pending``, then parsed, chunked and
+    embedded in a worker (poll the file for ``completed``, or ``error`` and its message); a
+    file refused at once (its kind, size, empty or binary bytes) stores nothing."""
     await runtime.store.get_folder(id)  # 404 before reading the upload
     data = await file.read()
     try:
-        stored, skipped = await folders(runtime).upload(
+        stored, skipped = await folders(runtime).start_upload(
             id, name or file.filename or "", data, duplicates=duplicate_handling)
     except FileRejected as exc:  # a 422 in FastAPI's shape, naming the field
         detail: Any = (str(exc) if exc.status != 422
