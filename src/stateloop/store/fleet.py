@@ -96,9 +96,8 @@ class Turn:
 class Fleet:
     """Turns and word for one store; the listening connection opens at first use."""
 
-    def __init__(self, runner: PostgresRunner, conninfo: str) -> None:
+    def __init__(self, runner: PostgresRunner) -> None:
         self._runner = runner
-        self._conninfo = conninfo
         self.name = runner.name
         self._seen: dict[Key, int] = {}  # the agent's version when this store last had the turn
         self._wakers: dict[Key, set[asyncio.Event]] = {}
@@ -137,8 +136,12 @@ class Fleet:
     async def _connect(self) -> Any:
         import psycopg
 
-        return await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True,
-                                                     application_name=self.name)
+        # The pool's own parameters, as SQLAlchemy read them from the URL.
+        engine = self._runner.engine
+        _, params = engine.dialect.create_connect_args(engine.url)
+        params.pop("context", None)  # the pool's type adapters; the fleet reads plain rows
+        return await psycopg.AsyncConnection.connect(**{**params, "autocommit": True,
+                                                        "application_name": self.name})
 
     def claim(self, agent_id: str, conversation_id: str | None) -> Turn | None:
         """The ticket this request took on arrival for this thread, if it has one unused."""

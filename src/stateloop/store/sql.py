@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
@@ -58,27 +58,28 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
     """
     parsed = resolve_url(url)
     runner: Runner
-    if parsed.path is None:
-        from stateloop.store.postgres import PostgresRunner
-
-        runner = PostgresRunner(parsed.sync_url())
-    else:
-        try:
+    try:
+        if parsed.path is None:
+            runner = PostgresRunner(parsed.sync_url())
+        else:
             parsed.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
-        runner = (AsyncRunner(parsed.async_url(), parsed.path) if parsed.driver == "aiosqlite"
-                  else SqliteRunner(parsed.sync_url(), parsed.path))
+            runner = (AsyncRunner(parsed.async_url(), parsed.path)
+                      if parsed.driver == "aiosqlite"
+                      else SqliteRunner(parsed.sync_url(), parsed.path))
+    except DatabaseOpenError:
+        raise
+    except (OSError, ValueError, ArgumentError) as exc:  # a port that is not a number, ...
+        raise parsed.error(exc) from None
     store = SqlStore(runner, parsed)
     try:
         if migrate:
-            await runner.write(lambda conn: upgrade(conn, parsed.raw))
+            await runner.write(lambda conn: upgrade(conn, parsed.shown))
         else:
             await runner.read(lambda conn: conn.exec_driver_sql("SELECT 1").all())
         await store.open_vectors(create=migrate)
     except DBAPIError as exc:
         await runner.close()
-        raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc.orig}") from exc
+        raise parsed.error(exc.orig) from None  # the driver's chain may quote the URL
     except BaseException:
         await runner.close()
         raise
@@ -106,7 +107,7 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         # Turns and word between processes sharing the database (PostgreSQL only).
         self.fleet: Fleet | None = None
         if isinstance(runner, PostgresRunner):
-            self.fleet = Fleet(runner, url.conninfo())
+            self.fleet = Fleet(runner)
 
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
