@@ -136,12 +136,8 @@ class Fleet:
     async def _connect(self) -> Any:
         import psycopg
 
-        # The pool's own parameters, as SQLAlchemy read them from the URL.
-        engine = self._runner.engine
-        _, params = engine.dialect.create_connect_args(engine.url)
-        params.pop("context", None)  # the pool's type adapters; the fleet reads plain rows
-        return await psycopg.AsyncConnection.connect(**{**params, "autocommit": True,
-                                                        "application_name": self.name})
+        return await psycopg.AsyncConnection.connect(**self._runner.connect_params(),
+                                                     autocommit=True)
 
     def claim(self, agent_id: str, conversation_id: str | None) -> Turn | None:
         """The ticket this request took on arrival for this thread, if it has one unused."""

@@ -6,6 +6,7 @@ block_changes.py."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import time
@@ -100,7 +101,9 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
         self._runner = runner
+        self._database = url
         self.url = url.raw
+        self._checking: asyncio.Future[None] | None = None
         self.path = url.path
         self.dialect = url.dialect
         self._in_flight = set()
@@ -114,6 +117,35 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if self.fleet is not None:
             await self.fleet.close()
         await self._runner.close()
+
+    async def check(self) -> None:
+        """Return when the store can serve; else raise ``DatabaseOpenError`` naming why,
+        without the password. A query must answer; on PostgreSQL a new connection must be
+        let in as the store's role, which must hold every right the store uses on its tables.
+        Callers while a check runs share its outcome: a flood of checks is one at a time."""
+        if self._checking is None:
+            self._checking = asyncio.ensure_future(self._check())
+            self._checking.add_done_callback(self._checked)
+        await asyncio.shield(self._checking)
+
+    def _checked(self, done: asyncio.Future[None]) -> None:
+        self._checking = None
+        if not done.cancelled():
+            done.exception()  # its callers have it; none left is no error to report
+
+    async def _check(self) -> None:
+        url, role, missing = self._database, "", list[str]()
+        try:
+            await self._runner.read(lambda conn: conn.execute(select(a.c.id).limit(1)).all())
+            if isinstance(self._runner, PostgresRunner):
+                role, missing = await self._runner.missing_rights(list(schema.metadata.tables))
+        except DatabaseOpenError as exc:
+            raise url.error(exc) from None
+        except DBAPIError as exc:
+            raise url.error(exc.orig) from None
+        if missing:
+            raise DatabaseOpenError(f"database {url.shown!r}: role {role!r} lacks rights this "
+                                    f"server uses on {'; '.join(missing)}")
 
     async def __aenter__(self) -> SqlStore:
         return self
