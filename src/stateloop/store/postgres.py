@@ -63,10 +63,10 @@ SELECT w.name, string_agg(p.name, ', ' ORDER BY p.n) FROM wanted w
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY p(name, n)
 WHERE w.oid IS NULL OR NOT has_table_privilege(w.oid, p.name) GROUP BY w.name
 UNION ALL
-SELECT s.oid::regclass::text, 'USAGE' FROM wanted w
+SELECT q.seqrelid::regclass::text, 'USAGE' FROM wanted w
 JOIN pg_depend d ON d.refobjid = w.oid AND d.classid = 'pg_class'::regclass
-JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
-WHERE NOT has_sequence_privilege(s.oid, 'USAGE') ORDER BY 1"""
+JOIN pg_sequence q ON q.seqrelid = d.objid
+WHERE NOT has_sequence_privilege(q.seqrelid, 'USAGE') ORDER BY 1"""
 CHECK_TIMEOUT = 5  # seconds a readiness check waits for a new connection
 
 
