@@ -12,6 +12,7 @@ import httpx
 from letta_client import Letta
 
 from fake_script import Script
+from stateloop.messages import new_call_id
 from stateloop.store import AgentRecord
 from stateloop.store.conversations import ConversationRecord
 from stateloop.store.sql import SqlStore
@@ -79,3 +80,9 @@ async def test_the_stores_lists_keep_creation_order_whatever_the_ids(
         walked += [c.id for c in page]
     assert walked == made
     assert [c.id for c in await store.list_conversations(agents[0].id)] == made[::-1]
+
+
+def test_tool_call_ids_are_random_and_fit_every_provider() -> None:
+    first, second = new_call_id(), new_call_id("toolcall")
+    assert re.fullmatch("call-[0-9a-f]{24}", first) and len(second) <= 40  # OpenAI's limit
+    assert bin(int(first[-24:], 16) ^ int(second[-24:], 16)).count("1") >= 12

@@ -26,6 +26,12 @@ _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 new_uuid_id = new_id  # the same ids, under a name that says their shape
 
 
+def new_call_id(kind: str = "call") -> str:
+    """A new tool call id, 96 random bits: short enough for every provider it goes back to
+    (OpenAI takes 40 characters at most)."""
+    return f"{kind}-{os.urandom(12).hex()}"
+
+
 @dataclass(slots=True)
 class TextPart:
     text: str
