@@ -267,3 +267,26 @@ def test_a_conversations_model_settings_apply_to_its_own_requests(
     with pytest.raises(letta_client.UnprocessableEntityError):
         client.conversations.create(agent_id=agent.id, model_settings={"temperature": 9})
     assert {c.id for c in client.conversations.list(agent_id=agent.id)} == {warm.id, cold.id}
+
+
+def test_a_run_streams_only_through_its_own_conversation(client: Letta, server: Server,
+                                                         routed: Script) -> None:
+    ada, bob = make_agent(client), make_agent(client)
+    ours = client.conversations.create(agent_id=ada.id).id
+    sibling = client.conversations.create(agent_id=ada.id).id
+    theirs = client.conversations.create(agent_id=bob.id).id
+    [run_id] = {getattr(f, "run_id", None) for f in send(client, ours, "the secret is 42")} - {None}
+
+    def stream(conversation_id: str, **body: Any) -> httpx.Response:
+        return httpx.post(f"{server.url}/v1/conversations/{conversation_id}/stream",
+                          json={"run_id": run_id, **body}, timeout=10)
+
+    own = stream(ours)
+    assert own.status_code == 200 and "the secret is 42" in own.text
+    for other, body in ((theirs, {}), (sibling, {}), ("default", {"agent_id": ada.id}),
+                        (ada.id, {}), (bob.id, {})):
+        refused = stream(other, **body)
+        assert refused.status_code == 404, (other, refused.text)
+        assert refused.json()["detail"] == (f"run {run_id!r} is not a run of conversation "
+                                            f"{other!r}")
+        assert "42" not in refused.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from dataclasses import dataclass, field
@@ -12,34 +11,25 @@ from .surrogates import replace_lone_surrogates
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-_prefix = _uuid_prefix = ""
-_counter = itertools.count()
-
-
-def _reseed() -> None:
-    """A random prefix per process (re-drawn in a forked child): ids never collide."""
-    global _prefix, _uuid_prefix, _counter
-    _prefix = os.urandom(8).hex()
-    r = os.urandom(9).hex()  # 72 bits, with the version 4 and variant digits fixed
-    _uuid_prefix = f"{r[:8]}-{r[8:12]}-4{r[12:15]}-8{r[15:18]}-"
-    _counter = itertools.count()
-
-
-_reseed()
-os.register_at_fork(after_in_child=_reseed)
-
 
 def new_id(kind: str) -> str:
-    """A unique id such as ``message-1a2b3c4d5e6f7a8b-0000002a``, cheap enough for the hot
-    path. Ids of one process sort in creation order, so the store's id index grows at its
-    end instead of touching a random page per message."""
-    return f"{kind}-{_prefix}-{next(_counter):08x}"
+    """A new id in Letta's ``kind-<uuid4>`` shape (e.g. ``message-...``) that no client can
+    guess from another: the time in milliseconds, then 74 random bits, as a version 7 UUID
+    lays them out but with version 4's digits. A table's id index grows at its end instead of
+    touching a random page per row; no order depends on ids (ties of ``created_at`` aside)."""
+    r = os.urandom(10).hex()
+    t = f"{time.time_ns() // 1_000_000:012x}"
+    return f"{kind}-{t[:8]}-{t[8:]}-4{r[:3]}-{_VARIANT[r[3]]}{r[4:7]}-{r[7:19]}"
 
 
-def new_uuid_id(kind: str) -> str:
-    """A unique id in Letta's ``kind-<uuid4>`` shape, at a fraction of uuid4's cost: 72
-    random bits per process, then a counter."""
-    return f"{kind}-{_uuid_prefix}{next(_counter):012x}"
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+new_uuid_id = new_id  # the same ids, under a name that says their shape
+
+
+def new_call_id(kind: str = "call") -> str:
+    """A new tool call id, 96 random bits: short enough for every provider it goes back to
+    (OpenAI takes 40 characters at most)."""
+    return f"{kind}-{os.urandom(12).hex()}"
 
 
 @dataclass(slots=True)

@@ -263,11 +263,17 @@ def serve(
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Run the HTTP server (Letta's REST API) on the local database."""
-    from .serving import bind, server_settings, start_server
+    from .serving import bind, check_database, server_settings, start_server
 
     settings = server_settings(host, port, db, insecure=insecure, model=model,
                                base_url=base_url)
-    start_server(settings, bind(settings))
+    sock = bind(settings)
+    try:
+        check_database(settings)
+    except BaseException:
+        sock.close()
+        raise
+    start_server(settings, sock)
 
 
 @app.command()

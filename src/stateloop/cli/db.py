@@ -14,11 +14,11 @@ import typer
 from ..store.url import DatabaseURL, resolve_url
 from .console import err, out
 from .exits import handled
+from .options import DB_HELP, warn_on_password
 
 Database = Annotated[str | None, typer.Option(
     "--db", "--database", envvar="STATELOOP_DATABASE_URL", show_default=False,
-    help="The database: postgresql://USER:PASSWORD@HOST/DB, sqlite:///PATH or a file path "
-         "\\[default: ~/.stateloop/stateloop.db].")]
+    callback=warn_on_password, help=DB_HELP)]
 
 
 @handled
@@ -27,7 +27,7 @@ def migrate(db: Database = None) -> None:
     from ..store import open_store
     from ..store.migrate import HEAD
 
-    url = resolve_url(db)
+    url = resolve_url(db)  # else the environment's
     before = revision(url)
 
     async def upgrade() -> None:
@@ -45,20 +45,21 @@ def migrate(db: Database = None) -> None:
 
 def revision(url: DatabaseURL) -> str | None:
     """The database's schema revision; None for a database (or SQLite file) not made yet."""
-    from sqlalchemy import create_engine, make_url
-    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import ArgumentError, DBAPIError
 
-    from ..store.errors import DatabaseOpenError
     from ..store.migrate import current_revision
 
     if url.path is not None and not url.path.exists():
         return None
-    engine = create_engine(url.sync_url())
+    try:
+        engine = create_engine(url.sync_url())
+    except (ArgumentError, ValueError) as exc:  # a port that is not a number, ...
+        raise url.error(exc) from None
     try:
         with engine.connect() as conn:
             return current_revision(conn)
-    except DBAPIError as exc:
-        shown = make_url(url.raw).render_as_string(hide_password=True)  # deploy logs
-        raise DatabaseOpenError(f"cannot open database {shown!r}: {exc.orig}") from exc
+    except DBAPIError as exc:  # the driver's chain may quote the URL: deploy logs show it
+        raise url.error(exc.orig) from None
     finally:
         engine.dispose()

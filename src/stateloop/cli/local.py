@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections.abc import Coroutine
 from datetime import UTC, datetime
@@ -38,11 +37,12 @@ T = TypeVar("T")
 
 
 def database_url(db: str | None) -> str:
-    """``--db`` as given, else ``STATELOOP_DATABASE_URL``, else the default file (whose
-    directory is made on first use; a given one's must exist)."""
-    from ..store.url import ENV_VAR, default_path
+    """``--db`` as given, else the environment's (``STATELOOP_DATABASE_URL`` or the file
+    ``STATELOOP_DATABASE_URL_FILE`` names), else the default file (whose directory is made on
+    first use; a given one's must exist)."""
+    from ..store.url import configured_url, default_path
 
-    given = db or os.environ.get(ENV_VAR)
+    given = db or configured_url()
     if given:
         check_database_dir(given)
     return given or f"sqlite:///{default_path()}"
@@ -50,15 +50,15 @@ def database_url(db: str | None) -> str:
 
 def check_database_dir(url: str) -> None:
     """Refuse a database whose directory does not exist: a typo must not make directories."""
-    from ..store.url import resolve_url
+    from ..store.url import hide_password, resolve_url
 
     path = resolve_url(url).path
     if path is None:  # a server, not a file
         return
     directory = path.parent
     if not directory.is_dir():
-        fail(f"--db {url}: the directory {str(directory)!r} does not exist; create it "
-             "first, or give another path", USAGE)
+        fail(f"--db {hide_password(url)}: the directory {str(directory)!r} does not exist; "
+             "create it first, or give another path", USAGE)
 
 
 def iso(timestamp: float | None) -> str | None:

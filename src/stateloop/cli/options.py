@@ -9,9 +9,30 @@ from typing import Annotated
 
 import typer
 
+from ..store.url import FILE_ENV_VAR, passwords
+from .console import err
+
+DB_HELP = (
+    "The database: sqlite:///PATH, a file path, or postgresql://USER@HOST/DB \\[default: "
+    f"STATELOOP_DATABASE_URL, else the URL in the file {FILE_ENV_VAR} names, else "
+    "~/.stateloop/stateloop.db]. Every user of this machine sees a command line (ps): give "
+    f"a password through those variables or ~/.pgpass (PGPASSFILE), not here.")
+
+
+def warn_on_password(ctx: typer.Context, param: typer.CallbackParam,
+                     value: str | None) -> str | None:
+    """Say so when ``--db`` on the command line holds a password (``ps`` shows it)."""
+    source = ctx.get_parameter_source(param.name) if param.name else None
+    if value and passwords(value) and source is not None and source.name == "COMMANDLINE":
+        err.print("[yellow]warning:[/] the password in --db shows in ps to every user of "
+                  "this machine; set STATELOOP_DATABASE_URL, or "
+                  f"{FILE_ENV_VAR}=FILE holding the URL, or keep it in ~/.pgpass")
+    return value
+
+
 Db = Annotated[str | None, typer.Option(
-    "--db", envvar="STATELOOP_DATABASE_URL", show_default=False,
-    help="Local database: sqlite:///PATH or a file path \\[default: ~/.stateloop/stateloop.db].")]
+    "--db", envvar="STATELOOP_DATABASE_URL", show_default=False, callback=warn_on_password,
+    help=DB_HELP)]
 Server = Annotated[str | None, typer.Option(
     "--server", envvar="STATELOOP_SERVER_URL", show_default=False,
     help="Use a stateloop/Letta server at this URL instead of the local database.")]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
+from ..store.url import configured_url
 from .console import err
 from .exits import NOT_CONFIGURED, USAGE, CliError, fail
 from .local import check_database_dir
@@ -45,6 +46,7 @@ def server_settings(host: str | None, port: int | None, db: str | None, *, insec
     settings.port = port or settings.port
     settings.default_model = model or settings.default_model
     settings.model_base_url = base_url or settings.model_base_url
+    settings.database_url = settings.database_url or configured_url()
     if settings.database_url:
         check_database_dir(settings.database_url)
     if not insecure:
@@ -53,6 +55,19 @@ def server_settings(host: str | None, port: int | None, db: str | None, *, insec
         except ConfigError as exc:
             fail(str(exc), NOT_CONFIGURED)
     return settings
+
+
+def check_database(settings: ServerSettings) -> None:
+    """Open the database (migrating it) and close it again: a wrong URL, password or role is
+    one line and exit code 3 before the server starts, not its startup traceback."""
+    import asyncio
+
+    from ..store import open_store
+
+    async def check() -> None:
+        await (await open_store(settings.database_url)).close()
+
+    asyncio.run(check())
 
 
 def client_url(settings: ServerSettings) -> str:

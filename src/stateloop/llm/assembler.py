@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..deepjson import MAX_DEPTH, deeper_than
 from ..events import ReasoningDelta, TextDelta, ToolCallDelta, ToolCallStart
-from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_id
+from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_call_id
 from ..surrogates import replace_lone_surrogates as valid
 from ..surrogates import replace_lone_surrogates_in
 from .base import ModelResponse
@@ -63,7 +63,7 @@ class StreamAssembler:
                                valid(arguments))
         pending = self._calls.get(index)
         if pending is None:
-            pending = self._calls[index] = _PendingCall(id or new_id("call"), name or "")
+            pending = self._calls[index] = _PendingCall(id or new_call_id(), name or "")
             events.append(ToolCallStart(index, pending.id, pending.name))
         else:
             if id and not pending.id:

@@ -17,6 +17,7 @@ from stateloop.store import dialect, pgvector, rows, schema
 from stateloop.store.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from stateloop.store.records import PassageRecord, VectorBatch
 from stateloop.store.runner import Runner
+from stateloop.store.url import hide_password
 
 logger = logging.getLogger("stateloop.store")
 
@@ -44,7 +45,7 @@ class ArchiveMixin:
         self.searches_vectors = why is None
         if why is not None:
             logger.warning("archival search on %s is exact, in memory (as on SQLite), not "
-                           "pgvector: %s", _safe(self.url), why)
+                           "pgvector: %s", hide_password(self.url), why)
 
     async def insert_passages(self, archive_id: str, passages: Sequence[PassageRecord],
                               ) -> list[PassageRecord]:
@@ -254,9 +255,3 @@ def _similarity(score: float) -> float:
     # A zero vector has no direction: pgvector says NaN where the in-memory search says 0.
     return 0.0 if score != score else float(score)
 
-
-def _safe(url: str) -> str:
-    """The URL without its password, for logs."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

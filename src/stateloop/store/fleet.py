@@ -96,9 +96,8 @@ class Turn:
 class Fleet:
     """Turns and word for one store; the listening connection opens at first use."""
 
-    def __init__(self, runner: PostgresRunner, conninfo: str) -> None:
+    def __init__(self, runner: PostgresRunner) -> None:
         self._runner = runner
-        self._conninfo = conninfo
         self.name = runner.name
         self._seen: dict[Key, int] = {}  # the agent's version when this store last had the turn
         self._wakers: dict[Key, set[asyncio.Event]] = {}
@@ -137,8 +136,8 @@ class Fleet:
     async def _connect(self) -> Any:
         import psycopg
 
-        return await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True,
-                                                     application_name=self.name)
+        return await psycopg.AsyncConnection.connect(**self._runner.connect_params(),
+                                                     autocommit=True)
 
     def claim(self, agent_id: str, conversation_id: str | None) -> Turn | None:
         """The ticket this request took on arrival for this thread, if it has one unused."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from stateloop.messages import new_uuid_id
+from stateloop.messages import new_id
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.runner import Runner
@@ -30,7 +30,7 @@ class GroupRecord:
     manager_type: str
     agent_ids: list[str]
     description: str = ""
-    id: str = field(default_factory=lambda: new_uuid_id("group"))
+    id: str = field(default_factory=lambda: new_id("group"))
     manager_agent_id: str | None = None
     max_turns: int | None = None
     termination_token: str | None = None
@@ -55,7 +55,7 @@ class GroupMessage:
     sender_id: str | None = None  # the member that said it; None for the user
     name: str | None = None
     run_id: str | None = None
-    id: str = field(default_factory=lambda: new_uuid_id("message"))
+    id: str = field(default_factory=lambda: new_id("message"))
     created_at: float = field(default_factory=time.time)
     seq: int = 0
 

@@ -55,6 +55,19 @@ BLOCK_VERSIONS = (
     "SELECT ba.agent_id, md5(string_agg(ba.block_id || ':' || b.xmin::text || ':' "
     "|| ba.xmin::text, ',' ORDER BY ba.block_id)) FROM blocks_agents ba JOIN blocks b "
     "ON b.id = ba.block_id WHERE ba.agent_id = ANY(%s) GROUP BY ba.agent_id")
+# The tables (of those named) on which the role lacks a right the store uses, and the
+# sequences behind their serial columns it may not use; a table that is not there lacks all.
+MISSING_RIGHTS = """
+WITH wanted AS (SELECT name, to_regclass(quote_ident(name)) AS oid FROM unnest(%s::text[]) name)
+SELECT w.name, string_agg(p.name, ', ' ORDER BY p.n) FROM wanted w
+CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY p(name, n)
+WHERE w.oid IS NULL OR NOT has_table_privilege(w.oid, p.name) GROUP BY w.name
+UNION ALL
+SELECT q.seqrelid::regclass::text, 'USAGE' FROM wanted w
+JOIN pg_depend d ON d.refobjid = w.oid AND d.classid = 'pg_class'::regclass
+JOIN pg_sequence q ON q.seqrelid = d.objid
+WHERE NOT has_sequence_privilege(q.seqrelid, 'USAGE') ORDER BY 1"""
+CHECK_TIMEOUT = 5  # seconds a readiness check waits for a new connection
 
 
 def send_block_versions(dbapi: Any, agent_ids: Sequence[str]) -> Any:
@@ -144,6 +157,32 @@ class PostgresRunner:
         if self._writer is None:
             self._writer = self.engine.connect()
         return self._writer
+
+    def connect_params(self) -> dict[str, Any]:
+        """psycopg's connection parameters, as the pool's connections get them (the URL as
+        SQLAlchemy reads it)."""
+        _, params = self.engine.dialect.create_connect_args(self.engine.url)
+        params.pop("context", None)  # the pool's type adapters: others read plain rows
+        return {**params, "application_name": self.name}
+
+    async def missing_rights(self, tables: Sequence[str]) -> tuple[str, list[str]]:
+        """The role's name and what it lacks on ``tables``, e.g. ``messages (INSERT)``, read
+        on a new connection: the pool's were made before a role could lose LOGIN or CONNECT.
+        ``DatabaseOpenError`` when the server refuses the connection."""
+        import psycopg
+
+        def check() -> tuple[str, list[str]]:
+            try:
+                with psycopg.connect(**self.connect_params(), autocommit=True,
+                                     connect_timeout=CHECK_TIMEOUT) as conn:
+                    role = conn.execute("SELECT current_user").fetchone()
+                    missing = conn.execute(MISSING_RIGHTS, (list(tables),)).fetchall()
+            except psycopg.Error as exc:
+                raise DatabaseOpenError(str(exc).strip()) from None
+            return str(role[0] if role else ""), [f"{name} ({rights})"
+                                                  for name, rights in missing]
+
+        return await asyncio.to_thread(check)
 
     def _watched(self, items: list[Any]) -> list[str]:
         """The agents whose blocks' versions a commit of ``items`` reads: those whose steps

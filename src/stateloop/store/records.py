@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from stateloop.messages import Message, Usage, new_uuid_id
+from stateloop.messages import Message, Usage, new_id
 
 DEFAULT_BLOCK_LIMIT = 100_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT (0.16.8)
 
@@ -19,7 +19,7 @@ RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 
 def new_record_id(kind: str) -> str:
     """A persistent id in Letta's format, e.g. ``agent-<uuid4>``."""
-    return new_uuid_id(kind)
+    return new_id(kind)
 
 
 _STEP_IDS = uuid.UUID("7b4e1f52-3c1d-4f7a-9d2e-5a6b8c0d1e2f")

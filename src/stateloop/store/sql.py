@@ -6,6 +6,7 @@ block_changes.py."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import time
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
@@ -58,27 +59,28 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
     """
     parsed = resolve_url(url)
     runner: Runner
-    if parsed.path is None:
-        from stateloop.store.postgres import PostgresRunner
-
-        runner = PostgresRunner(parsed.sync_url())
-    else:
-        try:
+    try:
+        if parsed.path is None:
+            runner = PostgresRunner(parsed.sync_url())
+        else:
             parsed.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc}") from exc
-        runner = (AsyncRunner(parsed.async_url(), parsed.path) if parsed.driver == "aiosqlite"
-                  else SqliteRunner(parsed.sync_url(), parsed.path))
+            runner = (AsyncRunner(parsed.async_url(), parsed.path)
+                      if parsed.driver == "aiosqlite"
+                      else SqliteRunner(parsed.sync_url(), parsed.path))
+    except DatabaseOpenError:
+        raise
+    except (OSError, ValueError, ArgumentError) as exc:  # a port that is not a number, ...
+        raise parsed.error(exc) from None
     store = SqlStore(runner, parsed)
     try:
         if migrate:
-            await runner.write(lambda conn: upgrade(conn, parsed.raw))
+            await runner.write(lambda conn: upgrade(conn, parsed.shown))
         else:
             await runner.read(lambda conn: conn.exec_driver_sql("SELECT 1").all())
         await store.open_vectors(create=migrate)
     except DBAPIError as exc:
         await runner.close()
-        raise DatabaseOpenError(f"cannot open database {parsed.raw!r}: {exc.orig}") from exc
+        raise parsed.error(exc.orig) from None  # the driver's chain may quote the URL
     except BaseException:
         await runner.close()
         raise
@@ -99,20 +101,51 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
         self._runner = runner
+        self._database = url
         self.url = url.raw
+        self._checking: asyncio.Future[None] | None = None
         self.path = url.path
         self.dialect = url.dialect
         self._in_flight = set()
         # Turns and word between processes sharing the database (PostgreSQL only).
         self.fleet: Fleet | None = None
         if isinstance(runner, PostgresRunner):
-            self.fleet = Fleet(runner, url.conninfo())
+            self.fleet = Fleet(runner)
 
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
         if self.fleet is not None:
             await self.fleet.close()
         await self._runner.close()
+
+    async def check(self) -> None:
+        """Return when the store can serve; else raise ``DatabaseOpenError`` naming why,
+        without the password. A query must answer; on PostgreSQL a new connection must be
+        let in as the store's role, which must hold every right the store uses on its tables.
+        Callers while a check runs share its outcome: a flood of checks is one at a time."""
+        if self._checking is None:
+            self._checking = asyncio.ensure_future(self._check())
+            self._checking.add_done_callback(self._checked)
+        await asyncio.shield(self._checking)
+
+    def _checked(self, done: asyncio.Future[None]) -> None:
+        self._checking = None
+        if not done.cancelled():
+            done.exception()  # its callers have it; none left is no error to report
+
+    async def _check(self) -> None:
+        url, role, missing = self._database, "", list[str]()
+        try:
+            await self._runner.read(lambda conn: conn.execute(select(a.c.id).limit(1)).all())
+            if isinstance(self._runner, PostgresRunner):
+                role, missing = await self._runner.missing_rights(list(schema.metadata.tables))
+        except DatabaseOpenError as exc:
+            raise url.error(exc) from None
+        except DBAPIError as exc:
+            raise url.error(exc.orig) from None
+        if missing:
+            raise DatabaseOpenError(f"database {url.shown!r}: role {role!r} lacks rights this "
+                                    f"server uses on {'; '.join(missing)}")
 
     async def __aenter__(self) -> SqlStore:
         return self

@@ -12,7 +12,7 @@ from ..errors import MODEL_ERRORS, StateloopError
 from ..events import ReasoningDelta, TextDelta, ToolCallDelta, ToolCallStart
 from ..llm.assembler import parse_tool_call
 from ..llm.base import ModelRequest, ModelResponse, StreamItem
-from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_id
+from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall, Usage, new_call_id
 
 
 @dataclass(slots=True)
@@ -165,9 +165,9 @@ class ScriptedModel:
         for index, c in enumerate(script_calls):
             raw = c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments)
             produced += len(raw)
-            parsed = (parse_tool_call(c.id or new_id("call"), c.name, raw)
+            parsed = (parse_tool_call(c.id or new_call_id(), c.name, raw)
                       if c.raw_arguments is not None
-                      else ToolCall(c.id or new_id("call"), c.name, dict(c.arguments), raw))
+                      else ToolCall(c.id or new_call_id(), c.name, dict(c.arguments), raw))
             yield ToolCallStart(index, parsed.id, parsed.name)
             for piece in _chunks(raw, size):
                 yield ToolCallDelta(index, piece)

@@ -13,7 +13,7 @@ from ...agent import Agent
 from ...errors import ConfigError
 from ...llm.registry import resolve_model
 from ...memory.compaction import _summary_body, is_summary
-from ...messages import ToolCall, new_id
+from ...messages import ToolCall, new_call_id
 from ...tools.client import client_tool
 from ...tools.execution import execute_tool
 from ..content import ImageContent
@@ -223,7 +223,7 @@ async def run_tool_for_agent(
     if tool.context_parameter is not None and agent.running:
         raise HTTPException(409, detail=f"agent {agent_id!r} is running; run {tool_name!r} "
                                         "on its memory when the run ends")
-    call = ToolCall(new_id("toolcall"), tool_name, body.args)
+    call = ToolCall(new_call_id("toolcall"), tool_name, body.args)
     output = await execute_tool(call, body.args, {tool_name: tool}, agent)
     if tool.context_parameter is not None:
         await agent.save()  # what it changed in memory

@@ -1,4 +1,4 @@
-"""What the server holds, at a glance: tags, models, readiness, counts of agents, blocks and
+"""What the server holds, at a glance: tags, models, counts of agents, blocks and
 tools, and the agents sharing a block.
 
 Registered before the agents, blocks and tools routers, so ``/v1/agents/count`` is not read
@@ -11,12 +11,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from ... import __version__
 from ...llm.models import DEFAULT_LIMITS, known_limits
 from ...store import ToolRecord
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
-from ..responses import AgentState, EmbeddingModel, Health, Model
+from ..responses import AgentState, EmbeddingModel, Model
 from ..runtime import Runtime
 from ..schemas import errors
 from .agents import agent_state
@@ -27,13 +26,6 @@ router = APIRouter()
 _EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
                    "text-embedding-ada-002": 1536}
 _PROVIDER_TYPES = {"openai", "anthropic"}
-
-
-@router.get("/v1/ready", tags=["health"], response_model=Health)
-async def ready() -> dict[str, str]:
-    """The server is up and its store is open: it takes requests (the lifespan opened the
-    store before the first one is served)."""
-    return {"status": "ok", "version": __version__}
 
 
 @router.get("/v1/tags", tags=["tag"], response_model=list[str])

@@ -215,14 +215,19 @@ async def retrieve_conversation_stream(conversation_id: str, runtime: RuntimeDep
                                        body: ConversationStreamRequest | None = None
                                        ) -> StreamingResponse:
     """The stream of the conversation's run in flight (else of its latest run, or of
-    ``run_id``), from ``starting_after``, while the server keeps it."""
+    ``run_id``, which must be one of its runs), from ``starting_after``, while the server
+    keeps it."""
     request = body or ConversationStreamRequest()
     conversation = await thread(runtime, conversation_id, request.agent_id)
     ping = (request.poll_interval or runtime.settings.ping_interval
             if request.include_pings else None)
     run_id = request.run_id
     if run_id is not None:
-        await runtime.store.get_run(run_id)  # 404
+        run = await runtime.store.get_run(run_id)  # 404
+        if (run.agent_id != conversation.id
+                or run.metadata.get("conversation_id") != conversation.conversation_id):
+            raise HTTPException(404, detail=f"run {run_id!r} is not a run of conversation "
+                                            f"{conversation_id!r}")
         channel = runtime.runs.get(run_id)
     else:
         channel = runtime.runs.latest(conversation.conversation_id or conversation.id)

@@ -1,16 +1,39 @@
-"""``/v1/health``: open without credentials."""
+"""``/v1/health`` (open without credentials): the process answers. ``/v1/ready``: it can
+serve, its database answering as the server's role."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+
+from fastapi import APIRouter, HTTPException
 
 from ... import __version__
+from ...store import StoreError
+from ..deps import RuntimeDep
 from ..responses import Health
+from ..schemas import errors
 
 router = APIRouter(tags=["health"])
+
+READY_TIMEOUT = 10.0  # seconds the database has to answer a readiness check
 
 
 @router.get("/v1/health", response_model=Health)
 async def health() -> dict[str, str]:
     """The server is up."""
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/v1/ready", response_model=Health, responses=errors(503))
+async def ready(runtime: RuntimeDep) -> dict[str, str]:
+    """The server can take requests: its database answers a query now (on PostgreSQL on a
+    new connection as the server's role, which holds the rights the server uses); else 503
+    naming the problem."""
+    try:
+        await asyncio.wait_for(runtime.store.check(), READY_TIMEOUT)
+    except TimeoutError:
+        raise HTTPException(503, detail=f"the database did not answer within "
+                                        f"{READY_TIMEOUT:g} s") from None
+    except StoreError as exc:
+        raise HTTPException(503, detail=str(exc)) from None
     return {"status": "ok", "version": __version__}

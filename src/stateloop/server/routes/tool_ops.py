@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import Field
 
 from ...errors import ToolDefinitionError
-from ...messages import ToolCall, new_id
+from ...messages import ToolCall, new_call_id
 from ...store import ToolRecord
 from ...tools.execution import execute_tool, result_message
 from ...tools.sandbox import check_source, describe_source, sandboxed_tool
@@ -65,7 +65,7 @@ async def run_tool_from_source(body: ToolRunFromSource, runtime: RuntimeDep) -> 
     tool = sandboxed_tool(body.source_code, schema, limits=runtime.limits,
                           isolation=runtime.isolation(name, body.env_vars),
                           return_char_limit=RETURN_CHAR_LIMIT)
-    call = ToolCall(new_id("toolcall"), name, body.args)
+    call = ToolCall(new_call_id("toolcall"), name, body.args)
     output = await execute_tool(call, body.args, {name: tool})
     [frame] = to_letta(result_message(call, output), assistant_message=False)
     return frame
