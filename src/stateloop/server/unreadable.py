@@ -42,12 +42,14 @@ def readable(model: type[BaseModel], view: dict[str, Any]) -> dict[str, Any]:
         if not _replace(shown, loc, kind):  # a view that is not its model's shape at all
             raise ValueError(f"cannot show {view.get('id')!r}: {fields}")
         problem = _first_problem(model, shown)
-    metadata = shown.get("metadata") if isinstance(shown.get("metadata"), dict) else {}
+    metadata = shown.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     shown["metadata"] = {**metadata, "error": {
         "type": ERROR_TYPE, "fields": fields,
         "message": f"the stored record of {shown.get('id')!r} cannot be read as it is "
-                   f"({', '.join(f'{k}: {v}' for k, v in fields.items())}); those fields "
-                   "are shown empty. Set them again, or delete the record"}}
+                   f"({'; '.join(f'{k}: {v}' for k, v in fields.items())}): set those "
+                   "fields again, or delete it"}}
     return shown
 
 

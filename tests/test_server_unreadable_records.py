@@ -1,0 +1,76 @@
+"""A stored agent that its response cannot carry (an older version's row: NaN or infinity in
+its model settings, an integer over 64 bits in its metadata, a string for its context window)
+never breaks a list: ``GET /v1/agents`` answers 200 with the agent marked in
+``metadata.error``, through letta-client too and after a restart; ``GET`` by id answers 409
+naming the fields; the agent can still be deleted."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import httpx
+from letta_client import Letta
+
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, new_agent, settings_for
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+
+
+def _spoil(db: Path, agent_id: str, column: str, change: dict[str, object]) -> None:
+    """Write ``change`` into the agent's JSON ``column`` as Python's json module writes it
+    (``NaN``, ``Infinity``, any integer), as no way in lets through today."""
+    with sqlite3.connect(db) as con:
+        [text] = con.execute(f"SELECT {column} FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        value = {**json.loads(text), **change}
+        con.execute(f"UPDATE agents SET {column} = ? WHERE id = ?", (json.dumps(value), agent_id))
+    con.close()
+
+
+def test_a_stored_agent_that_cannot_be_shown_is_listed_marked_and_named_by_get(
+        fake: FakeOpenAI, tmp_path: Path) -> None:
+    db = tmp_path / "stateloop.db"
+    with Server(settings_for(fake, db)) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        good = new_agent(client, name="good", metadata={"team": "a"}).id
+        infinite = new_agent(client, name="infinite").id
+        worse = new_agent(client, name="worse", metadata={"team": "b"}).id
+    _spoil(db, infinite, "llm_config", {"max_tokens": float("inf")})
+    _spoil(db, worse, "llm_config", {"context_window": "big",
+                                     "model_settings": {"temperature": float("nan")}})
+    _spoil(db, worse, "metadata", {"count": 2**70})
+    for _ in range(2):  # and again after a restart
+        with Server(settings_for(fake, db)) as server:
+            listed = httpx.get(f"{server.url}/v1/agents", timeout=30)
+            assert listed.status_code == 200, listed.text
+            by_id = {agent["id"]: agent for agent in listed.json()}
+            assert by_id[good]["metadata"] == {"team": "a"}
+            mark = by_id[infinite]["metadata"]["error"]
+            assert mark["type"] == "unreadable_record"
+            assert list(mark["fields"]) == ["llm_config.max_tokens"]
+            assert by_id[infinite]["name"] == "infinite"
+            assert by_id[infinite]["llm_config"]["max_tokens"] is None
+            assert by_id[infinite]["llm_config"]["context_window"] == 128000  # the rest shown
+            mark = by_id[worse]["metadata"]["error"]
+            assert set(mark["fields"]) == {"llm_config.context_window",
+                                           "llm_config.temperature", "metadata.count"}
+            assert by_id[worse]["metadata"]["team"] == "b"
+
+            client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+            agents = {agent.id: agent for agent in client.agents.list(limit=100).items}
+            assert agents.keys() == {good, infinite, worse}
+            assert agents[infinite].name == "infinite"
+            assert (agents[infinite].metadata or {})["error"]["type"] == "unreadable_record"
+            assert client.agents.retrieve(good).name == "good"
+
+            for agent_id, field in ((infinite, "llm_config.max_tokens"),
+                                    (worse, "llm_config.context_window")):
+                answer = httpx.get(f"{server.url}/v1/agents/{agent_id}")
+                assert answer.status_code == 409, answer.text
+                assert field in answer.json()["detail"] and agent_id in answer.json()["detail"]
+    with Server(settings_for(fake, db)) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        client.agents.delete(infinite)
+        assert {a.id for a in client.agents.list().items} == {good, worse}
