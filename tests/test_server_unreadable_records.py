@@ -1,8 +1,8 @@
 """A stored agent that its response cannot carry (an older version's row: NaN or infinity in
-its model settings, an integer over 64 bits in its metadata, a string for its context window)
+its model settings or metadata, a string for its context window)
 never breaks a list: ``GET /v1/agents`` answers 200 with the agent marked in
 ``metadata.error``, through letta-client too and after a restart; ``GET`` by id answers 409
-naming the fields; the agent can still be deleted."""
+naming the fields; the agent can still be deleted. Blocks and tools are listed the same way."""
 
 from __future__ import annotations
 
@@ -19,13 +19,15 @@ from test_server_support import Server, new_agent, settings_for
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
 
 
-def _spoil(db: Path, agent_id: str, column: str, change: dict[str, object]) -> None:
-    """Write ``change`` into the agent's JSON ``column`` as Python's json module writes it
+def _spoil(db: Path, row_id: str, column: str, change: dict[str, object],
+           table: str = "agents") -> None:
+    """Write ``change`` into the row's JSON ``column`` as Python's json module writes it
     (``NaN``, ``Infinity``, any integer), as no way in lets through today."""
     with sqlite3.connect(db) as con:
-        [text] = con.execute(f"SELECT {column} FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        [text] = con.execute(f"SELECT {column} FROM {table} WHERE id = ?",
+                             (row_id,)).fetchone()
         value = {**json.loads(text), **change}
-        con.execute(f"UPDATE agents SET {column} = ? WHERE id = ?", (json.dumps(value), agent_id))
+        con.execute(f"UPDATE {table} SET {column} = ? WHERE id = ?", (json.dumps(value), row_id))
     con.close()
 
 
@@ -40,7 +42,7 @@ def test_a_stored_agent_that_cannot_be_shown_is_listed_marked_and_named_by_get(
     _spoil(db, infinite, "llm_config", {"max_tokens": float("inf")})
     _spoil(db, worse, "llm_config", {"context_window": "big",
                                      "model_settings": {"temperature": float("nan")}})
-    _spoil(db, worse, "metadata", {"count": 2**70})
+    _spoil(db, worse, "metadata", {"count": float("-inf"), "big": 2**70})
     for _ in range(2):  # and again after a restart
         with Server(settings_for(fake, db)) as server:
             listed = httpx.get(f"{server.url}/v1/agents", timeout=30)
@@ -57,6 +59,7 @@ def test_a_stored_agent_that_cannot_be_shown_is_listed_marked_and_named_by_get(
             assert set(mark["fields"]) == {"llm_config.context_window",
                                            "llm_config.temperature", "metadata.count"}
             assert by_id[worse]["metadata"]["team"] == "b"
+            assert by_id[worse]["metadata"]["big"] == 2**70  # JSON carries it: shown
 
             client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
             agents = {agent.id: agent for agent in client.agents.list(limit=100).items}
@@ -74,3 +77,23 @@ def test_a_stored_agent_that_cannot_be_shown_is_listed_marked_and_named_by_get(
         client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
         client.agents.delete(infinite)
         assert {a.id for a in client.agents.list().items} == {good, worse}
+
+
+def test_a_stored_block_or_tool_that_cannot_be_shown_is_listed_marked(
+        fake: FakeOpenAI, tmp_path: Path) -> None:
+    db = tmp_path / "stateloop.db"
+    with Server(settings_for(fake, db)) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        block = client.blocks.create(label="notes", value="kept").id
+        tools = httpx.post(f"{server.url}/v1/tools/add-base-tools", timeout=30).json()
+        _spoil(db, block, "metadata", {"weight": float("nan")}, table="blocks")
+        _spoil(db, tools[0]["id"], "json_schema", {"version": float("nan")}, table="tools")
+        [shown] = [b for b in client.blocks.list(limit=100).items if b.id == block]
+        assert shown.value == "kept"
+        assert (shown.metadata or {})["error"]["fields"] == {
+            "metadata.weight": "numbers must be finite (not NaN or Infinity)"}
+        listed = httpx.get(f"{server.url}/v1/tools", params={"limit": 1000}, timeout=30)
+        assert listed.status_code == 200, listed.text
+        [tool] = [t for t in listed.json() if t["id"] == tools[0]["id"]]
+        assert list(tool["metadata_"]["error"]["fields"]) == ["json_schema.version"]
+        assert len(client.tools.list(limit=1000).items) == len(tools)

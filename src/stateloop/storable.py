@@ -84,10 +84,11 @@ def check_json(text: bytes) -> Problem | None:
     return _first_problem(value, 1, fast=False)
 
 
-def check_value(value: Any) -> Problem | None:
+def check_value(value: Any, *, big_ints: bool = False) -> Problem | None:
     """The first problem in a value already parsed (by ``json``, say, which reads ``NaN``
-    and ``1e999``) or built in Python; None when it is fine."""
-    return _first_problem(value, 1, fast=False)
+    and ``1e999``) or built in Python; None when it is fine. ``big_ints``: integers of any
+    size pass (JSON writes them: what a response may show, not what may be stored)."""
+    return _first_problem(value, 1, fast=False, big_ints=big_ints)
 
 
 def count(value: Any, name: str) -> int | None:
@@ -100,19 +101,20 @@ def count(value: Any, name: str) -> int | None:
                          f"{value!r}") from None
 
 
-def _first_problem(value: Any, depth: int, *, fast: bool) -> Problem | None:
+def _first_problem(value: Any, depth: int, *, fast: bool, big_ints: bool = False
+                   ) -> Problem | None:
     """The first problem in ``value`` at ``depth``; its path is built on the way back, so a
     fine value allocates nothing. ``fast``: orjson parsed it (no NaN, no surrogates)."""
     kind = type(value)
     if kind is dict or kind is list:
-        return _first_problem_inside(value, depth, fast)
+        return _first_problem_inside(value, depth, fast, big_ints)
     if kind is str:
         return None if fast or not _is_broken(value) else _surrogate(())
-    return _number_problem(value, kind, fast)
+    return None if big_ints and kind is int else _number_problem(value, kind, fast)
 
 
 def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
-                          fast: bool) -> Problem | None:
+                          fast: bool, big_ints: bool) -> Problem | None:
     """One loop per container, scalars checked inline: a value of a million numbers costs
     about what parsing it does."""
     if depth > MAX_DEPTH:
@@ -127,11 +129,11 @@ def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
                 continue
             problem: Problem | None = _surrogate(())
         elif kind is int:
-            if INT_MIN <= item <= INT_MAX:
+            if big_ints or INT_MIN <= item <= INT_MAX:
                 continue
             problem = _number_problem(item, kind, fast)
         elif kind is dict or kind is list:
-            problem = _first_problem_inside(item, depth + 1, fast)
+            problem = _first_problem_inside(item, depth + 1, fast, big_ints)
         else:
             problem = _number_problem(item, kind, fast)
         if problem:

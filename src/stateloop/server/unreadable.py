@@ -1,13 +1,13 @@
-"""A stored record that its response model cannot carry, shown all the same, so one bad row
-never breaks a list.
+"""A stored record (an agent, a block, a tool) that its response model cannot carry, shown
+all the same, so one bad row never breaks a list.
 
 Rows written by an older version, or edited in the database, may hold what no way in lets
-through today (``NaN``, an integer over 64 bits, a string where a number goes, a lone
-surrogate). ``readable`` answers such a row's view with each offending value replaced — text
-with its lone surrogates replaced by U+FFFD, anything else by ``null`` or, where the model
-takes no ``null``, by an empty value of its type — and ``metadata.error`` saying which fields
-could not be read. ``unreadable`` tells a view so marked, for a route that answers one record
-to say so instead.
+through today and no response can carry (``NaN``, infinity, a string where a number goes, a
+lone surrogate; an integer over 64 bits is shown as it is). ``readable`` answers such a
+row's view with each offending value replaced — text with its lone surrogates replaced by
+U+FFFD, anything else by ``null`` or, where the model takes no ``null``, by an empty value
+of its type — and ``metadata.error`` saying which fields could not be read. ``unreadable``
+tells a view so marked, for a route that answers one record to say so instead.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ _EMPTY: dict[str, Any] = {"int_type": 0, "float_type": 0.0, "string_type": "",
 Path = tuple[str | int, ...]
 
 
-def readable(model: type[BaseModel], view: dict[str, Any]) -> dict[str, Any]:
+def readable(model: type[BaseModel], view: dict[str, Any], *,
+             metadata: str = "metadata") -> dict[str, Any]:
     """``view`` if ``model`` carries it and JSON holds it; else a copy with each offending
-    value replaced and ``metadata.error`` naming the fields."""
+    value replaced and ``error`` in its ``metadata`` field (a tool's is ``metadata_``)
+    naming the fields."""
     problem = _first_problem(model, view)
     if problem is None:
         return view
@@ -42,10 +44,8 @@ def readable(model: type[BaseModel], view: dict[str, Any]) -> dict[str, Any]:
         if not _replace(shown, loc, kind):  # a view that is not its model's shape at all
             raise ValueError(f"cannot show {view.get('id')!r}: {fields}")
         problem = _first_problem(model, shown)
-    metadata = shown.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
-    shown["metadata"] = {**metadata, "error": {
+    kept = shown.get(metadata)
+    shown[metadata] = {**(kept if isinstance(kept, dict) else {}), "error": {
         "type": ERROR_TYPE, "fields": fields,
         "message": f"the stored record of {shown.get('id')!r} cannot be read as it is "
                    f"({'; '.join(f'{k}: {v}' for k, v in fields.items())}): set those "
@@ -53,16 +53,16 @@ def readable(model: type[BaseModel], view: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def unreadable(view: dict[str, Any]) -> str | None:
+def unreadable(view: dict[str, Any], *, metadata: str = "metadata") -> str | None:
     """What is wrong with a view ``readable`` marked; None for one shown as stored."""
-    error = (view.get("metadata") or {}).get("error")
+    error = (view.get(metadata) or {}).get("error")
     if isinstance(error, dict) and error.get("type") == ERROR_TYPE:
         return str(error.get("message"))
     return None
 
 
 def _first_problem(model: type[BaseModel], view: dict[str, Any]) -> tuple[Path, str, str] | None:
-    problem = check_value(view)  # what JSON cannot hold: NaN, 2**70, a lone surrogate
+    problem = check_value(view, big_ints=True)  # what JSON cannot hold: NaN, a surrogate
     if problem is not None:
         return problem.loc, problem.msg, problem.type
     try:
