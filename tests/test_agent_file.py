@@ -271,6 +271,17 @@ def test_a_value_the_json_routes_refuse_is_refused_by_the_library_naming_its_fie
     assert _stored_rows(store) == before
 
 
+@pytest.mark.parametrize("option", ["name", "model"])
+def test_an_option_replacing_the_files_value_meets_the_same_rules(option: str,
+                                                                  tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    options = ImportOptions(**{option: "a lone \ud800 surrogate"})
+    with pytest.raises(AgentFileError) as raised:
+        asyncio.run(import_agents(minimal_file(), store=store, options=options))
+    assert raised.value.field == option
+    assert _stored_rows(store) == (0, 0, 0)
+
+
 @pytest.mark.parametrize("limit", ["context_window", "max_tokens"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), 2**70, 0, -1, 1.5, "big"])
 def test_an_agent_takes_only_a_positive_64_bit_window_and_output_limit(limit: str,

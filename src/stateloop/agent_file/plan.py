@@ -21,7 +21,7 @@ from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import Block
 from ..messages import Message
-from ..storable import count
+from ..storable import check_value, count
 from ..store.groups import GroupRecord
 from ..store.records import (
     DEFAULT_BLOCK_LIMIT,
@@ -33,7 +33,7 @@ from ..store.records import (
 from .groups import read_groups
 from .history import arrange
 from .letta_messages import from_letta
-from .reading import AgentFileError
+from .reading import AgentFileError, refuse
 from .tools import read_tools
 
 ENV_KEY = "tool_env"  # where an agent's tool variables live in ``extra`` (as the server's)
@@ -82,6 +82,9 @@ class ImportPlan:
 
 def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
     """Everything the import will write, or an ``AgentFileError`` naming the field."""
+    refuse(check_value({"name": options.name, "model": options.model,
+                        "embedding": options.embedding, "secrets": options.secrets,
+                        "project_id": options.project_id}))  # what replaces the file's
     tools = read_tools(data.get("tools") or [], skip_bad_tools=options.skip_bad_tools)
     notes = list(tools.left_out.values())
     blocks = _blocks(data.get("blocks") or [])

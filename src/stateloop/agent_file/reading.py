@@ -39,15 +39,15 @@ def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
     path, the file's bytes, or an already parsed dict."""
     if isinstance(source, dict):
         data: Any = source
-        _refuse(check_value(data))
+        refuse(check_value(data))
     else:
         raw = _raw(source, max_bytes)
-        _refuse(check_json(raw))
+        refuse(check_json(raw))
         try:
             data = json.loads(raw)
             if isinstance(data, str):  # double-encoded, as some exports are
                 data = json.loads(data)
-                _refuse(check_value(data))
+                refuse(check_value(data))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise AgentFileError(f"not valid JSON (truncated or corrupted?): {exc}") from None
     if not isinstance(data, dict):
@@ -70,7 +70,8 @@ def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
     return data
 
 
-def _refuse(problem: Problem | None) -> None:
+def refuse(problem: Problem | None) -> None:
+    """An ``AgentFileError`` naming where ``problem`` is, when there is one."""
     if problem is not None:
         raise AgentFileError(problem.msg, field=problem.where or "file")
 
