@@ -36,7 +36,11 @@ def test_a_stored_agent_that_cannot_be_shown_is_listed_marked_and_named_by_get(
     db = tmp_path / "stateloop.db"
     with Server(settings_for(fake, db)) as server:
         client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
-        good = new_agent(client, name="good", metadata={"team": "a"}).id
+        deep: dict[str, object] = {"end": True}
+        for _ in range(60):  # as deep as a request body may nest it: shown as it is
+            deep = {"a": deep}
+        good = new_agent(client, name="good", metadata={"team": "a"}, memory_blocks=[
+            {"label": "human", "value": "Name: Ada", "metadata": deep}]).id
         infinite = new_agent(client, name="infinite").id
         worse = new_agent(client, name="worse", metadata={"team": "b"}).id
     _spoil(db, infinite, "llm_config", {"max_tokens": float("inf")})

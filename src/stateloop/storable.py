@@ -84,11 +84,13 @@ def check_json(text: bytes) -> Problem | None:
     return _first_problem(value, 1, fast=False)
 
 
-def check_value(value: Any, *, big_ints: bool = False) -> Problem | None:
+def check_value(value: Any, *, big_ints: bool = False, max_depth: int = MAX_DEPTH
+                ) -> Problem | None:
     """The first problem in a value already parsed (by ``json``, say, which reads ``NaN``
-    and ``1e999``) or built in Python; None when it is fine. ``big_ints``: integers of any
-    size pass (JSON writes them: what a response may show, not what may be stored)."""
-    return _first_problem(value, 1, fast=False, big_ints=big_ints)
+    and ``1e999``) or built in Python; None when it is fine. For what a response may show
+    rather than what may be stored: ``big_ints`` lets integers of any size pass (JSON
+    writes them), ``max_depth`` allows deeper nesting."""
+    return _first_problem(value, 1, fast=False, big_ints=big_ints, max_depth=max_depth)
 
 
 def count(value: Any, name: str) -> int | None:
@@ -101,24 +103,24 @@ def count(value: Any, name: str) -> int | None:
                          f"{value!r}") from None
 
 
-def _first_problem(value: Any, depth: int, *, fast: bool, big_ints: bool = False
-                   ) -> Problem | None:
+def _first_problem(value: Any, depth: int, *, fast: bool, big_ints: bool = False,
+                   max_depth: int = MAX_DEPTH) -> Problem | None:
     """The first problem in ``value`` at ``depth``; its path is built on the way back, so a
     fine value allocates nothing. ``fast``: orjson parsed it (no NaN, no surrogates)."""
     kind = type(value)
     if kind is dict or kind is list:
-        return _first_problem_inside(value, depth, fast, big_ints)
+        return _first_problem_inside(value, depth, fast, big_ints, max_depth)
     if kind is str:
         return None if fast or not _is_broken(value) else _surrogate(())
     return None if big_ints and kind is int else _number_problem(value, kind, fast)
 
 
 def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
-                          fast: bool, big_ints: bool) -> Problem | None:
+                          fast: bool, big_ints: bool, max_depth: int) -> Problem | None:
     """One loop per container, scalars checked inline: a value of a million numbers costs
     about what parsing it does."""
-    if depth > MAX_DEPTH:
-        return Problem((), f"nested deeper than {MAX_DEPTH} levels", "too_deep")
+    if depth > max_depth:
+        return Problem((), f"nested deeper than {max_depth} levels", "too_deep")
     pairs = container.items() if isinstance(container, dict) else enumerate(container)
     for key, item in pairs:
         if not fast and isinstance(key, str) and _is_broken(key):
@@ -133,7 +135,7 @@ def _first_problem_inside(container: dict[str, Any] | list[Any], depth: int,
                 continue
             problem = _number_problem(item, kind, fast)
         elif kind is dict or kind is list:
-            problem = _first_problem_inside(item, depth + 1, fast, big_ints)
+            problem = _first_problem_inside(item, depth + 1, fast, big_ints, max_depth)
         else:
             problem = _number_problem(item, kind, fast)
         if problem:

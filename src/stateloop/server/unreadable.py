@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..deepjson import MAX_DEPTH
 from ..storable import check_value
 from ..surrogates import first_lone_surrogate, replace_lone_surrogates
 
@@ -62,7 +63,9 @@ def unreadable(view: dict[str, Any], *, metadata: str = "metadata") -> str | Non
 
 
 def _first_problem(model: type[BaseModel], view: dict[str, Any]) -> tuple[Path, str, str] | None:
-    problem = check_value(view, big_ints=True)  # what JSON cannot hold: NaN, a surrogate
+    # What JSON cannot hold: NaN, a lone surrogate. Free-form fields are already cut at
+    # MAX_DEPTH levels of their own (``views.shown``); the view adds a few around them.
+    problem = check_value(view, big_ints=True, max_depth=2 * MAX_DEPTH)
     if problem is not None:
         return problem.loc, problem.msg, problem.type
     try:
