@@ -39,8 +39,9 @@ def test_a_stored_agent_that_cannot_be_shown_is_listed_marked_and_named_by_get(
         deep: dict[str, object] = {"end": True}
         for _ in range(60):  # as deep as a request body may nest it: shown as it is
             deep = {"a": deep}
-        good = new_agent(client, name="good", metadata={"team": "a"}, memory_blocks=[
-            {"label": "human", "value": "Name: Ada", "metadata": deep}]).id
+        notes = client.blocks.create(label="notes", value="kept", metadata=deep)
+        good = new_agent(client, name="good", metadata={"team": "a"},
+                         block_ids=[notes.id]).id
         infinite = new_agent(client, name="infinite").id
         worse = new_agent(client, name="worse", metadata={"team": "b"}).id
     _spoil(db, infinite, "llm_config", {"max_tokens": float("inf")})
