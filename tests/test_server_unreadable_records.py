@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 from letta_client import Letta
 
+from stateloop.server.responses import AgentState
+from stateloop.server.unreadable import readable, unreadable
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, new_agent, settings_for
 
@@ -102,3 +104,20 @@ def test_a_stored_block_or_tool_that_cannot_be_shown_is_listed_marked(
         [tool] = [t for t in listed.json() if t["id"] == tools[0]["id"]]
         assert list(tool["metadata_"]["error"]["fields"]) == ["json_schema.version"]
         assert len(client.tools.list(limit=1000).items) == len(tools)
+
+
+def test_text_with_a_lone_surrogate_is_shown_replaced_and_the_fields_named(
+        fake: FakeOpenAI, tmp_path: Path) -> None:
+    with Server(settings_for(fake, tmp_path / "stateloop.db")) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        view = httpx.get(f"{server.url}/v1/agents/{new_agent(client, name='ada').id}").json()
+    assert readable(AgentState, view) is view and unreadable(view) is None
+    view["name"] = "ada \udc80"  # what no driver writes, held in a view all the same
+    view["blocks"][0]["limit"] = "lots"
+    shown = readable(AgentState, view)
+    assert shown["name"] == "ada \ufffd" and shown["blocks"][0]["limit"] == 0
+    assert list(shown["metadata"]["error"]["fields"]) == ["name", "blocks.0.limit"]
+    assert "blocks.0.limit" in (unreadable(shown) or "")
+    assert view["name"] == "ada \udc80"  # the record's own view is left as it was
+    AgentState.model_validate(shown)
+    json.dumps(shown, allow_nan=False).encode()

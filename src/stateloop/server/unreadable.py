@@ -39,10 +39,12 @@ def readable(model: type[BaseModel], view: dict[str, Any], *,
         return view
     shown = copy.deepcopy(view)
     fields: dict[str, str] = {}
-    while problem is not None:  # each value is replaced twice at most: it ends
+    tries: dict[Path, int] = {}
+    while problem is not None:
         loc, msg, kind = problem
         fields.setdefault(".".join(map(str, loc)), msg)
-        if not _replace(shown, loc, kind):  # a view that is not its model's shape at all
+        tries[loc] = tries.get(loc, 0) + 1  # a value, then null, then an empty one
+        if tries[loc] > 3 or not _replace(shown, loc, kind):  # not its model's shape at all
             raise ValueError(f"cannot show {view.get('id')!r}: {fields}")
         problem = _first_problem(model, shown)
     kept = shown.get(metadata)
