@@ -42,3 +42,38 @@ def message(file_id: str, role: str, text: str = "", **fields: Any) -> dict[str,
 def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+SHOUT = {"id": "tool-0", "name": "shout", "tool_type": "custom",
+         "source_code": 'def shout(text: str) -> str:\n    """Say it louder."""\n'
+                        "    return text.upper()\n",
+         "json_schema": {"name": "shout", "description": "Say it louder.",
+                         "parameters": {"type": "object",
+                                        "properties": {"text": {"type": "string"}},
+                                        "required": ["text"]}}}
+
+# Values no way in may store, written as JSON text (``1e400`` reads as infinity), and where
+# in a file with a tool (``minimal_file`` with ``SHOUT``) they go.
+BAD_NUMBERS = {"1e400": "1e400", "NaN": "NaN", "2**70": str(2**70)}
+NUMBER_FIELDS = [("agents", 0, "max_tokens"), ("agents", 0, "context_window_limit"),
+                 ("agents", 0, "llm_config", "temperature")]
+TEXT_FIELDS = [("agents", 0, "name"), ("agents", 0, "system"), ("tools", 0, "source_code")]
+
+
+def file_with(path: tuple[str | int, ...], literal: str) -> bytes:
+    """A small file holding a tool, with the JSON text ``literal`` at ``path``."""
+    data: Any = {**minimal_file(tool_ids=["tool-0"]), "tools": [copy.deepcopy(SHOUT)]}
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = "\0marker\0"
+    return json.dumps(data).replace('"\\u0000marker\\u0000"', literal).encode()
+
+
+def bad_cases() -> list[tuple[str, bytes]]:
+    """(the field's path, the file) for each bad value in each field."""
+    cases = [(".".join(map(str, path)), file_with(path, literal))
+             for path in NUMBER_FIELDS for literal in BAD_NUMBERS.values()]
+    cases += [(".".join(map(str, path)), file_with(path, '"a lone \\ud800 surrogate"'))
+              for path in TEXT_FIELDS]
+    return cases

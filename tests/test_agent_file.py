@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from af_support import FIXTURES, message, minimal_file, normalised, tool_call
+from af_support import FIXTURES, bad_cases, message, minimal_file, normalised, tool_call
 from stateloop import Agent
 from stateloop.agent_file import AgentFileError, ImportOptions, export_agents, import_agents
+from stateloop.errors import ConfigError
 from stateloop.store import open_store
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, reply
 
@@ -233,6 +234,61 @@ def test_a_bad_file_is_refused_naming_the_problem_and_stores_nothing(
     with pytest.raises(AgentFileError, match=expected.replace(".", r"\.")):
         Agent.import_file(source, store=store, model=ScriptedModel([]))
     assert _count(store) == 0
+
+
+def _stored_rows(store: str) -> tuple[int, int, int]:
+    """How many agents, blocks and tools the store holds."""
+    async def go() -> tuple[int, int, int]:
+        db = await open_store(store)
+        try:
+            return (len(await db.list_agents()), len(await db.list_blocks()),
+                    len(await db.list_tools()))
+        finally:
+            await db.close()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(("field", "body"), bad_cases(),
+                         ids=[f"{field}-{index}" for index, (field, _) in
+                              enumerate(bad_cases())])
+@pytest.mark.parametrize("given", ["bytes", "path", "dict"])
+def test_a_value_the_json_routes_refuse_is_refused_by_the_library_naming_its_field(
+        field: str, body: bytes, given: str, tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    Agent(ScriptedModel([]), store=store, name="kept")
+    before = _stored_rows(store)
+    source: Any = body
+    if given == "path":
+        source = tmp_path / "bad.af"
+        source.write_bytes(body)
+    elif given == "dict":
+        source = json.loads(body)  # Python's json reads NaN, 1e400 and lone surrogates
+    with pytest.raises(AgentFileError) as raised:
+        asyncio.run(import_agents(source, store=store))
+    assert raised.value.field == field
+    assert str(raised.value).startswith(f"{field}: ")
+    assert _stored_rows(store) == before
+
+
+@pytest.mark.parametrize("option", ["name", "model"])
+def test_an_option_replacing_the_files_value_meets_the_same_rules(option: str,
+                                                                  tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    options = ImportOptions(**{option: "a lone \ud800 surrogate"})
+    with pytest.raises(AgentFileError) as raised:
+        asyncio.run(import_agents(minimal_file(), store=store, options=options))
+    assert raised.value.field == option
+    assert _stored_rows(store) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("limit", ["context_window", "max_tokens"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 2**70, 0, -1, 1.5, "big"])
+def test_an_agent_takes_only_a_positive_64_bit_window_and_output_limit(limit: str,
+                                                                      value: object) -> None:
+    with pytest.raises(ConfigError, match=f"^{limit} must be a positive integer"):
+        Agent(ScriptedModel([]), **{limit: value})  # type: ignore[arg-type]
+    assert getattr(Agent(ScriptedModel([]), **{limit: 4096}), limit) == 4096
 
 
 def test_a_tool_that_does_not_compile_can_be_skipped(tmp_path: Path) -> None:

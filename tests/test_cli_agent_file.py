@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from af_support import FIXTURES, normalised
+from af_support import FIXTURES, file_with, normalised
 from fake_script import Script
 from stateloop.testing import call, reply
 from test_cli_support import Cli, serving
@@ -49,6 +49,22 @@ def test_a_bad_file_is_one_error_line_and_nothing_is_stored(cli: Cli, tmp_path: 
     assert done.returncode == 2
     assert done.stderr.startswith("error:") and "not valid JSON" in done.stderr
     assert cli.inline_json("agents", "list") == []
+
+
+def test_a_value_the_json_routes_refuse_is_one_error_line_naming_it_locally_and_remotely(
+        cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.af"
+    bad.write_bytes(file_with(("agents", 0, "max_tokens"), "NaN"))
+    done = cli("import", str(bad))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: agents.0.max_tokens: numbers must be finite")
+    assert cli.inline_json("agents", "list") == []
+    with serving(cli) as url:
+        remote = cli.inline("import", str(bad), "--server", url)
+        assert remote.exit_code == 2, remote.output
+        assert "agents.0.max_tokens: numbers must be finite" in remote.output
+        listed = cli.inline("agents", "list", "--server", url, "--json")
+        assert listed.exit_code == 0 and json.loads(listed.stdout) == [], listed.output
 
 
 def test_import_and_export_through_a_server(cli: Cli) -> None:

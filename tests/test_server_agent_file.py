@@ -10,7 +10,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
-from af_support import FIXTURES, minimal_file, normalised
+from af_support import BAD_NUMBERS, FIXTURES, bad_cases, file_with, minimal_file, normalised
 from fake_script import Script
 from stateloop.testing import call, reply
 from test_server_support import Server
@@ -84,3 +84,35 @@ def test_a_bad_file_is_a_clear_4xx_and_stores_nothing(client: Letta, server: Ser
     assert 400 <= response.status_code < 500, response.text
     assert expected in response.json()["detail"], response.text
     assert len(client.agents.list(limit=1000).items) == before
+
+
+def _stored(client: Letta) -> tuple[set[str], set[str], set[str]]:
+    """The ids of every agent and block, the names of every tool."""
+    return ({a.id for a in client.agents.list(limit=1000).items},
+            {b.id for b in client.blocks.list(limit=1000).items},
+            {t.name for t in client.tools.list(limit=1000).items})
+
+
+@pytest.mark.parametrize(("field", "body"), [
+    pytest.param(field, body, id=f"{field}={'surrogate' if b'ud800' in body else literal}")
+    for (field, body), literal in zip(bad_cases(), [*list(BAD_NUMBERS) * 3, *[""] * 3],
+                                      strict=True)])
+def test_a_value_the_json_routes_refuse_is_refused_naming_its_field_and_stores_nothing(
+        client: Letta, server: Server, field: str, body: bytes) -> None:
+    before = _stored(client)
+    response = httpx.post(f"{server.url}/v1/agents/import",
+                          files={"file": ("agent.af", body)})
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"].startswith(f"{field}: "), response.text
+    assert _stored(client) == before  # no agent, block or tool left behind
+    assert httpx.get(f"{server.url}/v1/agents").status_code == 200
+
+
+def test_the_same_file_with_fine_values_imports_with_its_tool(client: Letta,
+                                                             server: Server) -> None:
+    body = file_with(("agents", 0, "max_tokens"), "4096")
+    [agent_id] = _import(client, body)
+    agent = client.agents.retrieve(agent_id)
+    assert agent.llm_config.max_tokens == 4096
+    assert [t.name for t in agent.tools] == ["shout"]
+    assert httpx.get(f"{server.url}/v1/agents").status_code == 200

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from shared_fixtures import LETTA_AF
-from stateloop.server.body import MAX_DEPTH, check_body
+from stateloop.storable import MAX_DEPTH, check_json
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
 
@@ -171,10 +171,10 @@ def test_a_body_that_is_not_json_keeps_fastapis_answer(http: httpx.Client) -> No
 def test_letta_agent_files_and_their_tool_schemas_pass() -> None:
     for path in sorted(LETTA_AF.glob("*.af")):
         text = json.loads(path.read_text())  # the fixtures are JSON strings of the file
-        assert check_body(text.encode()) is None, path.name
+        assert check_json(text.encode()) is None, path.name
         for tool in json.loads(text)["tools"]:
             body = {"source_code": tool["source_code"], "json_schema": tool["json_schema"]}
-            assert check_body(json.dumps(body).encode()) is None, tool["name"]
+            assert check_json(json.dumps(body).encode()) is None, tool["name"]
 
 
 def test_a_tool_with_a_nested_schema_is_created(http: httpx.Client) -> None:
@@ -250,16 +250,16 @@ def test_a_typical_body_passes_the_check() -> None:
     body = {"messages": [{"role": "user", "content": "What is 1+2? \U0001f600"}],
             "stream_tokens": True, "include_return_message_types": ["assistant_message"],
             "metadata": {"n": 2**63 - 1, "f": 1e300, "neg": -(2**63)}}
-    assert check_body(json.dumps(body).encode()) is None
+    assert check_json(json.dumps(body).encode()) is None
 
 
 def test_wide_bodies_are_walked_to_the_value_at_fault() -> None:
     items: list[dict[str, Any]] = [{"n": index, "f": 1e30} for index in range(100)]
-    assert check_body(json.dumps({"items": items}).encode()) is None
+    assert check_json(json.dumps({"items": items}).encode()) is None
     items[99]["n"] = 2**64  # orjson reads it as a float: the check reads it again
-    problem = check_body(json.dumps({"items": items}).encode())
+    problem = check_json(json.dumps({"items": items}).encode())
     assert problem is not None and problem.loc == ("items", 99, "n")
-    assert check_body(b'{"id": "12345678901234567890123", "n": [' + b"[]," * 99 + b"[]]}") is (
+    assert check_json(b'{"id": "12345678901234567890123", "n": [' + b"[]," * 99 + b"[]]}") is (
         None)  # a long digit run inside a string is no integer
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -261,3 +263,21 @@ def test_runs_timeline_and_a_failed_runs_error(page: Any, script: Script,
     expect(steps.nth(0)).to_contain_text(re.compile(r"\d+ in / \d+ out tokens"))
     expect(steps.nth(0)).to_contain_text("Tools: shout (success)")
     screenshot(page, "runs")
+
+
+def test_a_stored_agent_the_server_cannot_read_is_listed_with_a_warning(
+        page: Any, server: Server) -> None:
+    agent = new_agent(server, "spoiled")
+    url = server.server.config.app.state.runtime.settings.database_url  # type: ignore[attr-defined]
+    with sqlite3.connect(Path(url.removeprefix("sqlite:///"))) as con:  # an older version's row
+        config = {**agent["llm_config"], "max_tokens": float("inf")}
+        con.execute("UPDATE agents SET llm_config = ? WHERE id = ?",
+                    (json.dumps(config), agent["id"]))
+    con.close()
+    page.reload()
+    entry = page.get_by_role("button", name=re.compile("spoiled"))
+    expect(entry).to_contain_text("cannot be read")
+    entry.click()
+    expect(page.locator("#status")).to_contain_text("llm_config.max_tokens")
+    screenshot(page, "unreadable-agent")
+    assert httpx.delete(f"{server.url}/v1/agents/{agent['id']}").status_code == 200

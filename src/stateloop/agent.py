@@ -132,8 +132,8 @@ class Agent(AgentThreads):
         self.max_steps = max_steps
         self.error_threshold = error_threshold
         self.timeout = timeout
-        self._context_window = context_window
-        self.max_tokens = max_tokens
+        self._context_window = options.count("context_window", context_window)
+        self.max_tokens = options.count("max_tokens", max_tokens)
         self.parallel_tool_calls = parallel_tool_calls
         self.model_settings = model_settings or NO_SETTINGS
         self.output_type, self.output_retries = options.output_type(output_type, output_retries)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import storable
 from .errors import ConfigError, InputTooLarge
 from .llm.tokens import is_exact, message_tokens
 from .memory.blocks import Block
@@ -106,6 +107,14 @@ def check_unique_labels(blocks: list[Block]) -> None:
 def require_positive(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def count(name: str, value: Any) -> int | None:
+    """A context window or output limit as every way in reads it (``storable.Count``)."""
+    try:
+        return storable.count(value, name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_compaction(strategy: object, threshold: float) -> None:

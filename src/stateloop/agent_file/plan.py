@@ -21,6 +21,7 @@ from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import Block
 from ..messages import Message
+from ..storable import check_value, count
 from ..store.groups import GroupRecord
 from ..store.records import (
     DEFAULT_BLOCK_LIMIT,
@@ -32,7 +33,7 @@ from ..store.records import (
 from .groups import read_groups
 from .history import arrange
 from .letta_messages import from_letta
-from .reading import AgentFileError
+from .reading import AgentFileError, refuse
 from .tools import read_tools
 
 ENV_KEY = "tool_env"  # where an agent's tool variables live in ``extra`` (as the server's)
@@ -81,6 +82,9 @@ class ImportPlan:
 
 def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
     """Everything the import will write, or an ``AgentFileError`` naming the field."""
+    refuse(check_value({"name": options.name, "model": options.model,
+                        "embedding": options.embedding, "secrets": options.secrets,
+                        "project_id": options.project_id}))  # what replaces the file's
     tools = read_tools(data.get("tools") or [], skip_bad_tools=options.skip_bad_tools)
     notes = list(tools.left_out.values())
     blocks = _blocks(data.get("blocks") or [])
@@ -150,18 +154,23 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
                      "imported as letta_v1_agent")
         agent_type = "letta_v1_agent"
     config = _dict(entry.get("llm_config"), f"{where}.llm_config")
-    model = options.model or entry.get("model") or config.get("handle") or (
-        f"{config.get('model_endpoint_type') or 'openai'}/{config['model']}"
+    model = options.model or _text(entry.get("model"), f"{where}.model") or _text(
+        config.get("handle"), f"{where}.llm_config.handle") or (
+        f"{config.get('model_endpoint_type') or 'openai'}/"
+        f"{_text(config['model'], f'{where}.llm_config.model')}"
         if config.get("model") else None)
-    if model is None:
+    if not model:
         raise AgentFileError("an agent names its model (llm_config.model or model)",
                              field=f"{where}.llm_config")
     provider, _, rest = str(model).partition("/")
     if rest and provider.lower() in ("openai", "anthropic"):
         model = f"{provider.lower()}/{rest}"  # Letta wrote "OpenAI/gpt-4.1" at times
+    window = _count(entry, "context_window_limit", where) or _count(config, "context_window",
+                                                                    f"{where}.llm_config")
+    max_tokens = _count(entry, "max_tokens", where) or _count(config, "max_tokens",
+                                                              f"{where}.llm_config")
     try:
-        resolve_model(model, context_window=config.get("context_window") or 8192,
-                      **options.model_options)
+        resolve_model(model, context_window=window or 8192, **options.model_options)
     except ConfigError as exc:
         notes.append(f"agent {name!r}: model {model!r} kept, but stateloop cannot call it "
                       f"as it is ({exc}); change it before running the agent")
@@ -179,13 +188,13 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
                                  field=f"{where}.tool_ids.{index}")
     names += [n for n in _list(entry.get("tools"), f"{where}.tools") if isinstance(n, str)]
     own, shared = _agent_blocks(entry, where, blocks, created)
-    window = entry.get("context_window_limit") or config.get("context_window")
     record = AgentRecord(
-        name=name, agent_type=agent_type, description=entry.get("description"),
+        name=name, agent_type=agent_type,
+        description=_optional_text(entry.get("description"), f"{where}.description"),
         system=_text(entry.get("system"), f"{where}.system"), model=model,
         llm_config={"model": model, "context_window": window,
                     "context_window_override": window,
-                    "max_tokens": entry.get("max_tokens") or config.get("max_tokens"),
+                    "max_tokens": max_tokens,
                     "parallel_tool_calls": bool(config.get("parallel_tool_calls", True)
                                                 if entry.get("parallel_tool_calls") is None
                                                 else entry["parallel_tool_calls"])},
@@ -194,7 +203,7 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
         tags=[t for t in _list(entry.get("tags"), f"{where}.tags") if isinstance(t, str)],
         metadata=_dict(entry.get("metadata"), f"{where}.metadata"),
         message_buffer_autoclear=bool(entry.get("message_buffer_autoclear")),
-        timezone=entry.get("timezone") or "UTC")
+        timezone=_text(entry.get("timezone"), f"{where}.timezone") or "UTC")
     record.extra = {LLM_KEY: config, AGENT_KEY: {k: entry[k] for k in _KEPT_FIELDS
                                                  if k in entry}}
     variables = _env(entry, options.secrets)
@@ -288,6 +297,14 @@ def _env(entry: dict[str, Any], secrets: dict[str, str] | None) -> dict[str, str
     return {str(k): "" if v is None else str(v) for k, v in variables.items()}
 
 
+def _count(entry: dict[str, Any], key: str, where: str) -> int | None:
+    """A context window or output limit, read as the JSON create route reads it."""
+    try:
+        return count(entry.get(key) or None, key)
+    except ValueError as exc:
+        raise AgentFileError(str(exc), field=f"{where}.{key}") from None
+
+
 def _list(value: Any, where: str) -> list[Any]:
     if value is None:
         return []
@@ -302,6 +319,10 @@ def _dict(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise AgentFileError(f"must be an object, not {type(value).__name__}", field=where)
     return value
+
+
+def _optional_text(value: Any, where: str) -> str | None:
+    return None if value is None else _text(value, where)
 
 
 def _text(value: Any, where: str) -> str:

@@ -1,5 +1,6 @@
 """An Agent File's bytes as a checked dict: size, JSON (double-encoded too, as Letta's own
-importer takes it), and which version of the format it is.
+importer takes it), values the store can hold (``storable``: the rules every request body
+meets), and which version of the format it is.
 
 Letta wrote two formats. The current one is a dict with ``agents``, ``blocks``, ``tools``,
 ``groups``... and ``metadata.revision_id``. The legacy single-agent format (``version``
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StateloopError
+from ..storable import Problem, check_json, check_value
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # an Agent File this large is refused before it is parsed
 _LISTS = ("agents", "groups", "blocks", "files", "sources", "tools", "mcp_servers")
@@ -37,12 +39,15 @@ def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
     path, the file's bytes, or an already parsed dict."""
     if isinstance(source, dict):
         data: Any = source
+        refuse(check_value(data))
     else:
         raw = _raw(source, max_bytes)
+        refuse(check_json(raw))
         try:
             data = json.loads(raw)
             if isinstance(data, str):  # double-encoded, as some exports are
                 data = json.loads(data)
+                refuse(check_value(data))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise AgentFileError(f"not valid JSON (truncated or corrupted?): {exc}") from None
     if not isinstance(data, dict):
@@ -63,6 +68,12 @@ def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
     if not data["agents"]:
         raise AgentFileError("the file holds no agents", field="agents")
     return data
+
+
+def refuse(problem: Problem | None) -> None:
+    """An ``AgentFileError`` naming where ``problem`` is, when there is one."""
+    if problem is not None:
+        raise AgentFileError(problem.msg, field=problem.where or "file")
 
 
 def check_version(data: dict[str, Any]) -> None:

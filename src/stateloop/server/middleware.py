@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .body import check_body
+from ..storable import check_json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -39,7 +39,7 @@ class ServerMiddleware:
     - a body over ``max_body`` bytes (``max_upload`` for a file upload) is refused with 413
       before any handler sees it, and a
       JSON body that no route could store (too deep, NaN, an integer over 64 bits, a lone
-      surrogate: see ``body.py``) with 422 naming the path of the value.
+      surrogate: see ``storable.py``) with 422 naming the path of the value.
     """
 
     def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int,
@@ -73,9 +73,10 @@ class ServerMiddleware:
                 await reply(send, 413, f"request body is over the limit of {limit} bytes")
                 return
             content_type = dict(scope["headers"]).get(b"content-type", b"")
-            problem = None if content_type.startswith(b"multipart/") else check_body(body)
+            problem = None if content_type.startswith(b"multipart/") else check_json(body)
             if problem:
-                await reply(send, 422, problem.detail())
+                await reply(send, 422, [{"loc": ["body", *problem.loc], "msg": problem.msg,
+                                         "type": problem.type}])
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, send)

@@ -8,11 +8,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from ..storable import INT_MAX, Count
 from .content import ImageContent
 
 # The store keeps counts and limits in 64-bit integer columns: a larger one is refused (422,
 # naming the field) rather than failing in the database.
-INT64_MAX = 2**63 - 1
+INT64_MAX = INT_MAX
 
 
 class ErrorBody(BaseModel):
@@ -88,7 +89,7 @@ BlockLabel = Annotated[str, AfterValidator(_block_label), Field(min_length=1)]
 class CreateBlock(Lenient):
     label: BlockLabel
     value: str
-    limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    limit: Count | None = None
     description: str | None = None
     read_only: bool = False
     metadata: dict[str, Any] | None = None
@@ -99,7 +100,7 @@ class CreateBlock(Lenient):
 class BlockUpdate(Lenient):
     value: str | None = None
     label: BlockLabel | None = None
-    limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    limit: Count | None = None
     description: str | None = None
     read_only: bool | None = None
     metadata: dict[str, Any] | None = None
@@ -110,8 +111,8 @@ class LLMConfig(Lenient):
     model: str
     model_endpoint_type: str = "openai"
     model_endpoint: str | None = None
-    context_window: int | None = Field(default=None, gt=0, le=INT64_MAX)
-    max_tokens: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    context_window: Count | None = None
+    max_tokens: Count | None = None
     handle: str | None = None
     parallel_tool_calls: bool | None = None
 
@@ -123,8 +124,8 @@ class CreateAgent(Lenient):
     description: str | None = None
     model: str | None = None
     llm_config: LLMConfig | None = None
-    context_window_limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
-    max_tokens: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    context_window_limit: Count | None = None
+    max_tokens: Count | None = None
     parallel_tool_calls: bool | None = None
     memory_blocks: list[CreateBlock] | None = None
     block_ids: list[str] | None = None
@@ -154,7 +155,7 @@ class UpdateAgent(Lenient):
     description: str | None = None
     model: str | None = None
     llm_config: LLMConfig | None = None
-    context_window_limit: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    context_window_limit: Count | None = None
     embedding: str | None = None
     model_settings: dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
@@ -255,7 +256,7 @@ class ClientToolSchema(Lenient):
 class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
     input: str | list[TextContent | ImageContent] | None = None
-    max_steps: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    max_steps: Count | None = None
     override_model: str | None = None  # a handle such as "openai/gpt-4o", for this run only
     use_assistant_message: bool = True
     include_return_message_types: list[str] | None = None

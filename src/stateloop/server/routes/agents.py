@@ -15,20 +15,22 @@ from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
 from ..sleeptime import drop_sleeptime
+from ..unreadable import readable, unreadable
 from ..views import agent_view, identity_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
 
 async def agent_state(runtime: Runtime, record: AgentRecord) -> dict[str, Any]:
-    """Letta's ``AgentState`` for a stored agent."""
+    """Letta's ``AgentState`` for a stored agent; a record that cannot be shown as it is
+    (an older version's, say) is shown marked, as ``unreadable.readable`` says."""
     blocks = await runtime.store.list_blocks(record.id)
     tools = await runtime.store.list_tools(record.tool_names) if record.tool_names else []
     view = agent_view(record, blocks, tools, await runtime.store.managed_group(record.id))
     identities = (await runtime.store.agents_identities([record.id])).get(record.id, [])
     view["identities"] = [identity_view(identity) for identity in identities]
     view["identity_ids"] = [identity.id for identity in identities]
-    return view
+    return readable(AgentState, view)
 
 
 async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
@@ -90,10 +92,15 @@ async def list_agents(
     return [await agent_state(runtime, record) for record in chosen]
 
 
-@router.get("/{agent_id}", responses=errors(404), response_model=AgentState)
+@router.get("/{agent_id}", responses=errors(404, 409), response_model=AgentState)
 async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """One agent's state."""
-    return await agent_state(runtime, await agent_record(runtime, agent_id))
+    """One agent's state; 409 naming the fields for a stored record that cannot be read as
+    it is (a list shows it marked)."""
+    view = await agent_state(runtime, await agent_record(runtime, agent_id))
+    problem = unreadable(view)
+    if problem is not None:
+        raise HTTPException(409, detail=problem)
+    return view
 
 
 @router.patch("/{agent_id}", responses=errors(404, 409), response_model=AgentState)

@@ -11,6 +11,7 @@ from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, Block
 from ..schemas import BlockUpdate, CreateBlock, errors
+from ..unreadable import readable
 from ..views import block_view
 from .agents import agent_record, agent_state
 
@@ -33,8 +34,8 @@ async def list_agent_blocks(agent_id: str, runtime: RuntimeDep, after: str | Non
     """The agent's blocks in order."""
     await agent_record(runtime, agent_id)
     blocks = await runtime.store.list_blocks(agent_id)
-    return [block_view(b) for b in page(blocks, key=lambda b: b.id, after=after,
-                                        before=before, limit=limit, order=order)]
+    return [readable(Block, block_view(b)) for b in page(
+        blocks, key=lambda b: b.id, after=after, before=before, limit=limit, order=order)]
 
 
 @router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}",
@@ -106,8 +107,8 @@ async def list_blocks(runtime: RuntimeDep, label: str | None = None, after: str 
         ids = await runtime.store.identified_ids("block", identity_id=identity_id,
                                                  identifier_keys=identifier_keys)
         blocks = [b for b in blocks if b.id in ids]
-    return [block_view(b) for b in page(blocks, key=lambda b: b.id, after=after,
-                                        before=before, limit=limit, order=order)]
+    return [readable(Block, block_view(b)) for b in page(
+        blocks, key=lambda b: b.id, after=after, before=before, limit=limit, order=order)]
 
 
 @router.get("/v1/blocks/{block_id}", responses=errors(404), response_model=Block)

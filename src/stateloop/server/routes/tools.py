@@ -18,6 +18,7 @@ from ..responses import AgentState, Tool
 from ..runtime import Runtime, with_default_approvals
 from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
 from ..tool_env import agent_env
+from ..unreadable import readable
 from ..views import tool_view
 from .agents import agent_record, agent_state
 
@@ -129,8 +130,8 @@ async def list_tools(runtime: RuntimeDep, name: str | None = None, after: str | 
                      order: Order = "asc") -> list[dict[str, Any]]:
     """Registered tools: built-in, Python and source tools."""
     records = await runtime.store.list_tools([name] if name else None)
-    return [tool_view(t) for t in page(records, key=lambda t: t.id, after=after,
-                                       before=before, limit=limit, order=order)]
+    return [readable(Tool, tool_view(t), metadata="metadata_") for t in page(
+        records, key=lambda t: t.id, after=after, before=before, limit=limit, order=order)]
 
 
 async def _tool(runtime: Runtime, tool_id: str) -> ToolRecord:
@@ -197,8 +198,8 @@ async def list_agent_tools(agent_id: str, runtime: RuntimeDep, after: str | None
     agent = await agent_record(runtime, agent_id)
     by_name = {t.name: t for t in await runtime.store.list_tools(agent.tool_names)}
     records = [by_name[n] for n in agent.tool_names if n in by_name]
-    return [tool_view(t) for t in page(records, key=lambda t: t.id, after=after,
-                                       before=before, limit=limit, order=order)]
+    return [readable(Tool, tool_view(t), metadata="metadata_") for t in page(
+        records, key=lambda t: t.id, after=after, before=before, limit=limit, order=order)]
 
 
 async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: bool

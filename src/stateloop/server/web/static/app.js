@@ -35,8 +35,16 @@ function listAgents() {
   const shown = state.agents.filter((a) => !q || a.name.toLowerCase().includes(q) || a.id.includes(q));
   clear(list, shown.map((a) => h("li", {},
     h("button", { type: "button", class: "agent", "aria-current": a.id === state.agent?.id ? "true" : null,
-      onclick: () => choose(a.id) }, h("span", {}, a.name), h("small", {}, a.model)))));
+      onclick: () => choose(a.id) }, h("span", {}, a.name), note(a)))));
   if (!shown.length) list.append(h("li", { class: "muted" }, state.agents.length ? "No match" : "No agents yet"));
+}
+
+/** The model under an agent's name; for a stored record the server cannot read, a warning
+ * that names what is wrong (opening it shows the server's message). */
+function note(agent) {
+  const error = agent.metadata?.error;
+  if (error?.type !== "unreadable_record") return h("small", {}, agent.model);
+  return h("small", { class: "bad", title: error.message }, "cannot be read");
 }
 
 async function created(agent) { await loadAgents(); await choose(agent.id); }
