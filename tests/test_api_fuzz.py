@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
 
 from af_support import minimal_file
 from fake_script import Script
-from mcp_support import DEMO
+from mcp_support import demo_command
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
 
@@ -52,7 +51,10 @@ CONFIG = schemathesis.Config.from_dict({
     "output": {"sanitization": {"enabled": False}},
 })
 
-MCP_DEMO = {"mcp_server_type": "stdio", "command": sys.executable, "args": [DEMO]}
+# Only the demo MCP server may start (the operator's setting names its command): a generated
+# command is refused. Private addresses stay refused, and every generated server URL is
+# pinned to one on loopback, so no request of the fuzz leaves this machine.
+REFUSED_URL = "http://127.0.0.1:9/mcp"
 
 SOURCE = '''
 def shout(text: str) -> str:
@@ -65,7 +67,7 @@ def shout(text: str) -> str:
 '''
 
 
-def _known_ids(client: Letta) -> dict[str, list[str]]:
+def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
     """Objects of every kind, so generated requests can name real ones: by path parameter,
     and ``cursor`` for ``after``/``before`` (ids of every kind, so some fit the listing)."""
     agent = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=True,
@@ -88,14 +90,16 @@ def _known_ids(client: Letta) -> dict[str, list[str]]:
     assert runs and messages and steps
     # Two MCP servers: one for the routes by id, one for those by name (whose tools have
     # other names: a tool name is unique in the registry).
-    mcp_server = client.mcp_servers.create(server_name="fuzzed-mcp", config=MCP_DEMO)
+    mcp_server = client.mcp_servers.create(server_name="fuzzed-mcp", config={
+        "mcp_server_type": "stdio", "command": demo, "args": []})
     mcp_add = next(t for t in client.mcp_servers.tools.list(mcp_server.id) if t.name == "add")
     # Renamed by a fuzzed update, a server may be deleted by a fuzzed name: a spare one.
     spare = client.mcp_servers.create(server_name="fuzzed-spare", config={
-        "mcp_server_type": "streamable_http", "server_url": "http://127.0.0.1:9/mcp"})
+        "mcp_server_type": "stdio", "command": demo, "args": [],
+        "env": {"MCP_DEMO_PREFIX": "spare_"}})
     client.put("/v1/tools/mcp/servers", cast_to=object, body={
-        "server_name": "fuzzed-legacy", "type": "stdio", "command": sys.executable,
-        "args": [DEMO], "env": {"MCP_DEMO_PREFIX": "legacy_"}})
+        "server_name": "fuzzed-legacy", "type": "stdio", "command": demo,
+        "args": [], "env": {"MCP_DEMO_PREFIX": "legacy_"}})
     archive = client.archives.create(name="fuzzed")
     archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
     conversation = client.conversations.create(agent_id=agent.id)
@@ -125,9 +129,10 @@ def served(fake: FakeOpenAI, script: Script,
     """The schema as the server serves it, and ids of objects that exist there."""
     db = tmp_path_factory.mktemp("fuzz") / "stateloop.db"
     script.set()
-    with Server(settings_for(fake, db)) as server:
+    demo = demo_command(tmp_path_factory.mktemp("mcp"))
+    with Server(settings_for(fake, db, mcp_stdio_commands=[demo])) as server:
         client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
-        known = _known_ids(client)
+        known = {**_known_ids(client, demo), "demo": [demo]}
         yield schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG), known
 
 
@@ -152,7 +157,8 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
         variants.append(operation.as_strategy().map(_with_code))
     elif operation.body and any(name in str(operation.body[0].definition) for name in (
             "'command'", "StdioServerConfig", "CreateMCPServerRequest")):
-        variants.append(operation.as_strategy().map(_with_mcp_server))
+        variants.append(operation.as_strategy().map(
+            lambda case: _with_mcp_server(case, known["demo"][0])))
     elif operation.path == "/v1/agents/import":
         variants.append(operation.as_strategy().map(_with_agent_file))
     elif operation.method.upper() == "POST" and operation.path in ("/v1/folders",
@@ -161,7 +167,7 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
-    return st.one_of(operation.as_strategy(), st.one_of(variants))
+    return st.one_of(operation.as_strategy(), st.one_of(variants)).map(_on_loopback)
 
 
 _tool_bodies = itertools.count()
@@ -203,12 +209,29 @@ def _with_code(case: Case) -> Case:
     return case
 
 
-def _with_mcp_server(case: Case) -> Case:
-    """An MCP server config that starts (generated commands never do): the demo server."""
+def _with_mcp_server(case: Case, demo: str) -> Case:
+    """An MCP server config that starts (generated commands are refused): the demo server."""
     if isinstance(case.body, dict):
         config = case.body.get("config", case.body)
         if isinstance(config, dict) and "command" in config:
-            config.update(command=sys.executable, args=[DEMO], env={})
+            config.update(command=demo, args=[], env={})
+    return case
+
+
+def _on_loopback(case: Case) -> Case:
+    """Any server URL in the body names a refused loopback address (never another host)."""
+    def pin(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "server_url" and item is not None:
+                    value[key] = REFUSED_URL
+                else:
+                    pin(item)
+        elif isinstance(value, list):
+            for item in value:
+                pin(item)
+
+    pin(case.body)
     return case
 
 
