@@ -36,6 +36,7 @@ class ServerSettings(BaseSettings):
     tool_memory_mb: int = 512
     tool_output_bytes: int = 1_000_000  # per stream (stdout, stderr) of one call
     tool_processes: int = 64  # RLIMIT_NPROC inside a call's sandbox
+    tool_source_bytes: int = 1_000_000  # the longest source a tool is created or run from
     tool_bwrap: str = "bwrap"  # the bubblewrap executable that isolates source tools
     # Without a usable bubblewrap, run source tools anyway as plain subprocesses.
     unsafe_tools: bool = False
