@@ -235,11 +235,10 @@ def _child(tool: Any, fds: list[int], cpu_seconds: int, control: socket.socket,
         os.set_inheritable(reply, False)  # not a program's the tool runs
         os.closerange(3, reply)  # the control socket among them
         os.closerange(reply + 1, 1 << 16)
-        # print() goes to fd 1 unbuffered by lines, lone surrogates included (the server
+        # print() goes to fd 1 line by line, lone surrogates included (the server
         # reads the bytes with replacement).
-        if isinstance(sys.stdout, io.TextIOWrapper):
-            sys.stdout.reconfigure(encoding="utf-8", errors="surrogatepass",
-                                   line_buffering=True)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8",  # noqa: SIM115
+                          errors="surrogatepass", closefd=False)
         dumpable(True)  # itself: a tool may trace or inspect its own processes
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         chunks = []
@@ -260,6 +259,9 @@ def _child(tool: Any, fds: list[int], cpu_seconds: int, control: socket.socket,
         data = text.encode()
         while data:
             data = data[os.write(reply, data):]
+    except BaseException:  # not the tool's: said on its stderr, the call's error message
+        with contextlib.suppress(OSError):
+            os.write(2, traceback.format_exc().encode())
     finally:
         os._exit(0)
 
