@@ -100,6 +100,14 @@ class HealthProbe:
         return max(self.times)
 
 
+def _noise(url: str) -> float:
+    """The slowest of a second of /v1/health polls on an idle server: what the machine's
+    load alone costs, allowed on top of the 1 s bound."""
+    with HealthProbe(url) as quiet:
+        time.sleep(1)
+    return quiet.slowest
+
+
 def _post(server: str, path: str, body: dict[str, Any]) -> tuple[httpx.Response, float]:
     content = json.dumps(body).encode()
     start = time.monotonic()
@@ -116,6 +124,7 @@ ROUTES = [("/v1/tools", "source_code", {}), ("/v1/tools/run", "source_code", {"a
 def test_a_source_over_the_limit_is_refused_at_once_and_health_answers(
         server: str, path: str, field: str, extra: dict[str, Any]) -> None:
     body = json.dumps({field: _code(7_600_000), **extra}).encode()  # stalled 17-33 s
+    noise = _noise(server)
     with HealthProbe(server) as probe:
         start = time.monotonic()
         response = httpx.post(server + path, content=body, timeout=120,
@@ -127,12 +136,13 @@ def test_a_source_over_the_limit_is_refused_at_once_and_health_answers(
     assert "STATELOOP_TOOL_SOURCE_BYTES" in response.text
     assert took < 5, took  # the body's transfer and JSON only: no parse
     assert not probe.failures and probe.times
-    assert probe.slowest < 1.0, probe.times
+    assert probe.slowest < 1.0 + noise, (noise, probe.times)
 
 
 def test_a_source_at_the_limit_is_parsed_off_the_event_loop(server: str) -> None:
     source = _code(SOURCE_BYTES - 2_000, last="near_the_limit")
     assert len(source.encode()) <= SOURCE_BYTES
+    noise = _noise(server)
     with HealthProbe(server) as probe:
         response, took = _post(server, "/v1/tools/generate-schema", {"code": source})
     assert response.status_code == 200, response.text
@@ -140,7 +150,7 @@ def test_a_source_at_the_limit_is_parsed_off_the_event_loop(server: str) -> None
     assert response.json()["parameters"]["required"] == ["query"]
     # The parse took its time (seconds on a loaded machine) while health answered throughout.
     assert len(probe.times) >= 3 and not probe.failures
-    assert probe.slowest < 1.0, (took, probe.times)
+    assert probe.slowest < 1.0 + noise, (took, noise, probe.times)
 
 
 NESTED = {
