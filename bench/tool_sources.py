@@ -11,11 +11,14 @@ older checkout too: ``PYTHONPATH=/other/src``).
 - a tool that writes a reply frame to its fd 1 and one that writes a malformed frame to its
   reply channel: what the call answers, and whether the agent's next message works.
 
-    PYTHONPATH=src .venv/bin/python bench/tool_sources.py
+    PYTHONPATH=src .venv/bin/python bench/tool_sources.py [--skip-large]
+
+``--skip-large`` leaves the 7.6 MB source out (an older checkout may take many minutes on it).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -112,6 +115,9 @@ def _described(server_pid: int) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-large", action="store_true")
+    skip_large = parser.parse_args().skip_large
     fake = FakeOpenAI(_script).start()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -135,14 +141,26 @@ def main() -> None:
                 if time.time() > deadline:
                     raise
             time.sleep(0.2)
-        sections(http, url, server.pid)
+        sections(http, url, server.pid, skip_large)
     finally:
         server.terminate()
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # stuck in a parse
+            server.kill()
+            server.wait()
         fake.stop()
 
 
-def sections(http: httpx.Client, url: str, server_pid: int) -> None:
+def sections(http: httpx.Client, url: str, server_pid: int, skip_large: bool) -> None:
+    if not skip_large:
+        large_source(http, url)
+    nested_sources(http)
+    module_memory(http, server_pid)
+    forged_replies(http)
+
+
+def large_source(http: httpx.Client, url: str) -> None:
     body = json.dumps({"source_code": _big_source(7_600_000)}).encode()
     probe = Probe(url)
     probe.start()
@@ -155,6 +173,8 @@ def sections(http: httpx.Client, url: str, server_pid: int) -> None:
     print(f"7.6 MB source: {response.status_code} in {took:.2f} s; health slowest "
           f"{max(probe.times):.2f} s over {len(probe.times)} polls")
 
+
+def nested_sources(http: httpx.Client) -> None:
     nested = {"parentheses": "(" * 100_000, "unary minus": "x = " + "-" * 100_000 + "1",
               "long sum": "x = " + "+".join(["1"] * 100_000),
               "deep hint": "def f(a: " + " | ".join(["int"] * 300) + ") -> str:\n    return ''\n"}
@@ -164,6 +184,8 @@ def sections(http: httpx.Client, url: str, server_pid: int) -> None:
                  http.post("/v1/tools/generate-schema", json={"code": source}).status_code]
         print(f"nested ({label}): create/run/generate-schema -> {codes}")
 
+
+def module_memory(http: httpx.Client, server_pid: int) -> None:
     ballast = (f'BALLAST = b"x" * {BALLAST_MB} * 1024 * 1024\n\n'
                'def ballast_probe() -> str:\n    """Hold."""\n    return str(len(BALLAST))\n')
     http.post("/v1/tools", json={"source_code": ballast}).raise_for_status()
@@ -192,6 +214,8 @@ def sections(http: httpx.Client, url: str, server_pid: int) -> None:
     print(f"agents deleted: {_described(server_pid)} "
           f"({time.monotonic() - start:.2f} s after the deletes)")
 
+
+def forged_replies(http: httpx.Client) -> None:
     frame = b'{"ok": true, "result": "r", "stdout": 12345}'
     to_fd1 = (f"def forge_fd1() -> str:\n    \"\"\"Forge.\"\"\"\n    import os\n"
               f"    os.write(1, {frame!r})\n    return 'real'\n")
