@@ -1,6 +1,7 @@
-"""Warm workers: calls of one bound tool reuse its worker, each from the same clean state; a
-worker lost to a kill, a crash or a timeout is replaced; idle workers are bounded and
-stopped with their tool; closing the pool leaves no process. Real bubblewrap throughout."""
+"""Warm workers: binding a tool starts none; calls of one bound tool reuse its worker, each
+from the same clean state; a worker lost to a kill, a crash or a timeout is replaced; idle
+workers are bounded and stopped with their tool; closing the pool leaves no process. Real
+bubblewrap throughout."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stateloop.tools.pool import Slot, WorkerPool
-from stateloop.tools.sandbox import Isolation, SandboxLimits, sandboxed_tool
+from stateloop.tools.sandbox import Isolation, SandboxLimits, sandboxed_tool, stop_workers
 from stateloop.tools.worker import CHILD_SCRIPT, WorkerSpec
 
 LIMITS = SandboxLimits(timeout=4.0, memory_mb=256, processes=16)
@@ -195,10 +196,10 @@ async def test_closing_the_pool_leaves_no_process() -> None:
     earlier = set(_with_in_cmdline(CHILD_SCRIPT))  # sandboxes of earlier tests, still ending
     pool = WorkerPool()
     idle, busy = _slot(pool), _slot(pool)
-    _slot(pool)  # a worker still starting, or idle, never called
+    _slot(pool)  # never called: no worker
     await _probe(pool, idle)
     hanging = asyncio.ensure_future(pool.call(busy, {"action": "hang"}))
-    assert await _until(lambda: len(pool.pids()) == 3)
+    assert await _until(lambda: len(pool.pids()) == 2)
     started = pool.pids()
     await pool.close()
     reply = await hanging
@@ -208,13 +209,47 @@ async def test_closing_the_pool_leaves_no_process() -> None:
 
 
 async def test_a_worker_dropped_while_it_starts_leaves_no_process() -> None:
-    # A tool bound and dropped at once (a draft agent's, say) cancels its worker's start
-    # while bubblewrap is still setting the sandbox up: none of it may be left behind.
+    # A first call cancelled and its tool dropped at once (an agent deleted, say) while
+    # bubblewrap is still setting the sandbox up: none of it may be left behind.
     earlier = set(_with_in_cmdline(CHILD_SCRIPT))
     pool = WorkerPool()
     for attempt in range(12):
         slot = _slot(pool)
+        call = asyncio.ensure_future(pool.call(slot, {}))
         await asyncio.sleep(0.001 * attempt)  # cancelled at different points of the start
+        call.cancel()
         pool.drop(slot)
     await pool.close()
     assert await _until(lambda: not set(_with_in_cmdline(CHILD_SCRIPT)) - earlier, 30)
+
+
+async def test_binding_a_tool_starts_no_worker_until_its_first_call() -> None:
+    pool = WorkerPool()
+    try:
+        tool = sandboxed_tool(SOURCE, {"name": "probe", "parameters": {
+            "type": "object", "properties": {"action": {}, "marker": {}}}},
+            limits=LIMITS, pool=pool)
+        assert tool.function is not None
+        await asyncio.sleep(1)  # a start would have a process by now
+        assert pool.pids() == [] and not pool._starting
+        await tool.function()
+        assert len(pool.pids()) == 1
+    finally:
+        await pool.close()
+
+
+async def test_stopping_a_tools_workers_ends_them_at_once_and_later_calls_keep_none() -> None:
+    pool = WorkerPool()
+    try:
+        tool = sandboxed_tool(SOURCE, {"name": "probe", "parameters": {
+            "type": "object", "properties": {"action": {}, "marker": {}}}},
+            limits=LIMITS, pool=pool)
+        assert tool.function is not None
+        first = await tool.function()
+        [pid] = pool.pids()
+        stop_workers(tool)  # the tool object lives on (its agent was unloaded, say)
+        assert await _until(lambda: not _alive(pid) and not pool.pids(), 5)
+        assert await tool.function() != first  # a fresh worker: its own module token
+        assert await _until(lambda: not pool.pids(), 5)  # and it stopped after its call
+    finally:
+        await pool.close()

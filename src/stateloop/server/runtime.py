@@ -22,7 +22,14 @@ from ..tools.bwrap import bwrap_mode
 from ..tools.confinement import memory_bound
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
-from ..tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, sandboxed_tool
+from ..tools.sandbox import (
+    Isolation,
+    SandboxedToolError,
+    SandboxLimits,
+    sandboxed_tool,
+    stop_workers,
+)
+from ..tools.source_reader import SourceReader
 from . import fleet
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
@@ -59,9 +66,13 @@ class Runtime:
                                     output_bytes=settings.tool_output_bytes,
                                     processes=settings.tool_processes,
                                     call_memory_mb=settings.tool_call_memory_mb)
+        # Sources from clients are parsed in child processes under the same limits.
+        self.sources = SourceReader(max_bytes=settings.tool_source_bytes,
+                                    memory_mb=settings.tool_memory_mb,
+                                    timeout=settings.tool_timeout)
         self.sandbox_problem: str | None = None  # why bubblewrap is unusable, found at start
         self._own_uid: bool | None = None  # each worker a uid of its own (see bwrap_mode)
-        self.workers = WorkerPool()  # warm sandboxes of the source tools, per bound tool
+        self.workers = WorkerPool()  # sandboxes of the source tools called, per bound tool
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
         self._agents: dict[str, Agent] = {}
@@ -146,8 +157,11 @@ class Runtime:
         return list(self._agents.values())
 
     def forget(self, agent_id: str) -> None:
-        """Drop the live agent (deleted); the next use loads it again."""
-        self._agents.pop(agent_id, None)
+        """Drop the live agent (deleted, or changed elsewhere) and stop its tools' workers;
+        the next use loads it again."""
+        live = self._agents.pop(agent_id, None)
+        for tool in live.tools.values() if live is not None else ():
+            stop_workers(tool)
 
     # -- tools ---------------------------------------------------------------------------
 

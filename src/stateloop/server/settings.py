@@ -46,6 +46,7 @@ class ServerSettings(BaseSettings):
     # Memory of one call, all its processes together: a cgroup per sandbox where the host
     # allows it, else processes x address space within it (how: logged at start).
     tool_call_memory_mb: int = Field(default=1024, gt=0)
+    tool_source_bytes: int = 1_000_000  # the longest source a tool is created or run from
     tool_bwrap: str = "bwrap"  # the bubblewrap executable that isolates source tools
     # Without a usable bubblewrap, run source tools anyway as plain subprocesses.
     unsafe_tools: bool = False

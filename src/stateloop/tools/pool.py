@@ -8,10 +8,12 @@ what the call left running and empties /tmp before the next, so calls see the sa
 state (what else a call could leave in its sandbox, a SysV IPC object, reaches only later
 calls of the same tool for the same agent).
 
-A worker is started when the tool is bound (before the model asks for it) and after every
-worker lost to a timeout, an output flood, a crash or a cancellation. Idle workers are
-bounded in number (the least recently used goes first) and in idle time, and stopped when
-their tool is dropped; ``close`` kills them all, and those busy or starting too.
+A worker is started by the first call that needs one (binding a tool runs none of its
+code: an agent loaded but never calling it holds no process), and after every worker lost to
+a timeout, an output flood, a crash or a cancellation. Idle workers are bounded in number
+(the least recently used goes first) and in idle time, and stopped when their tool is
+dropped (its agent deleted or unloaded, the tool rebound): at once if idle or starting, at
+the end of its call if busy. ``close`` kills them all, and those busy or starting too.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Slot:
         self.spec = spec
         self.idle: list[Worker] = []
         self.starting: asyncio.Task[Worker] | None = None
+        self.dropped = False  # its workers stop after their calls
 
 
 class WorkerPool:
@@ -47,15 +50,13 @@ class WorkerPool:
         self._closed = False
 
     def slot(self, spec: WorkerSpec) -> Slot:
-        """A slot of its own for one bound tool; its first worker starts if a loop runs."""
-        slot = Slot(spec)
-        with contextlib.suppress(RuntimeError):  # no running loop: start on first call
-            asyncio.get_running_loop()
-            self._prestart(slot)
-        return slot
+        """A slot of its own for one bound tool; its first call starts its first worker."""
+        return Slot(spec)
 
     def drop(self, slot: Slot) -> None:
-        """The slot's tool is gone (rebound, or its agent dropped): stop its idle workers."""
+        """The slot's tool is gone (rebound, or its agent dropped): stop its idle and
+        starting workers now, its busy ones when their calls end."""
+        slot.dropped = True
         if slot.starting is not None:
             with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs
                 slot.starting.cancel()
@@ -121,7 +122,7 @@ class WorkerPool:
             raise
 
     def _prestart(self, slot: Slot) -> None:
-        if not self._closed and slot.starting is None and not slot.idle:
+        if not self._closed and not slot.dropped and slot.starting is None and not slot.idle:
             task = slot.starting = self._start(slot)
             task.add_done_callback(lambda done: self._settle(slot, done, prestarted=True))
 
@@ -141,7 +142,8 @@ class WorkerPool:
             self._release(slot, task.result())
 
     def _release(self, slot: Slot, worker: Worker) -> None:
-        if worker.dead or worker.process.returncode is not None or self._closed:
+        if (worker.dead or worker.process.returncode is not None or self._closed
+                or slot.dropped):
             self._reap(worker)
             if not self._closed:
                 self._prestart(slot)  # its replacement, ready for the next call

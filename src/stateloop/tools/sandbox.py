@@ -108,8 +108,8 @@ def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
                    pool: WorkerPool | None = None) -> Tool:
     """A ``Tool`` whose calls run ``source_code`` out of process; ``schema`` is Letta's
     ``json_schema`` (name, description, parameters). With ``pool``, its calls share warm
-    workers of their own (started now if an event loop runs); without, each call starts
-    a sandbox."""
+    workers of their own (the first call starts one; ``stop_workers`` stops them); without,
+    each call starts a sandbox."""
     name = schema["name"]
     parameters = schema.get("parameters") or {"type": "object", "properties": {}}
     spec = WorkerSpec(source_code, name, limits, isolation)
@@ -123,13 +123,25 @@ def sandboxed_tool(source_code: str, schema: dict[str, Any], *,
         return _result(await _call_once(spec, arguments))
 
     if pool is not None and slot is not None:
-        weakref.finalize(call, pool.drop, slot)  # rebound or dropped: its workers stop
+        # Rebound or dropped: its workers stop, when collected or when told to.
+        _stoppers[call] = weakref.finalize(call, pool.drop, slot)
     model, aliases = _passthrough_model(name, parameters)
     # The sandbox enforces the limit; the in-process timeout is only a backstop (a cold call
     # waits for its worker first).
     return Tool(name, (schema.get("description") or "").strip(), parameters, call,
                 arguments_model=model, timeout=2 * limits.timeout + 10,
                 requires_approval=requires_approval, return_char_limit=return_char_limit)
+
+
+def stop_workers(tool: Tool) -> None:
+    """Stop the warm workers of a tool made by ``sandboxed_tool`` (idle ones now, busy ones
+    after their calls); its next call starts one again. Other tools: nothing to do."""
+    stopper = _stoppers.get(tool.function)
+    if stopper is not None:
+        stopper()
+
+
+_stoppers: weakref.WeakKeyDictionary[Any, weakref.finalize] = weakref.WeakKeyDictionary()
 
 
 async def _call_once(spec: WorkerSpec, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -6,9 +6,11 @@ library only: no stateloop, no pydantic, so a worker is ready in tens of millise
 control socket is its stdin. The first frame carries the source and the limits; the zygote
 makes itself undumpable (a call cannot read or trace it), applies the memory and process
 limits, runs the source's module code and answers ``ready``. Each later frame carries the
-next call's stdin, stdout and stderr as file descriptors: the zygote forks the child ahead of
-the call, and the child waits for the request on its stdin, validates the arguments by the
-function's own hints, calls it and writes one JSON reply to its stdout. When the child has
+next call's stdin, stdout, stderr and reply channel as file descriptors: the zygote forks the
+child ahead of the call, and the child waits for the request on its stdin, validates the
+arguments by the function's own hints, calls it and writes one JSON reply to its reply
+channel. What the tool prints, from Python or to fd 1 directly, goes to its stdout and is
+never read as the reply. When the child has
 exited, the zygote kills whatever it left running and empties the sandbox's /tmp, so each
 call starts from the same state; then it reports the exit status.
 
@@ -30,6 +32,7 @@ import shutil
 import signal
 import socket
 import struct
+import sys
 import time
 import traceback
 from typing import Any
@@ -225,10 +228,17 @@ def _child(tool: Any, fds: list[int], cpu_seconds: int, control: socket.socket,
     the request on its stdin (none, at its end: the worker is closing)."""
     try:
         os.setsid()  # a process group of its own: the unisolated mode kills it whole
-        for target, fd in enumerate(fds):
+        *streams, reply = fds
+        for target, fd in enumerate(streams):
             os.dup2(fd, target)
         control.detach()
-        os.closerange(3, 1 << 16)  # the control socket among them
+        os.set_inheritable(reply, False)  # not a program's the tool runs
+        os.closerange(3, reply)  # the control socket among them
+        os.closerange(reply + 1, 1 << 16)
+        # print() goes to fd 1 line by line, lone surrogates included (the server
+        # reads the bytes with replacement).
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8",  # noqa: SIM115
+                          errors="surrogatepass", closefd=False)
         dumpable(True)  # itself: a tool may trace or inspect its own processes
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         chunks = []
@@ -237,39 +247,41 @@ def _child(tool: Any, fds: list[int], cpu_seconds: int, control: socket.socket,
         request = b"".join(chunks)
         if not request:
             return
-        reply = _answer(tool, json.loads(request).get("arguments") or {})
+        answer = _answer(tool, json.loads(request).get("arguments") or {})
+        for stream in filter(None, (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__)):
+            with contextlib.suppress(Exception):  # the tool may have replaced or closed it
+                stream.flush()
         try:
-            text = json.dumps(reply)
+            text = json.dumps(answer)
         except (TypeError, ValueError) as exc:
             text = json.dumps({"ok": False, "error_type": "ToolError",
                                "message": f"the tool's reply is not JSON: {exc}"})
         data = text.encode()
         while data:
-            data = data[os.write(1, data):]
+            data = data[os.write(reply, data):]
+    except BaseException:  # not the tool's: said on its stderr, the call's error message
+        with contextlib.suppress(OSError):
+            os.write(2, traceback.format_exc().encode())
     finally:
         os._exit(0)
 
 
-_PRINTED_CHARS = 50_000  # of what the tool prints, kept for its return's ``stdout``
+_TRACEBACK_CHARS = 50_000  # the end of a failure's traceback, kept for its return's stderr
 
 
 def _answer(tool: Any, arguments: dict[str, Any]) -> dict[str, Any]:
-    printed = io.StringIO()
     try:
         if isinstance(tool, BaseException):
             raise tool
-        with contextlib.redirect_stdout(printed):
-            value = tool(**_values.validate(tool, arguments))
-            if inspect.iscoroutine(value):
-                import asyncio
+        value = tool(**_values.validate(tool, arguments))
+        if inspect.iscoroutine(value):
+            import asyncio
 
-                value = asyncio.run(value)
-        return {"ok": True, "result": _values.format_return(value),
-                "stdout": printed.getvalue()[:_PRINTED_CHARS]}
+            value = asyncio.run(value)
+        return {"ok": True, "result": _values.format_return(value)}
     except BaseException as exc:  # the tool's failure is the call's answer
         return {"ok": False, "error_type": type(exc).__name__, "message": str(exc) or repr(exc),
-                "stdout": printed.getvalue()[:_PRINTED_CHARS],
-                "traceback": _traceback(exc)[-_PRINTED_CHARS:]}
+                "traceback": _traceback(exc)[-_TRACEBACK_CHARS:]}
 
 
 def _traceback(exc: BaseException) -> str:

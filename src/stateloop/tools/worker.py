@@ -1,15 +1,20 @@
 """One sandboxed worker, seen from the server: a zygote (``sandbox_child.py``) started in its
 own bubblewrap sandbox with one tool loaded, and the calls sent to it.
 
-The server talks to the zygote over a socket pair. Ahead of each call it sends three fresh
-sockets, the child's stdin, stdout and stderr, and the zygote forks the child, which waits
-on its stdin. A call then costs one hop each way: the server writes the request, reads the
-reply and the errors to their end under the output limit and the timeout, and returns;
+The server talks to the zygote over a socket pair. Ahead of each call it sends four fresh
+sockets, the child's stdin, stdout, stderr and reply channel, and the zygote forks the
+child, which waits on its stdin. A call then costs one hop each way: the server writes the
+request, reads the reply, the printed output and the errors to their end under the output
+limit and the timeout, and returns;
 meanwhile the zygote waits for the child, cleans up after it, reports its exit status and
 is sent the next call's sockets (the next call waits for that, when it comes first). A call
 that times out, floods its output or is cancelled kills the whole worker (its sandbox's
 init, and with it every process inside): the worker is then ``dead`` and the pool replaces
 it.
+
+The reply is one JSON object of a fixed shape, on a channel of its own: what the tool prints
+is its stdout and nothing else. A reply of any other shape (the tool wrote it there itself)
+fails the call like any other error of the tool.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from .bwrap import bwrap_command, uses_own_uid
 from .confinement import Lease, memory_bound
 
 _CHUNK = 64 * 1024
+PRINTED_CHARS = 50_000  # of what a call prints, kept for its return's ``stdout``
 _HEADER = struct.Struct(">I")
 CHILD_SCRIPT = str(Path(__file__).with_name("sandbox_child.py"))
 
@@ -82,8 +88,9 @@ class Worker:
         self._buffer = b""
         self._child: int | None = None  # the call's child, as the host sees it (unisolated)
         self._command = b""  # the worker's command line, as /proc shows it
-        # The waiting child's stdin, stdout and stderr.
-        self._next: tuple[socket.socket, socket.socket, socket.socket] | None = None
+        # The waiting child's stdin, stdout, stderr and reply channel.
+        self._next: tuple[socket.socket, socket.socket, socket.socket, socket.socket] | None = (
+            None)
         self._settling: asyncio.Future[None] | None = None  # clean-up after the last call
         self.dead = False
 
@@ -202,20 +209,23 @@ class Worker:
             raise WorkerGone
 
     async def _exchange(self, stdin: socket.socket, out: socket.socket, err: socket.socket,
-                        request: bytes) -> dict[str, Any]:
+                        answer: socket.socket, request: bytes) -> dict[str, Any]:
         limits = self.spec.limits
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.timeout
         tasks = (asyncio.ensure_future(self._feed(stdin, request)),
                  asyncio.ensure_future(self._read_bounded(out, "stdout", limits.output_bytes)),
-                 asyncio.ensure_future(self._read_bounded(err, "stderr", limits.output_bytes)))
+                 asyncio.ensure_future(self._read_bounded(err, "stderr", limits.output_bytes)),
+                 asyncio.ensure_future(self._read_bounded(answer, "its reply",
+                                                          limits.output_bytes)))
         failure: tuple[str, str] | None = None
         status: tuple[int, bool] | None = None
         killed_before = self._lease.oom_kills() if self._lease else 0
         try:
-            _, stdout, stderr = await asyncio.wait_for(asyncio.gather(*tasks), limits.timeout)
-            reply = _parse(stdout)
-            if reply is None:  # no reply: how the child ended says why
+            _, stdout, stderr, replied = await asyncio.wait_for(asyncio.gather(*tasks),
+                                                                limits.timeout)
+            reply = _parse(replied)
+            if not replied:  # no reply: how the child ended says why
                 status = await asyncio.wait_for(self._exit(), max(deadline - loop.time(), 1))
         except TimeoutError:
             failure = ("TimeoutError", f"the tool did not finish within {limits.timeout:g} s "
@@ -225,7 +235,7 @@ class Worker:
         except (OSError, EOFError):  # the worker died during the call
             self.kill()
             return (self._out_of_memory(killed_before)
-                    or _crashed(b"", (await self._stderr_tail()).encode(), None))
+                    or _crashed((await self._stderr_tail()).encode(), None))
         except BaseException:  # cancelled (the run was) or gone: nothing of the call outlives it
             self.kill()
             raise
@@ -236,8 +246,16 @@ class Worker:
             self.kill()
             return {"ok": False, "error_type": failure[0], "message": failure[1]}
         self._settling = asyncio.ensure_future(self._settle(status))
-        return (self._out_of_memory(killed_before) or reply
-                or _crashed(stdout, stderr, status and status[0]))
+        out_of_memory = self._out_of_memory(killed_before)  # whatever the tool answered
+        if out_of_memory is not None:
+            reply = out_of_memory
+        elif reply is None:
+            reply = (_crashed(stderr, status and status[0]) if not replied else
+                     {"ok": False, "error_type": "ToolError",
+                      "message": "the tool wrote a malformed reply to the reply channel"})
+        if stdout:
+            reply["stdout"] = stdout.decode(errors="replace")[:PRINTED_CHARS]
+        return reply
 
     def _out_of_memory(self, killed_before: int) -> dict[str, Any] | None:
         """The call's error when the kernel killed some of it for exceeding its memory."""
@@ -257,8 +275,8 @@ class Worker:
 
     async def _prepare(self) -> None:
         """Have the zygote fork the next call's child, to wait for its request."""
-        pairs = [socket.socketpair() for _ in range(3)]  # its stdin, stdout, stderr
-        self._next = (pairs[0][0], pairs[1][0], pairs[2][0])
+        pairs = [socket.socketpair() for _ in range(4)]  # stdin, stdout, stderr, reply
+        self._next = (pairs[0][0], pairs[1][0], pairs[2][0], pairs[3][0])
         for ours in self._next:
             ours.setblocking(False)
         try:
@@ -413,15 +431,31 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _parse(out: bytes) -> dict[str, Any] | None:
+def _parse(data: bytes) -> dict[str, Any] | None:
+    """The child's reply, or None unless it is exactly ``{"ok": true, "result": str}`` or
+    ``{"ok": false, "error_type": str, "message": str, "traceback": str}`` (the traceback
+    optional)."""
     try:
-        reply: dict[str, Any] = json.loads(out)
+        reply = json.loads(data)
     except ValueError:
         return None
-    return reply if isinstance(reply, dict) and "ok" in reply else None
+    if not isinstance(reply, dict):
+        return None
+    if reply.get("ok") is True:
+        shape = {"ok": bool, "result": str}
+    elif reply.get("ok") is False:
+        shape = {"ok": bool, "error_type": str, "message": str, "traceback": str}
+        if "traceback" not in reply:
+            del shape["traceback"]
+    else:
+        return None
+    if set(reply) != set(shape) or not all(isinstance(reply[key], kind)
+                                           for key, kind in shape.items()):
+        return None
+    return reply
 
 
-def _crashed(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
+def _crashed(err: bytes, code: int | None) -> dict[str, Any]:
     tail = err.decode(errors="replace").strip().splitlines()[-3:]
     how = ("was lost with its sandbox" if code is None else
            f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")

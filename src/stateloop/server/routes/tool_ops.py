@@ -14,6 +14,7 @@ from ...messages import ToolCall, new_call_id
 from ...store import ToolRecord
 from ...tools.execution import execute_tool, result_message
 from ...tools.sandbox import check_source, describe_source, sandboxed_tool
+from ...tools.source_reader import SourceTooLarge
 from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..messages import to_letta
@@ -42,7 +43,7 @@ class ToolRunFromSource(Lenient):
     npm_requirements: list[dict[str, Any]] | None = None
 
 
-@router.post("/run", responses=errors(503))
+@router.post("/run", responses=errors(413, 503))
 async def run_tool_from_source(body: ToolRunFromSource, runtime: RuntimeDep) -> dict[str, Any]:
     """Run ``source_code``'s function (``name``, or the source's one tool) on ``args`` in a
     sandbox of its own, with ``env_vars`` over the sandbox's variables; nothing is stored.
@@ -54,9 +55,12 @@ async def run_tool_from_source(body: ToolRunFromSource, runtime: RuntimeDep) -> 
     if refused:
         raise HTTPException(503, detail=refused)
     try:
-        name = check_source(body.source_code, body.name)
+        signature = await runtime.sources.signature(body.source_code, body.name)
+        name = check_source(signature, body.name)
         schema = ({**body.json_schema, "name": name} if body.json_schema
-                  else describe_source(body.source_code, name, body.args_json_schema))
+                  else describe_source(signature, name, body.args_json_schema))
+    except SourceTooLarge as exc:
+        raise HTTPException(413, detail=str(exc)) from exc
     except ToolDefinitionError as exc:
         field = "args_json_schema" if "args_json_schema" in str(exc) else "source_code"
         raise unprocessable(field, exc) from exc
@@ -76,13 +80,15 @@ class CodeInput(Lenient):
     source_type: str | None = "python"
 
 
-@router.post("/generate-schema")
-async def generate_json_schema(body: CodeInput) -> dict[str, Any]:
+@router.post("/generate-schema", responses=errors(413))
+async def generate_json_schema(body: CodeInput, runtime: RuntimeDep) -> dict[str, Any]:
     """The JSON schema (name, description, parameters) of the one function in ``code``, read
-    from its signature and docstring; the code is parsed, never run."""
+    from its signature and docstring; the code is parsed in a child process, never run."""
     _python_only(body.source_type)
     try:
-        return describe_source(body.code)
+        return describe_source(await runtime.sources.signature(body.code))
+    except SourceTooLarge as exc:
+        raise HTTPException(413, detail=str(exc)) from exc
     except ToolDefinitionError as exc:
         raise unprocessable("code", exc) from exc
 

@@ -11,6 +11,7 @@ from ...errors import ToolDefinitionError
 from ...store import NotFoundError, ToolRecord
 from ...tools.builtin import builtin_names
 from ...tools.sandbox import check_source, describe_source
+from ...tools.source_reader import SourceTooLarge
 from ..creation import set_tools, unprocessable
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
@@ -25,20 +26,22 @@ from .agents import agent_record, agent_state
 router = APIRouter(tags=["tools"])
 
 
-def _schema(runtime: Runtime, source_code: str, json_schema: dict[str, Any] | None,
-            description: str | None, args_json_schema: dict[str, Any] | None = None
-            ) -> dict[str, Any]:
+async def _schema(runtime: Runtime, source_code: str, json_schema: dict[str, Any] | None,
+                  description: str | None, args_json_schema: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
     """The tool's JSON schema: as given (checked against the source), or read from the
-    source's signature (or ``args_json_schema``) and docstring. The source is parsed,
-    never run."""
+    source's signature (or ``args_json_schema``) and docstring. The source is parsed in a
+    child process (``SourceReader``), never run."""
     refused = runtime.source_tools_refused()
     if refused:
         raise HTTPException(503, detail=refused)
     try:
+        runtime.sources.check_size(source_code)
         wanted = (json_schema or {}).get("name")
         if wanted and f"def {wanted}" not in source_code:
             raise name_mismatch(wanted, wanted, source_code)
-        name = check_source(source_code, wanted)
+        signature = await runtime.sources.signature(source_code, wanted)
+        name = check_source(signature, wanted)
         if json_schema:
             parameters = json_schema.get("parameters", {"type": "object", "properties": {}})
             if not isinstance(parameters, dict) or not isinstance(
@@ -47,7 +50,9 @@ def _schema(runtime: Runtime, source_code: str, json_schema: dict[str, Any] | No
                                     "must be a JSON schema object with 'properties'")
             schema = {**json_schema, "name": name, "parameters": parameters}
         else:
-            schema = describe_source(source_code, name, args_json_schema)
+            schema = describe_source(signature, name, args_json_schema)
+    except SourceTooLarge as exc:
+        raise HTTPException(413, detail=str(exc)) from exc
     except ToolDefinitionError as exc:  # Letta's LettaToolCreateError: a 400
         raise HTTPException(400, detail=str(exc)) from exc
     if description:
@@ -82,14 +87,14 @@ async def _rebind(runtime: Runtime, record: ToolRecord) -> None:
             set_tools(agent, {**agent.tools, record.name: runtime.bind(record, env)})
 
 
-@router.post("/v1/tools", responses=errors(400, 409, 503), response_model=Tool)
+@router.post("/v1/tools", responses=errors(400, 409, 413, 503), response_model=Tool)
 async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """A tool from Python source; its calls run in a sandbox with limits."""
     if (body.source_type or "python") != "python":
         raise unprocessable("source_type", f"only 'python' is supported, not "
                                            f"{body.source_type!r}")
-    schema = _schema(runtime, body.source_code, body.json_schema, body.description,
-                     body.args_json_schema)
+    schema = await _schema(runtime, body.source_code, body.json_schema, body.description,
+                           body.args_json_schema)
     _check_name_free(runtime, schema["name"])
     try:
         await runtime.store.get_tool(schema["name"])
@@ -101,11 +106,11 @@ async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await runtime.store.upsert_tool(_record(body, schema)))
 
 
-@router.put("/v1/tools", responses=errors(400, 409, 503), response_model=Tool)
+@router.put("/v1/tools", responses=errors(400, 409, 413, 503), response_model=Tool)
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Create a tool, or replace the one with the same name."""
-    schema = _schema(runtime, body.source_code, body.json_schema, body.description,
-                     body.args_json_schema)
+    schema = await _schema(runtime, body.source_code, body.json_schema, body.description,
+                           body.args_json_schema)
     _check_name_free(runtime, schema["name"])
     record = await runtime.store.upsert_tool(_record(body, schema))
     await _rebind(runtime, record)
@@ -147,7 +152,7 @@ async def retrieve_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     return tool_view(await _tool(runtime, tool_id))
 
 
-@router.patch("/v1/tools/{tool_id}", responses=errors(400, 404, 409, 503),
+@router.patch("/v1/tools/{tool_id}", responses=errors(400, 404, 409, 413, 503),
               response_model=Tool)
 async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> dict[str, Any]:
     """Change a source tool's code, schema, description, tags or approval default."""
@@ -160,7 +165,7 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
         args_schema = (body.args_json_schema if "args_json_schema" in fields
                        else record.args_json_schema)
         derive = {"source_code", "args_json_schema"} & fields  # the schema is read anew
-        schema = _schema(runtime, source, body.json_schema or (
+        schema = await _schema(runtime, source, body.json_schema or (
             None if derive else record.json_schema), body.description, args_schema)
         if schema["name"] != record.name:
             raise name_mismatch(record.name, schema["name"], source)
