@@ -43,7 +43,7 @@ test: $(STAMP) $(LETTA17_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python bench/real_path.py --sizes 0 --rounds 10 --no-tools --check 25
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

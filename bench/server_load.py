@@ -1,12 +1,15 @@
-"""Server load: 100 agents messaged concurrently over HTTP, the fake OpenAI server as model.
+"""Server load: 100 agents messaged concurrently over HTTP through ``stateloop serve``, the fake
+OpenAI server as model.
 
-The model takes 50 ms per call (simulated). The baseline is the same number of model calls
-made straight to the fake, with the same concurrency: what the messages would cost with a
-server that added nothing. The server's overhead is its latency minus that baseline.
+The model takes 50 ms per call (simulated; ``--model-latency 0`` for none). The baseline is
+the same number of model calls made straight to the fake, with the same concurrency: what
+the messages would cost with a server that added nothing. The server's overhead is its
+latency minus that baseline.
 Then one agent gets 10,000 stored messages and the round is repeated with it among the
-others: their latency must not move.
+others: their latency must not move. Each round also reports the server process's CPU time
+per message (user + system, from /proc) and its resident memory at the end.
 
-    .venv/bin/python bench/server_load.py [--agents 100] [--rounds 5]
+    .venv/bin/python bench/server_load.py [--agents 100] [--rounds 5] [--model-latency 0.05]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from stateloop.messages import assistant, user
 from stateloop.store import open_store
 
 MODEL_LATENCY = 0.05
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 FAKE = """
@@ -38,14 +42,6 @@ fake = FakeOpenAI(lambda request: reply("ok"), latency=float(sys.argv[1])).start
 print(fake.base_url, flush=True)
 threading.Event().wait()
 """
-
-SERVER = """
-import sys, uvicorn
-from stateloop.server import create_app
-uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
-            access_log=False)
-"""
-
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -72,6 +68,19 @@ def wait_healthy(url: str) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError(f"the server at {url} did not start")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -148,15 +157,17 @@ async def fill_history(url: str, agent_id: str, count: int) -> None:
         await store.close()
 
 
-def report(label: str, times: list[float], elapsed: float, base_p50: float) -> None:
+def report(label: str, times: list[float], elapsed: float, base_p50: float,
+           cpu: float | None = None) -> None:
     p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
     print(f"{label:<28} {len(times) / elapsed:8.1f} msg/s   p50 {p50 * 1000:7.1f} ms   "
           f"p99 {p99 * 1000:7.1f} ms   overhead p50 {(p50 - base_p50) * 1000:6.1f} ms "
-          f"({p50 / base_p50:.2f}x baseline)")
+          f"({p50 / base_p50:.2f}x baseline)"
+          + (f"   server CPU {cpu * 1000 / len(times):.2f} ms/msg" if cpu is not None else ""))
 
 
-async def main(agents: int, rounds: int) -> None:
-    fake = spawn(FAKE, str(MODEL_LATENCY), read_first_line=True)
+async def main(agents: int, rounds: int, model_latency: float) -> None:
+    fake = spawn(FAKE, str(model_latency), read_first_line=True)
     server: subprocess.Popen[str] | None = None
     try:
         assert fake.stdout is not None
@@ -165,15 +176,17 @@ async def main(agents: int, rounds: int) -> None:
         base_p50 = statistics.median(base)
         print(f"{'baseline (model calls only)':<28} p50 {base_p50 * 1000:7.1f} ms   "
               f"p99 {percentile(base, 0.99) * 1000:7.1f} ms   "
-              f"(simulated model latency {MODEL_LATENCY * 1000:.0f} ms)")
+              f"(simulated model latency {model_latency * 1000:.0f} ms)")
         db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
         port = free_port()
-        server = spawn(SERVER, str(port), env={"STATELOOP_DATABASE_URL": db_url,
-                                               "STATELOOP_MODEL_BASE_URL": fake_url,
-                                               "STATELOOP_MODEL_API_KEY": "test"})
+        server = subprocess.Popen(
+            [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "STATELOOP_DATABASE_URL": db_url,
+                 "STATELOOP_MODEL_BASE_URL": fake_url, "STATELOOP_MODEL_API_KEY": "test"})
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url)
-        await load(url, db_url, agents, rounds, base_p50)
+        await load(url, db_url, agents, rounds, base_p50, server.pid)
     finally:
         for process in (server, fake):
             if process is not None:
@@ -181,7 +194,8 @@ async def main(agents: int, rounds: int) -> None:
                 process.wait(timeout=10)
 
 
-async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float) -> None:
+async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float,
+               pid: int) -> None:
     """The two rounds: ``agents`` agents, then the same with a 10,000-message agent."""
     limits = httpx.Limits(max_connections=agents + 10)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
@@ -194,17 +208,22 @@ async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float)
             ids.append(created.json()["id"])
         heavy, others = ids[0], ids[1:]
         await message_all(http, url, others, 1)  # warm up: load agents, open connections
+        cpu = cpu_seconds(pid)
         times, elapsed = await message_all(http, url, others, rounds)
         before = [t for agent in times.values() for t in agent]
-        report(f"{agents} agents", before, elapsed, base_p50)
+        report(f"{agents} agents", before, elapsed, base_p50, cpu_seconds(pid) - cpu)
 
         await fill_history(db_url, heavy, 10_000)
         listed = await http.get(f"{url}/v1/agents/{heavy}/messages", params={"limit": 1})
         assert listed.status_code == 200
+        cpu = cpu_seconds(pid)
         times, elapsed = await message_all(http, url, [heavy, *others], rounds)
+        cpu = cpu_seconds(pid) - cpu
         after = [t for agent_id in others for t in times[agent_id]]
         report(f"{agents} agents + 10k-history", after, elapsed, base_p50)
         report("  the 10k-history agent", times[heavy], elapsed, base_p50)
+        print(f"server CPU over the whole round: {cpu * 1000 / (len(after) + rounds):.2f} ms "
+              f"a message; resident memory after {agents + 1} agents: {rss_mb(pid):.0f} MB")
         slowdown = percentile(after, 0.99) / percentile(before, 0.99)
         print(f"others' p99 with the 10k-history agent: {slowdown:.2f}x without it; "
               f"{RETRIES[0]} requests retried after a dropped connection")
@@ -214,6 +233,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--model-latency", type=float, default=MODEL_LATENCY,
+                        help="seconds the fake model takes per call")
     args = parser.parse_args()
-    asyncio.run(main(args.agents, args.rounds))
+    asyncio.run(main(args.agents, args.rounds, args.model_latency))
     sys.exit(0)

@@ -275,18 +275,19 @@ def test_a_run_streams_only_through_its_own_conversation(client: Letta, server: 
     ours = client.conversations.create(agent_id=ada.id).id
     sibling = client.conversations.create(agent_id=ada.id).id
     theirs = client.conversations.create(agent_id=bob.id).id
-    [run_id] = {getattr(f, "run_id", None) for f in send(client, ours, "the secret is 42")} - {None}
+    frames = send(client, ours, "the secret is quokka")
+    [run_id] = {getattr(frame, "run_id", None) for frame in frames} - {None}
 
     def stream(conversation_id: str, **body: Any) -> httpx.Response:
         return httpx.post(f"{server.url}/v1/conversations/{conversation_id}/stream",
                           json={"run_id": run_id, **body}, timeout=10)
 
     own = stream(ours)
-    assert own.status_code == 200 and "the secret is 42" in own.text
+    assert own.status_code == 200 and "the secret is quokka" in own.text
     for other, body in ((theirs, {}), (sibling, {}), ("default", {"agent_id": ada.id}),
                         (ada.id, {}), (bob.id, {})):
         refused = stream(other, **body)
         assert refused.status_code == 404, (other, refused.text)
         assert refused.json()["detail"] == (f"run {run_id!r} is not a run of conversation "
                                             f"{other!r}")
-        assert "42" not in refused.text
+        assert "quokka" not in refused.text  # (no hex id can spell it)
