@@ -80,6 +80,7 @@ def test_a_bad_file_is_a_clear_4xx_and_stores_nothing(client: Letta, server: Ser
     else:
         body, expected = b" " * (100 * 1024 * 1024), "limit"  # the body cap: a 413
     response = httpx.post(f"{server.url}/v1/agents/import", timeout=60,
+                          headers={"X-Requested-With": "test"},
                           files={"file": ("agent.af", body)})
     assert 400 <= response.status_code < 500, response.text
     assert expected in response.json()["detail"], response.text
