@@ -35,14 +35,17 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def served_hosts(host: str, port: int, settings: ServerSettings) -> list[str]:
-    """The ``Host`` values the server bound to ``host:port`` answers: ``allowed_hosts``, and
-    on loopback ``127.0.0.1``, ``localhost`` and ``[::1]`` with the port (a page on any other
-    name reaching it is one whose DNS answer was rebound to this machine), or the address
-    bound. On every interface (which needs a password) any, unless ``allowed_hosts`` names
-    some."""
+    """The ``Host`` values the server bound to ``host:port`` answers: ``allowed_hosts``, the
+    address bound, and on loopback or every interface ``127.0.0.1``, ``localhost`` and
+    ``[::1]``, each with the port. A page on any other name that reaches the server is one
+    whose DNS answer was rebound to it. Bound to every interface (which needs a password)
+    with no ``allowed_hosts``: any."""
     configured = settings.allowed_hosts
     if host in EVERYWHERE:
-        return configured or ["*"]
-    bound = f"[{host.strip('[]')}]" if ":" in host else host.lower()
-    names = {*LOOPBACK_NAMES, bound} if is_loopback(host) else {bound}
+        if not configured:
+            return ["*"]
+        names = set(LOOPBACK_NAMES)
+    else:
+        bound = f"[{host.strip('[]')}]" if ":" in host else host.lower()
+        names = {*LOOPBACK_NAMES, bound} if is_loopback(host) else {bound}
     return [*configured, *(f"{name}:{port}" for name in sorted(names))]
