@@ -102,6 +102,7 @@ def test_a_value_the_json_routes_refuse_is_refused_naming_its_field_and_stores_n
         client: Letta, server: Server, field: str, body: bytes) -> None:
     before = _stored(client)
     response = httpx.post(f"{server.url}/v1/agents/import",
+                          headers={"X-Requested-With": "test"},
                           files={"file": ("agent.af", body)})
     assert response.status_code == 400, response.text
     assert response.json()["detail"].startswith(f"{field}: "), response.text
