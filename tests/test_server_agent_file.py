@@ -80,6 +80,7 @@ def test_a_bad_file_is_a_clear_4xx_and_stores_nothing(client: Letta, server: Ser
     else:
         body, expected = b" " * (100 * 1024 * 1024), "limit"  # the body cap: a 413
     response = httpx.post(f"{server.url}/v1/agents/import", timeout=60,
+                          headers={"X-Requested-With": "test"},
                           files={"file": ("agent.af", body)})
     assert 400 <= response.status_code < 500, response.text
     assert expected in response.json()["detail"], response.text
@@ -101,6 +102,7 @@ def test_a_value_the_json_routes_refuse_is_refused_naming_its_field_and_stores_n
         client: Letta, server: Server, field: str, body: bytes) -> None:
     before = _stored(client)
     response = httpx.post(f"{server.url}/v1/agents/import",
+                          headers={"X-Requested-With": "test"},
                           files={"file": ("agent.af", body)})
     assert response.status_code == 400, response.text
     assert response.json()["detail"].startswith(f"{field}: "), response.text

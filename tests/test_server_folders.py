@@ -106,7 +106,7 @@ def test_a_200_mb_upload_is_refused_before_it_is_read(client: Letta, server: Ser
     # Only the head is sent: the server answers from Content-Length, reading none of the body.
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
         conn.sendall(f"POST /v1/folders/{folder.id}/upload HTTP/1.1\r\nHost: test\r\n"
-                     f"Content-Type: multipart/form-data; boundary=b\r\n"
+                     "X-Requested-With: test\r\nContent-Type: multipart/form-data; boundary=b\r\n"
                      f"Content-Length: {size}\r\n\r\n".encode())
         answer = b""
         while not answer.endswith(b"}"):

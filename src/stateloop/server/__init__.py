@@ -55,11 +55,12 @@ def serve(host: str | None = None, port: int | None = None, *,
 
     Off loopback it needs a password or API keys in ``settings``, unless ``insecure``: a
     ``ConfigError`` says so before anything binds. ``sock`` is one ``bind`` returned, for a
-    caller that binds before it says where to connect."""
+    caller that binds before it says where to connect. A request naming another ``Host``
+    than the address bound (or ``allowed_hosts``) is refused: see ``served_hosts``."""
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    from .exposure import check_exposure
+    from .exposure import check_exposure, served_hosts
     from .settings import ServerSettings
 
     config = settings or ServerSettings()
@@ -73,7 +74,8 @@ def serve(host: str | None = None, port: int | None = None, *,
     log_config = {**LOGGING_CONFIG, "loggers": {
         **LOGGING_CONFIG["loggers"],
         "stateloop": {"handlers": ["default"], "level": "INFO", "propagate": False}}}
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host=where,
-                                           port=sock.getsockname()[1], log_level="info",
-                                           log_config=log_config))
+    bound = sock.getsockname()[1]
+    config = config.model_copy(update={"allowed_hosts": served_hosts(where, bound, config)})
+    server = uvicorn.Server(uvicorn.Config(create_app(config), host=where, port=bound,
+                                           log_level="info", log_config=log_config))
     server.run(sockets=[sock])

@@ -92,6 +92,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     errors.install(app)
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
-                       max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
+                       max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,
+                       hosts=config.allowed_hosts)
     app.add_middleware(errors.InternalErrors)  # outermost: it answers for everything inside
     return app

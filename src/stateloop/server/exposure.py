@@ -1,4 +1,5 @@
-"""Who can reach the server: off loopback, only with a password or API keys (or on purpose)."""
+"""Who can reach the server: off loopback, only with a password or API keys (or on purpose);
+and by which names a browser may reach it."""
 
 from __future__ import annotations
 
@@ -26,3 +27,25 @@ def check_exposure(host: str, settings: ServerSettings) -> None:
         f"refusing to serve on {host} without authentication: anyone who can reach it could "
         "read and run every agent. Set STATELOOP_SERVER_PASSWORD (or STATELOOP_API_KEYS), "
         "bind to 127.0.0.1, or pass --insecure to serve openly anyway")
+
+
+# Binding these means every interface.
+EVERYWHERE = frozenset({"0.0.0.0", "::", "[::]", ""})
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def served_hosts(host: str, port: int, settings: ServerSettings) -> list[str]:
+    """The ``Host`` values the server bound to ``host:port`` answers: ``allowed_hosts``, the
+    address bound, and on loopback or every interface ``127.0.0.1``, ``localhost`` and
+    ``[::1]``, each with the port. A page on any other name that reaches the server is one
+    whose DNS answer was rebound to it. Bound to every interface (which needs a password)
+    with no ``allowed_hosts``: any."""
+    configured = settings.allowed_hosts
+    if host in EVERYWHERE:
+        if not configured:
+            return ["*"]
+        names = set(LOOPBACK_NAMES)
+    else:
+        bound = f"[{host.strip('[]')}]" if ":" in host else host.lower()
+        names = {*LOOPBACK_NAMES, bound} if is_loopback(host) else {bound}
+    return [*configured, *(f"{name}:{port}" for name in sorted(names))]

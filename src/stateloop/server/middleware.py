@@ -1,13 +1,15 @@
-"""Pure ASGI middleware: bearer-token auth, body checks, trailing-slash tolerance."""
+"""Pure ASGI middleware: browser checks (Host, Origin), bearer-token auth, body checks,
+trailing-slash tolerance."""
 
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from ..storable import check_json
+from .browsers import WRITES, HostNames, cross_site, refused_host
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,6 +35,10 @@ async def reply(send: Send, status: int, detail: Any,
 class ServerMiddleware:
     """Everything done to a request before routing, in one pass:
 
+    - with ``hosts`` (``STATELOOP_ALLOWED_HOSTS``; ``serve`` adds the address it binds), a
+      ``Host`` that is none of them is refused with 400 (a page on a rebound DNS name);
+    - a write whose ``Origin`` is another site's, or a form POST no client but a page's
+      could have sent, is refused with 403 (see ``browsers.cross_site``);
     - ``/v1/agents/`` and ``/v1/agents`` are the same route (Letta's clients use the slash);
     - with tokens configured, every path but health needs ``Authorization: Bearer TOKEN``
       (or Letta's ``X-BARE-PASSWORD: password TOKEN``);
@@ -43,26 +49,41 @@ class ServerMiddleware:
     """
 
     def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int,
-                 max_upload: int | None = None) -> None:
+                 max_upload: int | None = None, hosts: Iterable[str] = ()) -> None:
         self.app = app
         self.tokens = [token.encode() for token in tokens]
         self.max_body = max_body
         self.max_upload = max_upload or max_body
+        named = HostNames(hosts)
+        self.hosts = named if named.shown and not named.any else None
+        self.origins = named if named.shown else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if self.tokens and not _open(path) and not self._authorized(scope):
+        headers = dict(scope["headers"])
+        if self.hosts is not None and path not in OPEN_PATHS:
+            host = headers.get(b"host", b"")
+            if host not in self.hosts:
+                await reply(send, 400, refused_host(host, self.hosts))
+                return
+        method: str = scope["method"]
+        if method in WRITES:
+            refusal = cross_site(method, headers, self.origins)
+            if refusal:
+                await reply(send, 403, refusal)
+                return
+        if self.tokens and not _open(path) and not self._authorized(headers):
             await reply(send, 401, "missing or invalid credentials: send "
                         "'Authorization: Bearer <password or API key>'",
                         [(b"www-authenticate", b"Bearer")])
             return
         if len(path) > 1 and path.endswith("/"):
             scope = {**scope, "path": path.rstrip("/")}
-        if scope["method"] in ("POST", "PUT", "PATCH"):
-            length = dict(scope["headers"]).get(b"content-length")
+        if method in ("POST", "PUT", "PATCH"):
+            length = headers.get(b"content-length")
             limit = self.max_upload if path.endswith("/upload") else self.max_body
             if length is not None and length.isdigit() and int(length) > limit:
                 await reply(send, 413, f"request body is {int(length)} bytes; the limit is "
@@ -72,7 +93,7 @@ class ServerMiddleware:
             if body is None:
                 await reply(send, 413, f"request body is over the limit of {limit} bytes")
                 return
-            content_type = dict(scope["headers"]).get(b"content-type", b"")
+            content_type = headers.get(b"content-type", b"")
             problem = None if content_type.startswith(b"multipart/") else check_json(body)
             if problem:
                 await reply(send, 422, [{"loc": ["body", *problem.loc], "msg": problem.msg,
@@ -81,8 +102,7 @@ class ServerMiddleware:
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        headers = dict(scope["headers"])
+    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
         given = headers.get(b"authorization", b"")
         scheme, _, token = given.partition(b" ")
         if scheme.lower() != b"bearer":

@@ -63,6 +63,10 @@ class ServerSettings(BaseSettings):
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
+    # Browsers: the names a request's Host may give (against DNS rebinding), comma-separated
+    # "name" (any port) or "name:port", "*" for any; `stateloop serve` adds the address it
+    # binds. None set: create_app() checks no Host (an app called in process).
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # A secret that is set must be one: an empty password would run the server open without
     # a word, and spaces around one would never match (the token a client sends is stripped).
@@ -96,7 +100,7 @@ class ServerSettings(BaseSettings):
             _check_spaces(key, f"STATELOOP_API_KEYS: key {number}")
         return keys
 
-    @field_validator("tool_network", "mcp_stdio_commands", mode="before")
+    @field_validator("tool_network", "mcp_stdio_commands", "allowed_hosts", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -17,8 +17,14 @@ router = APIRouter(include_in_schema=False)
 STATIC = resources.files(__package__) / "static"
 _TYPES = {"js": "text/javascript", "css": "text/css", "html": "text/html"}
 _NAME = re.compile(r"^[a-z_]+\.(js|css)$")  # the only names served: no paths, no dotfiles
-# The page and its modules change with the package: the browser asks again each time.
-_HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+# The page and its modules change with the package: the browser asks again each time. No
+# other site may frame the page (clickjacking), and it loads and calls nothing but this
+# server (its bars are sized by style attributes).
+_HEADERS = {
+    "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+}
 
 
 def _file(name: str) -> Response:
