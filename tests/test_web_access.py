@@ -68,11 +68,14 @@ def test_login_with_the_server_password(browser: Any, guarded: Server) -> None:
 def test_search_switch_and_delete_agents_from_the_keyboard(page: Any, server: Server) -> None:
     first, second = new_agent(server, "alpha-one"), new_agent(server, "beta-two")
     page.reload()
+    agents = page.get_by_role("navigation", name="Agents").get_by_role(
+        "button", name=re.compile("alpha-one|beta-two"))
+    expect(agents).to_have_count(2)  # what a user sees before searching: the agents listed
     page.keyboard.press("/")
     expect(page.get_by_label("Search agents")).to_be_focused()
     page.keyboard.type("beta")
-    agents = page.get_by_role("navigation", name="Agents").get_by_role("listitem")
     expect(agents).to_have_count(1)
+    expect(page.get_by_label("Search agents")).to_be_focused()
     page.keyboard.press("Tab")
     page.keyboard.press("Tab")  # past "New agent" to the one match
     page.keyboard.press("Enter")

@@ -14,7 +14,8 @@ const TABS = [
   ["context", "Context", contextView], ["runs", "Runs", runsView], ["tools", "Tools", toolsView],
 ];
 
-const state = { agents: [], agent: null, tab: "chat", query: "" };
+// agents: null until the first list arrives (loading is not "no agents")
+const state = { agents: null, agent: null, tab: "chat", query: "" };
 
 const nav = document.getElementById("agents");
 const main = document.getElementById("main");
@@ -26,17 +27,18 @@ clear(nav, h("label", { for: "agent-search" }, "Search agents"), search,
 
 async function loadAgents() {
   state.agents = await guard(() => api("GET", "/v1/agents", undefined,
-    { query_text: state.query, limit: 200 })) ?? state.agents;
+    { query_text: state.query, limit: 200 })) ?? state.agents ?? [];
   listAgents();
 }
 
 function listAgents() {
   const q = state.query.toLowerCase();
-  const shown = state.agents.filter((a) => !q || a.name.toLowerCase().includes(q) || a.id.includes(q));
+  const shown = (state.agents ?? []).filter((a) => !q || a.name.toLowerCase().includes(q) || a.id.includes(q));
   clear(list, shown.map((a) => h("li", {},
     h("button", { type: "button", class: "agent", "aria-current": a.id === state.agent?.id ? "true" : null,
       onclick: () => choose(a.id) }, h("span", {}, a.name), note(a)))));
-  if (!shown.length) list.append(h("li", { class: "muted" }, state.agents.length ? "No match" : "No agents yet"));
+  if (!shown.length) list.append(h("li", { class: "muted" }, state.agents === null ? "Loading agents…"
+    : state.agents.length ? "No match" : "No agents yet"));
 }
 
 /** The model under an agent's name; for a stored record the server cannot read, a warning
@@ -140,7 +142,7 @@ login.addEventListener("submit", async (e) => {
 async function start() {
   await loadAgents();
   const wanted = location.hash.slice(1);
-  if (wanted && state.agents.some((a) => a.id === wanted)) await choose(wanted);
+  if (wanted && state.agents?.some((a) => a.id === wanted)) await choose(wanted);
   else render();
 }
 
