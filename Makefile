@@ -43,7 +43,7 @@ test: $(STAMP) $(LETTA17_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python bench/real_path.py --sizes 0 --rounds 10 --no-tools --check 25
-	$(BIN)/pytest -n 2 --dist worksteal
+	$(BIN)/pytest -n 2 --dist worksteal --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

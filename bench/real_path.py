@@ -203,9 +203,11 @@ SERVED = ("server", "stream", "async")
 
 async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: Letta,
                        aletta: AsyncLetta, http: httpx.Client) -> dict[str, Any]:
-    """The three paths at ``count`` messages in context, ``rounds`` interleaved rounds."""
+    """The paths at ``count`` messages in context, ``rounds`` interleaved rounds; each path
+    its own agent, so that every agent's context grows alike."""
     lib_id = await seeded_agent(db_url, f"library-{count}", count, fake.base_url)
-    server_id = await seeded_agent(db_url, f"server-{count}", count, fake.base_url)
+    served = {path: await seeded_agent(db_url, f"{path}-{count}", count, fake.base_url)
+              for path in SERVED}
     agent = await Agent.aload(lib_id, store=db_url, model=OpenAIModel(
         "gpt-4o-mini", base_url=fake.base_url, api_key="test", context_window=CONTEXT_WINDOW))
     fake.ask("stats")
@@ -216,17 +218,19 @@ async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: 
     chat_url = fake.base_url + "/chat/completions"
 
     def via_server(text: str) -> None:
-        response = letta.agents.messages.create(server_id,
+        response = letta.agents.messages.create(served["server"],
                                                 messages=[{"role": "user", "content": text}])
         assert response.stop_reason.stop_reason == "end_turn", response
 
     def via_stream(text: str) -> None:
         frames = list(letta.agents.messages.create(
-            server_id, messages=[{"role": "user", "content": text}], streaming=True))
+            served["stream"], messages=[{"role": "user", "content": text}], streaming=True))
         stops = [frame for frame in frames if frame.message_type == "stop_reason"]
         assert stops and stops[0].stop_reason == "end_turn", frames
 
-    via_server("hello")  # loads the agent in the server
+    via_server("hello")  # loads the agents in the server
+    via_stream("hello")
+    letta.agents.messages.create(served["async"], messages=[{"role": "user", "content": "hi"}])
     fake.ask("stats")
     times: dict[str, list[float]] = {path: [] for path in PATHS}
     seen: dict[str, int] = {}
@@ -246,7 +250,7 @@ async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: 
                 via_stream(text)
             else:
                 response = await aletta.agents.messages.create(
-                    server_id, messages=[{"role": "user", "content": text}])
+                    served["async"], messages=[{"role": "user", "content": text}])
                 assert response.stop_reason.stop_reason == "end_turn", response
             took = time.perf_counter() - started
             sizes = fake.ask("stats")
