@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sandbox_support import processes_with
 from stateloop.llm.retry import RetryPolicy
 from stateloop.store import open_store
 from stateloop.store.sql import SqlStore
@@ -19,6 +22,19 @@ from stateloop.store.sql import SqlStore
 DIALECTS = ["sqlite", "postgresql"]
 _TEMPLATE = "stateloop_template"  # migrated once; each test's database is a copy
 _numbers = itertools.count()
+
+
+@pytest.fixture
+def leftovers() -> Iterator[list[str]]:
+    """Markers a test hands out; whatever still runs with one at the end is killed."""
+    markers: list[str] = []
+    yield markers
+    for marker in markers:
+        for pid in processes_with(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 @pytest.fixture

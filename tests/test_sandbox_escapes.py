@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from letta_client import Letta
 
 from fake_script import Script
+from sandbox_support import new_marker, processes_with
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from stateloop.tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, run_source
@@ -33,40 +33,10 @@ LIMITS = SandboxLimits(timeout=4.0, memory_mb=256, output_bytes=1_000_000, proce
 SECRET = "sk-escape-" + uuid.uuid4().hex
 
 
-def _marker() -> str:
-    """A `sleep` duration unique to one test: found in a process's command line, it is ours."""
-    return f"60.{uuid.uuid4().int % 10**12:012d}"
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue  # gone meanwhile
-    return found
-
-
-@pytest.fixture
-def leftovers() -> Iterator[list[str]]:
-    """Markers a test hands out; whatever still runs with one at the end is killed."""
-    markers: list[str] = []
-    yield markers
-    for marker in markers:
-        for pid in _processes_with(marker):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-
-
 def _gone(marker: str) -> bool:
     """True once no process carries ``marker`` (bounded: the sandbox's teardown is async)."""
     deadline = time.time() + 10
-    while _processes_with(marker):
+    while processes_with(marker):
         if time.time() > deadline:
             return False
         time.sleep(0.05)
@@ -196,7 +166,7 @@ def shoot() -> str:
 
 
 def test_daemonized_child_dies_with_the_call(leftovers: list[str]) -> None:
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     source = f"""
 def escape() -> str:
@@ -217,7 +187,7 @@ def escape() -> str:
 
 
 def test_fork_bomb_is_bounded(leftovers: list[str]) -> None:
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     source = f"""
 def bomb() -> int:
@@ -254,7 +224,7 @@ def stall() -> str:
 
 
 def test_timed_out_call_leaves_no_process(leftovers: list[str]) -> None:
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     source = _stalling(marker)
     limits = SandboxLimits(timeout=1.5, memory_mb=256)
@@ -265,14 +235,14 @@ def test_timed_out_call_leaves_no_process(leftovers: list[str]) -> None:
 
 
 def test_cancelled_call_leaves_no_process(leftovers: list[str]) -> None:
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     source = _stalling(marker)
 
     async def cancel_once_started() -> None:
         call_ = asyncio.ensure_future(run_source(source, "stall", {}, SandboxLimits(60.0)))
         deadline = time.time() + 20
-        while not _processes_with(marker):
+        while not processes_with(marker):
             assert time.time() < deadline and not call_.done(), "the tool never started"
             await asyncio.sleep(0.05)
         call_.cancel()
@@ -287,7 +257,7 @@ def test_cancelled_call_leaves_no_process(leftovers: list[str]) -> None:
 
 
 def test_server_crash_takes_the_call_with_it(leftovers: list[str], tmp_path: Path) -> None:
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     tool = _stalling(marker)
     server = tmp_path / "server.py"
@@ -298,7 +268,7 @@ def test_server_crash_takes_the_call_with_it(leftovers: list[str], tmp_path: Pat
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
         deadline = time.time() + 20
-        while not _processes_with(marker):
+        while not processes_with(marker):
             assert time.time() < deadline and process.poll() is None, "the tool never started"
             time.sleep(0.05)
     finally:

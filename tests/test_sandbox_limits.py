@@ -7,19 +7,17 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox_support import new_marker, processes_with
 from stateloop.tools import confinement
 from stateloop.tools.bwrap import bwrap_problem, uses_own_uid
 from stateloop.tools.confinement import SANDBOX_UIDS, Lease, lease_directory, memory_bound
@@ -32,26 +30,9 @@ pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason="bubblewrap 
 MB = 1024 * 1024
 
 
-def _marker() -> str:
-    """A `sleep` duration unique to one test: found in a process's command line, it is ours."""
-    return f"60.{uuid.uuid4().int % 10**12:012d}"
-
-
-def _processes_with(marker: str) -> list[Path]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(entry)
-            except OSError:
-                continue  # gone meanwhile
-    return found
-
-
-def _uid(process: Path) -> int | None:
+def _uid(pid: int) -> int | None:
     try:
-        for line in (process / "status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("Uid:"):
                 return int(line.split()[1])
     except OSError:
@@ -59,28 +40,15 @@ def _uid(process: Path) -> int | None:
     return None
 
 
-def _pss(process: Path) -> int:
-    """Bytes of anonymous memory ``process`` holds (shared pages divided among sharers)."""
+def _pss(pid: int) -> int:
+    """Bytes of anonymous memory ``pid`` holds (shared pages divided among sharers)."""
     try:
-        for line in (process / "smaps_rollup").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss_Anon:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass  # gone meanwhile
     return 0
-
-
-@pytest.fixture
-def leftovers() -> Iterator[list[str]]:
-    """Markers a test hands out; whatever still runs with one at the end is killed."""
-    markers: list[str] = []
-    yield markers
-    for marker in markers:
-        for process in _processes_with(marker):
-            try:
-                os.kill(int(process.name), signal.SIGKILL)
-            except OSError:
-                pass
 
 
 # -- uids ------------------------------------------------------------------------------------
@@ -127,7 +95,7 @@ def test_two_processes_never_share_a_uid_nor_a_process_limit(leftovers: list[str
                                                             tmp_path: Path) -> None:
     """Process A's three tools hold all the processes their uids may have; process B's
     tools, started meanwhile, run as other uids and start their processes."""
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     script = tmp_path / "holder.py"
     script.write_text(HOLDING_SERVER)
@@ -135,8 +103,8 @@ def test_two_processes_never_share_a_uid_nor_a_process_limit(leftovers: list[str
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
         deadline = time.time() + 60
-        while len(held := {_uid(p) for p in _processes_with(marker)} - {None, 0}) < 3 or len(
-                _processes_with(marker)) < 3 * 12:
+        while len(held := {_uid(p) for p in processes_with(marker)} - {None, 0}) < 3 or len(
+                processes_with(marker)) < 3 * 12:
             assert time.time() < deadline and holder.poll() is None, "A never held its uids"
             time.sleep(0.1)
         assert held <= set(SANDBOX_UIDS)
@@ -222,7 +190,7 @@ class _Peak:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            held = sum(_pss(process) for process in _processes_with(self.marker))
+            held = sum(_pss(process) for process in processes_with(self.marker))
             self.bytes = max(self.bytes, held)
             self._stop.wait(0.02)
 
@@ -232,7 +200,7 @@ class _Peak:
 def test_a_calls_processes_together_stay_within_its_bound(leftovers: list[str]) -> None:
     """Six children of 150 MB each (900 MB) against a 256 MB bound: the kernel stops them at
     the bound, the call fails saying so, and the worker serves the next call."""
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     limits = SandboxLimits(timeout=30, memory_mb=256, processes=16, call_memory_mb=256)
     assert memory_bound(256, 256, 16, own_uid=uses_own_uid(None)).megabytes == 256
@@ -274,7 +242,7 @@ def test_without_a_cgroup_the_process_limit_bounds_a_call(leftovers: list[str],
     assert "4 processes x 128 MB" in bound.describe()
     default = memory_bound(512, 1024, 64, own_uid=uses_own_uid(None))
     assert (default.processes, default.memory_mb, default.megabytes) == (4, 256, 1024)
-    marker = _marker()
+    marker = new_marker()
     leftovers.append(marker)
     limits = SandboxLimits(timeout=30, memory_mb=128, processes=64, call_memory_mb=512)
     with _Peak(marker) as peak:
