@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateloopError
-from ..tools.bwrap import bwrap_command, uses_own_uid
+from ..tools.bwrap import bwrap_command, home_env, uses_own_uid
 from ..tools.confinement import Lease
 
 if TYPE_CHECKING:
@@ -144,8 +144,7 @@ class _Session:
         if isolation.bwrap is None:  # unisolated, as explicitly allowed: still no server env
             self._home = tempfile.TemporaryDirectory(prefix="stateloop-mcp-")
             home = self._home.name
-            return argv, {"HOME": home, "TMPDIR": home, "PATH": "/usr/local/bin:/usr/bin:/bin",
-                          **env}, home
+            return argv, {**home_env(home), **env}, home
         bwrap = shutil.which(isolation.bwrap) or isolation.bwrap
         # An allowed command given by its path is readable in the sandbox, wherever it is.
         binds = [server.command] if os.path.isabs(server.command) else []

@@ -79,6 +79,12 @@ def _root_links() -> list[str]:
     return args
 
 
+def home_env(home: str) -> dict[str, str]:
+    """The variables a sandboxed (or explicitly unisolated) process starts with: ``home``
+    as its home and temporary directory, and the system's programs on its path."""
+    return {"HOME": home, "TMPDIR": home, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
 def uses_own_uid(own_uid: bool | None) -> bool:
     """Whether workers get uids of their own: ``own_uid``, by default when running as root."""
     return os.geteuid() == 0 if own_uid is None else own_uid
@@ -108,8 +114,7 @@ def bwrap_command(bwrap: str, argv: list[str], *, env: Mapping[str, str],
     for path in mounts:
         command += ["--ro-bind", path, path]
     command += ["--chdir", SANDBOX_TMP]
-    base = {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8"}
+    base = {**home_env(SANDBOX_TMP), "LANG": "C.UTF-8"}
     for name, value in {**base, **env}.items():
         command += ["--setenv", name, value]
     return [*command, "--", *_drop_root(uid), *argv]

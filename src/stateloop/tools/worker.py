@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bwrap import bwrap_command, uses_own_uid
+from .bwrap import bwrap_command, home_env, uses_own_uid
 from .confinement import Lease, memory_bound
 
 _CHUNK = 64 * 1024
@@ -132,8 +132,7 @@ class Worker:
             home = tempfile.TemporaryDirectory(prefix="stateloop-tool-")
             command = sandboxed = argv
             cwd = home.name
-            env = {"HOME": cwd, "TMPDIR": cwd, "PATH": "/usr/local/bin:/usr/bin:/bin",
-                   **isolation.env}
+            env = {**home_env(cwd), **isolation.env}
         command_line = b"".join(os.fsencode(part) + b"\0" for part in sandboxed)
         spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *command, stdin=worker_end.fileno(), stdout=asyncio.subprocess.DEVNULL,
@@ -314,12 +313,6 @@ class Worker:
                 raise _OutputLimitExceeded(name, limit)
             chunks.append(chunk)
         return b"".join(chunks)
-
-    async def _status(self) -> tuple[int, bool]:
-        self._child = (await self._receive())["pid"]
-        done = await self._receive()
-        self._child = None
-        return int(done["status"]), bool(done["clean"])
 
     async def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         body = json.dumps(message).encode()
