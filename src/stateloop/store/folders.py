@@ -181,11 +181,7 @@ class FoldersMixin:
             _folder(conn, file.folder_id)
             values = {k: getattr(file, k) for k in _FILE}
             conn.execute(insert(fi).values(content=file.content, **values))
-            if chunks:
-                conn.execute(insert(fp), [_chunk_values(c) for c in chunks])
-            for row in views:
-                conn.execute(insert(fg).values({k: getattr(row, k) for k in _AGENT_FILE}))
-            _save_rows(conn, closed)
+            _store_contents(conn, chunks, views, closed)
             return file
 
         return await self._runner.write(txn, offload=len(chunks) > 256)
@@ -214,11 +210,7 @@ class FoldersMixin:
                                 .values(content=file.content, **values))
             if not done.rowcount:
                 return False
-            if chunks:
-                conn.execute(insert(fp), [_chunk_values(c) for c in chunks])
-            for row in views:
-                conn.execute(insert(fg).values({k: getattr(row, k) for k in _AGENT_FILE}))
-            _save_rows(conn, closed)
+            _store_contents(conn, chunks, views, closed)
             return True
 
         return await self._runner.write(txn, offload=len(chunks) > 256)
@@ -370,6 +362,16 @@ class FoldersMixin:
             _save_rows(conn, changed)
 
         await self._runner.write(txn)
+
+
+def _store_contents(conn: Connection, chunks: Sequence[ChunkRecord],
+                    views: Sequence[AgentFileRecord], closed: Sequence[AgentFileRecord]) -> None:
+    """A processed file's chunks, the agents' new views of it and the files closed for it."""
+    if chunks:
+        conn.execute(insert(fp), [_chunk_values(c) for c in chunks])
+    for row in views:
+        conn.execute(insert(fg).values({k: getattr(row, k) for k in _AGENT_FILE}))
+    _save_rows(conn, closed)
 
 
 def _save_rows(conn: Connection, changed: Sequence[AgentFileRecord]) -> None:
