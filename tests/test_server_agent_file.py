@@ -10,7 +10,15 @@ import httpx
 import pytest
 from letta_client import Letta
 
-from af_support import BAD_NUMBERS, FIXTURES, bad_cases, file_with, minimal_file, normalised
+from af_support import (
+    BAD_NUMBERS,
+    FIXTURES,
+    SHOUT,
+    bad_cases,
+    file_with,
+    minimal_file,
+    normalised,
+)
 from fake_script import Script
 from stateloop.testing import call, reply
 from test_server_support import Server
@@ -108,6 +116,20 @@ def test_a_value_the_json_routes_refuse_is_refused_naming_its_field_and_stores_n
     assert response.json()["detail"].startswith(f"{field}: "), response.text
     assert _stored(client) == before  # no agent, block or tool left behind
     assert httpx.get(f"{server.url}/v1/agents").status_code == 200
+
+
+def test_a_tool_source_over_the_limit_is_refused_naming_it_and_stores_nothing(
+        client: Letta, server: Server) -> None:
+    """As ``POST /v1/tools`` refuses it: a source of over 1,000,000 bytes is never parsed."""
+    padding = "# " + "x" * 1_100_000 + "\n"
+    body = file_with(("tools", 0, "source_code"), json.dumps(padding + SHOUT["source_code"]))
+    before = _stored(client)
+    response = httpx.post(f"{server.url}/v1/agents/import",
+                          headers={"X-Requested-With": "test"},
+                          files={"file": ("agent.af", body)})
+    assert response.status_code == 400, response.text
+    assert "more than the 1000000" in response.json()["detail"], response.text
+    assert _stored(client) == before
 
 
 def test_the_same_file_with_fine_values_imports_with_its_tool(client: Letta,

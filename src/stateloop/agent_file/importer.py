@@ -5,6 +5,7 @@ stateloop's built-in and Python tools are never replaced."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,9 @@ async def import_agents(source: Source, *, store: str | SqlStore,
                         options: ImportOptions | None = None) -> ImportResult:
     """Import every agent of an Agent File (a path, bytes or a dict) into ``store``; an
     ``AgentFileError`` (nothing stored) when the file cannot be imported whole."""
-    plan = plan_import(read_agent_file(source), options or ImportOptions())
+    # Reading and planning parse the file and compile its tools' sources: off the event loop.
+    plan = await asyncio.to_thread(
+        lambda: plan_import(read_agent_file(source), options or ImportOptions()))
     db = await get_store(store)
     notes = await write_plan(db, plan, override_existing_tools=(
         options.override_existing_tools if options else True))

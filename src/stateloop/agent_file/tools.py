@@ -18,6 +18,7 @@ from ..tools.sandbox import check_source, describe_source
 from .reading import AgentFileError
 
 RETURN_CHAR_LIMIT = 50_000  # Letta's default
+MAX_SOURCE_BYTES = 1_000_000  # of one tool's source, as the server's default allows
 _CORE = {"send_message", "conversation_search", "archival_memory_insert",
          "archival_memory_search"}
 
@@ -70,7 +71,14 @@ def read_tools(entries: list[dict[str, Any]], *, skip_bad_tools: bool) -> FileTo
 
 
 def _record(entry: dict[str, Any], name: str, source: str) -> ToolRecord:
-    check_source(source, name)  # compiles, and defines the function the schema names
+    size = len(source.encode())
+    if size > MAX_SOURCE_BYTES:  # as the REST routes refuse it (STATELOOP_TOOL_SOURCE_BYTES)
+        raise ToolDefinitionError(f"source_code is {size} bytes, more than the "
+                                  f"{MAX_SOURCE_BYTES} a tool's source may have")
+    try:
+        check_source(source, name)  # compiles, and defines the function the schema names
+    except (RecursionError, MemoryError):
+        raise ToolDefinitionError("source_code nests too deeply to compile") from None
     schema = entry.get("json_schema")
     if not isinstance(schema, dict) or not isinstance(schema.get("parameters", {}), dict):
         schema = describe_source(source, name, entry.get("args_json_schema"))
