@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable
 
 from stateloop.llm.base import ModelRequest
@@ -31,3 +32,26 @@ class Script:
             self.requests.append(request)
             item = self.items.popleft() if self.items else reply("(script exhausted)")
         return item(request) if callable(item) else item
+
+
+def slow(seconds: float, item: ScriptItem) -> Step:
+    """An item the fake model takes ``seconds`` to answer: for tests of what time itself does
+    (keep-alive pings). A test that needs a run to be in flight holds it with `held`."""
+
+    def answer(request: ModelRequest) -> ScriptItem:
+        time.sleep(seconds)
+        return item
+
+    return answer
+
+
+def held(gate: threading.Event, item: ScriptItem, limit: float = 60.0) -> Step:
+    """An item the fake model answers only once the test sets ``gate`` (or after ``limit``
+    seconds), so a run stays in flight for as long as the test needs, however slow the
+    machine. The test sets the gate when done, in a ``finally`` where it may fail first."""
+
+    def answer(request: ModelRequest) -> ScriptItem:
+        gate.wait(limit)
+        return item
+
+    return answer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -10,9 +11,9 @@ import letta_client
 import pytest
 from letta_client import Letta
 
-from stateloop.llm.base import ModelRequest
+from fake_script import held, slow
 from stateloop.testing.fake_openai import FakeOpenAI
-from stateloop.testing.scripted import ScriptItem, call, reply
+from stateloop.testing.scripted import call, reply
 from test_server_support import Script, Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -31,16 +32,6 @@ def shout(text: str) -> str:
 @pytest.fixture(scope="module")
 def shout_tool(server: Server) -> Any:
     return Letta(base_url=server.url, api_key="x").tools.create(source_code=SHOUT)
-
-
-def slow(seconds: float, item: ScriptItem) -> Any:
-    """A script item the fake model takes ``seconds`` to answer."""
-
-    def answer(request: ModelRequest) -> ScriptItem:
-        time.sleep(seconds)
-        return item
-
-    return answer
 
 
 def kinds(messages: list[Any]) -> list[str]:
@@ -201,16 +192,17 @@ def test_newest_page_reads_oldest_first_and_cursors_point_in_time(client: Letta,
 
 def test_async_run_then_cancel(client: Letta, script: Script) -> None:
     agent = new_agent(client)
-    script.set(slow(3, reply("too late")))
-    run = client.agents.messages.create_async(agent.id, input="take your time")
-    assert run.status == "running" and run.agent_id == agent.id
-    time.sleep(0.3)
-    started = time.time()
-    cancelled = client.agents.messages.cancel(agent.id, run_ids=[run.id])
-    assert run.id in cancelled
-    while client.runs.retrieve(run.id).status == "running":
-        assert time.time() - started < 2.5, "cancel did not stop the run"
-        time.sleep(0.05)
+    never = threading.Event()  # the model answers only after the run is cancelled
+    script.set(held(never, reply("too late")))
+    try:
+        run = client.agents.messages.create_async(agent.id, input="take your time")
+        assert run.status == "running" and run.agent_id == agent.id
+        cancelled = client.agents.messages.cancel(agent.id, run_ids=[run.id])
+        assert run.id in cancelled
+        while client.runs.retrieve(run.id).status == "running":
+            time.sleep(0.05)
+    finally:
+        never.set()
     final = client.runs.retrieve(run.id)
     assert (final.status, final.stop_reason) == ("cancelled", "cancelled")
     assert run.id in [r.id for r in client.runs.list(agent_id=agent.id)]
@@ -265,12 +257,16 @@ def test_context_overview(client: Letta, server: Server, script: Script) -> None
 def test_steer_a_run_in_flight(client: Letta, script: Script, server: Server,
                                shout_tool: Any) -> None:
     agent = new_agent(client, tools=["shout"])
-    script.set(slow(0.8, call("shout", text="a")), reply("Steered."))
-    run = client.agents.messages.create_async(agent.id, input="start")
-    time.sleep(0.2)
-    steered = httpx.post(f"{server.url}/v1/agents/{agent.id}/messages/steer",
-                         json={"content": "Actually, stop after this."})
-    assert steered.status_code == 202 and steered.json()["run_id"] == run.id
+    first_step = threading.Event()  # the first step waits until the steer is in
+    script.set(held(first_step, call("shout", text="a")), reply("Steered."))
+    try:
+        run = client.agents.messages.create_async(agent.id, input="start")
+        steered = httpx.post(f"{server.url}/v1/agents/{agent.id}/messages/steer",
+                             json={"content": "Actually, stop after this."})
+    finally:
+        first_step.set()
+    assert steered.status_code == 202
+    assert steered.json() == {"status": "delivered", "run_id": run.id}
     while client.runs.retrieve(run.id).status == "running":
         time.sleep(0.05)
     assert script.requests[-1].messages[-1].text == "Actually, stop after this."
@@ -281,10 +277,14 @@ def test_busy_mode_rejects_a_second_run_with_409(fake: FakeOpenAI, script: Scrip
     with Server(settings_for(fake, tmp_path / "busy.db", busy="reject")) as busy:
         client = Letta(base_url=busy.url, api_key="x", max_retries=0)
         agent = new_agent(client)
-        script.set(slow(1, reply("first")))
-        run = client.agents.messages.create_async(agent.id, input="one")
-        with pytest.raises(letta_client.ConflictError, match="already running"):
-            client.agents.messages.create(agent.id, input="two")
+        first = threading.Event()
+        script.set(held(first, reply("first")))
+        try:
+            run = client.agents.messages.create_async(agent.id, input="one")
+            with pytest.raises(letta_client.ConflictError, match="already running"):
+                client.agents.messages.create(agent.id, input="two")
+        finally:
+            first.set()
         while client.runs.retrieve(run.id).status == "running":
             time.sleep(0.05)
 

@@ -4,6 +4,7 @@ HTTP otherwise; every answer is checked against Letta's document."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -12,10 +13,9 @@ import letta_client
 import pytest
 from letta_client import Letta
 
-from fake_script import Script
+from fake_script import Script, held
 from letta_spec import assert_letta_shape
-from stateloop.llm.base import ModelRequest
-from stateloop.testing.scripted import ScriptItem, call, reply
+from stateloop.testing.scripted import call, reply
 from test_server_support import Server, new_agent
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -141,26 +141,23 @@ def test_run_metrics_count_steps_and_name_the_tools_used(
     assert httpx.get(f"{server.url}/v1/runs/run-nope/metrics").status_code == 404
 
 
-def _slow(seconds: float, item: ScriptItem) -> Any:
-    def answer(request: ModelRequest) -> ScriptItem:
-        time.sleep(seconds)
-        return item
-
-    return answer
-
-
 def test_active_runs_and_deleting_a_finished_run(server: Server, client: Letta,
                                                  script: Script) -> None:
     agent = new_agent(client)
-    script.set(_slow(1.0, reply("Late.")))
-    run = client.agents.messages.create_async(agent.id, input="take your time")
-    active = _json(httpx.get(f"{server.url}/v1/runs/active", params={"agent_id": agent.id}))
-    assert [r["id"] for r in active] == [run.id]
-    assert_letta_shape("/v1/runs/active", "get", active)
-    assert _json(httpx.get(f"{server.url}/v1/runs/active",
-                           params={"agent_id": agent.id, "background": "true"})) == []
-    refused = httpx.delete(f"{server.url}/v1/runs/{run.id}")
-    assert refused.status_code == 409 and "cancel" in refused.json()["detail"]
+    answer = threading.Event()
+    script.set(held(answer, reply("Late.")))
+    try:
+        run = client.agents.messages.create_async(agent.id, input="take your time")
+        active = _json(httpx.get(f"{server.url}/v1/runs/active",
+                                 params={"agent_id": agent.id}))
+        assert [r["id"] for r in active] == [run.id]
+        assert_letta_shape("/v1/runs/active", "get", active)
+        assert _json(httpx.get(f"{server.url}/v1/runs/active",
+                               params={"agent_id": agent.id, "background": "true"})) == []
+        refused = httpx.delete(f"{server.url}/v1/runs/{run.id}")
+        assert refused.status_code == 409 and "cancel" in refused.json()["detail"]
+    finally:
+        answer.set()
     while client.runs.retrieve(run.id).status == "running":
         time.sleep(0.05)
     assert _json(httpx.get(f"{server.url}/v1/runs/active",

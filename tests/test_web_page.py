@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 from playwright.sync_api import expect
 
-from fake_script import Script
+from fake_script import Script, held
 from stateloop.testing.scripted import call, error, reply
 from test_server_support import Server
-from test_web_support import screenshot, slow
+from test_web_support import screenshot
 
 pytest_plugins = ["test_web_support"]  # its fixtures: fake, server, browser, page, script
 
@@ -36,6 +37,12 @@ def open_agent(page: Any, agent: dict[str, Any], tab: str = "Chat") -> None:
 
 
 def send(page: Any, text: str) -> None:
+    """Send a new message once the last run has ended (Enter while a run goes steers it)."""
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
+    type_and_enter(page, text)
+
+
+def type_and_enter(page: Any, text: str) -> None:
     page.get_by_label("Message", exact=True).fill(text)
     page.get_by_label("Message", exact=True).press("Enter")
 
@@ -179,12 +186,17 @@ def test_context_bar_follows_each_step_and_shows_the_messages(page: Any, script:
     open_agent(page, agent)
     expect(page.locator("#bar .bar-caption")).to_be_visible()
     before = caption(page)
-    script.set(call("shout", text="x" * 400), slow(1.5, reply("done")))
-    send(page, "Shout a lot")
-    expect(page.get_by_role("article", name="Tool call: shout")).to_contain_text("Result")
-    # the bar moves after the first step, while the second is still running
-    expect(page.locator("#bar .bar-caption")).not_to_have_text(f"{before:,} / 128,000 tokens")
-    expect(page.get_by_role("button", name="Cancel run")).to_be_enabled()
+    second_step = threading.Event()
+    script.set(call("shout", text="x" * 400), held(second_step, reply("done")))
+    try:
+        send(page, "Shout a lot")
+        expect(page.get_by_role("article", name="Tool call: shout")).to_contain_text("Result")
+        # the bar moves after the first step, while the second is still running
+        expect(page.locator("#bar .bar-caption")).not_to_have_text(
+            f"{before:,} / 128,000 tokens")
+        expect(page.get_by_role("button", name="Cancel run")).to_be_enabled()
+    finally:
+        second_step.set()
     expect(page.get_by_role("article", name="Assistant")).to_contain_text("done")
 
     page.get_by_role("tab", name="Context").click()
@@ -208,19 +220,24 @@ def test_cancel_a_slow_run_and_see_it_in_runs(page: Any, script: Script,
                                               server: Server) -> None:
     agent = new_agent(server, "slowpoke")
     open_agent(page, agent)
-    script.set(slow(4, reply("too late")))
-    send(page, "Take your time")
-    cancel = page.get_by_role("button", name="Cancel run")
-    expect(cancel).to_be_enabled()
-    # another view and back: the run in flight is still there, and still cancellable
-    page.keyboard.press("Alt+2")
-    expect(page.get_by_role("heading", name="Core memory")).to_be_visible()
-    page.keyboard.press("Alt+1")
-    expect(page.get_by_role("article", name="You")).to_have_text(re.compile("Take your time"))
-    expect(cancel).to_be_enabled()
-    page.get_by_label("Message", exact=True).press("Escape")
-    expect(page.get_by_text(re.compile("stopped: cancelled"))).to_be_visible(timeout=3000)
-    expect(cancel).to_be_disabled()
+    never = threading.Event()  # the model answers only after the run is cancelled
+    script.set(held(never, reply("too late")))
+    try:
+        send(page, "Take your time")
+        cancel = page.get_by_role("button", name="Cancel run")
+        expect(cancel).to_be_enabled()
+        # another view and back: the run in flight is still there, and still cancellable
+        page.keyboard.press("Alt+2")
+        expect(page.get_by_role("heading", name="Core memory")).to_be_visible()
+        page.keyboard.press("Alt+1")
+        expect(page.get_by_role("article", name="You")).to_have_text(
+            re.compile("Take your time"))
+        expect(cancel).to_be_enabled()
+        page.get_by_label("Message", exact=True).press("Escape")
+        expect(page.get_by_text(re.compile("stopped: cancelled"))).to_be_visible()
+        expect(cancel).to_be_disabled()
+    finally:
+        never.set()
     screenshot(page, "cancelled")
 
     page.get_by_role("tab", name="Runs").click()
@@ -231,11 +248,15 @@ def test_cancel_a_slow_run_and_see_it_in_runs(page: Any, script: Script,
 def test_steer_a_run_in_flight(page: Any, script: Script, server: Server) -> None:
     agent = new_agent(server, "steerable", tools=["shout"])
     open_agent(page, agent)
-    script.set(slow(1.2, call("shout", text="a")), reply("Steered."))
-    send(page, "Shout a")
-    expect(page.get_by_role("button", name="Steer", exact=True)).to_be_enabled()
-    send(page, "also say bye")  # Enter steers while the run goes
-    expect(page.get_by_text("Steered (delivered): also say bye")).to_be_visible()
+    first_step = threading.Event()  # the first step waits until the steer is in
+    script.set(held(first_step, call("shout", text="a")), reply("Steered."))
+    try:
+        send(page, "Shout a")
+        expect(page.get_by_role("button", name="Steer", exact=True)).to_be_enabled()
+        type_and_enter(page, "also say bye")  # Enter steers while the run goes
+        expect(page.get_by_text("Steered (delivered): also say bye")).to_be_visible()
+    finally:
+        first_step.set()
     expect(page.get_by_role("article", name="Assistant")).to_contain_text("Steered.")
     assert "also say bye" in script.requests[-1].messages[-1].text
 

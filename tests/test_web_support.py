@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,7 @@ from typing import Any
 import pytest
 
 from fake_script import Script
-from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
-from stateloop.testing.scripted import ScriptItem
 from stateloop.tools import tool
 from test_server_support import Server, settings_for
 
@@ -34,16 +31,6 @@ def shout(text: str) -> str:
         text: What to repeat.
     """
     return text.upper()
-
-
-def slow(seconds: float, item: ScriptItem) -> Any:
-    """A script item the fake model takes ``seconds`` to answer."""
-
-    def answer(request: ModelRequest) -> ScriptItem:
-        time.sleep(seconds)
-        return item
-
-    return answer
 
 
 @pytest.fixture(scope="module")
