@@ -15,7 +15,7 @@ import pytest
 
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, Script, console_script, free_port, serving
+from test_cli_support import STARTUP, Cli, Script, console_script, free_port, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
 
@@ -72,11 +72,11 @@ def run_up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
     process = subprocess.Popen([*console_script(), "up", *args], env=cli.environment(env),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STARTUP
         agents = None
         while agents is None:
             try:
-                agents = httpx.get(f"http://127.0.0.1:{port}/v1/agents/", timeout=1).json()
+                agents = httpx.get(f"http://127.0.0.1:{port}/v1/agents/", timeout=5).json()
             except httpx.HTTPError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     process.kill()  # else reading its output waits for it forever

@@ -96,6 +96,9 @@ def free_port() -> int:
         return port
 
 
+STARTUP = 90  # seconds a starting server may take: imports alone take 20 s on a loaded machine
+
+
 @contextmanager
 def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> Iterator[str]:
     """``stateloop serve ARGS`` running; yields its URL on loopback."""
@@ -105,10 +108,10 @@ def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> I
                                stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STARTUP
         while True:
             try:
-                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/v1/health", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

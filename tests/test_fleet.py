@@ -118,12 +118,12 @@ class Server:
                 [*console_script(), "serve", "--port", str(self.port)], env=self.env,
                 stdout=out, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None and self.process.poll() is None, self.log.read_text()
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/v1/health", timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

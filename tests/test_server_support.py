@@ -38,7 +38,7 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        deadline = time.time() + 15
+        deadline = time.time() + 90  # a loaded machine starts slowly
         while not self.server.started:
             if time.time() > deadline or not self.thread.is_alive():
                 raise RuntimeError("the server did not start")

@@ -31,7 +31,7 @@ def guarded(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def test_the_page_is_open_and_the_api_is_not(guarded: Server) -> None:
-    page = httpx.get(guarded.url + "/")
+    page = httpx.get(guarded.url + "/", timeout=30)  # the first request of a new server
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'src="/ui/app.js"' in page.text
     script = httpx.get(guarded.url + "/ui/app.js")
