@@ -26,7 +26,8 @@ def human() -> Block:
     return Block("human", "Name: Ada\nPet: cat")
 
 
-async def answers(blocks: list[Block], *calls_: object, **options: object) -> list[tuple[str, bool]]:
+async def answers(blocks: list[Block], *calls_: object,
+                  **options: object) -> list[tuple[str, bool]]:
     """Run an agent that makes ``calls_`` in turn; the tool answers as (text, is_error)."""
     model = ScriptedModel([*calls_, reply("done")])
     options.setdefault("tools", TOOLS)
