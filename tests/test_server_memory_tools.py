@@ -11,6 +11,7 @@ from typing import Any
 from letta_client import Letta
 
 from fake_script import Script
+from shared_fixtures import LETTA_AF
 from stateloop.testing import call, reply
 from test_server_support import new_agent
 
@@ -164,3 +165,30 @@ def test_the_voice_tools_file_search_and_rewrite_memory(client: Letta, script: S
     assert [r["content"] for r in found["archival_search_results"]] == [passage.text]
     assert found["convo_keyword_search_results"] == {
         "Lyon": ["my order id is 4417\nplease ship it to Lyon"]}
+
+
+def test_an_agent_file_with_these_tools_imports_with_them_attached(client: Letta,
+                                                                   script: Script) -> None:
+    exported = json.loads(json.loads((LETTA_AF / "memgpt_agent.af").read_text()))
+    kinds = {"memory": "letta_memory_core", "memory_apply_patch": "letta_memory_core",
+             "store_memories": "letta_voice_sleeptime_core",
+             "search_memory": "letta_voice_sleeptime_core"}
+    template = exported["tools"][0]
+    exported["tools"] = [
+        {**template, "id": f"tool-{n}", "name": name, "tool_type": kind, "tags": [kind],
+         "source_code": f"def {name}(**kwargs):\n    raise NotImplementedError\n",
+         "json_schema": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+        for n, (name, kind) in enumerate(kinds.items())]
+    exported["agents"][0]["tool_ids"] = [tool["id"] for tool in exported["tools"]]
+    exported["agents"][0]["tool_rules"] = []
+    [agent_id] = client.agents.import_file(
+        file=("agent.af", json.dumps(exported).encode())).agent_ids  # type: ignore[arg-type]
+    agent = client.agents.retrieve(agent_id)
+    assert sorted(t.name for t in agent.tools) == sorted(kinds)
+    assert {t.name: t.tool_type for t in agent.tools} == kinds
+    script.set(call("memory", command="create", path="/memories/imported",
+                    description="Made after import.", file_text="It works."),
+               call("memory_apply_patch", label="imported", patch="-It works.\n+It still works."),
+               reply("done"))
+    assert [r.status for r in send(client, agent_id)] == ["success", "success"]
+    assert client.agents.blocks.retrieve("imported", agent_id=agent_id).value == "It still works."
