@@ -98,6 +98,7 @@ async def test_create_delete_rename_and_describe_change_which_blocks_the_agent_h
         call("memory", command="rename", path="/memories/code",
              description="How the user writes code."),
         call("memory", command="delete", path="/memories/empty"),
+        call("memory", command="rename", old_path="/memories/code", new_path="code"),
         reply("done")])
     agent = Agent(model=model, system="sys", blocks=[human()], tools=TOOLS)
     result = await agent.run("go")
@@ -112,7 +113,9 @@ async def test_create_delete_rename_and_describe_change_which_blocks_the_agent_h
         "Successfully updated description of memory block 'code'. Your system prompt has been "
         "recompiled with the updated description and is now active in your context.",
         "Successfully deleted memory block 'empty'. Your system prompt has been recompiled "
-        "without this memory block and is now active in your context."]
+        "without this memory block and is now active in your context.",
+        "Successfully renamed memory block 'code' to 'code'. Your system prompt has been "
+        "recompiled with the renamed memory block and is now active in your context."]
     assert [(b.label, b.value, b.description) for b in agent.blocks] == [
         ("human", "Name: Ada\nPet: cat", None),
         ("code", "Type hints everywhere.", "How the user writes code.")]

@@ -57,6 +57,8 @@ async def drop_block(agent: Any, block: Block) -> None:
 async def relabel(agent: Any, block: Block, label: str) -> None:
     """Give the block a new label (for every agent that shares it)."""
     _own(agent, block)
+    if label == block.label:
+        return
     _free(agent, label)
     Block(label)  # checks the label
     if agent.store is not None:
