@@ -47,7 +47,7 @@ async def conversation_search(ctx: ToolContext, query: str, roles: list[Role] | 
 
 
 def search_in_memory(messages: list[Message], query: str, roles: list[Role] | None,
-                      limit: int) -> list[Message]:
+                     limit: int) -> list[Message]:
     """For an agent without a store: every message is still in memory; rank by shared words."""
     wanted = set(roles or ("user", "assistant"))
     words = {w for w in query.lower().split() if w}
