@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import ToolDefinitionError
 from ..store.records import ToolRecord
 from ..tools import Tool
-from ..tools.builtin import builtin_names
+from ..tools.builtin import VOICE_TOOL_NAMES, builtin_names
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.sandbox import check_source, describe_source
 from .reading import AgentFileError
@@ -103,6 +103,8 @@ def tool_type(name: str) -> str:
         return "letta_core"
     if name in MULTI_AGENT_TOOL_NAMES:
         return "letta_multi_agent_core"
+    if name in VOICE_TOOL_NAMES:
+        return "letta_voice_sleeptime_core"
     return "letta_memory_core"
 
 

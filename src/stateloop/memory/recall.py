@@ -43,11 +43,11 @@ async def conversation_search(ctx: ToolContext, query: str, roles: list[Role] | 
             end_date=end_date, include_tool=roles is not None and "tool" in roles,
             thread=agent.conversation_id)
         return _format([hit.message for hit in hits])
-    return _format(_search_in_memory(agent.recall_messages(), query, roles, limit))
+    return _format(search_in_memory(agent.recall_messages(), query, roles, limit))
 
 
-def _search_in_memory(messages: list[Message], query: str, roles: list[Role] | None,
-                      limit: int) -> list[Message]:
+def search_in_memory(messages: list[Message], query: str, roles: list[Role] | None,
+                     limit: int) -> list[Message]:
     """For an agent without a store: every message is still in memory; rank by shared words."""
     wanted = set(roles or ("user", "assistant"))
     words = {w for w in query.lower().split() if w}

@@ -17,7 +17,7 @@ from ..mcp import close_all as close_mcp_sessions
 from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
-from ..tools.builtin import builtin_names, builtin_tool
+from ..tools.builtin import VOICE_TOOL_NAMES, builtin_names, builtin_tool
 from ..tools.bwrap import bwrap_mode
 from ..tools.confinement import memory_bound
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
@@ -48,6 +48,7 @@ RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
 _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
                   "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core",
                   **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core"),
+                  **dict.fromkeys(VOICE_TOOL_NAMES, "letta_voice_sleeptime_core"),
                   **dict.fromkeys(("open_files", "grep_files", "semantic_search_files"),
                                   "letta_files_core")}
 

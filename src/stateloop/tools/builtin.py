@@ -24,14 +24,20 @@ def _functions() -> dict[str, Callable[..., Any]]:
     from ..files.tools import FILE_TOOLS
     from ..memory.editing import MEMORY_TOOLS
     from ..memory.recall import RECALL_TOOLS
+    from ..memory.tool_memory import PATH_MEMORY_TOOLS
+    from ..memory.voice import VOICE_TOOLS
     from .multi_agent import MULTI_AGENT_TOOLS
 
     return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS,
-                                    *MULTI_AGENT_TOOLS, *FILE_TOOLS)}
+                                    *MULTI_AGENT_TOOLS, *FILE_TOOLS, *PATH_MEMORY_TOOLS,
+                                    *VOICE_TOOLS)}
 
 
 MEMORY_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",
-                    "core_memory_replace"})
+                    "core_memory_replace", "memory", "memory_apply_patch", "rethink_user_memory"})
+# Letta's voice tools (tool_type letta_voice_sleeptime_core): stateloop.memory.voice.
+VOICE_TOOL_NAMES = ("search_memory", "store_memories", "rethink_user_memory",
+                    "finish_rethinking_memory")
 
 
 def builtin_names() -> list[str]:
