@@ -15,7 +15,7 @@ import httpx2
 from fastapi import HTTPException
 
 from ..mcp import MCPConnectionError, MCPTools
-from ..mcp.addresses import DEFAULT_PORTS, RefusedAddress, public_address
+from ..addresses import DEFAULT_PORTS, RefusedAddress, public_address
 from ..mcp.tools import call_tool
 from ..store.errors import DuplicateError
 from ..store.mcp_servers import MCPServerRecord

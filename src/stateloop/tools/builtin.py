@@ -24,10 +24,11 @@ def _functions() -> dict[str, Callable[..., Any]]:
     from ..files.tools import FILE_TOOLS
     from ..memory.editing import MEMORY_TOOLS
     from ..memory.recall import RECALL_TOOLS
+    from .letta_builtins import LETTA_BUILTIN_TOOLS
     from .multi_agent import MULTI_AGENT_TOOLS
 
     return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS,
-                                    *MULTI_AGENT_TOOLS, *FILE_TOOLS)}
+                                    *MULTI_AGENT_TOOLS, *FILE_TOOLS, *LETTA_BUILTIN_TOOLS)}
 
 
 MEMORY_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",
