@@ -19,7 +19,9 @@ from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool
 from ..tools.bwrap import bwrap_mode
+from ..tools.code import server_code_tool
 from ..tools.confinement import memory_bound
+from ..tools.letta_builtins import LETTA_BUILTIN_NAMES
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
 from ..tools.sandbox import (
@@ -49,7 +51,8 @@ _BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_co
                   "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core",
                   **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core"),
                   **dict.fromkeys(("open_files", "grep_files", "semantic_search_files"),
-                                  "letta_files_core")}
+                                  "letta_files_core"),
+                  **dict.fromkeys(LETTA_BUILTIN_NAMES, "letta_builtin")}
 
 
 class Runtime:
@@ -78,6 +81,7 @@ class Runtime:
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Lock] = {}
         self._embedder: Embedder | None = None
+        self._run_code: Tool | None = None
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -174,21 +178,36 @@ class Runtime:
 
     async def bind_tools(self, names: Iterable[str],
                          env: Mapping[str, str] | None = None) -> list[Tool]:
-        """Tool objects for the non-built-in names: Python tools given to the server, source
-        tools through the sandbox (``env``: the agent's variables); a deleted tool answers
-        every call with an error."""
-        wanted = [name for name in names if name not in set(builtin_names())]
-        if not wanted:
-            return []
-        records = {record.name: record for record in await self.store.list_tools(wanted)}
-        return [self.bind(records[name], env) if name in records else _missing(name)
-                for name in wanted]
+        """Tool objects for the names: built-in tools as this server runs them, Python tools
+        given to the server, source tools through the sandbox (``env``: the agent's
+        variables); a deleted tool answers every call with an error."""
+        builtins = set(builtin_names())
+        names = list(names)
+        wanted = [name for name in names if name not in builtins]
+        records = ({record.name: record for record in await self.store.list_tools(wanted)}
+                   if wanted else {})
+        return [self.builtin(name) if name in builtins
+                else self.bind(records[name], env) if name in records else _missing(name)
+                for name in names]
+
+    def builtin(self, name: str) -> Tool:
+        """The built-in tool ``name``; ``run_code`` runs in this server's sandbox, with the
+        source tools' limits (and the network if STATELOOP_TOOL_NETWORK names it)."""
+        if name != "run_code":
+            return builtin_tool(name)
+        if self._run_code is None:
+            refused = self.source_tools_refused()
+            self._run_code = server_code_tool(self.limits, self.isolation(name),
+                                              None if refused else self.workers)
+            if refused:
+                self._run_code.function = _refuse(refused)
+        return self._run_code
 
     def bind(self, record: ToolRecord, env: Mapping[str, str] | None = None) -> Tool:
         """The callable for one tool record; a source tool's calls get ``env`` (the agent's
         variables) over the server's."""
         if record.binding and record.binding.startswith("builtin:"):
-            return builtin_tool(record.name)
+            return self.builtin(record.name)
         if record.tool_type == "external_mcp":
             return bound_tool(self.store, record, self.mcp_policy())
         # Whether a call pauses for a human is the agent's rule (see with_default_approvals),

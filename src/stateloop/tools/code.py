@@ -38,7 +38,7 @@ def program_seconds(limits: SandboxLimits) -> float:
     return max(1.0, limits.timeout * 0.8 - 1.0)
 
 
-def code_runner(limits: SandboxLimits = SandboxLimits(), isolation: Isolation = Isolation(),
+def code_runner(limits: SandboxLimits, isolation: Isolation,
                 pool: WorkerPool | None = None) -> Tool:
     """The sandboxed tool that runs programs, with these limits and this isolation."""
     return sandboxed_tool(_runner_source(), _RUNNER_SCHEMA, limits=limits, isolation=isolation,
@@ -62,7 +62,8 @@ async def run_code(code: str, language: Language) -> str:
         language: The language of the code.
     """
     limits = SandboxLimits()
-    return await run_program(code_runner(limits), code, language, program_seconds(limits))
+    return await run_program(code_runner(limits, Isolation()), code, language,
+                             program_seconds(limits))
 
 
 def run_code_with_tools(code: str) -> str:

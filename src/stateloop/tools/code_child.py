@@ -119,7 +119,8 @@ def run_code_program(code: str, language: str, seconds: float) -> str:
     report: dict[str, object] = {"results": [], "logs": {"stdout": _read(paths["stdout"]),
                                                          "stderr": _read(paths["stderr"])}}
     if os.path.exists(paths["out"]):
-        written = json.loads(open(paths["out"], encoding="utf-8").read())
+        with open(paths["out"], encoding="utf-8") as handle:
+            written = json.load(handle)
         report["results"] = written["results"]
         error = error or written["error"]
     elif error is None and returncode != 0:
