@@ -5,7 +5,8 @@ every hop of a redirect, and the address actually connected to, is checked
 (``addresses.GuardedTransport``), so neither a redirect nor a name that resolves elsewhere the
 second time reaches loopback, private or link-local addresses. At most ``MAX_REDIRECTS``
 redirects are followed; at most ``STATELOOP_FETCH_MAX_BYTES`` of the body (5 MB) are read,
-decompressed; the whole fetch has a deadline. trafilatura extracts the page's main text as
+decompressed; the whole fetch, redirects included, has a deadline (``STATELOOP_WEB_TIMEOUT``,
+20 s). trafilatura extracts the page's main text as
 Markdown, off the event loop; the Markdown handed back is cut at ``MAX_CHARS``.
 """
 
@@ -20,12 +21,11 @@ import httpx2
 
 from ..addresses import GuardedTransport, RefusedAddress
 from .execution import truncated
+from .web_search import TIMEOUT, web_timeout
 
 MAX_REDIRECTS = 5
 MAX_BYTES = 5_000_000
 MAX_CHARS = 100_000
-DEADLINE = 30.0  # seconds for the whole fetch, redirects included
-TIMEOUT = httpx2.Timeout(15.0, connect=5.0)
 USER_AGENT = "Mozilla/5.0 (compatible; stateloop fetch_webpage)"
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -36,6 +36,7 @@ class FetchSettings:
 
     private_urls: bool = False
     max_bytes: int = MAX_BYTES
+    timeout: float = TIMEOUT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FetchSettings:
@@ -46,7 +47,7 @@ class FetchSettings:
             raise ValueError(f"STATELOOP_FETCH_MAX_BYTES must be a number of bytes, not "
                              f"{raw!r}") from None
         return cls(env.get("STATELOOP_FETCH_PRIVATE_URLS", "").strip().lower() in _TRUE,
-                   max_bytes)
+                   max_bytes, web_timeout(env))
 
 
 async def fetch_webpage(url: str) -> str:
@@ -77,9 +78,9 @@ async def fetch(url: str, settings: FetchSettings) -> tuple[bytes, str, bool]:
     cut."""
     transport = GuardedTransport(public_only=not settings.private_urls, max_bytes=None)
     async with httpx2.AsyncClient(transport=transport, follow_redirects=True,
-                                  max_redirects=MAX_REDIRECTS, timeout=TIMEOUT,
+                                  max_redirects=MAX_REDIRECTS, timeout=settings.timeout,
                                   headers={"User-Agent": USER_AGENT}) as client:
-        with anyio.fail_after(DEADLINE):
+        with anyio.fail_after(settings.timeout):
             async with client.stream("GET", url) as response:
                 response.raise_for_status()
                 chunks, size, cut = [], 0, False

@@ -4,9 +4,9 @@ Exa (``EXA_API_KEY``), Tavily (``TAVILY_API_KEY``) or a SearXNG instance of one'
 (``STATELOOP_SEARXNG_URL``, its JSON format enabled); ``STATELOOP_WEB_SEARCH`` picks one
 when several are set, otherwise the first of that order. The variables are read at each call.
 With none, the call fails telling the model (and the operator reading the transcript) what
-to set. Every request has a timeout; results come back in Letta's shape: a JSON object with
-the query and, for each result, title, url, published_date, author, highlights or summary,
-and the page's text when asked for.
+to set. A search has a deadline (``STATELOOP_WEB_TIMEOUT``, 20 s). Results come back in
+Letta's shape: a JSON object with the query and, for each result, title, url,
+published_date, author, highlights or summary, and the page's text when asked for.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import anyio
 import httpx2
 
-TIMEOUT = httpx2.Timeout(20.0, connect=5.0)
+TIMEOUT = 20.0  # seconds for a search; STATELOOP_WEB_TIMEOUT changes it
 BACKENDS = ("exa", "tavily", "searxng")
 MAX_RESPONSE_BYTES = 5_000_000
 
@@ -35,6 +36,7 @@ class SearchSettings:
     backend: str
     url: str
     key: str | None = None
+    timeout: float = TIMEOUT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SearchSettings:
@@ -63,7 +65,7 @@ class SearchSettings:
         name = wanted or ready[0]
         url, key = configured[name]
         assert url is not None
-        return cls(name, url.rstrip("/"), key)
+        return cls(name, url.rstrip("/"), key, web_timeout(env))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +119,29 @@ async def web_search(
                   list(include_domains or ()), list(exclude_domains or ()),
                   start_published_date, end_published_date, user_location)
     try:
-        async with httpx2.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
-            results = await _SEARCHES[settings.backend](client, settings, asked)
+        with anyio.fail_after(settings.timeout):
+            async with httpx2.AsyncClient(timeout=settings.timeout, trust_env=False) as client:
+                results = await _SEARCHES[settings.backend](client, settings, asked)
+    except TimeoutError:
+        return json.dumps({"query": query, "error": f"Search failed ({settings.backend}): no "
+                                                    f"answer within {settings.timeout:g} s"})
     except (httpx2.HTTPError, ValueError, KeyError, TypeError) as exc:
         return json.dumps({"query": query,
                            "error": f"Search failed ({settings.backend}): {_said(exc)}"})
     return json.dumps({"query": query, "results": results[:asked.num_results]}, indent=2,
                       ensure_ascii=False)
+
+
+def web_timeout(env: Mapping[str, str]) -> float:
+    """``STATELOOP_WEB_TIMEOUT``: seconds a search, or a page fetch, may take."""
+    raw = env.get("STATELOOP_WEB_TIMEOUT")
+    try:
+        seconds = float(raw) if raw else TIMEOUT
+    except ValueError:
+        seconds = 0
+    if not 0 < seconds <= 600:
+        raise ValueError(f"STATELOOP_WEB_TIMEOUT must be seconds between 0 and 600, not {raw!r}")
+    return seconds
 
 
 def _said(exc: BaseException) -> str:
