@@ -17,6 +17,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
+from af_support import minimal_file
 from stateloop import addresses
 from stateloop.testing.scripted import call, reply
 from test_server_support import Script, new_agent
@@ -163,6 +164,28 @@ def test_attached_by_name_and_by_id(client: Letta) -> None:
     run_code = next(t for t in client.tools.list(name="run_code"))
     client.agents.tools.attach(run_code.id, agent_id=agent.id)
     assert "run_code" in {t.name for t in client.agents.tools.list(agent.id)}
+
+
+def letta_builtin_entry(index: int, name: str) -> dict[str, Any]:
+    """A built-in tool as Letta exports it: its stub source, tool_type letta_builtin."""
+    return {"id": f"tool-{index}", "name": name, "tool_type": "letta_builtin",
+            "source_code": f"def {name}(code: str) -> str:\n    raise NotImplementedError\n",
+            "json_schema": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_an_agent_file_using_them_imports_with_them_attached(client: Letta,
+                                                             script: Script) -> None:
+    data = minimal_file(tool_ids=["tool-0", "tool-1", "tool-2", "tool-3"])
+    data["tools"] = [letta_builtin_entry(i, name) for i, name in enumerate(sorted(BUILTINS))]
+    agent_id = client.agents.import_file(  # type: ignore[arg-type]
+        file=("agent.af", json.dumps(data).encode())).agent_ids[0]
+    attached = {t.name: t for t in client.agents.tools.list(agent_id)}
+    assert set(attached) == BUILTINS
+    assert {t.tool_type for t in attached.values()} == {"letta_builtin"}
+    script.set(call("run_code", code="2 + 3", language="python"), reply("done"))
+    response = client.agents.messages.create(agent_id, input="go")
+    returned = next(m for m in response.messages if m.message_type == "tool_return_message")
+    assert json.loads(returned.tool_return)["results"] == ["5"]
 
 
 # -- web_search ------------------------------------------------------------------------------

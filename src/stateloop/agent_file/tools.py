@@ -13,6 +13,7 @@ from ..errors import ToolDefinitionError
 from ..store.records import ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names
+from ..tools.letta_builtins import LETTA_BUILTIN_NAMES
 from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.sandbox import check_source, describe_source
 from .reading import AgentFileError
@@ -103,6 +104,8 @@ def tool_type(name: str) -> str:
         return "letta_core"
     if name in MULTI_AGENT_TOOL_NAMES:
         return "letta_multi_agent_core"
+    if name in LETTA_BUILTIN_NAMES:
+        return "letta_builtin"
     return "letta_memory_core"
 
 
