@@ -6,11 +6,13 @@ real bubblewrap sandbox. Nothing here reaches beyond this machine."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ from letta_client import Letta
 from af_support import minimal_file
 from stateloop import addresses
 from stateloop.testing.scripted import call, reply
+from stateloop.tools.worker import CHILD_SCRIPT
 from test_server_support import Script, new_agent
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -436,6 +439,52 @@ def test_run_code_stops_a_program_at_its_time_limit(client: Letta, script: Scrip
     report = json.loads(returned.tool_return)
     assert report["error"]["name"] == "TimeoutError"
     assert "stopped" in report["error"]["value"]
+
+
+def _my_workers() -> set[int]:
+    """The sandbox zygotes descending from this test process."""
+    parents: dict[int, int] = {}
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
+        if CHILD_SCRIPT.encode() in cmdline:
+            found.add(int(entry.name))
+    mine = set()
+    for pid in found:
+        ancestor = pid
+        while ancestor > 1 and ancestor != os.getpid():
+            ancestor = parents.get(ancestor, 0)
+        if ancestor == os.getpid():
+            mine.add(pid)
+    return mine
+
+
+def test_run_code_workers_stay_warm_and_stop_when_their_agent_is_deleted(
+        client: Letta, script: Script) -> None:
+    before = _my_workers()
+    agent = new_agent(client, tools=["run_code"])
+    seen = []
+    for value in (1, 2):
+        script.set(call("run_code", code=f"{value} * 10", language="python"), reply("done"))
+        response = client.agents.messages.create(agent.id, input="go")
+        returned = next(m for m in response.messages
+                        if m.message_type == "tool_return_message")
+        assert json.loads(returned.tool_return)["results"] == [str(value * 10)]
+        seen.append(_my_workers() - before)
+    assert seen[0] and seen[0] & seen[1]  # the second call ran in the first one's sandbox
+    warm = seen[1]
+    client.agents.delete(agent.id)
+    deadline = time.monotonic() + 15
+    while _my_workers() & warm and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _my_workers() & warm
 
 
 def test_run_code_with_tools_is_refused_with_the_reason(client: Letta, script: Script) -> None:

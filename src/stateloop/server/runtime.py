@@ -81,7 +81,6 @@ class Runtime:
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Lock] = {}
         self._embedder: Embedder | None = None
-        self._run_code: Tool | None = None
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -191,17 +190,17 @@ class Runtime:
                 for name in names]
 
     def builtin(self, name: str) -> Tool:
-        """The built-in tool ``name``; ``run_code`` runs in this server's sandbox, with the
-        source tools' limits (and the network if STATELOOP_TOOL_NETWORK names it)."""
+        """The built-in tool ``name``; ``run_code`` (one per agent bound, with warm workers of
+        its own) runs in this server's sandbox, with the source tools' limits (and the network
+        if STATELOOP_TOOL_NETWORK names it)."""
         if name != "run_code":
             return builtin_tool(name)
-        if self._run_code is None:
-            refused = self.source_tools_refused()
-            self._run_code = server_code_tool(self.limits, self.isolation(name),
-                                              None if refused else self.workers)
-            if refused:
-                self._run_code.function = _refuse(refused)
-        return self._run_code
+        refused = self.source_tools_refused()
+        tool = server_code_tool(self.limits, self.isolation(name),
+                                None if refused else self.workers)
+        if refused:
+            tool.function = _refuse(refused)
+        return tool
 
     def bind(self, record: ToolRecord, env: Mapping[str, str] | None = None) -> Tool:
         """The callable for one tool record; a source tool's calls get ``env`` (the agent's

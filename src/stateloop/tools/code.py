@@ -16,7 +16,7 @@ from typing import Literal
 from .base import Tool
 from .execution import ToolOutput
 from .pool import WorkerPool
-from .sandbox import Isolation, SandboxLimits, sandboxed_tool
+from .sandbox import Isolation, SandboxLimits, sandboxed_tool, share_workers
 
 Language = Literal["python", "js", "ts", "r", "java"]
 
@@ -81,7 +81,8 @@ def run_code_with_tools(code: str) -> str:
 
 def server_code_tool(limits: SandboxLimits, isolation: Isolation,
                      pool: WorkerPool | None) -> Tool:
-    """``run_code`` as the server binds it: its own limits, isolation and warm workers."""
+    """``run_code`` as the server binds it for one agent: the server's limits and isolation,
+    warm workers of its own (in ``pool``; ``stop_workers`` stops them)."""
     runner = code_runner(limits, isolation, pool)
     seconds = program_seconds(limits)
 
@@ -89,6 +90,8 @@ def server_code_tool(limits: SandboxLimits, isolation: Isolation,
         return await run_program(runner, code, language, seconds)
 
     spec = Tool.from_function(run_code)
-    return Tool(spec.name, spec.description, spec.parameters, call,
+    tool = Tool(spec.name, spec.description, spec.parameters, call,
                 arguments_model=spec.arguments_model, timeout=runner.timeout,
                 return_char_limit=spec.return_char_limit)
+    share_workers(runner, tool)
+    return tool
