@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ class Site:
     """A threaded HTTP server on a loopback address; ``routes`` maps a path to a function of
     the request giving (status, headers, body); every request is recorded."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes]]]
         self.routes = {}
         self.requests: list[dict[str, Any]] = []
@@ -65,7 +66,7 @@ class Site:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://{host}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -336,6 +337,35 @@ def test_a_redirect_from_a_public_hop_to_loopback_is_refused(
         assert [r["path"] for r in public_hop.requests] == ["/go"]  # the first hop was made
     assert returned.status == "error"
     assert "127.0.0.1 is a loopback, private or link-local address" in returned.tool_return
+    assert site.requests == []
+
+
+def test_a_name_that_resolves_elsewhere_the_second_time_reaches_nothing_new(
+        client: Letta, script: Script, site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DNS rebinding: rebind.test resolves to a (public-looking) 127.0.0.2 when checked and
+    to 127.0.0.1 at every later look-up; the fetch connects to the address it checked."""
+    original_public, original_lookup = addresses.public, socket.getaddrinfo
+    monkeypatch.setattr(addresses, "public",
+                        lambda address: address == "127.0.0.2" or original_public(address))
+    lookups: list[str] = []
+
+    def lookup(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("rebind.test", b"rebind.test"):
+            lookups.append("rebind.test")
+            return original_lookup("127.0.0.2" if len(lookups) == 1 else "127.0.0.1", port,
+                                   *args, **kwargs)
+        return original_lookup(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    site.routes["/page"] = html_answer("<p>internal</p>")
+    port = site.server.server_address[1]
+    with Site("127.0.0.2", port) as checked:  # the checked address, on the same port
+        checked.routes["/page"] = html_answer(PAGE)
+        returned = call_tool(client, script, "fetch_webpage",
+                             url=f"http://rebind.test:{port}/page")
+        assert [r["headers"]["host"] for r in checked.requests] == [f"rebind.test:{port}"]
+    assert returned.status == "success" and "Growing tomatoes" in returned.tool_return
+    assert lookups == ["rebind.test"]
     assert site.requests == []
 
 
