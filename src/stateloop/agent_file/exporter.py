@@ -15,11 +15,11 @@ from ..messages import Message
 from ..persistence import get_store, stored_state
 from ..store.groups import GroupRecord
 from ..store.records import AgentRecord, BlockRecord, ToolRecord
-from ..tools.builtin import builtin_names, builtin_tool
+from ..tools.builtin import builtin_names, builtin_tool, builtin_tool_type
 from .groups import group_entry
 from .letta_messages import to_letta
 from .plan import AGENT_KEY, ENV_KEY, LLM_KEY
-from .tools import tool_entry, tool_type
+from .tools import tool_entry
 
 REVISION = "b1c2d3e4f5a6"  # the Alembic revision of Letta's schema the fixtures carry
 
@@ -50,7 +50,7 @@ async def stored_snapshot(store: Any, agent_id: str) -> Snapshot:
 def builtin_record(name: str) -> ToolRecord:
     tool = builtin_tool(name)
     return ToolRecord(name, tool.spec().to_dict(), description=tool.description,
-                      tool_type=tool_type(name), binding=f"builtin:{name}")
+                      tool_type=builtin_tool_type(name), binding=f"builtin:{name}")
 
 
 def agent_file(snapshots: list[Snapshot], *, groups: Sequence[GroupRecord] = (),

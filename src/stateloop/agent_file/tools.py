@@ -12,15 +12,12 @@ from typing import Any
 from ..errors import ToolDefinitionError
 from ..store.records import ToolRecord
 from ..tools import Tool
-from ..tools.builtin import VOICE_TOOL_NAMES, builtin_names
-from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
+from ..tools.builtin import builtin_names, builtin_tool_type
 from ..tools.sandbox import check_source, describe_source
 from .reading import AgentFileError
 
 RETURN_CHAR_LIMIT = 50_000  # Letta's default
 MAX_SOURCE_BYTES = 1_000_000  # of one tool's source, as the server's default allows
-_CORE = {"send_message", "conversation_search", "archival_memory_insert",
-         "archival_memory_search"}
 
 
 @dataclass(slots=True)
@@ -97,22 +94,11 @@ def _record(entry: dict[str, Any], name: str, source: str) -> ToolRecord:
         metadata=entry.get("metadata_") or {})
 
 
-def tool_type(name: str) -> str:
-    """Letta's ``tool_type`` for a built-in tool."""
-    if name in _CORE:
-        return "letta_core"
-    if name in MULTI_AGENT_TOOL_NAMES:
-        return "letta_multi_agent_core"
-    if name in VOICE_TOOL_NAMES:
-        return "letta_voice_sleeptime_core"
-    return "letta_memory_core"
-
-
 def live_record(tool: Tool) -> ToolRecord:
     """A record for a tool of a live agent: a Python function's source, when it has one."""
     if tool.name in builtin_names():
         return ToolRecord(tool.name, tool.spec().to_dict(), description=tool.description,
-                          tool_type=tool_type(tool.name), binding=f"builtin:{tool.name}")
+                          tool_type=builtin_tool_type(tool.name), binding=f"builtin:{tool.name}")
     source = None
     if tool.function is not None:
         try:
@@ -131,7 +117,7 @@ def tool_entry(record: ToolRecord, file_id: str) -> dict[str, Any]:
     """A tool as Letta's ``ToolSchema`` holds it."""
     builtin = bool(record.binding and record.binding.startswith("builtin:"))
     return {
-        "id": file_id, "tool_type": tool_type(record.name) if builtin else record.tool_type,
+        "id": file_id, "tool_type": builtin_tool_type(record.name) if builtin else record.tool_type,
         "description": record.description, "source_type": record.source_type or "python",
         "name": record.name, "tags": list(record.tags), "source_code": record.source_code,
         "json_schema": record.json_schema, "args_json_schema": record.args_json_schema,

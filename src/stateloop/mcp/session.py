@@ -105,7 +105,7 @@ class _Session:
             return
         import httpx2
 
-        from .addresses import GuardedTransport
+        from ..addresses import GuardedTransport
 
         def client(headers: dict[str, str] | None = None, timeout: Any = None,
                    auth: Any = None) -> httpx2.AsyncClient:

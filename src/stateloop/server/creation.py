@@ -84,7 +84,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     config = body.llm_config
     endpoint = runtime.settings.model_options()
     try:
-        draft = Agent(handle, tools=[*tools, *(n for n in names if n in builtin_names())],
+        draft = Agent(handle, tools=tools,
                       system=body.system or DEFAULT_SYSTEM, name=body.name,
                       # the shared blocks too, so the stored system prompt renders them
                       blocks=[*blocks, *map(block_from_record, shared)],
@@ -186,8 +186,7 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
     _update_model_fields(runtime, agent, body, record, changes, live)
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
-        live["tools"] = tool_map([*await runtime.bind_tools(names, env),
-                                  *(n for n in names if n in builtin_names())])
+        live["tools"] = tool_map(await runtime.bind_tools(names, env))
         changes["tool_names"] = names
     elif new_env is not None:  # the same tools, their calls with the new variables
         live["tools"] = {**agent.tools,

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import httpx2
 from fastapi import HTTPException
 
+from ..addresses import DEFAULT_PORTS, RefusedAddress, public_address
 from ..mcp import MCPConnectionError, MCPTools
-from ..mcp.addresses import DEFAULT_PORTS, RefusedAddress, public_address
 from ..mcp.tools import call_tool
 from ..store.errors import DuplicateError
 from ..store.mcp_servers import MCPServerRecord

@@ -17,10 +17,10 @@ from ..mcp import close_all as close_mcp_sessions
 from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
-from ..tools.builtin import VOICE_TOOL_NAMES, builtin_names, builtin_tool
+from ..tools.builtin import builtin_names, builtin_tool, builtin_tool_type
 from ..tools.bwrap import bwrap_mode
+from ..tools.code import server_code_tool
 from ..tools.confinement import memory_bound
-from ..tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 from ..tools.pool import WorkerPool
 from ..tools.sandbox import (
     Isolation,
@@ -43,15 +43,6 @@ logger = logging.getLogger("stateloop.server")
 
 SLEEPTIME_GRACE = 2.0  # seconds a memory agent's run may take to finish at shutdown
 RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
-
-# Letta's tool_type for each kind of built-in tool.
-_BUILTIN_TYPES = {"send_message": "letta_core", "conversation_search": "letta_core",
-                  "archival_memory_insert": "letta_core", "archival_memory_search": "letta_core",
-                  **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core"),
-                  **dict.fromkeys(VOICE_TOOL_NAMES, "letta_voice_sleeptime_core"),
-                  **dict.fromkeys(("open_files", "grep_files", "semantic_search_files"),
-                                  "letta_files_core")}
-
 
 class Runtime:
     """Everything the routes share. One per app; lives on ``app.state.runtime``. It is also
@@ -170,26 +161,41 @@ class Runtime:
         """The built-in tools' rows, written anew (as this version defines them)."""
         return [await self.store.upsert_tool(tool_record(
                     builtin_tool(name), binding=f"builtin:{name}",
-                    tool_type=_BUILTIN_TYPES.get(name, "letta_memory_core")))
+                    tool_type=builtin_tool_type(name)))
                 for name in builtin_names()]
 
     async def bind_tools(self, names: Iterable[str],
                          env: Mapping[str, str] | None = None) -> list[Tool]:
-        """Tool objects for the non-built-in names: Python tools given to the server, source
-        tools through the sandbox (``env``: the agent's variables); a deleted tool answers
-        every call with an error."""
-        wanted = [name for name in names if name not in set(builtin_names())]
-        if not wanted:
-            return []
-        records = {record.name: record for record in await self.store.list_tools(wanted)}
-        return [self.bind(records[name], env) if name in records else _missing(name)
-                for name in wanted]
+        """Tool objects for the names: built-in tools as this server runs them, Python tools
+        given to the server, source tools through the sandbox (``env``: the agent's
+        variables); a deleted tool answers every call with an error."""
+        builtins = set(builtin_names())
+        names = list(names)
+        wanted = [name for name in names if name not in builtins]
+        records = ({record.name: record for record in await self.store.list_tools(wanted)}
+                   if wanted else {})
+        return [self.builtin(name) if name in builtins
+                else self.bind(records[name], env) if name in records else _missing(name)
+                for name in names]
+
+    def builtin(self, name: str) -> Tool:
+        """The built-in tool ``name``; ``run_code`` (one per agent bound, with warm workers of
+        its own) runs in this server's sandbox, with the source tools' limits (and the network
+        if STATELOOP_TOOL_NETWORK names it)."""
+        if name != "run_code":
+            return builtin_tool(name)
+        refused = self.source_tools_refused()
+        tool = server_code_tool(self.limits, self.isolation(name),
+                                None if refused else self.workers)
+        if refused:
+            tool.function = _refuse(refused)
+        return tool
 
     def bind(self, record: ToolRecord, env: Mapping[str, str] | None = None) -> Tool:
         """The callable for one tool record; a source tool's calls get ``env`` (the agent's
         variables) over the server's."""
         if record.binding and record.binding.startswith("builtin:"):
-            return builtin_tool(record.name)
+            return self.builtin(record.name)
         if record.tool_type == "external_mcp":
             return bound_tool(self.store, record, self.mcp_policy())
         # Whether a call pauses for a human is the agent's rule (see with_default_approvals),

@@ -26,11 +26,12 @@ def _functions() -> dict[str, Callable[..., Any]]:
     from ..memory.recall import RECALL_TOOLS
     from ..memory.tool_memory import PATH_MEMORY_TOOLS
     from ..memory.voice import VOICE_TOOLS
+    from .letta_builtins import LETTA_BUILTIN_TOOLS
     from .multi_agent import MULTI_AGENT_TOOLS
 
     return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS,
                                     *MULTI_AGENT_TOOLS, *FILE_TOOLS, *PATH_MEMORY_TOOLS,
-                                    *VOICE_TOOLS)}
+                                    *VOICE_TOOLS, *LETTA_BUILTIN_TOOLS)}
 
 
 MEMORY_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",
@@ -42,6 +43,25 @@ VOICE_TOOL_NAMES = ("search_memory", "store_memories", "rethink_user_memory",
 
 def builtin_names() -> list[str]:
     return sorted(_functions())
+
+
+@functools.cache
+def _tool_types() -> dict[str, str]:
+    from .letta_builtins import LETTA_BUILTIN_NAMES
+    from .multi_agent import MULTI_AGENT_TOOL_NAMES
+
+    return {**dict.fromkeys(("send_message", "conversation_search", "archival_memory_insert",
+                             "archival_memory_search"), "letta_core"),
+            **dict.fromkeys(MULTI_AGENT_TOOL_NAMES, "letta_multi_agent_core"),
+            **dict.fromkeys(VOICE_TOOL_NAMES, "letta_voice_sleeptime_core"),
+            **dict.fromkeys(("open_files", "grep_files", "semantic_search_files"),
+                            "letta_files_core"),
+            **dict.fromkeys(LETTA_BUILTIN_NAMES, "letta_builtin")}
+
+
+def builtin_tool_type(name: str) -> str:
+    """Letta's ``tool_type`` for the built-in tool called ``name``."""
+    return _tool_types().get(name, "letta_memory_core")
 
 
 @functools.cache

@@ -141,6 +141,13 @@ def stop_workers(tool: Tool) -> None:
         stopper()
 
 
+def share_workers(tool: Tool, wrapper: Tool) -> None:
+    """``wrapper`` calls ``tool``: ``stop_workers(wrapper)`` stops ``tool``'s workers."""
+    stopper = _stoppers.get(tool.function)
+    if stopper is not None:
+        _stoppers[wrapper.function] = stopper
+
+
 _stoppers: weakref.WeakKeyDictionary[Any, weakref.finalize] = weakref.WeakKeyDictionary()
 
 

@@ -1,4 +1,5 @@
-"""Where an MCP server over HTTP may be, and how much it may send back.
+"""Where an outgoing HTTP request may go, and how much it may bring back (MCP servers
+over HTTP, ``fetch_webpage``).
 
 ``GuardedTransport`` sends every request (the first, and each one a redirect leads to) to
 an address it has checked: with ``public_only``, a host with any loopback, private,
@@ -20,7 +21,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class RefusedAddress(httpx2.ConnectError):
-    """The host of an MCP server's URL is not a public address."""
+    """The host of a URL is not a public address."""
 
 
 def public(address: str) -> bool:
