@@ -105,7 +105,8 @@ async def test_memgpt_core_memory_tools():
     assert block.value == "Name: Ada\nLikes: coffee"
     assert result.output == "Noted."
     assert {s.name for s in model.requests[0].tools} == {
-        "send_message", "core_memory_append", "core_memory_replace", "conversation_search"}
+        "send_message", "core_memory_append", "core_memory_replace", "memory",
+        "memory_apply_patch", "conversation_search"}  # Letta 0.16.8's memgpt_agent set
 
 
 def test_presets_attach_their_tools():

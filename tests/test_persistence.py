@@ -260,7 +260,8 @@ async def test_archival_memory_insert_and_search(db):
         call("archival_memory_search", query="what pet does Ada have", top_k=1,
              request_heartbeat=True),
         call("send_message", message="Turing the cat.")])
-    agent = Agent(model=model, agent_type="memgpt_agent", store=db, name="archivist")
+    agent = Agent(model=model, agent_type="memgpt_agent", store=db, name="archivist",
+                  tools=["archival_memory_insert", "archival_memory_search"])
     result = await agent.run("remember these")
     search = next(m for m in result.messages if m.name == "archival_memory_search")
     found = json.loads(search.text)

@@ -22,20 +22,20 @@ SPEC_TYPES = json.loads(LETTA_OPENAPI.read_text())["components"]["schemas"]["Age
 # The tools each type attaches by default to a stored agent with a writable block.
 EXPECTED_TOOLS = {
     "letta_v1_agent": {"memory_insert", "memory_replace", "conversation_search"},
-    "memgpt_agent": {"send_message", "core_memory_append", "core_memory_replace",
-                     "conversation_search", "archival_memory_insert", "archival_memory_search"},
+    # Letta 0.16.8's include_base_tools sets (agent_manager.py, constants.py)
+    "memgpt_agent": {"send_message", "core_memory_append", "core_memory_replace", "memory",
+                     "memory_apply_patch", "conversation_search"},
     "memgpt_v2_agent": {"send_message", "memory_insert", "memory_replace",
                         "conversation_search"},
     "split_thread_agent": {"send_message", "core_memory_append", "core_memory_replace",
-                           "conversation_search", "archival_memory_insert",
-                           "archival_memory_search"},
+                           "memory", "memory_apply_patch", "conversation_search"},
     "react_agent": set(),
     "workflow_agent": set(),
     "sleeptime_agent": {"memory_replace", "memory_insert", "memory_rethink",
                         "memory_finish_edits"},
-    "voice_sleeptime_agent": {"memory_replace", "memory_insert", "memory_rethink",
-                              "memory_finish_edits"},
-    "voice_convo_agent": {"send_message", "conversation_search"},
+    "voice_sleeptime_agent": {"store_memories", "rethink_user_memory",
+                              "finish_rethinking_memory"},
+    "voice_convo_agent": {"send_message", "search_memory"},
 }
 
 

@@ -33,8 +33,9 @@ _LETTA_V1 = AgentType("letta_v1_agent", LettaV1, (),
                       ("memory_insert", "memory_replace", "conversation_search"),
                       ("conversation_search",))
 _MEMGPT = AgentType("memgpt_agent", Heartbeat, ("send_message",),
-                    ("core_memory_append", "core_memory_replace", "conversation_search"),
-                    ("conversation_search", "archival_memory_insert", "archival_memory_search"))
+                    ("core_memory_append", "core_memory_replace", "memory", "memory_apply_patch",
+                     "conversation_search"),
+                    ("conversation_search",))
 # The memory editor a sleep-time companion runs (see sleeptime.py): it rewrites blocks and
 # says when it is done (Letta's BASE_SLEEPTIME_TOOLS).
 _SLEEPTIME = AgentType("sleeptime_agent", LettaV1, (),
@@ -58,10 +59,12 @@ AGENT_TYPES: dict[str, AgentType] = {
         AgentType("react_agent", LettaV1),
         AgentType("workflow_agent", LettaV1, clear_after_run=True),
         _SLEEPTIME,
-        _like(_SLEEPTIME, "voice_sleeptime_agent"),
-        # A conversational agent that answers with send_message and can search its history.
-        AgentType("voice_convo_agent", Heartbeat, ("send_message",), (),
-                  ("conversation_search",)),
+        # The voice agent's memory editor files the transcript away and rewrites the human
+        # block (Letta's BASE_VOICE_SLEEPTIME_TOOLS).
+        AgentType("voice_sleeptime_agent", LettaV1, (),
+                  ("store_memories", "rethink_user_memory", "finish_rethinking_memory")),
+        # A conversational agent that answers with send_message and searches its memory.
+        AgentType("voice_convo_agent", Heartbeat, ("send_message",), (), ("search_memory",)),
         _like(_MEMGPT, "split_thread_agent"),
     )
 }
