@@ -8,7 +8,9 @@ new file there), against what the docs tell a reader to start:
 - a block that imports ``letta_client`` talks to a ``stateloop serve`` started for the test
   on a free port, which replaces the ``:8283`` the docs write (the server's default port).
 
-A block whose fence carries ``title="fragment..."`` (a part of a larger program: it names
+A block titled with a file name (``title="clock_server.py"``) is written under that name
+into the directory of every other block of its page. A block whose fence carries
+``title="fragment..."`` (a part of a larger program: it names
 things defined elsewhere, or needs a service the reader runs) is only compiled. The docs'
 contributing page states these rules.
 """
@@ -25,6 +27,8 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,13 +37,15 @@ import pytest
 import typer
 
 from stateloop.cli.app import app
-from stateloop.testing import FakeOpenAI, reply
 from stateloop.llm.base import ModelRequest
+from stateloop.server.settings import ServerSettings
+from stateloop.testing import FakeOpenAI, reply
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-BLOCK_TIMEOUT = 60  # seconds; the slowest block (a server round trip) takes about 2
+BLOCK_TIMEOUT = 60  # seconds; the slowest (a file uploaded and embedded) takes about 5 alone
+WORKERS = 4  # blocks run at once
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,12 @@ class Block:
     @property
     def fragment(self) -> bool:
         return re.search(r'title="fragment', self.info) is not None
+
+    @property
+    def file_name(self) -> str | None:
+        """``title="clock_server.py"``: a file the page's other blocks use, under that name."""
+        named = re.search(r'title="([\w.-]+\.py)"', self.info)
+        return named[1] if named else None
 
 
 def fenced_blocks(page: Path) -> Iterator[Block]:
@@ -83,14 +95,14 @@ def fenced_blocks(page: Path) -> Iterator[Block]:
 
 BLOCKS = [block for page in PAGES for block in fenced_blocks(page)]
 PYTHON = [block for block in BLOCKS if block.language in ("python", "py")]
+RUNNABLE = [block for block in PYTHON if not (block.fragment or block.file_name)]
 SHELL = [block for block in BLOCKS if block.language in ("sh", "bash", "shell", "console")]
 
 
 def test_the_docs_have_python_blocks_and_few_fragments() -> None:
-    runnable = [block for block in PYTHON if not block.fragment]
-    assert len(runnable) >= 25, [block.name for block in runnable]
-    assert len(runnable) >= 2 * (len(PYTHON) - len(runnable)), "most blocks must run"
-    readme = [block for block in runnable if block.page.name == "README.md"]
+    assert len(RUNNABLE) >= 25, [block.name for block in RUNNABLE]
+    assert len(RUNNABLE) >= 2 * (len(PYTHON) - len(RUNNABLE)), "most blocks must run"
+    readme = [block for block in RUNNABLE if block.page.name == "README.md"]
     assert readme, "README.md's example must run"
 
 
@@ -122,60 +134,81 @@ def _environment(provider: FakeOpenAI, home: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def server(provider: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def serving(provider: FakeOpenAI, home: Path) -> Iterator[str]:
     """``stateloop serve`` on a free port, its models answered by the fake provider."""
-    home = tmp_path_factory.mktemp("server")
     port = _free_port()
-    log = (home / "serve.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
-        cwd=home, env=_environment(provider, home), stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/v1/health", timeout=2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "stateloop serve did not start:\n"
-                        + (home / "serve.log").read_text()) from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
+    with (home / "serve.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
+            cwd=home, env=_environment(provider, home), stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"{url}/v1/health", timeout=2).close()
+                    break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("stateloop serve did not start:\n"
+                                           + (home / "serve.log").read_text()) from None
+                    time.sleep(0.1)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 # --- Python blocks ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("block", PYTHON, ids=lambda block: block.name)
-def test_python_block_runs(block: Block, provider: FakeOpenAI, request: pytest.FixtureRequest,
-                           tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("block", [block for block in PYTHON if block not in RUNNABLE],
+                         ids=lambda block: block.name)
+def test_fragment_compiles(block: Block) -> None:
+    compile(block.code, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+def run_block(block: Block, directory: Path, env: dict[str, str], server: str | None) -> str:
+    """Run one block in ``directory``; '' when it succeeds, else what went wrong."""
+    directory.mkdir()
     code = block.code
-    if block.fragment:
-        compile(code, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        return
-    if "letta_client" in code:
-        url = request.getfixturevalue("server")
-        code = re.sub(r"http://(127\.0\.0\.1|localhost):8283", url, code)
-    script = tmp_path / "example.py"
-    script.write_text(code, encoding="utf-8")
+    for other in PYTHON:
+        if other.page == block.page and other.file_name:
+            (directory / other.file_name).write_text(other.code, encoding="utf-8")
+    if server:
+        code = re.sub(r"http://(127\.0\.0\.1|localhost):8283", server, code)
+    (directory / "example.py").write_text(code, encoding="utf-8")
+    env = {**env, "HOME": str(directory),
+           "STATELOOP_DATABASE_URL": f"sqlite:///{directory / 'stateloop.db'}"}
     try:
-        done = subprocess.run([sys.executable, script.name], cwd=tmp_path,
-                              env=_environment(provider, tmp_path), capture_output=True,
-                              text=True, timeout=BLOCK_TIMEOUT)
+        done = subprocess.run([sys.executable, "example.py"], cwd=directory, env=env,
+                              capture_output=True, text=True, timeout=BLOCK_TIMEOUT)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{block.name} ran over {BLOCK_TIMEOUT} s:\n{exc.stdout}\n{exc.stderr}")
-    assert done.returncode == 0, f"{block.name} failed:\n{done.stdout}\n{done.stderr}"
+        return f"ran over {BLOCK_TIMEOUT} s:\n{exc.stdout!r}\n{exc.stderr!r}"
+    return "" if done.returncode == 0 else f"exit {done.returncode}:\n{done.stdout}{done.stderr}"
+
+
+def test_python_blocks_run(provider: FakeOpenAI, tmp_path: Path) -> None:
+    """Every runnable block, several at once (each is mostly a Python process starting);
+    the server starts while the blocks that need none run."""
+    env = _environment(provider, tmp_path)
+    local = [block for block in RUNNABLE if "letta_client" not in block.code]
+    remote = [block for block in RUNNABLE if "letta_client" in block.code]
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        runs = {pool.submit(run_block, block, tmp_path / f"block{i}", env, None): block
+                for i, block in enumerate(local)}
+        (tmp_path / "server").mkdir()
+        with serving(provider, tmp_path / "server") as url:
+            runs.update({pool.submit(run_block, block, tmp_path / f"remote{i}", env, url): block
+                         for i, block in enumerate(remote)})
+            failures = {runs[run].name: run.result() for run in as_completed(runs)}
+    failed = {name: problem for name, problem in failures.items() if problem}
+    assert not failed, "\n\n".join(f"{name} {problem}" for name, problem in sorted(failed.items()))
 
 
 # --- shell blocks: the commands they show exist ----------------------------------------------
@@ -223,3 +256,25 @@ def test_shell_block_commands_exist(block: Block) -> None:
             # a group: `stateloop agents list|create` names its subcommands
             for sub in named[1].split("|") if len(named) > 1 else []:
                 assert (named[0], sub) in paths, f"{block.name}: no `stateloop {named[0]} {sub}`"
+
+
+# --- settings: every STATELOOP_* variable the docs name is read by the source ----------------
+
+def test_every_setting_the_docs_name_exists() -> None:
+    known = {f"STATELOOP_{name.upper()}" for name in ServerSettings.model_fields}
+    for source in (ROOT / "src").rglob("*.py"):
+        known |= set(re.findall(r"STATELOOP_[A-Z0-9_]+", source.read_text(encoding="utf-8")))
+    named = {(page.relative_to(ROOT).as_posix(), setting) for page in PAGES
+             for setting in re.findall(r"STATELOOP_[A-Z0-9_]+", page.read_text(encoding="utf-8"))}
+    assert len(named) > 50
+    unknown = sorted(pair for pair in named if pair[1] not in known)
+    assert not unknown, f"settings no source reads: {unknown}"
+
+
+def test_readme_links_lead_somewhere() -> None:
+    """The site's build checks the links of docs/; the README is outside it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [target for target in targets if "://" not in target]
+    assert len(local) > 10
+    assert not [target for target in local if not (ROOT / target).exists()]
