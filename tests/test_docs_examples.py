@@ -44,7 +44,7 @@ from stateloop.testing import FakeOpenAI, reply
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-BLOCK_TIMEOUT = 60  # seconds; the slowest (a file uploaded and embedded) takes about 5 alone
+BLOCK_TIMEOUT = 180  # seconds; the slowest (a file uploaded and embedded) takes 4 s of CPU
 WORKERS = 4  # blocks run at once
 
 
@@ -213,17 +213,18 @@ def test_python_blocks_run(provider: FakeOpenAI, tmp_path: Path) -> None:
 
 # --- shell blocks: the commands they show exist ----------------------------------------------
 
-def _command_paths() -> set[tuple[str, ...]]:
-    root = typer.main.get_command(app)
-    paths: set[tuple[str, ...]] = set()
+def _commands() -> dict[tuple[str, ...], set[str]]:
+    """Each command's path (``("agents", "list")``) and the options it takes."""
+    commands: dict[tuple[str, ...], set[str]] = {}
 
     def walk(command: click.Command, path: tuple[str, ...]) -> None:
-        paths.add(path)
+        commands[path] = {opt for param in command.params for opt in param.opts
+                          if opt.startswith("-")} | {"--help"}
         for name, sub in getattr(command, "commands", {}).items():
             walk(sub, (*path, name))
 
-    walk(root, ())
-    return paths
+    walk(typer.main.get_command(app), ())
+    return commands
 
 
 def _make_targets() -> set[str]:
@@ -243,19 +244,27 @@ def _command_lines(block: Block) -> Iterator[list[str]]:
 
 @pytest.mark.parametrize("block", SHELL, ids=lambda block: block.name)
 def test_shell_block_commands_exist(block: Block) -> None:
-    paths, targets = _command_paths(), _make_targets()
+    """Each ``stateloop`` command a shell block shows exists and takes the options shown;
+    each ``make`` target exists."""
+    commands, targets = _commands(), _make_targets()
     for words in _command_lines(block):
         named = [word for word in words[1:] if not word.startswith("-") and "=" not in word]
         if words[0] == "make":
             assert set(named) <= targets, f"{block.name}: no make target in {words}"
             continue
-        if not named:
-            continue
-        assert (named[0],) in paths, f"{block.name}: no command `stateloop {named[0]}`"
-        if any(path[:1] == (named[0],) and len(path) == 2 for path in paths):
-            # a group: `stateloop agents list|create` names its subcommands
-            for sub in named[1].split("|") if len(named) > 1 else []:
-                assert (named[0], sub) in paths, f"{block.name}: no `stateloop {named[0]} {sub}`"
+        path: tuple[str, ...] = ()
+        for word in named[:2]:
+            alternatives = [(*path, name) for name in word.split("|")]
+            if "|" in word:  # `stateloop agents list|create`: each is a command
+                missing = [name for name in alternatives if name not in commands]
+                assert not missing, f"{block.name}: no command {missing}"
+            elif alternatives[0] not in commands:
+                break  # an argument, not a command
+            path = alternatives[0]
+        assert path, f"{block.name}: no command in `{' '.join(words)}`"
+        options = {word.split("=")[0] for word in words if word.startswith("-") and word != "-"}
+        assert options <= commands[path], (
+            f"{block.name}: `stateloop {' '.join(path)}` takes no {sorted(options - commands[path])}")
 
 
 # --- settings: every STATELOOP_* variable the docs name is read by the source ----------------
