@@ -263,8 +263,8 @@ def test_shell_block_commands_exist(block: Block) -> None:
             path = alternatives[0]
         assert path, f"{block.name}: no command in `{' '.join(words)}`"
         options = {word.split("=")[0] for word in words if word.startswith("-") and word != "-"}
-        assert options <= commands[path], (
-            f"{block.name}: `stateloop {' '.join(path)}` takes no {sorted(options - commands[path])}")
+        unknown = sorted(options - commands[path])
+        assert not unknown, f"{block.name}: `stateloop {' '.join(path)}` takes no {unknown}"
 
 
 # --- settings: every STATELOOP_* variable the docs name is read by the source ----------------
