@@ -10,9 +10,8 @@ new file there), against what the docs tell a reader to start:
 
 A block titled with a file name (``title="clock_server.py"``) is written under that name
 into the directory of every other block of its page. A block whose fence carries
-``title="fragment..."`` (a part of a larger program: it names
-things defined elsewhere, or needs a service the reader runs) is only compiled. The docs'
-contributing page states these rules.
+``title="fragment..."`` (a part of a larger program, or one that needs a service the reader
+runs) is only compiled. docs/contributing.md states these rules.
 """
 
 from __future__ import annotations
