@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 LETTA17 := .venv-letta17
 LETTA17_STAMP := $(LETTA17)/.installed
 
-.PHONY: run demo chat test lint bench install clean
+.PHONY: run demo chat test lint docs bench install clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -37,17 +37,25 @@ demo: $(STAMP)
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 
-# The real-path check sends a few messages through letta-client and `stateloop serve` and fails
-# when the server adds over 25 ms to one (a stall such as a delayed ACK on every response).
+# The docs site is built strictly (a broken link or a stale API name fails it; its examples
+# run in tests/test_docs_examples.py). The real-path check sends a few messages through
+# letta-client and `stateloop serve` and fails when the server adds over 25 ms to one (a
+# stall such as a delayed ACK on every response).
 test: $(STAMP) $(LETTA17_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python bench/real_path.py --sizes 0 --rounds 10 --no-tools --check 25
 	$(BIN)/pytest -n 2 --dist worksteal --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+
+# The documentation site from docs/ into build/site; --strict fails on a broken link or a
+# stale API name. `$(BIN)/mkdocs serve` previews it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python bench/loop_overhead.py

@@ -25,6 +25,8 @@ StopReason = Literal[
     "error_threshold",
     "invalid_output",  # an output_type answer failed validation output_retries + 1 times
 ]
+"""Why a run ended (Letta's names, plus ``timeout``, ``error_threshold`` and
+``invalid_output``): ``RunResult.stop_reason`` and the ``run_end`` event's."""
 
 
 class Event:
@@ -162,3 +164,5 @@ class RunEnd(Event):
 AnyEvent = (RunStart | StepStart | TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta
             | ToolCallEnd | ToolExecutionStart | ToolExecutionEnd | MessageEvent
             | ApprovalRequest | Compaction | StepEnd | RunEnd)
+"""Every event ``Agent.stream`` yields; ``event.type`` tells which, from ``run_start`` to
+``run_end``."""
