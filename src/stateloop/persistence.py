@@ -14,12 +14,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import PendingApproval
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 from .events import RunEnd, StopReason
 from .hooks import StepRecord
 from .llm.tokens import message_tokens
 from .memory.blocks import Block
 from .messages import Message
+from .store import open_store, serving
 from .store.records import APPEND, KEEP, step_record_id
 from .store.records import StepRecord as StoredStep
 
@@ -50,13 +51,20 @@ def run_blocking(factory: Callable[[], Awaitable[T]]) -> T:
 
 
 async def get_store(store: str | SqlStore) -> SqlStore:
-    """The store for a URL, opened (and migrated) once per process; a store is returned as is."""
+    """The store for a URL, opened (and migrated) once per process; a store is returned as is.
+    A SQLite file a stateloop server holds is refused with a ``ConfigError`` naming the
+    server: an agent run here too would keep a history the server's copy does not see."""
     if not isinstance(store, str):
         return store
+    server = serving(store)
+    if server is not None:
+        raise ConfigError(
+            f"the stateloop server at {server} has the database {store!r} open: an agent "
+            f"loaded here too would fork its history. Talk to the server instead (e.g. "
+            f"letta_client.Letta(base_url={server!r}), or `stateloop chat NAME --server "
+            f"{server}`), or stop it first")
     found = _stores.get(store)
     if found is None:
-        from .store import open_store
-
         found = _stores[store] = await open_store(store)
     return found
 

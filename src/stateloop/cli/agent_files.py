@@ -43,7 +43,7 @@ def import_file(
     """Import the agents of an Agent File (.af), as Letta writes them."""
     variables = _secrets(secrets)
     with open_backend(db, server, token) as backend:
-        if server:
+        if backend.server_url:
             if skip_bad_tools:
                 raise CliError("--skip-bad-tools works on the local database only; a "
                                "server refuses a file with a tool that does not compile")
@@ -73,7 +73,7 @@ def export_file(
 ) -> None:
     """Write an agent as an Agent File (.af) on stdout: `stateloop export NAME > NAME.af`."""
     with open_backend(db, server, token) as backend:
-        if server:
+        if backend.server_url:
             if include_secrets:
                 raise CliError("--include-secrets works on the local database only: a "
                                "server never hands out an agent's secrets")

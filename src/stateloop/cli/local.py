@@ -48,6 +48,14 @@ def database_url(db: str | None) -> str:
     return given or f"sqlite:///{default_path()}"
 
 
+def holding_server(url: str) -> str | None:
+    """The URL of the stateloop server that has the database at ``url`` open, if one does:
+    the CLI talks to it, since an agent run here as well would fork its history."""
+    from ..store import serving
+
+    return serving(url)
+
+
 def check_database_dir(url: str) -> None:
     """Refuse a database whose directory does not exist: a typo must not make directories."""
     from ..store.url import hide_password, resolve_url
@@ -84,6 +92,8 @@ def summary(record: AgentRecord, blocks: list[BlockRecord]) -> dict[str, Any]:
 
 class LocalBackend:
     """Agents in the database at ``url``, all work on one event loop for the command."""
+
+    server_url = None
 
     def __init__(self, db: str | None) -> None:
         self.url = database_url(db)

@@ -45,7 +45,7 @@ class RemoteBackend:
     """A server at ``url``; ``token`` is sent as a bearer token when given."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = self.server_url = url.rstrip("/")
         # X-Requested-With: a web page could not send it, so the server takes our uploads.
         headers = {"X-Requested-With": "stateloop"}
         if token:
