@@ -21,6 +21,7 @@ from .exits import (
     INTERRUPTED,
     RUN_FAILED,
     USAGE,
+    AmbiguousName,
     CliError,
     fail,
     handled,
@@ -97,6 +98,8 @@ def ensure_agent(backend: Backend, name: str, model: str | None,
     try:
         backend.show_agent(name)
         return False
+    except AmbiguousName:
+        raise
     except (CliError, LookupError):  # not there yet (locally, or on the server)
         pass
     chosen = model or os.environ.get("STATELOOP_MODEL") or DEFAULT_MODEL

@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .exits import USAGE, fail
+from .exits import USAGE, AmbiguousName, fail
 from .items import (
     Decision,
     Item,
@@ -118,6 +118,15 @@ class LocalBackend:
             self._store = None
         self._runner.close()
 
+    async def record(self, name: str) -> AgentRecord:
+        """The agent with id ``name``, else the one agent of that name; ``AmbiguousName``
+        (listing their ids) when several have it."""
+        db = await self.store()
+        named = await db.list_agents(name=name, limit=AmbiguousName.SHOWN + 1)
+        if len(named) > 1:
+            raise AmbiguousName(name, [(r.id, iso(r.created_at)) for r in named])
+        return named[0] if named else await db.get_agent(name)
+
     # -- agents ------------------------------------------------------------------------
 
     def list_agents(self, tags: list[str]) -> list[dict[str, Any]]:
@@ -135,7 +144,7 @@ class LocalBackend:
 
         async def go() -> dict[str, Any]:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             return summary(record, await db.list_blocks(record.id))
 
         return self.run(go())
@@ -162,7 +171,7 @@ class LocalBackend:
 
         async def go() -> None:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             chosen = model or record.model
             window = context_window or record.llm_config.get("context_window_override")
             if chosen == record.model and window == record.llm_config.get(
@@ -182,7 +191,7 @@ class LocalBackend:
 
         async def go() -> dict[str, Any]:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             found = summary(record, await db.list_blocks(record.id))
             await db.delete_agent(record.id)
             return found
@@ -197,7 +206,7 @@ class LocalBackend:
 
         async def go() -> Agent:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             chosen = model or record.model
             if not chosen:
                 raise no_model_error(record.name)
