@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from .. import __version__
 from ..surrogates import first_lone_surrogate
 from . import agent_files, agents, db, options
 from .backend import Backend, open_backend
@@ -41,6 +42,21 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold API keys
 )
 app.add_typer(agents.app, name="agents")
+
+
+def show_version(value: bool) -> None:
+    if value:
+        out.print(f"stateloop {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def options_of_every_command(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=show_version, is_eager=True,
+        help="Print stateloop's version and exit.")] = False,
+) -> None:
+    pass
 
 # The agent `chat` talks to when none is named: the one `stateloop up` makes ready.
 DEFAULT_AGENT = "assistant"
