@@ -101,6 +101,7 @@ class Persistence:
         self.agent_id = agent_id
         self.conversation_id = conversation_id  # None: the agent's default thread
         self.unsaved: list[Message] = []  # appended outside a step: written with the next one
+        self.system: Message | None = None  # a recompiled system prompt: stored in place
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self.failure: BaseException | None = None  # the write that failed, until ``recover``
@@ -121,6 +122,15 @@ class Persistence:
         await db.create_agent(record, [block_record(b) for b in blocks], unique_name=True)
         await db.append_step(record.id, [system], in_context_ids=APPEND)
         return cls(db, record.id, context=[system])
+
+    def system_changed(self, message: Message) -> None:
+        """The system prompt was recompiled into ``message``, which keeps the stored one's id:
+        it replaces that one with the next checkpoint (or the unsaved one, if not stored)."""
+        for index, waiting in enumerate(self.unsaved):
+            if waiting.id == message.id:
+                self.unsaved[index] = message
+                return
+        self.system = message
 
     @property
     def run_open(self) -> bool:
@@ -184,7 +194,7 @@ class Persistence:
         start, self._run_start = self._run_start, None
         self._queued.clear()
         self.failure = None
-        self.unsaved, self.dirty_blocks = [], {}
+        self.unsaved, self.dirty_blocks, self.system = [], {}, None
         self.pending_saved = True  # not known: the next checkpoint writes it either way
         self._token = None  # blocks are read again before the next step
         self._context = None
@@ -222,6 +232,9 @@ class Persistence:
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         for message in messages:
             message_tokens(message, model)  # stored with the message, counted once
+        system = self.system
+        if system is not None:
+            message_tokens(system, model)
         step = None
         if record.step:
             step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
@@ -237,7 +250,8 @@ class Persistence:
             queued = self.store.queue_step(
                 self.agent_id, messages, in_context=self._context_change(transcript, messages),
                 step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
-                pending_approval=pending, conversation_id=self.conversation_id)
+                pending_approval=pending, conversation_id=self.conversation_id,
+                system=system)
         except Exception as exc:  # its rows could not even be encoded
             self.failure = exc
             self._check()
@@ -245,6 +259,7 @@ class Persistence:
         self._queued.append(queued)
         self.unsaved = []
         self.dirty_blocks = {}
+        self.system = None
 
     def _context_change(self, transcript: list[Message], written: list[Message]) -> Any:
         """``APPEND`` when the context grew by exactly the messages written (so the stored
