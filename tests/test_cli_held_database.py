@@ -12,7 +12,8 @@ import pytest
 
 from stateloop import Agent
 from stateloop.errors import ConfigError
-from stateloop.store import open_store, serving as held_by
+from stateloop.store import open_store
+from stateloop.store import serving as held_by
 from stateloop.testing.scripted import reply
 from test_cli_support import Cli, Script, serving
 

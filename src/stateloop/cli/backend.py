@@ -16,7 +16,10 @@ from .spec import AgentSpec
 class Backend(Protocol):
     """Where agents live: the local database (``LocalBackend``) or a server."""
 
-    server_url: str | None  # the server's URL; None for the local database
+    @property
+    def server_url(self) -> str | None:
+        """The server's URL; None for the local database."""
+        ...
 
     def list_agents(self, tags: list[str]) -> list[dict[str, Any]]: ...
     def show_agent(self, name: str) -> dict[str, Any]: ...

@@ -48,8 +48,9 @@ def database_url(db: str | None) -> str:
     return given or f"sqlite:///{default_path()}"
 
 
-def holding_server(url: str) -> str | None:
-    """The URL of the stateloop server that has the database at ``url`` open, if one does:
+def holding_server(url: str | None) -> str | None:
+    """The URL of the stateloop server that has the database at ``url`` (None: the default)
+    open, if one does:
     the CLI talks to it, since an agent run here as well would fork its history."""
     from ..store import serving
 

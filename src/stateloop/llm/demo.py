@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..errors import ConfigError
-from ..messages import Message, TextPart, Usage
 from ..events import TextDelta
+from ..messages import Message, TextPart, Usage
 from .base import ModelRequest, ModelResponse, StreamItem
 from .models import model_limits
 
