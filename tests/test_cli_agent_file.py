@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from af_support import FIXTURES, file_with, normalised
+from af_support import FIXTURES, file_with, minimal_file, normalised
 from fake_script import Script
 from stateloop.testing import call, reply
+from stateloop.testing.fake_openai import FakeOpenAI
 from test_cli_support import Cli, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
@@ -118,3 +119,24 @@ def test_an_import_next_to_its_original_is_a_copy_and_a_shared_name_is_never_gue
     assert len(cli.inline_json("agents", "list")) == 3  # nothing made, nothing deleted
     by_id = cli.inline("agents", "show", copies[1])
     assert by_id.exit_code == 0 and copies[1] in by_id.stdout
+
+
+def test_an_imported_agent_whose_model_cannot_be_called_names_the_cli_options(
+        cli: Cli, script: Script, fake: FakeOpenAI, tmp_path: Path) -> None:
+    """A Letta file whose agent ran on Ollama: the import note and the run's error name
+    --base-url (the CLI's option), and with it the agent runs."""
+    path = tmp_path / "ollama.af"
+    path.write_text(json.dumps(minimal_file(llm_config={
+        "model": "llama3.1:8b", "model_endpoint_type": "ollama", "context_window": 32000})))
+    done = cli.inline("import", str(path), "--name", "local")
+    assert done.exit_code == 0, done.output
+    assert "model 'ollama/llama3.1:8b' kept, but stateloop cannot call it" in done.stderr
+    assert "--base-url" in done.stderr and "OPENAI_BASE_URL" in done.stderr
+    refused = cli.inline("run", "local", "hi")
+    assert refused.exit_code == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert "unknown model 'ollama/llama3.1:8b'" in line and "--base-url" in line, line
+    script.set(reply("Local."))
+    ran = cli.inline("run", "local", "hi", "--model", "openai/llama3.1:8b", "--base-url",
+                     fake.base_url)
+    assert (ran.exit_code, ran.stdout) == (0, "Local.\n"), ran.output

@@ -192,7 +192,7 @@ class AgentMemory:
         compiled = self._compile_system()
         # The same message with the new text, as Letta rebuilds it: one system message in the
         # history however often memory changes.
-        compiled.id = self._transcript[0].id
+        compiled.id, compiled.created_at = self._transcript[0].id, self._transcript[0].created_at
         self._transcript[0] = compiled
         if self._persist is not None:
             self._persist.system_changed(compiled)
