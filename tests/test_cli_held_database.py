@@ -43,6 +43,11 @@ def test_the_cli_on_a_served_database_talks_to_the_server(cli: Cli, script: Scri
         assert over_http == 5  # system, two messages and two answers
         for where in ((), ("--server", url)):
             assert cli.inline_json("context", "ada", *where)["num_messages"] == over_http
+        # `make chat`: `stateloop chat` with no name, on the database `make run` serves.
+        script.set(reply("Hello from the server."))
+        chat = cli.inline("chat", input="hello\n")
+        assert chat.exit_code == 0 and "assistant> Hello from the server." in chat.stdout
+        assert httpx.get(f"{url}/v1/agents", params={"name": "assistant"}).json()
         # What needs the agent in this process says where it runs instead.
         local_only = cli.inline("run", "ada", "hi", "--model", "openai/x")
         assert local_only.exit_code == 2 and "the server uses its own model" in (
@@ -53,6 +58,7 @@ def test_the_cli_on_a_served_database_talks_to_the_server(cli: Cli, script: Scri
     third = cli.inline("run", "ada", "third message")
     assert (third.exit_code, third.stdout) == (0, "Three.\n") and "note:" not in third.stderr
     assert said(script)[-1][-3:] == ["first message", "second message", "third message"]
+    assert cli.inline_json("agents", "show", "assistant")["messages_in_context"] == 3
 
 
 def test_a_second_server_on_a_served_database_is_refused(cli: Cli) -> None:
