@@ -58,6 +58,7 @@ def options_of_every_command(
 ) -> None:
     pass
 
+
 # The agent `chat` talks to when none is named: the one `stateloop up` makes ready.
 DEFAULT_AGENT = "assistant"
 # The server's default body limit (STATELOOP_MAX_BODY_BYTES): a message no server would take
