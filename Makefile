@@ -25,6 +25,7 @@ $(LETTA17_STAMP):
 
 # The server on SQLite with a ready agent "assistant" (Ctrl-C stops it); PORT=, HOST=
 # (else STATELOOP_PORT, STATELOOP_HOST, else 127.0.0.1:8283) and MODEL= pass through.
+# With no provider: `make run MODEL=demo/echo` (a demo model that repeats what you say).
 run: $(STAMP)
 	$(BIN)/stateloop up $(if $(PORT),--port $(PORT)) $(if $(HOST),--host $(HOST)) \
 		$(if $(MODEL),--model $(MODEL))
@@ -33,7 +34,8 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m stateloop.examples.quickstart
 
-# Talk to AGENT (else the "assistant" that `make run` made ready) on the same database.
+# Talk to AGENT (else the "assistant" that `make run` made ready); while `make run` serves
+# the database, the CLI talks to that server.
 chat: $(STAMP)
 	$(BIN)/stateloop chat $(AGENT)
 

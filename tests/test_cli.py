@@ -269,3 +269,21 @@ def test_chat_without_agent_talks_to_the_assistant(cli: Cli, script: Script) -> 
     again = cli.inline("chat", input="hi\n")
     assert again.exit_code == 0 and "created" not in again.stderr
     assert [a["name"] for a in cli.inline_json("agents", "list")] == ["assistant"]
+
+
+def test_version_is_printed(cli: Cli) -> None:
+    from stateloop import __version__
+
+    done = cli("--version")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"stateloop {__version__}\n", "")
+
+
+def test_help_of_serve_up_and_create_says_what_the_options_do(cli: Cli) -> None:
+    for command, wanted in ((("serve",), "Model of agents created over the API without one"),
+                            (("up",), "Model of the ready agent"),
+                            (("agents", "create"), "lets names repeat")):
+        done = cli.inline(*command, "--help")
+        text = " ".join(done.stdout.replace("│", " ").split())  # the words, unwrapped
+        assert done.exit_code == 0 and wanted in text, text
+        assert "demo/echo" in text or command == ("agents", "create")
+        assert "A unique name" not in text and "the agent up makes" not in text

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from af_support import FIXTURES, file_with, normalised
+from af_support import FIXTURES, file_with, minimal_file, normalised
 from fake_script import Script
 from stateloop.testing import call, reply
+from stateloop.testing.fake_openai import FakeOpenAI
 from test_cli_support import Cli, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
@@ -18,8 +19,8 @@ def test_import_then_export_round_trips_on_the_local_database(cli: Cli, tmp_path
     fixture = FIXTURES[0]
     done = cli("import", str(fixture))
     assert done.returncode == 0, done.stderr
-    assert f"imported agent {fixture.stem}" in done.stdout
-    exported = cli("export", fixture.stem)
+    assert f"imported agent {fixture.stem}_copy (agent-" in done.stdout  # as REST names it
+    exported = cli("export", f"{fixture.stem}_copy")
     assert exported.returncode == 0, exported.stderr
     path = tmp_path / "again.af"
     path.write_text(exported.stdout)
@@ -37,7 +38,7 @@ def test_an_imported_agent_with_source_tools_runs_from_the_cli(cli: Cli, script:
     fixture = FIXTURES[-1]  # outreach_workflow_agent: its tools come with source
     assert cli.inline("import", str(fixture)).exit_code == 0
     script.set(call("retrieve_candidate", candidate_name="Ada"), reply("Retrieved."))
-    done = cli.inline("run", fixture.stem, "Evaluate Ada.", "--json")
+    done = cli.inline("run", f"{fixture.stem}_copy", "Evaluate Ada.", "--json")
     assert done.exit_code == 0, done.output
     assert "software engineer working at Letta" in done.stdout
 
@@ -72,11 +73,70 @@ def test_import_and_export_through_a_server(cli: Cli) -> None:
     with serving(cli) as url:
         done = cli.inline("import", str(fixture), "--server", url)
         assert done.exit_code == 0, done.output
-        assert f"imported agent {fixture.stem}" in done.stdout  # no _copy suffix
-        exported = cli.inline("export", fixture.stem, "--server", url)
+        assert f"imported agent {fixture.stem}_copy" in done.stdout  # as REST names it
+        exported = cli.inline("export", f"{fixture.stem}_copy", "--server", url)
         assert exported.exit_code == 0, exported.output
     data = json.loads(exported.stdout)
     original = json.loads(json.loads(fixture.read_text()))
     assert [t["name"] for t in data["tools"]] == [
         t["name"] for t in sorted(original["tools"], key=lambda t: t["id"])]
     assert data["agents"][0]["tool_rules"] == original["agents"][0]["tool_rules"]
+
+
+def test_an_import_next_to_its_original_is_a_copy_and_a_shared_name_is_never_guessed(
+        cli: Cli, script: Script, tmp_path: Path) -> None:
+    """Exported and imported into the same place, an agent comes back as NAME_copy (as REST
+    imports it), locally and over a server; where two agents do share a name, a command
+    naming it says so with their ids instead of picking one."""
+    cli.create("ada")
+    ada = cli.inline_json("agents", "show", "ada")["id"]
+    exported = tmp_path / "ada.af"
+    exported.write_text(cli("export", "ada").stdout)
+    with serving(cli) as url:
+        for where in ((), ("--server", url)):
+            done = cli.inline("import", str(exported), *where)
+            assert done.exit_code == 0, done.output
+            assert "imported agent ada_copy (agent-" in done.stdout
+    names = sorted(a["name"] for a in cli.inline_json("agents", "list"))
+    assert names == ["ada", "ada_copy", "ada_copy"]
+    script.set(reply("The original."))
+    done = cli.inline("run", "ada", "hi")  # still the original, not a copy
+    assert (done.exit_code, done.stdout) == (0, "The original.\n")
+    assert cli.inline_json("agents", "show", ada)["messages_in_context"] == 3
+
+    copies = [a["id"] for a in cli.inline_json("agents", "list") if a["name"] == "ada_copy"]
+    with serving(cli) as url:
+        for where in ((), ("--server", url)):
+            for args in (("run", "ada_copy", "hi"), ("chat", "ada_copy"),
+                         ("agents", "show", "ada_copy"), ("context", "ada_copy"),
+                         ("export", "ada_copy")):
+                refused = cli.inline(*args, *where, input="")
+                assert refused.exit_code == 2, (args, where, refused.output)
+                [line] = refused.stderr.strip().splitlines()[-1:]
+                assert line.startswith("error: 2 agents are named 'ada_copy': "), line
+                assert all(agent_id in line for agent_id in copies), line
+                assert line.endswith("give the id of the one you mean")
+    assert len(cli.inline_json("agents", "list")) == 3  # nothing made, nothing deleted
+    by_id = cli.inline("agents", "show", copies[1])
+    assert by_id.exit_code == 0 and copies[1] in by_id.stdout
+
+
+def test_an_imported_agent_whose_model_cannot_be_called_names_the_cli_options(
+        cli: Cli, script: Script, fake: FakeOpenAI, tmp_path: Path) -> None:
+    """A Letta file whose agent ran on Ollama: the import note and the run's error name
+    --base-url (the CLI's option), and with it the agent runs."""
+    path = tmp_path / "ollama.af"
+    path.write_text(json.dumps(minimal_file(llm_config={
+        "model": "llama3.1:8b", "model_endpoint_type": "ollama", "context_window": 32000})))
+    done = cli.inline("import", str(path), "--name", "local")
+    assert done.exit_code == 0, done.output
+    assert "model 'ollama/llama3.1:8b' kept, but stateloop cannot call it" in done.stderr
+    assert "--base-url" in done.stderr and "OPENAI_BASE_URL" in done.stderr
+    refused = cli.inline("run", "local", "hi")
+    assert refused.exit_code == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert "unknown model 'ollama/llama3.1:8b'" in line and "--base-url" in line, line
+    script.set(reply("Local."))
+    ran = cli.inline("run", "local", "hi", "--model", "openai/llama3.1:8b", "--base-url",
+                     fake.base_url)
+    assert (ran.exit_code, ran.stdout) == (0, "Local.\n"), ran.output

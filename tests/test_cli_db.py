@@ -4,6 +4,7 @@ database from a newer stateloop or an unreachable server refused with a clear er
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 from sqlalchemy import create_engine
@@ -53,6 +54,7 @@ def test_migrate_upgrades_an_older_database_from_its_revision(
 
 def test_migrate_creates_a_sqlite_file_given_as_a_path(cli: Cli) -> None:
     path = cli.db.parent / "fresh" / "agents.db"
+    path.parent.mkdir()  # a given path's directory must exist, as for every command
     done = cli.inline("migrate", "--db", str(path))
     assert done.exit_code == 0, done.output
     assert done.stdout.strip() == HEAD and path.exists()
@@ -78,3 +80,15 @@ def test_migrate_refuses_a_newer_schema_and_an_unreachable_server(
     assert gone.exit_code == 3
     assert "cannot open database 'postgresql://ada:***@127.0.0.1:1/agents'" in gone.stderr
     assert "s3cret" not in gone.output
+
+
+def test_migrate_refuses_a_path_in_a_missing_directory_as_every_command_does(
+        cli: Cli, tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "dir"
+    db = str(missing / "x.db")
+    for args in (("migrate", "--db", db), ("agents", "list", "--db", db)):
+        done = cli.inline(*args)
+        assert done.exit_code == 2, (args, done.output)
+        assert done.stderr == (f"error: --db {db}: the directory {str(missing)!r} does not "
+                               "exist; create it first, or give another path\n")
+    assert not (tmp_path / "missing").exists()  # nothing made

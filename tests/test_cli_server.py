@@ -104,6 +104,56 @@ def test_up_makes_an_agent_ready_and_serves(cli: Cli) -> None:
     assert f'Letta(base_url="{url}")' in output and "8283" not in output
     assert "set OPENAI_API_KEY, or OPENAI_BASE_URL (or --base-url)" in output
     assert "vLLM, Ollama, llama.cpp, LM Studio" in output and "--model openai/" in output
+    # Not "ready" when its model cannot answer; the demo model is offered, by name.
+    assert "is ready" not in output
+    assert "agent assistant is made, but its model openai/gpt-4o-mini cannot answer" in output
+    assert "make run MODEL=demo/echo" in output
+    assert output.index("warning:") < output.index("agent assistant is made")
+
+
+def test_up_with_the_demo_model_answers_with_no_provider(cli: Cli) -> None:
+    """The Quick start without a key: the demo model, named, answers over the server."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    no_provider: dict[str, str | None] = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
+    process = subprocess.Popen([*console_script(), "up", "--port", str(port), "--model",
+                                "demo/echo"], env=cli.environment(no_provider),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        done = cli.inline("run", "assistant", "hello there", env=no_provider)
+        assert (done.exit_code, done.stdout) == (0, "You said: hello there\n"), done.stderr
+        assert cli.inline_json("agents", "show", "assistant")["model"] == "demo/echo"
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            output, _ = process.communicate(timeout=10)
+        finally:
+            process.kill()
+    assert "agent assistant is ready" in output and "warning" not in output
+    # Only when chosen: an agent on a real model without a provider is never answered by it.
+    cli.create("ada")
+    refused = cli.inline("run", "ada", "hi", env=no_provider)
+    assert refused.exit_code == 3 and "--model demo/echo" in refused.stderr
+
+
+def test_no_provider_over_a_server_names_what_to_set(cli: Cli) -> None:
+    """A server with no provider: its error names the variables and --model, not api_key=."""
+    no_provider: dict[str, str | None] = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
+    cli.create("ada")
+    with serving(cli, env=no_provider) as url:
+        done = cli.inline("run", "ada", "hi", "--server", url)
+    assert done.exit_code == 1
+    [line] = done.stderr.strip().splitlines()
+    assert "OPENAI_API_KEY" in line and "OPENAI_BASE_URL" in line and "--model" in line
+    assert "demo/echo" in line and "api_key=" not in line
 
 
 def test_up_takes_the_model_its_hints_name(cli: Cli, fake: FakeOpenAI, script: Script) -> None:
@@ -121,7 +171,7 @@ def test_up_takes_the_model_its_hints_name(cli: Cli, fake: FakeOpenAI, script: S
     assert "warning" not in output and "0.0.0.0" not in output
     assert f'Letta(base_url="http://127.0.0.1:{port}")' in output
     assert "every interface" in output
-    assert f"OPENAI_BASE_URL={fake.base_url} .venv/bin/stateloop chat assistant" in output
+    assert f"stateloop chat assistant --server http://127.0.0.1:{port}\n" in output
     script.set(reply("Local."))
     done = cli.inline("run", "assistant", "hi", env={"OPENAI_BASE_URL": fake.base_url})
     assert (done.exit_code, done.stdout) == (0, "Local.\n")

@@ -45,11 +45,21 @@ def test_recompile_returns_the_prompt_memory_renders_now(server: Server, client:
     prompt = json.loads(client.agents.recompile(agent.id))
     assert "Name: Grace" in prompt
     after = client.agents.retrieve(agent.id).message_ids
-    assert after and before and after[0] != before[0] and after[1:] == before[1:]
+    # As Letta's rebuild_system_prompt: the system message keeps its id, with the new text.
+    assert after and after == before
     assert "Name: Grace" in client.messages.retrieve(after[0])[0].content  # type: ignore[union-attr]
     script.set(reply("Hello Grace."))
     client.agents.messages.create(agent.id, input="Who am I?")
     assert "Name: Grace" in script.requests[-1].messages[0].text
+    # One system message in the history, after the edit and a run as before them.
+    client.agents.blocks.update("human", agent_id=agent.id, value="Name: Grace Hopper")
+    script.set(reply("Hello again."))
+    client.agents.messages.create(agent.id, input="And now?")
+    assert "Name: Grace Hopper" in script.requests[-1].messages[0].text
+    history = list(client.agents.messages.list(agent.id, limit=100))
+    systems = [m for m in history if m.message_type == "system_message"]
+    assert [m.id for m in systems] == [after[0]] and history[0].id == after[0]
+    assert "Name: Grace Hopper" in systems[0].content
     old = httpx.post(f"{server.url}/v1/agents/{agent.id}/system-prompt/recompile",
                      params={"dry_run": "true"})
     assert old.status_code == 200 and "Name: Grace" in old.json()

@@ -280,7 +280,11 @@ def test_runs_timeline_and_a_failed_runs_error(page: Any, script: Script,
     runs.nth(1).locator("summary").click()
     steps = runs.nth(1).locator("li.step")
     expect(steps).to_have_count(2)
-    expect(steps.nth(0)).to_contain_text(re.compile(r"model \d+(\.\d)? ms · tools \d"))
+    # The step's time; model and tool time are not measured apart (null): no figure for
+    # them, never "0.0 ms".
+    expect(steps.nth(0).locator(".step-time")).to_have_text(re.compile(r"^\d+(\.\d)? ms$"))
+    expect(steps.nth(0)).not_to_contain_text("model ")
+    expect(steps.nth(0)).not_to_contain_text(re.compile(r"(^|\D)0\.0 ms"))
     expect(steps.nth(0)).to_contain_text(re.compile(r"\d+ in / \d+ out tokens"))
     expect(steps.nth(0)).to_contain_text("Tools: shout (success)")
     screenshot(page, "runs")
@@ -302,3 +306,23 @@ def test_a_stored_agent_the_server_cannot_read_is_listed_with_a_warning(
     expect(page.locator("#status")).to_contain_text("llm_config.max_tokens")
     screenshot(page, "unreadable-agent")
     assert httpx.delete(f"{server.url}/v1/agents/{agent['id']}").status_code == 200
+
+
+def test_agents_that_share_a_name_are_told_apart_by_id(page: Any, server: Server) -> None:
+    """An agent imported next to its original (or made twice) under one name: the list says
+    so and shows each one's id; the open agent's id is in its header."""
+    first, second = new_agent(server, "twin"), new_agent(server, "twin")
+    alone = new_agent(server, "single")
+    page.reload()
+    entries = page.get_by_role("button", name=re.compile("^twin"))
+    expect(entries).to_have_count(2)
+    for agent in (first, second):
+        expect(page.get_by_role("button", name=re.compile(
+            f"^twin .* 2 named so · {agent['id']}$"))).to_have_count(1)
+    expect(page.get_by_role("button", name=re.compile("^single"))).not_to_contain_text(
+        alone["id"])
+    page.get_by_role("button", name=re.compile(f"{second['id']}$")).click()
+    expect(page.locator(".agent-head")).to_contain_text(second["id"])
+    screenshot(page, "same-name")
+    for agent in (first, second, alone):
+        assert httpx.delete(f"{server.url}/v1/agents/{agent['id']}").status_code == 200

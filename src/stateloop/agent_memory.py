@@ -189,9 +189,13 @@ class AgentMemory:
         """Recompile the system prompt only when what it renders has changed."""
         if self._compile_key() == self._compiled:
             return
-        self._transcript[0] = self._compile_system()
+        compiled = self._compile_system()
+        # The same message with the new text, as Letta rebuilds it: one system message in the
+        # history however often memory changes.
+        compiled.id, compiled.created_at = self._transcript[0].id, self._transcript[0].created_at
+        self._transcript[0] = compiled
         if self._persist is not None:
-            self._persist.unsaved.append(self._transcript[0])
+            self._persist.system_changed(compiled)
 
     def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
         if not self.tool_rules:

@@ -14,12 +14,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import PendingApproval
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 from .events import RunEnd, StopReason
 from .hooks import StepRecord
 from .llm.tokens import message_tokens
 from .memory.blocks import Block
 from .messages import Message
+from .store import open_store, serving
 from .store.records import APPEND, KEEP, step_record_id
 from .store.records import StepRecord as StoredStep
 
@@ -50,13 +51,20 @@ def run_blocking(factory: Callable[[], Awaitable[T]]) -> T:
 
 
 async def get_store(store: str | SqlStore) -> SqlStore:
-    """The store for a URL, opened (and migrated) once per process; a store is returned as is."""
+    """The store for a URL, opened (and migrated) once per process; a store is returned as is.
+    A SQLite file a stateloop server holds is refused with a ``ConfigError`` naming the
+    server: an agent run here too would keep a history the server's copy does not see."""
     if not isinstance(store, str):
         return store
+    server = serving(store)
+    if server is not None:
+        raise ConfigError(
+            f"the stateloop server at {server} has the database {store!r} open: an agent "
+            f"loaded here too would fork its history. Talk to the server instead (e.g. "
+            f"letta_client.Letta(base_url={server!r}), or `stateloop chat NAME --server "
+            f"{server}`), or stop it first")
     found = _stores.get(store)
     if found is None:
-        from .store import open_store
-
         found = _stores[store] = await open_store(store)
     return found
 
@@ -93,6 +101,7 @@ class Persistence:
         self.agent_id = agent_id
         self.conversation_id = conversation_id  # None: the agent's default thread
         self.unsaved: list[Message] = []  # appended outside a step: written with the next one
+        self.system: Message | None = None  # a recompiled system prompt: stored in place
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self.failure: BaseException | None = None  # the write that failed, until ``recover``
@@ -113,6 +122,15 @@ class Persistence:
         await db.create_agent(record, [block_record(b) for b in blocks], unique_name=True)
         await db.append_step(record.id, [system], in_context_ids=APPEND)
         return cls(db, record.id, context=[system])
+
+    def system_changed(self, message: Message) -> None:
+        """The system prompt was recompiled into ``message``, which keeps the stored one's id:
+        it replaces that one with the next checkpoint (or the unsaved one, if not stored)."""
+        for index, waiting in enumerate(self.unsaved):
+            if waiting.id == message.id:
+                self.unsaved[index] = message
+                return
+        self.system = message
 
     @property
     def run_open(self) -> bool:
@@ -176,7 +194,7 @@ class Persistence:
         start, self._run_start = self._run_start, None
         self._queued.clear()
         self.failure = None
-        self.unsaved, self.dirty_blocks = [], {}
+        self.unsaved, self.dirty_blocks, self.system = [], {}, None
         self.pending_saved = True  # not known: the next checkpoint writes it either way
         self._token = None  # blocks are read again before the next step
         self._context = None
@@ -214,6 +232,9 @@ class Persistence:
         messages = [*self.unsaved, *record.messages] if self.unsaved else record.messages
         for message in messages:
             message_tokens(message, model)  # stored with the message, counted once
+        system = self.system
+        if system is not None:
+            message_tokens(system, model)
         step = None
         if record.step:
             step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
@@ -229,7 +250,8 @@ class Persistence:
             queued = self.store.queue_step(
                 self.agent_id, messages, in_context=self._context_change(transcript, messages),
                 step=step, run_id=record.run_id, block_values=self.dirty_blocks or None,
-                pending_approval=pending, conversation_id=self.conversation_id)
+                pending_approval=pending, conversation_id=self.conversation_id,
+                system=system)
         except Exception as exc:  # its rows could not even be encoded
             self.failure = exc
             self._check()
@@ -237,6 +259,7 @@ class Persistence:
         self._queued.append(queued)
         self.unsaved = []
         self.dirty_blocks = {}
+        self.system = None
 
     def _context_change(self, transcript: list[Message], written: list[Message]) -> Any:
         """``APPEND`` when the context grew by exactly the messages written (so the stored

@@ -26,7 +26,8 @@ def import_file(
     path: Annotated[Path, typer.Argument(help="The Agent File (.af) to import.",
                                          show_default=False)],
     name: Annotated[str | None, typer.Option(
-        "--name", help="Name the imported agent(s) this instead of the file's name.")] = None,
+        "--name", help="Name the imported agent(s) this \\[default: the file's name with "
+                       "_copy added, as Letta's REST import names it].")] = None,
     skip_bad_tools: Annotated[bool, typer.Option(
         "--skip-bad-tools", help="Leave out tools whose source does not compile instead of "
                                  "refusing the file.")] = False,
@@ -43,7 +44,7 @@ def import_file(
     """Import the agents of an Agent File (.af), as Letta writes them."""
     variables = _secrets(secrets)
     with open_backend(db, server, token) as backend:
-        if server:
+        if backend.server_url:
             if skip_bad_tools:
                 raise CliError("--skip-bad-tools works on the local database only; a "
                                "server refuses a file with a tool that does not compile")
@@ -73,7 +74,7 @@ def export_file(
 ) -> None:
     """Write an agent as an Agent File (.af) on stdout: `stateloop export NAME > NAME.af`."""
     with open_backend(db, server, token) as backend:
-        if server:
+        if backend.server_url:
             if include_secrets:
                 raise CliError("--include-secrets works on the local database only: a "
                                "server never hands out an agent's secrets")
@@ -94,8 +95,8 @@ def _import_local(backend: LocalBackend, path: Path, name: str | None, skip_bad_
 
     async def go() -> dict[str, Any]:
         result = await import_agents(path, store=await backend.store(), options=ImportOptions(
-            name=name, skip_bad_tools=skip_bad_tools, strip_messages=strip_messages,
-            secrets=secrets, model=model))
+            name=name, append_copy_suffix=True, skip_bad_tools=skip_bad_tools,
+            strip_messages=strip_messages, secrets=secrets, model=model))
         return {"agent_ids": result.agent_ids, "names": result.names, "notes": result.notes}
 
     return backend.run(go())
@@ -108,8 +109,7 @@ def _import_remote(backend: RemoteBackend, path: Path, name: str | None,
         data = path.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {str(path)!r}: {exc.strerror}") from None
-    form: dict[str, Any] = {"append_copy_suffix": "false", "strip_messages": str(
-        strip_messages).lower()}
+    form: dict[str, Any] = {"strip_messages": str(strip_messages).lower()}
     for key, value in (("name", name), ("model", model),
                        ("secrets", json.dumps(secrets) if secrets else None)):
         if value is not None:
@@ -130,7 +130,7 @@ def _export_local(backend: LocalBackend, agent: str, include_secrets: bool,
 
     async def go() -> dict[str, Any]:
         db = await backend.store()
-        record = await db.get_agent(agent)
+        record = await backend.record(agent)
         return await export_agents([record.id], store=db, include_secrets=include_secrets,
                                    strip_messages=strip_messages)
 

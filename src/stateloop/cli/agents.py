@@ -54,7 +54,9 @@ def list_agents(
 @app.command()
 @handled
 def create(
-    name: Annotated[str, typer.Argument(help="A unique name for the agent.")],
+    name: Annotated[str, typer.Argument(
+        help="The agent's name. The local database refuses one already taken; a server, as "
+             "Letta, lets names repeat (then name the agent by its id).")],
     model: Annotated[str, typer.Option(
         "--model", "-m", envvar="STATELOOP_MODEL",
         help="PROVIDER/MODEL, e.g. openai/gpt-4o-mini, or openai/NAME for a local "

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from .. import __version__
 from ..surrogates import first_lone_surrogate
 from . import agent_files, agents, db, options
 from .backend import Backend, open_backend
@@ -21,6 +22,7 @@ from .exits import (
     INTERRUPTED,
     RUN_FAILED,
     USAGE,
+    AmbiguousName,
     CliError,
     fail,
     handled,
@@ -40,6 +42,22 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold API keys
 )
 app.add_typer(agents.app, name="agents")
+
+
+def show_version(value: bool) -> None:
+    if value:
+        out.print(f"stateloop {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def options_of_every_command(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=show_version, is_eager=True,
+        help="Print stateloop's version and exit.")] = False,
+) -> None:
+    pass
+
 
 # The agent `chat` talks to when none is named: the one `stateloop up` makes ready.
 DEFAULT_AGENT = "assistant"
@@ -97,6 +115,8 @@ def ensure_agent(backend: Backend, name: str, model: str | None,
     try:
         backend.show_agent(name)
         return False
+    except AmbiguousName:
+        raise
     except (CliError, LookupError):  # not there yet (locally, or on the server)
         pass
     chosen = model or os.environ.get("STATELOOP_MODEL") or DEFAULT_MODEL
@@ -245,9 +265,15 @@ Port = Annotated[int | None, typer.Option(
     show_default=False)]
 ServerModel = Annotated[str | None, typer.Option(
     "--model", "-m", envvar="STATELOOP_MODEL", show_default=False,
-    help="Model of the agent up makes ready and of agents created without one, e.g. "
-         "openai/gpt-4o-mini or openai/NAME for a local server \\[default: "
-         "STATELOOP_DEFAULT_MODEL, else openai/gpt-4o-mini].")]
+    help="Model of agents created over the API without one: e.g. openai/gpt-4o-mini, "
+         "openai/NAME for a local server, or demo/echo (a demo model that needs no provider) "
+         "\\[default: STATELOOP_DEFAULT_MODEL, else openai/gpt-4o-mini].")]
+UpModel = Annotated[str | None, typer.Option(
+    "--model", "-m", envvar="STATELOOP_MODEL", show_default=False,
+    help="Model of the ready agent (switched to it if the agent exists) and of agents "
+         "created over the API without one: e.g. openai/gpt-4o-mini, openai/NAME for a local "
+         "server, or demo/echo (a demo model that needs no provider) \\[default: the agent's "
+         "own; for a new one STATELOOP_DEFAULT_MODEL, else openai/gpt-4o-mini].")]
 ServerBaseUrl = Annotated[str | None, typer.Option(
     "--base-url", show_default=False,
     help="OpenAI-compatible endpoint every agent's model calls (vLLM, Ollama, llama.cpp, LM "
@@ -263,7 +289,7 @@ def serve(
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Run the HTTP server (Letta's REST API) on the local database."""
-    from .serving import bind, check_database, server_settings, start_server
+    from .serving import bind, check_database, provider_ready, server_settings, start_server
 
     settings = server_settings(host, port, db, insecure=insecure, model=model,
                                base_url=base_url)
@@ -273,6 +299,7 @@ def serve(
     except BaseException:
         sock.close()
         raise
+    provider_ready(settings, settings.default_model)
     start_server(settings, sock)
 
 
@@ -281,13 +308,20 @@ def serve(
 def up(
     agent: Annotated[str, typer.Option(help="The agent to make ready.")] = DEFAULT_AGENT,
     host: Host = None, port: Port = None,
-    model: ServerModel = None, base_url: ServerBaseUrl = None,
+    model: UpModel = None, base_url: ServerBaseUrl = None,
     context_window: options.ContextWindow = None,
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Make an agent ready on the local database, say how to talk to it, and serve."""
     from .local import LocalBackend
-    from .serving import bind, client_url, listens_everywhere, server_settings, start_server
+    from .serving import (
+        bind,
+        client_url,
+        listens_everywhere,
+        provider_ready,
+        server_settings,
+        start_server,
+    )
 
     # Nothing is created when a setting is wrong or the port is taken.
     settings = server_settings(host, port, db, insecure=insecure, model=model,
@@ -296,10 +330,10 @@ def up(
     try:
         backend = LocalBackend(db)
         try:
-            chosen = model or settings.default_model
-            if not ensure_agent(backend, agent, chosen, context_window) and (
-                    model or context_window):
+            if not ensure_agent(backend, agent, model or settings.default_model,
+                                context_window) and (model or context_window):
                 backend.configure(agent, model, context_window)
+            chosen = backend.show_agent(agent)["model"] or settings.default_model
         finally:
             backend.close()
     except BaseException:
@@ -308,13 +342,19 @@ def up(
     address = client_url(settings)
     where = (" (listening on every interface: from another machine, use this one's address)"
              if listens_everywhere(settings) else "")
-    local = f"OPENAI_BASE_URL={settings.model_base_url} " if base_url else ""
-    err.print(f"agent [bold]{escape(agent)}[/] is ready. Talk to it:\n"
-              f"  {escape(local)}.venv/bin/stateloop chat {escape(agent)}          (in this "
-              f"terminal's project, on the same database)\n"
-              f"  .venv/bin/stateloop chat {escape(agent)} --server {escape(address)}\n"
+    if provider_ready(settings, chosen):
+        err.print(f"agent [bold]{escape(agent)}[/] is ready. Talk to it:")
+    else:
+        err.print(f"agent [bold]{escape(agent)}[/] is made, but its model {escape(chosen)} "
+                  "cannot answer until a provider is set (above), or until you choose the demo "
+                  "model: `make run MODEL=demo/echo` (`stateloop up --model demo/echo`). Then "
+                  "talk to it:")
+    # The CLI on this server's database finds the server and talks to it (presence.py).
+    same_db = "  (or `make chat`)" if db is None and agent == DEFAULT_AGENT else ""
+    err.print(f"  .venv/bin/stateloop chat {escape(agent)} --server {escape(address)}"
+              f"{escape(same_db)}\n"
               f"  or any Letta client: Letta(base_url=\"{escape(address)}\"){escape(where)}")
-    start_server(settings, sock, chosen)
+    start_server(settings, sock)
 
 
 # Agent Files (.af): `stateloop import FILE.af`, `stateloop export AGENT > FILE.af`.

@@ -6,12 +6,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from rich.markup import escape
+
+from .console import err
 from .items import Session
 from .spec import AgentSpec
 
 
 class Backend(Protocol):
     """Where agents live: the local database (``LocalBackend``) or a server."""
+
+    @property
+    def server_url(self) -> str | None:
+        """The server's URL; None for the local database."""
+        ...
 
     def list_agents(self, tags: list[str]) -> list[dict[str, Any]]: ...
     def show_agent(self, name: str) -> dict[str, Any]: ...
@@ -25,16 +33,22 @@ class Backend(Protocol):
 @contextmanager
 def open_backend(db: str | None, server: str | None,
                  token: str | None = None) -> Iterator[Backend]:
-    """The server at ``server`` if given, else the database ``db`` (or the default one);
-    closed when the block ends."""
+    """The server at ``server`` if given, else the database ``db`` (or the default one) or,
+    when a stateloop server holds that database, that server; closed when the block ends."""
+    from .local import LocalBackend, database_url, holding_server
+
     backend: Backend
+    if not server:
+        url = database_url(db)
+        server = holding_server(url)
+        if server:
+            err.print(f"note: the stateloop server at {escape(server)} has this database open: "
+                      "talking to it (as with --server)")
     if server:
         from .remote import RemoteBackend
 
         backend = RemoteBackend(server, token)
     else:
-        from .local import LocalBackend
-
         backend = LocalBackend(db)
     try:
         yield backend

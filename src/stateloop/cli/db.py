@@ -14,6 +14,7 @@ import typer
 from ..store.url import DatabaseURL, resolve_url
 from .console import err, out
 from .exits import handled
+from .local import database_url
 from .options import DB_HELP, warn_on_password
 
 Database = Annotated[str | None, typer.Option(
@@ -27,7 +28,7 @@ def migrate(db: Database = None) -> None:
     from ..store import open_store
     from ..store.migrate import HEAD
 
-    url = resolve_url(db)  # else the environment's
+    url = resolve_url(database_url(db))  # else the environment's; a missing directory: exit 2
     before = revision(url)
 
     async def upgrade() -> None:

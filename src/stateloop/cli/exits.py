@@ -38,6 +38,19 @@ class CliError(Exception):
         self.hints = hints
 
 
+class AmbiguousName(CliError):
+    """Several agents have the name given: the command does not guess which one is meant."""
+
+    SHOWN = 10  # ids listed at most
+
+    def __init__(self, name: str, agents: list[tuple[str, str | None]]) -> None:
+        listed = ", ".join(f"{agent_id} (created {created or '?'})"
+                           for agent_id, created in agents[:self.SHOWN])
+        count = f"{self.SHOWN}+" if len(agents) > self.SHOWN else str(len(agents))
+        super().__init__(f"{count} agents are named {name!r}: {listed}; give the id of the one "
+                         "you mean", USAGE)
+
+
 def fail(message: str, code: int = USAGE, *hints: str) -> NoReturn:
     """Stop the command with ``message`` on stderr and exit ``code``."""
     raise CliError(message, code, hints)

@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .exits import USAGE, fail
+from .exits import USAGE, AmbiguousName, fail
 from .items import (
     Decision,
     Item,
@@ -48,6 +48,15 @@ def database_url(db: str | None) -> str:
     return given or f"sqlite:///{default_path()}"
 
 
+def holding_server(url: str | None) -> str | None:
+    """The URL of the stateloop server that has the database at ``url`` (None: the default)
+    open, if one does:
+    the CLI talks to it, since an agent run here as well would fork its history."""
+    from ..store import serving
+
+    return serving(url)
+
+
 def check_database_dir(url: str) -> None:
     """Refuse a database whose directory does not exist: a typo must not make directories."""
     from ..store.url import hide_password, resolve_url
@@ -85,6 +94,8 @@ def summary(record: AgentRecord, blocks: list[BlockRecord]) -> dict[str, Any]:
 class LocalBackend:
     """Agents in the database at ``url``, all work on one event loop for the command."""
 
+    server_url = None
+
     def __init__(self, db: str | None) -> None:
         self.url = database_url(db)
         self._runner = asyncio.Runner()
@@ -108,6 +119,15 @@ class LocalBackend:
             self._store = None
         self._runner.close()
 
+    async def record(self, name: str) -> AgentRecord:
+        """The agent with id ``name``, else the one agent of that name; ``AmbiguousName``
+        (listing their ids) when several have it."""
+        db = await self.store()
+        named = await db.list_agents(name=name, limit=AmbiguousName.SHOWN + 1)
+        if len(named) > 1:
+            raise AmbiguousName(name, [(r.id, iso(r.created_at)) for r in named])
+        return named[0] if named else await db.get_agent(name)
+
     # -- agents ------------------------------------------------------------------------
 
     def list_agents(self, tags: list[str]) -> list[dict[str, Any]]:
@@ -125,7 +145,7 @@ class LocalBackend:
 
         async def go() -> dict[str, Any]:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             return summary(record, await db.list_blocks(record.id))
 
         return self.run(go())
@@ -152,7 +172,7 @@ class LocalBackend:
 
         async def go() -> None:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             chosen = model or record.model
             window = context_window or record.llm_config.get("context_window_override")
             if chosen == record.model and window == record.llm_config.get(
@@ -172,7 +192,7 @@ class LocalBackend:
 
         async def go() -> dict[str, Any]:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             found = summary(record, await db.list_blocks(record.id))
             await db.delete_agent(record.id)
             return found
@@ -187,7 +207,7 @@ class LocalBackend:
 
         async def go() -> Agent:
             db = await self.store()
-            record = await db.get_agent(name)
+            record = await self.record(name)
             chosen = model or record.model
             if not chosen:
                 raise no_model_error(record.name)

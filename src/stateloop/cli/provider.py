@@ -9,12 +9,15 @@ from .exits import NOT_CONFIGURED, CliError
 OPENAI_URL = "https://api.openai.com/v1"
 ANTHROPIC_URL = "https://api.anthropic.com"
 
+DEMO_HINT = ("With no provider at all: --model demo/echo, a demo model that repeats what you "
+             "say (`make run MODEL=demo/echo` for the server).")
 LOCAL_SERVER_HINTS = (
     "For a local OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio) set "
     "OPENAI_BASE_URL, e.g. export OPENAI_BASE_URL=http://127.0.0.1:11434/v1 "
     "(or pass --base-url URL), and name its model with --model openai/MODEL.",
     "For OpenAI itself: export OPENAI_API_KEY=sk-... and use e.g. "
     "--model openai/gpt-4o-mini.",
+    DEMO_HINT,
 )
 
 
@@ -45,4 +48,5 @@ def check_provider(model: str, base_url: str | None = None, *,
             raise CliError(f"no model provider configured for {model}: set ANTHROPIC_API_KEY "
                            "(or ANTHROPIC_BASE_URL for a compatible server)", NOT_CONFIGURED,
                            ("Or use an OpenAI-compatible model instead: "
-                            "--model openai/MODEL with OPENAI_API_KEY or OPENAI_BASE_URL.",))
+                            "--model openai/MODEL with OPENAI_API_KEY or OPENAI_BASE_URL.",
+                            DEMO_HINT))

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from .context_view import overview_text, remote_messages_text
-from .exits import NOT_CONFIGURED, USAGE, CliError
+from .exits import NOT_CONFIGURED, USAGE, AmbiguousName, CliError
 from .items import (
     Decision,
     PendingCall,
@@ -45,7 +45,7 @@ class RemoteBackend:
     """A server at ``url``; ``token`` is sent as a bearer token when given."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = self.server_url = url.rstrip("/")
         # X-Requested-With: a web page could not send it, so the server takes our uploads.
         headers = {"X-Requested-With": "stateloop"}
         if token:
@@ -70,17 +70,21 @@ class RemoteBackend:
     # -- agents ------------------------------------------------------------------------
 
     def agent_state(self, name: str) -> dict[str, Any]:
-        """The agent with this id, or else this name."""
+        """The agent with this id, or else the one agent of this name (several: an
+        ``AmbiguousName`` listing their ids)."""
         if name.startswith("agent-"):
             try:
                 found: dict[str, Any] = self.request("GET", f"/v1/agents/{name}")
                 return found
             except CliError:
                 pass  # maybe a name that looks like an id
-        matches = self.request("GET", "/v1/agents", params={"name": name, "limit": 2})
+        matches = self.request("GET", "/v1/agents", params={
+            "name": name, "limit": AmbiguousName.SHOWN + 1, "order": "asc"})
         if not matches:
             raise CliError(f"no agent with id or name {name!r} on {self.url} "
                            "(`stateloop agents list` shows the agents)", USAGE)
+        if len(matches) > 1:
+            raise AmbiguousName(name, [(m["id"], m.get("created_at")) for m in matches])
         first: dict[str, Any] = matches[0]
         return first
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 from ..store.url import configured_url
 from .console import err
 from .exits import NOT_CONFIGURED, USAGE, CliError, fail
-from .local import check_database_dir
+from .local import check_database_dir, holding_server
 from .provider import check_provider
 
 if TYPE_CHECKING:
@@ -19,10 +19,6 @@ if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
     from ..server.settings import ServerSettings
-
-# Binding these means every interface: a client connects to this machine's loopback.
-_EVERYWHERE = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
-
 
 def server_settings(host: str | None, port: int | None, db: str | None, *, insecure: bool,
                     model: str | None = None, base_url: str | None = None) -> ServerSettings:
@@ -49,6 +45,11 @@ def server_settings(host: str | None, port: int | None, db: str | None, *, insec
     settings.database_url = settings.database_url or configured_url()
     if settings.database_url:
         check_database_dir(settings.database_url)
+    held = holding_server(settings.database_url)
+    if held:
+        fail(f"the stateloop server at {held} already has this database open: talk to it "
+             f"(`stateloop chat NAME --server {held}`, or its web page), or stop it first; "
+             "two servers on one SQLite file would fork agents' histories", USAGE)
     if not insecure:
         try:
             check_exposure(settings.host, settings)
@@ -72,13 +73,15 @@ def check_database(settings: ServerSettings) -> None:
 
 def client_url(settings: ServerSettings) -> str:
     """The URL a client on this machine uses to reach the server."""
-    host = _EVERYWHERE.get(settings.host, settings.host)
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{settings.port}"
+    from ..server.exposure import client_url as url
+
+    return url(settings.host, settings.port)
 
 
 def listens_everywhere(settings: ServerSettings) -> bool:
-    return settings.host in _EVERYWHERE
+    from ..server.exposure import EVERYWHERE
+
+    return settings.host in EVERYWHERE
 
 
 def bind(settings: ServerSettings) -> socket.socket:
@@ -88,18 +91,23 @@ def bind(settings: ServerSettings) -> socket.socket:
     return bind_socket(settings.host, settings.port)
 
 
-def start_server(settings: ServerSettings, sock: socket.socket, model: str | None = None,
-                 ) -> None:
-    """Run the server on ``sock`` until interrupted; warn first when ``model`` (the default
-    model, else the server's) has no provider configured, and print the web page's address."""
-    from ..server import serve
-
-    try:  # the server starts anyway (agents may name other models); runs would fail
-        check_provider(model or settings.default_model, settings.model_base_url)
+def provider_ready(settings: ServerSettings, model: str) -> bool:
+    """Whether ``model`` has a provider the server can call; if not, a warning saying what to
+    set (the server starts anyway: agents may name other models)."""
+    try:
+        check_provider(model, settings.model_base_url)
     except CliError as error:
         err.print(f"[yellow]warning:[/] {escape(error.message)}")
         for hint in error.hints:
             err.print(f"  {escape(hint)}")
+        return False
+    return True
+
+
+def start_server(settings: ServerSettings, sock: socket.socket) -> None:
+    """Run the server on ``sock`` until interrupted, after printing the web page's address."""
+    from ..server import serve
+
     err.print(f"web page: {escape(client_url(settings))}/  (agents, memory, context, runs)")
     serve(settings.host, settings.port, settings=settings, insecure=True,  # checked already
           sock=sock)

@@ -71,8 +71,9 @@ class AnthropicModel:
         key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             raise AuthenticationError(
-                "no Anthropic API key: set the ANTHROPIC_API_KEY environment variable or pass "
-                "api_key=...", provider=self.provider)
+                "no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a "
+                "compatible server) where the model is called; or give the agent another "
+                "model (--model; demo/echo needs no provider)", provider=self.provider)
         return {"x-api-key": key, "anthropic-version": API_VERSION,
                 "content-type": "application/json", "accept": "text/event-stream"}
 

@@ -62,6 +62,8 @@ KNOWN_LIMITS: dict[str, ModelLimits] = {
     "gemma3": ModelLimits(131_072, 8_192),
     "deepseek-r1": ModelLimits(131_072, 32_768),
     "deepseek-v3": ModelLimits(131_072, 8_192),
+    # stateloop's own demo model (demo/echo, demo.py)
+    "echo": ModelLimits(128_000, 4_096),
 }
 
 _PREFIXES = sorted(KNOWN_LIMITS, key=len, reverse=True)

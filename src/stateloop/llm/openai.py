@@ -84,8 +84,10 @@ class OpenAIModel:
         if not key:
             if self.base_url == OPENAI_BASE_URL:
                 raise AuthenticationError(
-                    "no OpenAI API key: set the OPENAI_API_KEY environment variable or pass "
-                    "api_key=...", provider=self.provider)
+                    "no OpenAI API key: set OPENAI_API_KEY, or OPENAI_BASE_URL for a local "
+                    "OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio), where the "
+                    "model is called; or give the agent another model (--model; demo/echo "
+                    "needs no provider)", provider=self.provider)
             key = "none"  # local servers accept any key
         return {"authorization": f"Bearer {key}", "content-type": "application/json",
                 "accept": "text/event-stream"}

@@ -12,6 +12,7 @@ from .base import Model
 PROVIDERS: dict[str, str] = {
     "openai": "stateloop.llm.openai:OpenAIModel",
     "anthropic": "stateloop.llm.anthropic:AnthropicModel",
+    "demo": "stateloop.llm.demo:DemoModel",  # demo/echo: no provider needed
 }
 
 # What ``isinstance(model, Model)`` checks, at a fraction of a runtime protocol check's cost.
@@ -30,7 +31,8 @@ def resolve_model(model: str | Model, **options: Any) -> Model:
         raise ConfigError(
             f"unknown model {model!r}: expected 'PROVIDER/MODEL' with PROVIDER one of "
             f"{', '.join(sorted(PROVIDERS))} (for an OpenAI-compatible server such as vLLM, "
-            f"Ollama, llama.cpp or LM Studio use 'openai/MODEL' with base_url=...)")
+            f"Ollama, llama.cpp or LM Studio use 'openai/MODEL' with its URL: base_url=..., "
+            f"the CLI's --base-url or OPENAI_BASE_URL)")
     module_name, _, class_name = PROVIDERS[provider].partition(":")
     module = importlib.import_module(module_name)
     adapter: Model = getattr(module, class_name)(name, **options)

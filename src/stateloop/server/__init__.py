@@ -60,7 +60,7 @@ def serve(host: str | None = None, port: int | None = None, *,
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    from .exposure import check_exposure, served_hosts
+    from .exposure import check_exposure, client_url, served_hosts
     from .settings import ServerSettings
 
     config = settings or ServerSettings()
@@ -76,6 +76,7 @@ def serve(host: str | None = None, port: int | None = None, *,
         "stateloop": {"handlers": ["default"], "level": "INFO", "propagate": False}}}
     bound = sock.getsockname()[1]
     config = config.model_copy(update={"allowed_hosts": served_hosts(where, bound, config)})
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host=where, port=bound,
+    app = create_app(config, address=client_url(where, bound))
+    server = uvicorn.Server(uvicorn.Config(app, host=where, port=bound,
                                            log_level="info", log_config=log_config))
     server.run(sockets=[sock])

@@ -44,15 +44,21 @@ from .settings import ServerSettings
 from .web import router as web_router
 
 
-def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] = ()) -> FastAPI:
+def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] = (),
+               address: str | None = None) -> FastAPI:
     """A Letta-compatible app; ``tools`` are Python tools agents may use by name (in process,
-    trusted), besides the built-in ones and tools created from source (sandboxed)."""
+    trusted), besides the built-in ones and tools created from source (sandboxed).
+    ``address``, the URL clients reach the app at, is announced next to a SQLite database
+    (``stateloop.store.serving``): the CLI and library agents on it then use the app."""
     config = settings or ServerSettings()
     python_tools = list(tools)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime(config, await open_store(config.database_url), python_tools)
+        store = await open_store(config.database_url)
+        if address:
+            store.announce(address)
+        runtime = Runtime(config, store, python_tools)
         await runtime.start()
         app.state.runtime = runtime
         try:

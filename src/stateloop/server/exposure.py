@@ -34,6 +34,15 @@ EVERYWHERE = frozenset({"0.0.0.0", "::", "[::]", ""})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
+def client_url(host: str, port: int) -> str:
+    """The URL a client on this machine uses to reach a server bound to ``host:port``."""
+    bare = host.strip("[]")
+    if host in EVERYWHERE:
+        bare = "::1" if host in ("::", "[::]") else "127.0.0.1"
+    shown = f"[{bare}]" if ":" in bare else bare
+    return f"http://{shown}:{port}"
+
+
 def served_hosts(host: str, port: int, settings: ServerSettings) -> list[str]:
     """The ``Host`` values the server bound to ``host:port`` answers: ``allowed_hosts``, the
     address bound, and on loopback or every interface ``127.0.0.1``, ``localhost`` and

@@ -39,7 +39,19 @@ __all__ = [
     "DatabaseOpenError", "DuplicateError", "EmbeddingMismatchError", "IdentityRecord",
     "MessageHit", "NotFoundError", "PassageRecord", "RunRecord", "SchemaTooNewError",
     "StepRecord", "Store", "StoreError", "ToolRecord", "VectorBatch", "open_store",
+    "serving",
 ]
+
+
+def serving(url: str | None = None) -> str | None:
+    """The address of the stateloop server that holds the SQLite database at ``url`` (default
+    as ``open_store``'s), else None: a second process must not keep its own copy of an agent
+    the server runs. Always None on PostgreSQL, where servers share agents."""
+    from stateloop.store.presence import serving as announced
+    from stateloop.store.url import resolve_url
+
+    path = resolve_url(url).path
+    return None if path is None else announced(path)
 
 
 async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStore:

@@ -53,6 +53,12 @@ _SET_IN_CONTEXT = FastStatement(update(a).where(a.c.id == bindparam("agent")).va
 _SET_BLOCK_VALUE = FastStatement(update(schema.blocks).where(
     schema.blocks.c.id == bindparam("block")).values(
     value=bindparam("value"), updated_at=bindparam("now")))
+# A recompiled system prompt, stored in place of the one it replaces (as Letta does): one
+# system message in the history, whatever the memory edits.
+_REPLACE_SYSTEM = FastStatement(update(m).where(m.c.id == bindparam("id")).where(
+    m.c.agent_id == bindparam("agent")).where(m.c.role == "system").values(
+    text=bindparam("text"), tool_text=bindparam("tool_text"), data=bindparam("data"),
+    token_count=bindparam("tokens")))
 _SET_PENDING = FastStatement(update(a).where(a.c.id == bindparam("agent")).values(
     pending_approval=bindparam("pending")), ["pending"])
 _STORED_CONTEXT = FastStatement(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
@@ -135,6 +141,7 @@ class StepWrite:
     run_start: dict[str, Any] | None = None  # a new run's row
     run_end: list[dict[str, Any]] | None = None  # [run's fields, agent's last-run fields]
     conversation_id: str | None = None  # the thread its messages, context and approval are of
+    system: dict[str, Any] | None = None  # a stored system message's new text (_REPLACE_SYSTEM)
 
     @classmethod
     def started(cls, run: dict[str, Any]) -> StepWrite:
@@ -153,7 +160,8 @@ class StepWrite:
     def build(cls, agent_id: str, messages: Sequence[Message], in_context: Any,
               step: StepRecord | None, run_id: str | None,
               block_values: Mapping[str, str] | None, pending_approval: Any,
-              catch_up: bool, conversation_id: str | None = None) -> StepWrite:
+              catch_up: bool, conversation_id: str | None = None,
+              system: Message | None = None) -> StepWrite:
         """Encode a step's rows now, so later changes to its messages do not leak in. The
         step record rides on the last message row (``steps`` gets it only when there is
         none). A new ``in_context`` list may hold the messages themselves."""
@@ -176,7 +184,15 @@ class StepWrite:
             in_context if in_context is None or in_context is APPEND else
             [m if isinstance(m, str) else m.id for m in in_context],
             None if block_values is None else replace_lone_surrogates_in(dict(block_values)),
-            pending_approval, catch_up, time.time(), conversation_id=conversation_id)
+            pending_approval, catch_up, time.time(), conversation_id=conversation_id,
+            system=None if system is None else _system_values(agent_id, system))
+
+
+def _system_values(agent_id: str, message: Message) -> dict[str, Any]:
+    row = dict(zip(rows.MESSAGE_COLUMNS, rows.message_row(agent_id, message, None, None),
+                   strict=True))
+    return {"id": row["id"], "agent": agent_id, "text": row["text"],
+            "tool_text": row["tool_text"], "data": row["data"], "tokens": row["token_count"]}
 
 
 def write_steps(conn: Connection, writes: list[StepWrite]) -> None:
@@ -223,6 +239,9 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
             at += len(w.message_rows)
     elif need_seqs:
         before = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
+    for w in writes:
+        if w.system is not None:
+            _REPLACE_SYSTEM.require(conn, w.system, f"no system message {w.system['id']!r}")
     if any(w.catch_up for w in writes):
         dialect.catch_up_recall(conn)
     step_rows = [w.step_row for w in writes if w.step_row is not None]

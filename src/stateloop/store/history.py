@@ -84,15 +84,17 @@ class HistoryMixin:
     def queue_step(self, agent_id: str, messages: Sequence[Message], *,
                    in_context: Any = None, step: StepRecord | None = None,
                    run_id: str | None = None, block_values: Mapping[str, str] | None = None,
-                   pending_approval: Any = KEEP, conversation_id: str | None = None) -> Queued:
+                   pending_approval: Any = KEEP, conversation_id: str | None = None,
+                   system: Message | None = None) -> Queued:
         """``append_step`` without waiting for the commit; reads made after this call see
-        the step (see ``StepWrite.build``)."""
+        the step (see ``StepWrite.build``). ``system``, a recompiled system prompt, is
+        stored in place of the stored message with its id."""
         catch_up = self._unindexed + len(messages) >= dialect.RECALL_BATCH
         self._unindexed = 0 if catch_up else self._unindexed + len(messages)
         if block_values:
             self._block_writes += 1
         write = StepWrite.build(agent_id, messages, in_context, step, run_id, block_values,
-                                pending_approval, catch_up, conversation_id)
+                                pending_approval, catch_up, conversation_id, system)
         return self._runner.submit_batched(WRITE_STEPS, write)
 
     async def flush(self) -> None:

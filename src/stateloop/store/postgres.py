@@ -280,6 +280,9 @@ class PostgresRunner:
         await self.barrier()
         return await asyncio.to_thread(self._read_sync, fn)
 
+    def announce(self, address: str) -> None:
+        pass  # servers on one PostgreSQL share its agents (fleet.py)
+
     def others_alive(self) -> bool:
         """Whether another store (in any process, on any machine) has the database open."""
         with self.engine.connect() as conn:

@@ -66,6 +66,11 @@ class Runner(Protocol):
         """Whether another process (or another store in this one) has the database open."""
         ...
 
+    def announce(self, address: str) -> None:
+        """Let other processes on this SQLite file know a server at ``address`` has it open
+        (presence.py); nothing on PostgreSQL, where servers share agents."""
+        ...
+
     def blocks_version(self, agent_id: str, max_age: float = 0.0) -> Any:
         """A value that changes when another connection commits a change to the agent's
         blocks (it may change for other commits too), as known at most ``max_age`` seconds
@@ -152,6 +157,9 @@ class SqliteRunner:
 
     def others_alive(self) -> bool:
         return self._presence.others()
+
+    def announce(self, address: str) -> None:
+        self._presence.announce(address)
 
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.connect() as conn, conn.begin():
@@ -251,6 +259,9 @@ class AsyncRunner:
 
     def others_alive(self) -> bool:
         return self._presence.others()
+
+    def announce(self, address: str) -> None:
+        self._presence.announce(address)
 
     def blocks_version(self, agent_id: str, max_age: float = 0.0) -> None:
         return None  # no connection to ask without a round trip: callers re-read

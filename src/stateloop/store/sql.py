@@ -112,6 +112,11 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if isinstance(runner, PostgresRunner):
             self.fleet = Fleet(runner)
 
+    def announce(self, address: str) -> None:
+        """Tell other processes opening this SQLite file that the server at ``address`` holds
+        it (``serving``): they talk to that server instead of forking its agents' histories."""
+        self._runner.announce(address)
+
     async def close(self) -> None:
         """Close every connection; the store cannot be used afterwards."""
         if self.fleet is not None:

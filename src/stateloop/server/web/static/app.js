@@ -36,7 +36,7 @@ function listAgents() {
   const shown = (state.agents ?? []).filter((a) => !q || a.name.toLowerCase().includes(q) || a.id.includes(q));
   clear(list, shown.map((a) => h("li", {},
     h("button", { type: "button", class: "agent", "aria-current": a.id === state.agent?.id ? "true" : null,
-      onclick: () => choose(a.id) }, h("span", {}, a.name), note(a)))));
+      onclick: () => choose(a.id) }, h("span", {}, a.name), note(a), shared(a)))));
   if (!shown.length) list.append(h("li", { class: "muted" }, state.agents === null ? "Loading agents…"
     : state.agents.length ? "No match" : "No agents yet"));
 }
@@ -47,6 +47,14 @@ function note(agent) {
   const error = agent.metadata?.error;
   if (error?.type !== "unreadable_record") return h("small", {}, agent.model);
   return h("small", { class: "bad", title: error.message }, "cannot be read");
+}
+
+/** For an agent whose name another agent has too: that said, and its id, to tell them apart. */
+function shared(agent) {
+  const same = (state.agents ?? []).filter((a) => a.name === agent.name).length;
+  if (same < 2) return null;
+  return h("small", { class: "agent-id", title: `${same} agents are named ${agent.name}` },
+    `${same} named so · ${agent.id}`);
 }
 
 async function created(agent) { await loadAgents(); await choose(agent.id); }
@@ -98,6 +106,7 @@ function render() {
   clear(main,
     h("div", { class: "agent-head" },
       h("h2", {}, agent.name), h("span", { class: "muted" }, agent.model),
+      h("span", { class: "muted agent-id" }, agent.id),
       h("button", { type: "button", class: "danger", onclick: remove }, "Delete agent")),
     h("div", { id: "bar", class: "bar-wrap" }), tabs,
     h("section", { id: "panel", role: "tabpanel", "aria-labelledby": `tab-${state.tab}` }));

@@ -1,25 +1,31 @@
 // Runs and steps: each run's status, stop reason and usage; opened, a timeline of its steps
-// (model latency, tool time, tokens) and, for a failed run, its error.
+// (its time, and model latency and tool time where measured; tokens) and, for a failed run, its
+// error.
 
 import { api } from "./api.js";
 import { clear, guard, h, ms } from "./dom.js";
 
 async function stepRow(step, metrics, longest) {
   const messages = await guard(() => api("GET", `/v1/steps/${step.id}/messages`));
-  const model = metrics?.llm_request_ns ?? 0;
-  const tool = metrics?.tool_execution_ns ?? 0;
-  const total = metrics?.step_ns ?? model + tool;
+  // A figure the server did not measure (null) is left out, never shown as 0.
+  const model = metrics?.llm_request_ns ?? null;
+  const tool = metrics?.tool_execution_ns ?? null;
+  const total = metrics?.step_ns ?? (model !== null && tool !== null ? model + tool : null);
+  const figures = [total !== null ? ms(total) : null, model !== null ? `model ${ms(model)}` : null,
+    tool !== null ? `tools ${ms(tool)}` : null].filter(Boolean).join(" · ");
   const width = (ns) => `${Math.max(0.5, (100 * ns) / (longest || 1))}%`;
   const tools = (messages || []).filter((m) => m.message_type === "tool_return_message")
     .map((m) => `${m.name} (${m.status})`);
+  const split = model !== null || tool !== null;
   return h("li", { class: "step" },
     h("div", { class: "step-head" }, h("code", {}, step.id),
-      h("span", {}, `${ms(total)} · model ${ms(model)} · tools ${ms(tool)}`),
+      figures ? h("span", { class: "step-time" }, figures) : null,
       h("span", {}, `${step.prompt_tokens ?? 0} in / ${step.completion_tokens ?? 0} out tokens`),
       step.status !== "success" ? h("span", { class: "bad" }, step.status) : null),
-    h("div", { class: "timeline", role: "img", "aria-label": `model ${ms(model)}, tools ${ms(tool)}` },
-      h("span", { class: "seg model", style: `width:${width(model)}` }),
-      tool ? h("span", { class: "seg tool", style: `width:${width(tool)}` }) : null),
+    total !== null || split ? h("div", { class: "timeline", role: "img", "aria-label": figures },
+      split && model !== null ? h("span", { class: "seg model", style: `width:${width(model)}` }) : null,
+      split && tool ? h("span", { class: "seg tool", style: `width:${width(tool)}` }) : null,
+      split ? null : h("span", { class: "seg model", style: `width:${width(total)}` })) : null,
     tools.length ? h("p", { class: "muted" }, `Tools: ${tools.join(", ")}`) : null,
     step.error_data ? h("pre", { class: "bad" }, JSON.stringify(step.error_data, null, 2)) : null);
 }
