@@ -39,7 +39,7 @@ class Cli:
     env: dict[str, str]
     db: Path
 
-    def __call__(self, *args: str, input: str | None = None, timeout: float = 30,
+    def __call__(self, *args: str, input: str | None = None, timeout: float = 120,
                  env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*console_script(), *args], input=input, capture_output=True,
                               text=True, timeout=timeout, env=self.environment(env))
