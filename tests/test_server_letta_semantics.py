@@ -65,3 +65,26 @@ def test_a_json_schema_naming_another_function_renames_the_tool(client: Letta,
     assert (result.status, result.tool_return) == ("success", "HI")
     with pytest.raises(Exception, match="does not match"):  # the source defines holler only
         client.tools.update(tool.id, json_schema={"name": "bellow", **LOUD_SCHEMA})
+
+
+def test_an_agent_created_without_model_settings_shows_the_providers_defaults(
+        client: Letta, server: Server) -> None:
+    openai = new_agent(client)
+    raw = httpx.get(f"{server.url}/v1/agents/{openai.id}").json()
+    assert_letta_shape("/v1/agents/{agent_id}", "get", raw)
+    assert raw["model_settings"] == {  # was null
+        "max_output_tokens": 4096, "parallel_tool_calls": True, "provider_type": "openai",
+        "temperature": 1.0, "reasoning": {"reasoning_effort": "minimal"},
+        "response_format": None, "strict": False}
+    assert client.agents.retrieve(openai.id).api_model_settings.provider_type == "openai"  # type: ignore[union-attr]
+    claude = new_agent(client, model="anthropic/claude-sonnet-4-5", max_tokens=2000)
+    raw = httpx.get(f"{server.url}/v1/agents/{claude.id}").json()
+    assert_letta_shape("/v1/agents/{agent_id}", "get", raw)
+    assert raw["model_settings"] == {
+        "max_output_tokens": 2000, "parallel_tool_calls": True, "provider_type": "anthropic",
+        "temperature": 1.0, "thinking": {"type": "disabled", "budget_tokens": 1024},
+        "response_format": None, "verbosity": None, "effort": None, "strict": False}
+    listed = httpx.get(f"{server.url}/v1/agents", params={"limit": 1000}).json()
+    assert_letta_shape("/v1/agents/", "get", listed)
+    asked = new_agent(client, model_settings={"provider_type": "openai", "temperature": 0.2})
+    assert client.agents.retrieve(asked.id).api_model_settings.temperature == 0.2  # type: ignore[union-attr]
