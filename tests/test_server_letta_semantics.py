@@ -88,3 +88,38 @@ def test_an_agent_created_without_model_settings_shows_the_providers_defaults(
     assert_letta_shape("/v1/agents/", "get", listed)
     asked = new_agent(client, model_settings={"provider_type": "openai", "temperature": 0.2})
     assert client.agents.retrieve(asked.id).api_model_settings.temperature == 0.2  # type: ignore[union-attr]
+
+
+WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]}}
+PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5"
+         "ErkJggg==")
+
+
+def _pause_on_weather(client: Letta, script: Script, agent_id: str) -> str:
+    script.set(call("get_weather", city="Oslo"))
+    paused = client.agents.messages.create(agent_id, input="Weather?", client_tools=[WEATHER])
+    return paused.messages[-1].tool_call.tool_call_id  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", ["approval", "tool_return"])
+def test_a_client_tool_return_may_hold_text_and_image_parts(client: Letta, script: Script,
+                                                           kind: str) -> None:
+    agent = new_agent(client)
+    call_id = _pause_on_weather(client, script, agent.id)
+    parts = [{"type": "text", "text": "Sunny, 21C."}, {"type": "text", "text": "Radar:"},
+             {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                          "data": PIXEL}}]
+    result = {"type": "tool", "tool_call_id": call_id, "status": "success",
+              "tool_return": parts}
+    message = ({"type": "approval", "approvals": [result]} if kind == "approval"
+               else {"type": "tool_return", "tool_returns": [result]})
+    script.set(reply("Sunny."))
+    done = client.agents.messages.create(agent.id, messages=[message],  # type: ignore[list-item]
+                                         client_tools=[WEATHER])  # was a 422
+    assert done.stop_reason.stop_reason == "end_turn"
+    told = "Sunny, 21C.\nRadar: [Image omitted]"  # what Letta gives a chat model
+    assert script.requests[-1].messages[-1].text == told
+    [returned] = [m for m in done.messages if m.message_type == "tool_return_message"]
+    assert returned.tool_return == told  # type: ignore[union-attr]
