@@ -123,3 +123,53 @@ def test_a_client_tool_return_may_hold_text_and_image_parts(client: Letta, scrip
     assert script.requests[-1].messages[-1].text == told
     [returned] = [m for m in done.messages if m.message_type == "tool_return_message"]
     assert returned.tool_return == told  # type: ignore[union-attr]
+
+
+def test_after_an_approval_the_message_list_holds_the_approval_response(
+        client: Letta, script: Script, server: Server) -> None:
+    tool = client.tools.upsert(source_code=LOUD)
+    agent = new_agent(client, tool_ids=[tool.id])
+    client.agents.tools.update_approval("loud", agent_id=agent.id, body_requires_approval=True)
+    script.set(call("loud", text="a"), call("loud", text="b"))
+    first = client.agents.messages.create(agent.id, input="say a")
+    request = first.messages[-1]
+    assert request.message_type == "approval_request_message"
+    script.set(call("loud", text="b"), reply("done"))
+    answer = client.agents.messages.create(agent.id, messages=[{  # type: ignore[list-item]
+        "type": "approval", "approvals": [{"type": "approval", "approve": True,
+                                           "tool_call_id": request.tool_call.tool_call_id}]}])  # type: ignore[union-attr]
+    # As in Letta, the response leaves the decision out (it is the request's input).
+    assert "approval_response_message" not in [m.message_type for m in answer.messages]
+    second = answer.messages[-1]
+    assert second.message_type == "approval_request_message"
+    script.set(reply("fine"))
+    client.agents.messages.create(agent.id, messages=[{  # type: ignore[list-item]
+        "type": "approval", "approvals": [{"type": "approval", "approve": False,
+                                           "reason": "too loud",
+                                           "tool_call_id": second.tool_call.tool_call_id}]}])  # type: ignore[union-attr]
+    raw = httpx.get(f"{server.url}/v1/agents/{agent.id}/messages",
+                    params={"limit": 100, "order": "asc"}).json()
+    assert_letta_shape("/v1/agents/{agent_id}/messages", "get", raw)
+    decisions = [m for m in raw if m["message_type"] == "approval_response_message"]
+    assert [(m["approvals"], m["approve"], m["reason"]) for m in decisions] == [  # was none
+        ([{"type": "approval", "tool_call_id": request.tool_call.tool_call_id,  # type: ignore[union-attr]
+           "approve": True, "reason": None}], True, None),
+        ([{"type": "approval", "tool_call_id": second.tool_call.tool_call_id,  # type: ignore[union-attr]
+           "approve": False, "reason": "too loud"}], False, "too loud")]
+    after = [raw[raw.index(m) + 1] for m in decisions]
+    assert [(m["message_type"], m["status"]) for m in after] == [
+        ("tool_return_message", "success"), ("tool_return_message", "error")]
+    listed = client.agents.messages.list(agent.id, limit=100, order="asc").items
+    assert [m.id for m in listed] == [m["id"] for m in raw]  # ids stable across listings
+
+    client_agent = new_agent(client)
+    call_id = _pause_on_weather(client, script, client_agent.id)
+    script.set(reply("Sunny."))
+    client.agents.messages.create(client_agent.id, client_tools=[WEATHER], messages=[{  # type: ignore[list-item]
+        "type": "approval", "approvals": [{"type": "tool", "tool_call_id": call_id,
+                                           "status": "success", "tool_return": "sunny"}]}])
+    [decision] = [m for m in client.agents.messages.list(client_agent.id, limit=100).items
+                  if m.message_type == "approval_response_message"]
+    [returned] = decision.approvals  # type: ignore[union-attr,misc]
+    assert (returned.type, returned.tool_call_id, returned.tool_return) == (
+        "tool", call_id, "sunny")
