@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..approvals import PendingApproval
@@ -81,10 +82,14 @@ def model_settings(record: AgentRecord, config: dict[str, Any]) -> dict[str, Any
     asked = record.extra.get("model_settings")
     if asked is not None:
         return shown(asked)  # type: ignore[no-any-return]
-    common = {"max_output_tokens": config["max_tokens"] or 4096,
+    # A stored value that cannot be shown is marked in llm_config; here the default stands.
+    limit, temperature = config["max_tokens"], config["temperature"]
+    common = {"max_output_tokens": limit if isinstance(limit, int) and limit > 0 else 4096,
               "parallel_tool_calls": bool(config["parallel_tool_calls"]),
               "provider_type": config["model_endpoint_type"],
-              "temperature": config["temperature"], "response_format": None, "strict": False}
+              "temperature": temperature if isinstance(temperature, int | float)
+              and math.isfinite(temperature) else 1.0,
+              "response_format": None, "strict": False}
     if config["model_endpoint_type"] == "anthropic":
         return {**common, "thinking": {
             "type": "enabled" if config["enable_reasoner"] else "disabled",
