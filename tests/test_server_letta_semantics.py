@@ -6,11 +6,15 @@ tool returns as one message."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
+import letta_client
 import pytest
 from letta_client import Letta
 
 from letta_spec import assert_letta_shape
+from stateloop.memory.blocks import render_memory_metadata
 from stateloop.testing.scripted import call, reply
 from test_server_support import Script, Server, new_agent
 
@@ -173,3 +177,48 @@ def test_after_an_approval_the_message_list_holds_the_approval_response(
     [returned] = decision.approvals  # type: ignore[union-attr,misc]
     assert (returned.type, returned.tool_call_id, returned.tool_return) == (
         "tool", call_id, "sunny")
+
+
+STAMP = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} [AP]M "  # then the zone: UTC+0000, CET+0100
+
+
+def _metadata(system: str) -> list[str]:
+    section = system[system.index("<memory_metadata>"):system.index("</memory_metadata>")]
+    return section.splitlines()[1:]
+
+
+def test_the_system_prompt_names_the_agent_and_conversation_and_dates_as_letta(
+        client: Letta, script: Script) -> None:
+    agent = new_agent(client, timezone="Europe/Oslo")
+    [system] = [m for m in client.agents.messages.list(agent.id, limit=100).items
+                if m.message_type == "system_message"]
+    lines = _metadata(system.content)  # type: ignore[union-attr]
+    assert lines[:2] == [f"- AGENT_ID: {agent.id}", "- CONVERSATION_ID: default"]
+    assert re.fullmatch(rf"- System prompt last recompiled: {STAMP}CET\+0100", lines[2]), lines
+    assert lines[3:] == ["- 0 previous messages between you and the user are stored in "
+                         "recall memory"]
+
+    conversation = client.conversations.create(agent_id=agent.id)
+    script.set(reply("hi"))
+    list(client.conversations.messages.create(conversation.id, input="hello",
+                                              include_pings=False))
+    sent = _metadata(script.requests[-1].messages[0].text)
+    assert sent[:2] == [f"- AGENT_ID: {agent.id}", f"- CONVERSATION_ID: {conversation.id}"]
+
+    utc = new_agent(client)
+    script.set(reply("ok"))
+    client.agents.messages.create(utc.id, input="hi")
+    sent = _metadata(script.requests[-1].messages[0].text)
+    assert re.fullmatch(rf"- System prompt last recompiled: {STAMP}UTC\+0000", sent[2]), sent
+    with pytest.raises(letta_client.UnprocessableEntityError, match="timezone"):
+        new_agent(client, timezone="Mars/Olympus")
+
+
+def test_the_archival_line_is_there_once_archival_memory_holds_something() -> None:
+    lines = render_memory_metadata(3, 2, agent_id="agent-x", conversation_id="conv-y",
+                                   timezone="UTC").splitlines()
+    assert lines[1:3] == ["- AGENT_ID: agent-x", "- CONVERSATION_ID: conv-y"]
+    assert lines[4:] == [
+        "- 3 previous messages between you and the user are stored in recall memory",
+        "- 2 total memories you created are stored in archival memory (use tools to access "
+        "them)", "</memory_metadata>"]

@@ -81,7 +81,7 @@ def model_settings(record: AgentRecord, config: dict[str, Any]) -> dict[str, Any
     as Letta fills them in from the agent's ``llm_config``."""
     asked = record.extra.get("model_settings")
     if asked is not None:
-        return shown(asked)  # type: ignore[no-any-return]
+        return shown(asked)
     # A stored value that cannot be shown is marked in llm_config; here the default stands.
     limit, temperature = config["max_tokens"], config["temperature"]
     common = {"max_output_tokens": limit if isinstance(limit, int) and limit > 0 else 4096,
