@@ -14,8 +14,10 @@ import pytest
 from letta_client import Letta
 
 from letta_spec import assert_letta_shape
+from stateloop.cli.items import ToolResultShown
+from stateloop.cli.remote import FrameReader
 from stateloop.memory.blocks import render_memory_metadata
-from stateloop.testing.scripted import call, reply
+from stateloop.testing.scripted import call, calls, reply
 from test_server_support import Script, Server, new_agent
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
@@ -222,3 +224,18 @@ def test_the_archival_line_is_there_once_archival_memory_holds_something() -> No
         "- 3 previous messages between you and the user are stored in recall memory",
         "- 2 total memories you created are stored in archival memory (use tools to access "
         "them)", "</memory_metadata>"]
+
+
+def test_the_cli_shows_every_result_of_a_step_under_its_tools_name(
+        client: Letta, script: Script, server: Server) -> None:
+    client.tools.upsert(source_code=LOUD)
+    client.tools.upsert(source_code=LOUD.replace("loud", "quiet").replace(".upper()", ".lower()"))
+    agent = new_agent(client, tools=["loud", "quiet"])
+    script.set(calls(call("loud", text="a"), call("quiet", text="B")), reply("done"))
+    items: list[object] = []
+    reader = FrameReader(items.append)
+    for frame in client.agents.messages.create(agent.id, input="go", streaming=True,
+                                               include_pings=False):
+        reader.feed(frame.model_dump())
+    assert [(i.name, i.text) for i in items if isinstance(i, ToolResultShown)] == [
+        ("loud", "A"), ("quiet", "b")]
