@@ -77,3 +77,44 @@ def bad_cases() -> list[tuple[str, bytes]]:
     cases += [(".".join(map(str, path)), file_with(path, '"a lone \\ud800 surrogate"'))
               for path in TEXT_FIELDS]
     return cases
+
+
+def letta_fixture(name: str) -> dict[str, Any]:
+    """One of Letta's exported files, parsed (they are stored double-encoded)."""
+    data = json.loads((LETTA_AF / name).read_text())
+    return json.loads(data) if isinstance(data, str) else data
+
+
+OVER_LIMIT = 28_927  # characters in a block Letta exported with a limit of 10,000
+
+
+def over_limit_file() -> dict[str, Any]:
+    """Letta's MemGPT agent as a public export has it: the persona block's value is longer
+    than its limit (28,927 characters, limit 10,000)."""
+    data = letta_fixture("memgpt_agent.af")
+    [persona] = [b for b in data["blocks"] if b["label"] == "persona"]
+    text = persona["value"] + "\n"
+    persona["value"] = (text * (OVER_LIMIT // len(text) + 1))[:OVER_LIMIT]
+    persona["limit"] = 10_000
+    return data
+
+
+BROKEN_TOOL = {"id": "tool-9", "name": "broken", "tool_type": "custom",
+               "source_code": "def broken(x: str:\n    return x\n",
+               "json_schema": {"name": "broken", "parameters": {"type": "object",
+                                                                 "properties": {}}}}
+
+
+def file_with_bad_items() -> dict[str, Any]:
+    """``over_limit_file`` with what stateloop cannot take added: a tool that does not
+    compile, a block without a label, a tool rule of an unknown type, and references to a
+    tool and a block the file does not hold."""
+    data = over_limit_file()
+    agent = data["agents"][0]
+    data["tools"].append(copy.deepcopy(BROKEN_TOOL))
+    data["blocks"].append({"id": "block-9", "value": "no label", "limit": 100})
+    agent["tool_ids"] += ["tool-9", "tool-missing"]
+    agent["block_ids"] += ["block-9", "block-missing"]
+    agent["tool_rules"] = [*(agent.get("tool_rules") or []),
+                           {"type": "no_such_rule", "tool_name": "send_message"}]
+    return data

@@ -232,7 +232,7 @@ def test_a_bad_file_is_refused_naming_the_problem_and_stores_nothing(
             handle.truncate(100 * 1024 * 1024)
         expected = "100.0 MB"
     with pytest.raises(AgentFileError, match=expected.replace(".", r"\.")):
-        Agent.import_file(source, store=store, model=ScriptedModel([]))
+        Agent.import_file(source, store=store, model=ScriptedModel([]), strict=True)
     assert _count(store) == 0
 
 
@@ -291,14 +291,15 @@ def test_an_agent_takes_only_a_positive_64_bit_window_and_output_limit(limit: st
     assert getattr(Agent(ScriptedModel([]), **{limit: 4096}), limit) == 4096
 
 
-def test_a_tool_that_does_not_compile_can_be_skipped(tmp_path: Path) -> None:
+def test_a_tool_that_does_not_compile_is_left_out_naming_it(tmp_path: Path) -> None:
     store = _store(tmp_path)
     data = {**minimal_file(tool_ids=["tool-0"]), "tools": [BAD_SOURCE]}
 
     async def go() -> None:
-        result = await import_agents(data, store=store, options=ImportOptions(
-            skip_bad_tools=True))
+        result = await import_agents(data, store=store, options=ImportOptions())
         assert result.skipped_tools == ["broken"]
+        assert result.notes == ["tool 'broken' left out: source_code does not compile: "
+                                "line 1: invalid syntax"]
         db = await open_store(store)
         try:
             assert "broken" not in (await db.get_agent(result.agent_ids[0])).tool_names

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from af_support import FIXTURES, file_with, minimal_file, normalised
+from af_support import (
+    FIXTURES,
+    OVER_LIMIT,
+    file_with,
+    file_with_bad_items,
+    minimal_file,
+    normalised,
+    over_limit_file,
+)
 from fake_script import Script
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
@@ -140,3 +148,35 @@ def test_an_imported_agent_whose_model_cannot_be_called_names_the_cli_options(
     ran = cli.inline("run", "local", "hi", "--model", "openai/llama3.1:8b", "--base-url",
                      fake.base_url)
     assert (ran.exit_code, ran.stdout) == (0, "Local.\n"), ran.output
+
+
+def test_a_letta_export_with_a_block_over_its_limit_imports_saying_so(cli: Cli,
+                                                                     tmp_path: Path) -> None:
+    path = tmp_path / "over.af"
+    path.write_text(json.dumps(over_limit_file()))
+    note = (f"note: block 'persona': its value has {OVER_LIMIT} characters, over its limit "
+            f"of 10000; the value is kept and the limit raised to {OVER_LIMIT}")
+    done = cli("import", str(path))
+    assert done.returncode == 0, done.stderr
+    assert note in " ".join(done.stderr.split())  # rich wraps long lines
+    assert "imported agent memgpt_agent" in done.stdout
+    with serving(cli) as url:
+        remote = cli("import", str(path), "--server", url, "--json")
+        assert remote.returncode == 0, remote.stderr
+        assert json.loads(remote.stdout)["notes"] == [note.removeprefix("note: ")]
+
+
+def test_what_cannot_be_imported_is_named_unless_strict(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "bad.af"
+    path.write_text(json.dumps(file_with_bad_items()))
+    strict = cli("import", str(path), "--strict")
+    assert strict.returncode == 2, strict.stderr
+    assert strict.stderr.startswith("error: tools.3.source_code: tool 'broken': source_code "
+                                    "does not compile")
+    assert cli.inline_json("agents", "list") == []
+    done = cli.inline_json("import", str(path))
+    assert [n.split(" left out")[0] for n in done["notes"] if " left out" in n] == [
+        "tool 'broken'", "blocks.2", "agent 'memgpt_agent_copy': tool rule 0 (no_such_rule)",
+        "agent 'memgpt_agent_copy': tool 'tool-missing'", "agent 'memgpt_agent_copy': block "
+        "'block-missing'"]
+    assert [a["name"] for a in cli.inline_json("agents", "list")] == ["memgpt_agent_copy"]

@@ -13,13 +13,17 @@ from letta_client import Letta
 from af_support import (
     BAD_NUMBERS,
     FIXTURES,
+    OVER_LIMIT,
     SHOUT,
     bad_cases,
     file_with,
+    file_with_bad_items,
     minimal_file,
     normalised,
+    over_limit_file,
 )
 from fake_script import Script
+from letta_spec import assert_letta_shape
 from stateloop.testing import call, reply
 from test_server_support import Server
 
@@ -88,7 +92,7 @@ def test_a_bad_file_is_a_clear_4xx_and_stores_nothing(client: Letta, server: Ser
     else:
         body, expected = b" " * (100 * 1024 * 1024), "limit"  # the body cap: a 413
     response = httpx.post(f"{server.url}/v1/agents/import", timeout=60,
-                          headers={"X-Requested-With": "test"},
+                          headers={"X-Requested-With": "test"}, data={"strict": "true"},
                           files={"file": ("agent.af", body)})
     assert 400 <= response.status_code < 500, response.text
     assert expected in response.json()["detail"], response.text
@@ -118,18 +122,67 @@ def test_a_value_the_json_routes_refuse_is_refused_naming_its_field_and_stores_n
     assert httpx.get(f"{server.url}/v1/agents").status_code == 200
 
 
-def test_a_tool_source_over_the_limit_is_refused_naming_it_and_stores_nothing(
+def test_a_tool_source_over_the_limit_is_left_out_or_refused_in_strict_mode(
         client: Letta, server: Server) -> None:
     """As ``POST /v1/tools`` refuses it: a source of over 1,000,000 bytes is never parsed."""
     padding = "# " + "x" * 1_100_000 + "\n"
     body = file_with(("tools", 0, "source_code"), json.dumps(padding + SHOUT["source_code"]))
     before = _stored(client)
     response = httpx.post(f"{server.url}/v1/agents/import",
-                          headers={"X-Requested-With": "test"},
+                          headers={"X-Requested-With": "test"}, data={"strict": "true"},
                           files={"file": ("agent.af", body)})
     assert response.status_code == 400, response.text
     assert "more than the 1000000" in response.json()["detail"], response.text
     assert _stored(client) == before
+    lenient = httpx.post(f"{server.url}/v1/agents/import",
+                         headers={"X-Requested-With": "test"},
+                         files={"file": ("agent.af", body)})
+    assert lenient.status_code == 200, lenient.text
+    [note] = lenient.json()["notes"]
+    assert note.startswith("tool 'shout' left out") and "more than the 1000000" in note
+    assert client.agents.retrieve(lenient.json()["agent_ids"][0]).tools == []
+    assert "shout" not in _stored(client)[2]
+
+
+def test_a_letta_export_with_a_block_over_its_limit_imports_with_the_limit_raised(
+        client: Letta, server: Server) -> None:
+    body = json.dumps(over_limit_file()).encode()
+    raw = httpx.post(f"{server.url}/v1/agents/import", headers={"X-Requested-With": "test"},
+                     files={"file": ("agent.af", body)})
+    assert raw.status_code == 200, raw.text
+    assert_letta_shape("/v1/agents/import", "post", raw.json())
+    assert raw.json()["notes"] == [
+        f"block 'persona': its value has {OVER_LIMIT} characters, over its limit of 10000; "
+        f"the value is kept and the limit raised to {OVER_LIMIT}"]
+    answer = client.agents.import_file(file=("agent.af", body))
+    [persona] = [b for b in client.agents.blocks.list(answer.agent_ids[0])
+                 if b.label == "persona"]
+    assert (len(persona.value), persona.limit) == (OVER_LIMIT, OVER_LIMIT)
+    assert persona.value == next(b["value"] for b in over_limit_file()["blocks"]
+                                 if b["label"] == "persona")
+
+
+def test_what_cannot_be_imported_is_named_and_the_rest_imported_unless_strict(
+        client: Letta, server: Server) -> None:
+    body = json.dumps(file_with_bad_items()).encode()
+    before = _stored(client)
+    strict = httpx.post(f"{server.url}/v1/agents/import", headers={"X-Requested-With": "test"},
+                        data={"strict": "true"}, files={"file": ("agent.af", body)})
+    assert strict.status_code == 400, strict.text
+    assert strict.json()["detail"].startswith(
+        "tools.3.source_code: tool 'broken': source_code does not compile"), strict.text
+    assert _stored(client) == before
+    answer = client.agents.import_file(file=("agent.af", body))
+    notes = answer.notes  # type: ignore[attr-defined]
+    assert [n.split(" left out")[0] for n in notes if " left out" in n] == [
+        "tool 'broken'", "blocks.2", "agent 'memgpt_agent_copy': tool rule 0 (no_such_rule)",
+        "agent 'memgpt_agent_copy': tool 'tool-missing'",
+        "agent 'memgpt_agent_copy': block 'block-missing'"], notes
+    agent = client.agents.retrieve(answer.agent_ids[0])
+    assert sorted(t.name for t in agent.tools) == [
+        "conversation_search", "memory_insert", "memory_replace"]
+    assert sorted(b.label for b in agent.memory.blocks) == ["human", "persona"]
+    assert agent.tool_rules == []
 
 
 def test_the_same_file_with_fine_values_imports_with_its_tool(client: Letta,

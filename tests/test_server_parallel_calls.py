@@ -1,12 +1,15 @@
 """Parallel tool calls over HTTP: one step's calls are one Letta message, as Letta shows them
-(``tool_calls`` lists them all), in responses, streams and the message list."""
+(``tool_calls`` lists them all), and so are their results (``tool_returns``), in responses,
+streams and the message list."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from letta_client import Letta
 
+from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import call, calls, reply
 from test_server_support import Script, Server, new_agent
 
@@ -37,27 +40,37 @@ def test_three_calls_in_one_step_are_one_tool_call_message(client: Letta, script
                                                            server: Server) -> None:
     client.tools.upsert(source_code=ECHO)
     agent = new_agent(client, tools=["echo"])
-    expected = ["tool_call_message"] + ["tool_return_message"] * 3 + ["assistant_message"]
+    expected = ["tool_call_message", "tool_return_message", "assistant_message"]
 
     script.set(THREE, reply("done"))
-    plain = client.agents.messages.create(agent.id, input="go").messages
-    assert kinds(plain) == expected
-    [a, b, c] = arguments(plain[0])
-    assert (a, b, c) == ('{"text": "a"}', '{"text": "b"}', '{"text": "c"}')
-    assert plain[0].tool_call.arguments == a  # type: ignore[union-attr]
-    assert [m.tool_call_id for m in plain[1:4]] == [  # type: ignore[union-attr]
-        t.tool_call_id for t in plain[0].tool_calls]  # type: ignore[union-attr]
+    raw = httpx.post(f"{server.url}/v1/agents/{agent.id}/messages", timeout=30,
+                     json={"messages": [{"role": "user", "content": "go"}]}).json()
+    assert_letta_shape("/v1/agents/{agent_id}/messages", "post", raw)
+    plain = raw["messages"]
+    assert [m["message_type"] for m in plain] == expected
+    ids = [t["tool_call_id"] for t in plain[0]["tool_calls"]]
+    returns = plain[1]["tool_returns"]  # was three tool_return_messages
+    assert [(r["tool_call_id"], r["tool_return"], r["status"]) for r in returns] == [
+        (ids[0], "a", "success"), (ids[1], "b", "success"), (ids[2], "c", "success")]
+    assert (plain[1]["tool_call_id"], plain[1]["tool_return"]) == (ids[0], "a")
 
     script.set(THREE, reply("done"))
     streamed = [f for f in client.agents.messages.create(agent.id, input="go", streaming=True,
                                                          include_pings=False)
                 if f.message_type not in ("stop_reason", "usage_statistics")]
     assert kinds(streamed) == expected and len(arguments(streamed[0])) == 3
+    assert [r.tool_return for r in streamed[1].tool_returns] == [  # type: ignore[union-attr]
+        "a", "b", "c"]
 
     history = client.agents.messages.list(agent.id, limit=100, order="asc").items
     listed = [m for m in history if m.message_type == "tool_call_message"]
     assert [len(arguments(m)) for m in listed] == [3, 3]
-    assert listed[0].id == plain[0].id
+    assert listed[0].id == plain[0]["id"]
+    results = [m for m in history if m.message_type == "tool_return_message"]
+    assert [len(m.tool_returns) for m in results] == [3, 3]  # type: ignore[union-attr]
+    assert results[0].id == plain[1]["id"]
+    assert_letta_shape("/v1/agents/{agent_id}/messages", "get", httpx.get(
+        f"{server.url}/v1/agents/{agent.id}/messages", params={"limit": 100}).json())
 
 
 def test_three_calls_awaiting_approval_are_one_approval_request(client: Letta, script: Script,
@@ -83,10 +96,14 @@ def test_three_calls_awaiting_approval_are_one_approval_request(client: Letta, s
     done = client.agents.messages.create(agent.id, messages=[{
         "type": "approval", "approvals": [{"type": "approval", "tool_call_id": i,
                                            "approve": True} for i in requested]}])
-    assert kinds(done.messages) == ["tool_return_message"] * 3 + ["assistant_message"]
+    assert kinds(done.messages) == ["tool_return_message", "assistant_message"]
+    assert len(done.messages[0].tool_returns) == 3  # type: ignore[union-attr,arg-type]
     listed = client.agents.messages.list(agent.id, limit=100, order="asc").items
     [shown] = [m for m in listed if m.message_type == "tool_call_message"]
     assert len(arguments(shown)) == 3
+    assert kinds(listed)[-3:] == ["approval_response_message", "tool_return_message",
+                                  "assistant_message"]
+    assert [a.tool_call_id for a in listed[-3].approvals] == requested  # type: ignore
 
     # Streamed, the approval request is one message as well.
     script.set(THREE)

@@ -105,7 +105,10 @@ def test_failing_tools_fail_only_their_own_calls(client: Letta, script: Script) 
     script.set(calls(call("crash"), call("hang"), call("hog"), call("double", n=4)),
                reply("Survived."))
     response = client.agents.messages.create(agent.id, input="try everything")
-    returns = {m.name: m for m in response.messages if m.message_type == "tool_return_message"}
+    [called] = [m for m in response.messages if m.message_type == "tool_call_message"]
+    names = {c.tool_call_id: c.name for c in called.tool_calls}  # type: ignore[union-attr]
+    [results] = [m for m in response.messages if m.message_type == "tool_return_message"]
+    returns = {names[r.tool_call_id]: r for r in results.tool_returns}  # type: ignore
     assert returns["double"].status == "success" and returns["double"].tool_return == "8"
     for name, error in (("crash", "ToolCrashed"), ("hang", "TimeoutError"),
                         ("hog", "MemoryError")):

@@ -130,13 +130,13 @@ def test_lone_surrogates_from_a_sandboxed_tool_reach_a_letta_client_as_replaceme
                reply("done"))
     response = client.agents.messages.create(agent.id, input="go")
     assert response.stop_reason.stop_reason == "end_turn"
-    returns = [m.tool_return for m in response.messages  # type: ignore[union-attr]
-               if m.message_type == "tool_return_message"]
+    returns = [r.tool_return for m in response.messages  # the step's results: one message
+               if m.message_type == "tool_return_message" for r in m.tool_returns]  # type: ignore
     assert returns[0] == f"bad {FFFD} x {FFFD}"
-    assert f"broken {FFFD}" in returns[1]
-    stored = [m.tool_return for m in client.agents.messages.list(agent.id)  # type: ignore
-              if m.message_type == "tool_return_message"]
-    assert sorted(stored) == sorted(returns)
+    assert f"broken {FFFD}" in returns[1]  # type: ignore[operator]
+    stored = [r.tool_return for m in client.agents.messages.list(agent.id)
+              if m.message_type == "tool_return_message" for r in m.tool_returns]  # type: ignore
+    assert stored == returns
 
 
 def test_lone_surrogates_from_the_model_reach_a_letta_client_as_replacement_characters(

@@ -93,6 +93,7 @@ class Agent(AgentThreads):
         summarizer: str | Model | None = None,
         store: str | SqlStore | None = None,
         tags: Iterable[str] = (),
+        timezone: str = "UTC",
         embedder: Embedder | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -107,6 +108,7 @@ class Agent(AgentThreads):
             options.require_positive("error_threshold", error_threshold)
         options.check_waits(timeout=timeout, approval_timeout=approval_timeout, busy=busy)
         self.id = f"agent-{uuid.uuid4()}"
+        self.timezone = options.timezone(timezone)
         self.name = name or self.id
         self.agent_type = lookup_agent_type(agent_type)
         self._model_options = {k: v for k, v in (("base_url", base_url), ("api_key", api_key))
@@ -210,6 +212,7 @@ class Agent(AgentThreads):
         agent = cls(chosen, tools=[given.get(n) or n for n in names], system=record.system,
                     blocks=blocks, name=record.name, agent_type=record.agent_type,
                     tool_rules=record.tool_rules, include_base_tools=False, tags=record.tags,
+                    timezone=record.timezone or "UTC",
                     context_window=record.llm_config.get("context_window_override"),
                     **{"max_tokens": record.llm_config.get("max_tokens"),
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
@@ -391,4 +394,4 @@ class Agent(AgentThreads):
                         "model_settings": settings_dict(self.model_settings)},
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags, enable_sleeptime=bool(self.sleeptime),
-            message_buffer_autoclear=self.agent_type.clear_after_run)
+            message_buffer_autoclear=self.agent_type.clear_after_run, timezone=self.timezone)

@@ -50,6 +50,8 @@ class AgentMemory:
     _archival: ArchivalMemory | None
     _compiled: tuple[Any, ...] | None
     directories: str = ""  # open files and their folders (stateloop.files.context)
+    conversation_id: str | None  # None: the agent's default thread
+    timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
 
     @property
     def context_window(self) -> int:
@@ -99,7 +101,7 @@ class AgentMemory:
             window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
             instructions=self.system,
             core_memory="\n\n".join(p for p in (render_blocks(self.blocks), self.directories) if p),
-            memory_metadata=render_memory_metadata(self.recall_count, self.archival_count)
+            memory_metadata=self._memory_metadata()
             if self.blocks or self._persist is not None else "",
             rules=solver.render_prompt() if solver is not None else "",
             recall_count=self.recall_count, archival_count=self.archival_count,
@@ -181,9 +183,14 @@ class AgentMemory:
         solver = self._rules_solver(None)
         sections = [self.system, render_blocks(self.blocks), self.directories]
         if self.blocks or self._persist is not None:
-            sections.append(render_memory_metadata(self.recall_count, self.archival_count))
+            sections.append(self._memory_metadata())
         sections.append(solver.render_prompt() if solver is not None else "")
         return system("\n\n".join(section for section in sections if section))
+
+    def _memory_metadata(self) -> str:
+        return render_memory_metadata(self.recall_count, self.archival_count, agent_id=self.id,
+                                      conversation_id=self.conversation_id,
+                                      timezone=self.timezone)
 
     def _refresh_system(self) -> None:
         """Recompile the system prompt only when what it renders has changed."""

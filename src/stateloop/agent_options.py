@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from . import storable
 from .errors import ConfigError, InputTooLarge
@@ -115,6 +116,16 @@ def count(name: str, value: Any) -> int | None:
         return storable.count(value, name)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def timezone(name: str) -> str:
+    """An IANA timezone name (``UTC``, ``Europe/Oslo``), checked."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ConfigError(f"timezone {name!r} is not an IANA timezone name, such as "
+                          "'UTC' or 'Europe/Oslo'") from None
+    return name
 
 
 def check_compaction(strategy: object, threshold: float) -> None:

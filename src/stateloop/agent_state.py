@@ -98,7 +98,7 @@ class AgentState(AgentStore):
         """Import an Agent File (a path, bytes or a dict) into ``store``; its first agent,
         loaded as ``Agent.load`` would. Options: ``append_copy_suffix``,
         ``override_existing_tools``, ``strip_messages``, ``secrets``, ``embedding``,
-        ``skip_bad_tools`` (see ``stateloop.agent_file.ImportOptions``), ``isolation`` for
+        ``strict`` (see ``stateloop.agent_file.ImportOptions``), ``isolation`` for
         the source tools; the rest goes to ``Agent.load``."""
         from .persistence import run_blocking
 

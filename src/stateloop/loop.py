@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass
+from typing import Any
 
 from .approvals import PendingApproval, denial_text
 from .cancellation import CancelScope
@@ -70,6 +71,9 @@ class _Step:
     answered: dict[str, ToolOutput] | None = None  # calls answered without running
     cut_off: bool = False  # the response hit the output token limit
     paused: PendingApproval | None = None  # its calls wait for a human
+    # A resumed step: the human's decision on each call, kept in its result's metadata
+    # under "approval" ({"approve", "reason", "client": the client ran it}).
+    decisions: dict[str, dict[str, Any]] | None = None
 
 
 class _Run(ModelCalls, ToolCalls):
@@ -174,6 +178,10 @@ class _Run(ModelCalls, ToolCalls):
                             yield ToolExecutionStart(call)
                     results = self._answer(
                         calls, await self._run_tools(calls, step.offered, step.answered))
+                    if step.decisions:
+                        for result in results:
+                            if result.tool_call_id in step.decisions:
+                                result.metadata["approval"] = step.decisions[result.tool_call_id]
                     if step_events:
                         for call, result in zip(calls, results, strict=True):
                             yield ToolExecutionEnd(call, result)
@@ -224,7 +232,9 @@ class _Run(ModelCalls, ToolCalls):
         """A step paused for approval, finished first: the human's verdicts answer calls
         (denied, or run by the client); the approved ones run."""
         answered: dict[str, ToolOutput] = {}
-        step = _Step(0, time.time(), resume.pending.calls, answered=answered)
+        step = _Step(0, time.time(), resume.pending.calls, answered=answered, decisions={
+            call_id: {"approve": d.approve, "reason": d.reason, "client": d.result is not None}
+            for call_id, d in resume.decisions.items()})
         self.open_calls, self.outputs = list(step.calls), []
         for call in step.calls:
             decision = resume.decisions.get(call.id)

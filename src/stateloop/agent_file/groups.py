@@ -10,15 +10,16 @@ from typing import Any
 from ..sleeptime import DEFAULT_FREQUENCY
 from ..store.groups import GroupRecord
 from ..store.records import AgentRecord
-from .reading import AgentFileError
+from .reading import AgentFileError, LeftOut
 
 RUNNABLE = ("round_robin", "supervisor", "dynamic")
 
 
 def read_groups(entries: list[dict[str, Any]], agents: dict[str, AgentRecord],
-                blocks: dict[str, str], notes: list[str]) -> list[GroupRecord]:
+                blocks: dict[str, str], left_out: LeftOut) -> list[GroupRecord]:
     """The file's groups with ids remapped (``agents``: file id -> record, ``blocks``: file
-    id -> new block id)."""
+    id -> new block id). A kind of group stateloop does not run is left out (its agents
+    are imported on their own)."""
     groups = []
     for index, entry in enumerate(entries):
         where = f"groups.{index}"
@@ -41,8 +42,9 @@ def read_groups(entries: list[dict[str, Any]], agents: dict[str, AgentRecord],
                                       turns_counter=0))
             continue
         if kind not in RUNNABLE:
-            notes.append(f"group {entry.get('id')!r} ({kind}) left out: stateloop does not run "
-                         "that kind of group; its agents were imported on their own")
+            left_out.skip(f"group {entry.get('id')!r} ({kind})", AgentFileError(
+                "stateloop does not run that kind of group; its agents were imported on "
+                "their own", field=f"{where}.manager_config.manager_type"))
             continue
         if kind != "round_robin" and manager_record is None:
             raise AgentFileError(f"a {kind} group names its manager agent",

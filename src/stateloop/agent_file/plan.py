@@ -33,7 +33,7 @@ from ..store.records import (
 from .groups import read_groups
 from .history import arrange
 from .letta_messages import from_letta
-from .reading import AgentFileError, refuse
+from .reading import AgentFileError, LeftOut, refuse
 from .tools import read_tools
 
 ENV_KEY = "tool_env"  # where an agent's tool variables live in ``extra`` (as the server's)
@@ -48,8 +48,9 @@ _BLOCK_EXTRA = ("template_name", "is_template", "template_id", "base_template_id
 class ImportOptions:
     """How an import treats the file. ``name`` renames every agent; ``append_copy_suffix``
     adds ``_copy`` (Letta's REST default); ``secrets`` fill the file's tool variables;
-    ``model``/``embedding`` replace the file's; ``skip_bad_tools`` leaves out tools whose
-    source does not compile instead of failing."""
+    ``model``/``embedding`` replace the file's. What stateloop cannot take (a tool whose
+    source does not compile, a block or tool rule it cannot read, a reference to either) is
+    left out and named in the notes; ``strict`` refuses the file instead."""
 
     name: str | None = None
     append_copy_suffix: bool = False
@@ -58,7 +59,7 @@ class ImportOptions:
     secrets: dict[str, str] | None = None
     model: str | None = None
     embedding: str | None = None
-    skip_bad_tools: bool = False
+    strict: bool = False
     project_id: str | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
 
@@ -85,41 +86,48 @@ def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
     refuse(check_value({"name": options.name, "model": options.model,
                         "embedding": options.embedding, "secrets": options.secrets,
                         "project_id": options.project_id}))  # what replaces the file's
-    tools = read_tools(data.get("tools") or [], skip_bad_tools=options.skip_bad_tools)
-    notes = list(tools.left_out.values())
-    blocks = _blocks(data.get("blocks") or [])
+    left_out = LeftOut(strict=options.strict)
+    tools = read_tools(data.get("tools") or [], left_out)
+    notes = left_out.notes
+    blocks = _blocks(data.get("blocks") or [], left_out)
     created: set[str] = set()
-    left_out = {e.get("id") for e in data.get("tools") or []} - set(tools.names)
-    agents = [_agent(entry, f"agents.{index}", options, tools.names, left_out, blocks,
-                     created, notes)
+    in_file = {e.get("id") for kind in ("tools", "blocks") for e in data.get(kind) or []}
+    agents = [_agent(entry, f"agents.{index}", options, tools.names, blocks, created,
+                     left_out, in_file)
               for index, entry in enumerate(data["agents"])]
     by_file_id = {entry.get("id"): planned.record
                   for entry, planned in zip(data["agents"], agents, strict=True)}
     groups = read_groups(data.get("groups") or [], by_file_id,
-                         {file_id: block.id for file_id, block in blocks.items()}, notes)
+                         {file_id: block.id for file_id, block in blocks.items()}, left_out)
     for entry, planned in zip(data["agents"], agents, strict=True):
         if entry.get("enable_sleeptime") and not planned.record.enable_sleeptime:
             notes.append(f"agent {planned.record.name!r}: its sleep-time memory agent is not "
                          "in the file; turn it on again once imported")
     for kind in ("files", "sources", "mcp_servers", "skills"):
         if data.get(kind):
-            notes.append(f"{len(data[kind])} {kind.replace('_', ' ')} left out: stateloop "
-                         "does not import them yet")
+            left_out.skip(f"{len(data[kind])} {kind.replace('_', ' ')}", AgentFileError(
+                f"stateloop does not import {kind.replace('_', ' ')} yet"))
     return ImportPlan(agents, tools.records, groups, notes, tools.skipped)
 
 
-def _blocks(entries: list[dict[str, Any]]) -> dict[str, BlockRecord]:
+def _blocks(entries: list[dict[str, Any]], left_out: LeftOut) -> dict[str, BlockRecord]:
     found = {}
     for index, entry in enumerate(entries):
         where = f"blocks.{index}"
         file_id = entry.get("id")
-        if not isinstance(file_id, str):
-            raise AgentFileError("a block has an id", field=f"{where}.id")
-        found[file_id] = _block(entry, where)
+        try:
+            if not isinstance(file_id, str):
+                raise AgentFileError("a block has an id", field=f"{where}.id")
+            found[file_id] = _block(entry, where, left_out.notes)
+        except AgentFileError as exc:
+            label = entry.get("label")
+            left_out.skip(f"block {label!r}" if isinstance(label, str) else where, exc)
     return found
 
 
-def _block(entry: dict[str, Any], where: str) -> BlockRecord:
+def _block(entry: dict[str, Any], where: str, notes: list[str]) -> BlockRecord:
+    """The block; a value longer than its limit (Letta exports such blocks) is kept whole
+    and the limit raised to fit, with a note saying so."""
     label, value = entry.get("label"), entry.get("value", "")
     limit = entry.get("limit") or DEFAULT_BLOCK_LIMIT
     description = entry.get("description")
@@ -129,6 +137,11 @@ def _block(entry: dict[str, Any], where: str) -> BlockRecord:
             or not isinstance(description, str | None):
         raise AgentFileError("value and description are strings, limit an integer",
                              field=where)
+    if len(value) > limit > 0:
+        notes.append(f"block {label!r}: its value has {len(value)} characters, over its "
+                     f"limit of {limit}; the value is kept and the limit raised to "
+                     f"{len(value)}")
+        limit = len(value)
     try:
         Block(label, value, description, limit, bool(entry.get("read_only")))
     except ValueError as exc:
@@ -142,8 +155,9 @@ def _block(entry: dict[str, Any], where: str) -> BlockRecord:
 
 
 def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
-           tool_names: dict[str, str], left_out: set[Any], blocks: dict[str, BlockRecord],
-           created: set[str], notes: list[str]) -> PlannedAgent:
+           tool_names: dict[str, str], blocks: dict[str, BlockRecord], created: set[str],
+           left_out: LeftOut, in_file: set[Any]) -> PlannedAgent:
+    notes = left_out.notes
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise AgentFileError("an agent has a name", field=f"{where}.name")
@@ -174,20 +188,25 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
     except ConfigError as exc:
         notes.append(f"agent {name!r}: model {model!r} kept, but stateloop cannot call it "
                       f"as it is ({exc}); change it before running the agent")
-    try:
-        rules = [r.model_dump(mode="json") for r in parse_rules(
-            _list(entry.get("tool_rules"), f"{where}.tool_rules"))]
-    except (ConfigError, ValueError, TypeError) as exc:
-        raise AgentFileError(str(exc), field=f"{where}.tool_rules") from None
+    rules = []
+    for index, rule in enumerate(_list(entry.get("tool_rules"), f"{where}.tool_rules")):
+        try:
+            rules += [r.model_dump(mode="json") for r in parse_rules([rule])]
+        except (ConfigError, ValueError, TypeError) as exc:
+            kind = rule.get("type") if isinstance(rule, dict) else None
+            left_out.skip(f"agent {name!r}: tool rule {index} ({kind})", AgentFileError(
+                str(exc), field=f"{where}.tool_rules.{index}"))
     names = []
     for index, tool_id in enumerate(_list(entry.get("tool_ids"), f"{where}.tool_ids")):
         if tool_id in tool_names:
             names.append(tool_names[tool_id])
-        elif tool_id not in left_out:  # a tool left out was reported already
-            raise AgentFileError(f"names tool {tool_id!r}, which the file does not hold",
-                                 field=f"{where}.tool_ids.{index}")
+        elif tool_id not in in_file:
+            left_out.skip(f"agent {name!r}: tool {tool_id!r}", AgentFileError(
+                "the file does not hold it",
+                field=f"{where}.tool_ids.{index}"))
+        # else: a tool of the file left out, named already
     names += [n for n in _list(entry.get("tools"), f"{where}.tools") if isinstance(n, str)]
-    own, shared = _agent_blocks(entry, where, blocks, created)
+    own, shared = _agent_blocks(entry, where, name, blocks, created, left_out, in_file)
     record = AgentRecord(
         name=name, agent_type=agent_type,
         description=_optional_text(entry.get("description"), f"{where}.description"),
@@ -218,29 +237,46 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
     return PlannedAgent(record, own, shared, messages)
 
 
-def _agent_blocks(entry: dict[str, Any], where: str, blocks: dict[str, BlockRecord],
-                  created: set[str]) -> tuple[list[BlockRecord], list[str]]:
+def _agent_blocks(entry: dict[str, Any], where: str, name: str,
+                  blocks: dict[str, BlockRecord], created: set[str], left_out: LeftOut,
+                  in_file: set[Any]) -> tuple[list[BlockRecord], list[str]]:
     own: list[BlockRecord] = []
     shared: list[str] = []
+    labels: set[str] = set()
+
+    def add(record: BlockRecord, where: str) -> bool:
+        if record.label in labels:
+            left_out.skip(f"agent {name!r}: a second block {record.label!r}", AgentFileError(
+                "an agent has one block of each label", field=where))
+            return False
+        labels.add(record.label)
+        return True
+
     for index, block_id in enumerate(_list(entry.get("block_ids"), f"{where}.block_ids")):
         record = blocks.get(block_id) if isinstance(block_id, str) else None
+        here = f"{where}.block_ids.{index}"
         if record is None:
-            raise AgentFileError(f"names block {block_id!r}, which the file does not hold",
-                                 field=f"{where}.block_ids.{index}")
-        if record.id in created:
+            if block_id not in in_file:  # else a block of the file left out, named already
+                left_out.skip(f"agent {name!r}: block {block_id!r}", AgentFileError(
+                    "the file does not hold it", field=here))
+        elif not add(record, here):
+            continue
+        elif record.id in created:
             shared.append(record.id)  # shared between agents of the file: stays shared
         else:
             created.add(record.id)
             own.append(record)
     for index, inline in enumerate(_list(entry.get("memory_blocks"), f"{where}.memory_blocks")):
-        if not isinstance(inline, dict):
-            raise AgentFileError("must be an object", field=f"{where}.memory_blocks.{index}")
-        own.append(_block(inline, f"{where}.memory_blocks.{index}"))
-    labels = [b.label for b in own] + [r.label for r in blocks.values() if r.id in shared]
-    repeated = {label for label in labels if labels.count(label) > 1}
-    if repeated:
-        raise AgentFileError(f"two blocks labelled {sorted(repeated)[0]!r}",
-                             field=f"{where}.block_ids")
+        here = f"{where}.memory_blocks.{index}"
+        try:
+            if not isinstance(inline, dict):
+                raise AgentFileError("must be an object", field=here)
+            record = _block(inline, here, left_out.notes)
+        except AgentFileError as exc:
+            left_out.skip(f"agent {name!r}: memory block {index}", exc)
+            continue
+        if add(record, here):
+            own.append(record)
     return own, shared
 
 

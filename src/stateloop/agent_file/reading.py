@@ -29,9 +29,26 @@ class AgentFileError(StateloopError, ValueError):
     def __init__(self, message: str, *, field: str = "file") -> None:
         super().__init__(f"{field}: {message}" if field != "file" else message)
         self.field = field
+        self.reason = message
 
 
 Source = str | os.PathLike[str] | bytes | dict[str, Any]
+
+
+class LeftOut:
+    """What an import leaves out of a file, each item by name with the reason. ``strict``
+    refuses the file at the first such item instead."""
+
+    def __init__(self, *, strict: bool) -> None:
+        self.strict = strict
+        self.notes: list[str] = []
+
+    def skip(self, item: str, error: AgentFileError) -> None:
+        """Leave ``item`` (``tool 'x'``, ``blocks.3``) out for the reason ``error`` gives,
+        or, when strict, raise it naming the item."""
+        if self.strict:
+            raise AgentFileError(f"{item}: {error.reason}", field=error.field)
+        self.notes.append(f"{item} left out: {error.reason}")
 
 
 def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[str, Any]:

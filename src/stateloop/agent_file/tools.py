@@ -14,7 +14,7 @@ from ..store.records import ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool_type
 from ..tools.sandbox import check_source, describe_source
-from .reading import AgentFileError
+from .reading import AgentFileError, LeftOut
 
 RETURN_CHAR_LIMIT = 50_000  # Letta's default
 MAX_SOURCE_BYTES = 1_000_000  # of one tool's source, as the server's default allows
@@ -24,43 +24,38 @@ MAX_SOURCE_BYTES = 1_000_000  # of one tool's source, as the server's default al
 class FileTools:
     names: dict[str, str] = field(default_factory=dict)  # file id -> tool name (kept ones)
     records: list[ToolRecord] = field(default_factory=list)  # tools with source, to store
-    left_out: dict[str, str] = field(default_factory=dict)  # name -> why
-    skipped: list[str] = field(default_factory=list)  # tools whose source does not compile
+    skipped: list[str] = field(default_factory=list)  # names of the tools left out
 
 
-def read_tools(entries: list[dict[str, Any]], *, skip_bad_tools: bool) -> FileTools:
-    """The file's tools; a tool whose source does not compile fails the import naming it,
-    unless ``skip_bad_tools``."""
+def read_tools(entries: list[dict[str, Any]], left_out: LeftOut) -> FileTools:
+    """The file's tools. One stateloop cannot take (no name, a source that does not
+    compile, no source and not built in) is left out naming it, or refuses the file when
+    ``left_out`` is strict."""
     found = FileTools()
     builtins = set(builtin_names())
     for index, entry in enumerate(entries):
         where = f"tools.{index}"
         name = entry.get("name")
         file_id = entry.get("id")
-        if not isinstance(name, str) or not name:
-            raise AgentFileError("a tool has a name", field=f"{where}.name")
-        if not isinstance(file_id, str):
-            raise AgentFileError("a tool has an id", field=f"{where}.id")
+        if not isinstance(name, str) or not name or not isinstance(file_id, str):
+            left_out.skip(where, AgentFileError("a tool has a name and an id", field=where))
+            continue
         source = entry.get("source_code")
         if name in builtins and (not source or str(entry.get("tool_type", "")).startswith(
                 "letta")):
             found.names[file_id] = name  # Letta's own tools: stateloop's of the same name
             continue
-        if not source:
-            found.left_out[name] = (f"tool {name!r} ({entry.get('tool_type') or 'custom'}) "
-                                    "has no source and is not built into stateloop")
-            continue
-        if not isinstance(source, str):
-            raise AgentFileError("must be a string", field=f"{where}.source_code")
         try:
+            if not source:
+                raise ToolDefinitionError(f"it is {entry.get('tool_type') or 'custom'}, has no "
+                                          "source and is not built into stateloop")
+            if not isinstance(source, str):
+                raise ToolDefinitionError("source_code must be a string")
             record = _record(entry, name, source)
         except ToolDefinitionError as exc:
-            if not skip_bad_tools:
-                raise AgentFileError(f"tool {name!r} cannot be imported: {exc} (import "
-                                     "with the tool skipped to leave it out)",
-                                     field=f"{where}.source_code") from None
             found.skipped.append(name)
-            found.left_out[name] = f"tool {name!r} was skipped: {exc}"
+            left_out.skip(f"tool {name!r}", AgentFileError(str(exc),
+                                                           field=f"{where}.source_code"))
             continue
         found.names[file_id] = name
         found.records.append(record)

@@ -28,9 +28,11 @@ def import_file(
     name: Annotated[str | None, typer.Option(
         "--name", help="Name the imported agent(s) this \\[default: the file's name with "
                        "_copy added, as Letta's REST import names it].")] = None,
-    skip_bad_tools: Annotated[bool, typer.Option(
-        "--skip-bad-tools", help="Leave out tools whose source does not compile instead of "
-                                 "refusing the file.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse a file holding anything stateloop cannot import (a tool "
+                         "whose source does not compile, a block or tool rule it cannot "
+                         "read) instead of importing the rest and naming what was left "
+                         "out.")] = False,
     strip_messages: Annotated[bool, typer.Option(
         "--strip-messages", help="Import without the conversation history.")] = False,
     secrets: Annotated[str | None, typer.Option(
@@ -41,18 +43,16 @@ def import_file(
     as_json: options.Json = False,
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
-    """Import the agents of an Agent File (.af), as Letta writes them."""
+    """Import the agents of an Agent File (.af), as Letta writes them. What was left out,
+    kept or repaired (a block's limit raised to fit its value) is printed as notes."""
     variables = _secrets(secrets)
     with open_backend(db, server, token) as backend:
         if backend.server_url:
-            if skip_bad_tools:
-                raise CliError("--skip-bad-tools works on the local database only; a "
-                               "server refuses a file with a tool that does not compile")
-            result = _import_remote(cast("RemoteBackend", backend), path, name,
+            result = _import_remote(cast("RemoteBackend", backend), path, name, strict,
                                     strip_messages, variables, model)
         else:
-            result = _import_local(cast("LocalBackend", backend), path, name,
-                                   skip_bad_tools, strip_messages, variables, model)
+            result = _import_local(cast("LocalBackend", backend), path, name, strict,
+                                   strip_messages, variables, model)
     if as_json:
         out.file.write(json.dumps(result, indent=2) + "\n")
         return
@@ -88,28 +88,29 @@ def export_file(
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
-def _import_local(backend: LocalBackend, path: Path, name: str | None, skip_bad_tools: bool,
+def _import_local(backend: LocalBackend, path: Path, name: str | None, strict: bool,
                   strip_messages: bool, secrets: dict[str, str] | None,
                   model: str | None) -> dict[str, Any]:
     from ..agent_file import ImportOptions, import_agents
 
     async def go() -> dict[str, Any]:
         result = await import_agents(path, store=await backend.store(), options=ImportOptions(
-            name=name, append_copy_suffix=True, skip_bad_tools=skip_bad_tools,
+            name=name, append_copy_suffix=True, strict=strict,
             strip_messages=strip_messages, secrets=secrets, model=model))
         return {"agent_ids": result.agent_ids, "names": result.names, "notes": result.notes}
 
     return backend.run(go())
 
 
-def _import_remote(backend: RemoteBackend, path: Path, name: str | None,
+def _import_remote(backend: RemoteBackend, path: Path, name: str | None, strict: bool,
                    strip_messages: bool, secrets: dict[str, str] | None,
                    model: str | None) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {str(path)!r}: {exc.strerror}") from None
-    form: dict[str, Any] = {"strip_messages": str(strip_messages).lower()}
+    form: dict[str, Any] = {"strip_messages": str(strip_messages).lower(),
+                            "strict": str(strict).lower()}
     for key, value in (("name", name), ("model", model),
                        ("secrets", json.dumps(secrets) if secrets else None)):
         if value is not None:
@@ -119,9 +120,10 @@ def _import_remote(backend: RemoteBackend, path: Path, name: str | None,
     response = backend.http.post("/v1/agents/import", data=form,
                                  files={"file": (path.name, data)})
     check(response)
-    ids = response.json()["agent_ids"]
+    answer = response.json()
+    ids = answer["agent_ids"]
     names = [backend.request("GET", f"/v1/agents/{i}")["name"] for i in ids]
-    return {"agent_ids": ids, "names": names, "notes": []}
+    return {"agent_ids": ids, "names": names, "notes": answer.get("notes") or []}
 
 
 def _export_local(backend: LocalBackend, agent: str, include_secrets: bool,

@@ -236,10 +236,14 @@ class FrameReader:
         self.output: list[str] = []
         self.pending: list[PendingCall] = []
         self._call: dict[str, Any] | None = None  # a call whose arguments are streaming
+        self._names: dict[str, str] = {}  # call id -> tool name, for the results
 
     def feed(self, frame: dict[str, Any]) -> None:
         kind = frame.get("message_type")
         if kind in ("tool_call_message", "approval_request_message"):
+            for each in frame.get("tool_calls") or []:
+                if each.get("name"):
+                    self._names[each.get("tool_call_id")] = each["name"]
             call = frame.get("tool_call") or {}
             if self._call is not None and self._call["id"] != call.get("tool_call_id"):
                 self.flush()
@@ -255,10 +259,11 @@ class FrameReader:
             self.on_item(Text(content))
         elif kind == "reasoning_message":
             self.on_item(Reasoning(frame.get("reasoning") or ""))
-        elif kind == "tool_return_message":
-            self.on_item(ToolResultShown(frame.get("name") or "tool",
-                                         str(frame.get("tool_return") or ""),
-                                         frame.get("status") == "error"))
+        elif kind == "tool_return_message":  # a step's results, one per call
+            for result in frame.get("tool_returns") or [frame]:
+                name = self._names.get(result.get("tool_call_id")) or frame.get("name")
+                self.on_item(ToolResultShown(name or "tool", str(result.get("tool_return") or ""),
+                                             result.get("status") == "error"))
         elif kind == "error_message":
             self.error = frame.get("message") or frame.get("detail")
         elif kind == "stop_reason":

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..messages import new_id
 from ..surrogates import check
@@ -60,13 +61,28 @@ def render_blocks(blocks: list[Block]) -> str:
     return "\n".join(parts)
 
 
-def render_memory_metadata(recall_count: int, archival_count: int) -> str:
-    """The ``<memory_metadata>`` section: what lies outside the context, and the date."""
-    now = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    return ("<memory_metadata>\n"
-            f"- The current system date is: {now}\n"
-            f"- {recall_count} previous messages between you and the user are stored in "
-            "recall memory (use tools to access them)\n"
-            f"- {archival_count} total memories you created are stored in archival memory "
-            "(use tools to access them)\n"
-            "</memory_metadata>")
+def render_memory_metadata(recall_count: int, archival_count: int, *, agent_id: str,
+                           conversation_id: str | None = None, timezone: str = "UTC") -> str:
+    """The ``<memory_metadata>`` section as Letta 0.16.8 writes it: the agent and
+    conversation ("default": the agent's own thread), when the prompt was compiled (in the
+    agent's timezone), and what lies outside the context."""
+    lines = ["<memory_metadata>", f"- AGENT_ID: {agent_id}",
+             f"- CONVERSATION_ID: {conversation_id or 'default'}",
+             f"- System prompt last recompiled: {compiled_at(timezone)}",
+             f"- {recall_count} previous messages between you and the user are stored in "
+             "recall memory"]
+    if archival_count > 0:
+        lines.append(f"- {archival_count} total memories you created are stored in archival "
+                     "memory (use tools to access them)")
+    lines.append("</memory_metadata>")
+    return "\n".join(lines)
+
+
+def compiled_at(timezone: str) -> str:
+    """Now, as Letta dates a compiled prompt: ``2026-01-15 09:00:00 AM UTC+0000``; an unknown
+    timezone counts as UTC."""
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    return datetime.now(UTC).astimezone(zone).strftime("%Y-%m-%d %I:%M:%S %p %Z%z")

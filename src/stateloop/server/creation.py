@@ -91,6 +91,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       agent_type=body.agent_type, tool_rules=with_default_approvals(
                           body.tool_rules or [], await runtime.store.list_tools(names)),
                       include_base_tools=body.include_base_tools, tags=body.tags or (),
+                      timezone=body.timezone or "UTC",
                       include_multi_agent_tools=body.include_multi_agent_tools,
                       context_window=body.context_window_limit or (
                           config.context_window if config else None),
@@ -250,7 +251,8 @@ def _first_set(*values: bool | None) -> bool:
 
 def _field_of(message: str) -> str:
     """Which request field a library error is about (it names it in its message)."""
-    for name in ("agent_type", "tool_rules", "model", "max_tokens", "context_window", "tools"):
+    for name in ("agent_type", "tool_rules", "model", "max_tokens", "context_window", "tools",
+                 "timezone"):
         if message.startswith(name) or f" {name}" in message:
             return "context_window_limit" if name == "context_window" else name
     if "block" in message:

@@ -103,14 +103,90 @@ def _call_frames(message: Message, first_index: int, run_id: str | None,
     return frames
 
 
+def _shown_result(message: Message, assistant_message: bool) -> bool:
+    """A tool result a listing shows (a ``send_message`` result was shown as the assistant's
+    message instead)."""
+    return message.role == "tool" and not (assistant_message and message.name == SEND_MESSAGE)
+
+
+def tool_returns_frame(results: Sequence[Message], run_id: str | None) -> Frame:
+    """A step's tool results as Letta 0.16.8 shows them: one ``tool_return_message`` whose
+    ``tool_returns`` hold every result, the first one's also at the top (for older
+    clients), under the first result's id."""
+    first = results[0]
+    returns = [{"type": "tool", "tool_call_id": m.tool_call_id, "tool_return": m.text,
+                "status": "error" if m.is_error else "success",
+                "stdout": m.metadata.get("stdout"), "stderr": m.metadata.get("stderr")}
+               for m in results]
+    frame = _base(first.id, "tool_return_message", first.created_at, 0, run_id)
+    frame.update({k: v for k, v in returns[0].items() if k != "type"}, name=first.name,
+                 tool_returns=returns)
+    return frame
+
+
+def approval_frame(results: Sequence[Message], run_id: str | None) -> Frame | None:
+    """The human's decisions on a paused step's calls, as Letta lists them before the
+    step's results: an ``approval_response_message`` (None when no result was decided)."""
+    approvals: list[dict[str, Any]] = []
+    for message in results:
+        decision = message.metadata.get("approval")
+        if not isinstance(decision, dict):
+            continue
+        if decision.get("client"):  # the client ran the tool: its result
+            approvals.append({"type": "tool", "tool_call_id": message.tool_call_id,
+                              "tool_return": message.text,
+                              "status": "error" if message.is_error else "success",
+                              "stdout": message.metadata.get("stdout"),
+                              "stderr": message.metadata.get("stderr")})
+        else:
+            approvals.append({"type": "approval", "tool_call_id": message.tool_call_id,
+                              "approve": bool(decision.get("approve")),
+                              "reason": decision.get("reason")})
+    if not approvals:
+        return None
+    first = results[0]
+    # Letta stores the decisions as a message of their own; here they live with the
+    # results, so the message's id is derived from the first result's.
+    frame_id = f"message-{uuid.uuid5(uuid.NAMESPACE_OID, f'{first.id}:approval')}"
+    frame = _base(frame_id, "approval_response_message", first.created_at, 0, run_id)
+    decided = next((a for a in approvals if a["type"] == "approval"), None)
+    frame.update(approvals=approvals,
+                 approve=decided["approve"] if decided else None,
+                 approval_request_id=decided["tool_call_id"] if decided else None,
+                 reason=decided["reason"] if decided else None)
+    return frame
+
+
+def result_frames(results: Sequence[Message], run_id: str | None,
+                  step_id: str | None) -> list[Frame]:
+    """One step's results: the decisions that answered them (if any), then the results."""
+    decided = approval_frame(results, run_id)
+    frames = [*([decided] if decided else []), tool_returns_frame(results, run_id)]
+    if step_id is not None:
+        for frame in frames:
+            frame["step_id"] = step_id
+    return frames
+
+
 async def history_frames(store: SqlStore, stored: Sequence[Message], *,
                          approval_ids: Iterable[str] = (),
                          assistant_message: bool = True) -> list[Frame]:
     """Stored messages as Letta's, each with the run and step that stored it (None when
-    those were deleted since): what every message listing answers."""
+    those were deleted since): what every message listing answers. A step's results,
+    stored one by one, are one message, after the decisions that answered them."""
     origins = await store.message_origins([m.id for m in stored])
     frames: list[Frame] = []
-    for message in stored:
+    results: list[Message] = []
+    for message in [*stored, None]:
+        if results and (message is None or not _shown_result(message, assistant_message)
+                        or origins.get(message.id) != origins.get(results[0].id)):
+            frames += result_frames(results, *origins.get(results[0].id, (None, None)))
+            results = []
+        if message is None:
+            break
+        if _shown_result(message, assistant_message):
+            results.append(message)
+            continue
         run_id, step_id = origins.get(message.id, (None, None))
         frames += to_letta(message, run_id=run_id, step_id=step_id,
                            approval_ids=approval_ids, assistant_message=assistant_message)
@@ -147,12 +223,7 @@ def _frames(message: Message, run_id: str | None, approvals: set[str],
     if message.role == "tool":
         if assistant_message and message.name == SEND_MESSAGE:
             return []  # its text was shown as the assistant's message
-        frame = _base(mid, "tool_return_message", created, 0, run_id)
-        frame.update(tool_call_id=message.tool_call_id, tool_return=message.text,
-                     status="error" if message.is_error else "success", name=message.name,
-                     stdout=message.metadata.get("stdout"),
-                     stderr=message.metadata.get("stderr"))
-        return [frame]
+        return [tool_returns_frame([message], run_id)]
     frames: list[Frame] = []
     if message.reasoning:
         frame = _base(mid, "reasoning_message", created, len(frames), run_id)
@@ -199,6 +270,9 @@ def ping_frame(run_id: str | None) -> Frame:
             "run_id": run_id}
 
 
+_BETWEEN_RESULTS = frozenset({"tool_execution_start", "tool_execution_end"})
+
+
 class StreamConverter:
     """Turns a run's events into Letta stream frames.
 
@@ -207,7 +281,8 @@ class StreamConverter:
     chunks carry the id, otid and step of the message they become when stored, so a client
     can join them by otid and find them again in the history.
     ``approval_names`` are the tools that pause for a human: their calls become
-    ``approval_request_message`` rather than ``tool_call_message``.
+    ``approval_request_message`` rather than ``tool_call_message``. A step's tool results
+    are held until the step's last one and sent as one ``tool_return_message``.
     """
 
     def __init__(self, *, stream_tokens: bool, approval_names: set[str],
@@ -227,9 +302,26 @@ class StreamConverter:
         self._last_group: tuple[bool, int] | None = None  # approval?, index
         self._streamed_calls: dict[int, ToolCall] = {}  # call index -> the call so far
         self._shown_calls: set[str] = set()
+        self._results: list[Message] = []  # the step's tool results so far
 
     def feed(self, event: AnyEvent) -> list[Frame]:
         """The frames ``event`` produces (often none)."""
+        kind = event.type
+        if kind in _BETWEEN_RESULTS:
+            return []
+        if kind == "message" and event.message.role == "tool":  # type: ignore[union-attr]
+            message = event.message  # type: ignore[union-attr]
+            if _shown_result(message, self.assistant_message):
+                self._results.append(message)
+            return []
+        if self._results:  # the decisions that answered them are input: not echoed
+            results, self._results = self._results, []
+            frame = tool_returns_frame(results, self.run_id)
+            frame["step_id"] = self._step_id
+            return [frame, *self._feed(event)]
+        return self._feed(event)
+
+    def _feed(self, event: AnyEvent) -> list[Frame]:
         kind = event.type
         if kind == "run_start":
             self.run_id = event.run_id  # type: ignore[union-attr]

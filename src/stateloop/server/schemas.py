@@ -201,15 +201,22 @@ class ToolReturn(Lenient):
     type: Literal["tool"] = "tool"
     tool_call_id: str
     status: Literal["success", "error"]
-    tool_return: str | list[TextContent]
+    tool_return: str | list[TextContent | ImageContent]
     stdout: list[str] | None = None
     stderr: list[str] | None = None
 
     @property
     def text(self) -> str:
+        """The result as the model reads it, as Letta gives it to a chat model: the text
+        parts a line each, then a placeholder for the images ("[Image omitted]")."""
         if isinstance(self.tool_return, str):
             return self.tool_return
-        return "".join(part.text for part in self.tool_return)
+        text = "\n".join(p.text for p in self.tool_return if isinstance(p, TextContent) and p.text)
+        images = sum(isinstance(p, ImageContent) for p in self.tool_return)
+        if images:
+            omitted = "[Image omitted]" if images == 1 else f"[{images} images omitted]"
+            text = f"{text} {omitted}" if text else omitted
+        return text
 
 
 def _kind(default: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..approvals import PendingApproval
@@ -75,6 +76,28 @@ def _sampling(settings: dict[str, Any]) -> dict[str, Any]:
             "response_format": shown(settings.get("response_format"))}
 
 
+def model_settings(record: AgentRecord, config: dict[str, Any]) -> dict[str, Any]:
+    """The ``model_settings`` the agent was given, or, given none, the provider's settings
+    as Letta fills them in from the agent's ``llm_config``."""
+    asked = record.extra.get("model_settings")
+    if asked is not None:
+        return shown(asked)
+    # A stored value that cannot be shown is marked in llm_config; here the default stands.
+    limit, temperature = config["max_tokens"], config["temperature"]
+    common = {"max_output_tokens": limit if isinstance(limit, int) and limit > 0 else 4096,
+              "parallel_tool_calls": bool(config["parallel_tool_calls"]),
+              "provider_type": config["model_endpoint_type"],
+              "temperature": temperature if isinstance(temperature, int | float)
+              and math.isfinite(temperature) else 1.0,
+              "response_format": None, "strict": False}
+    if config["model_endpoint_type"] == "anthropic":
+        return {**common, "thinking": {
+            "type": "enabled" if config["enable_reasoner"] else "disabled",
+            "budget_tokens": config["max_reasoning_tokens"] or 1024},
+            "verbosity": None, "effort": None}
+    return {**common, "reasoning": {"reasoning_effort": config["reasoning_effort"] or "minimal"}}
+
+
 def embedding_config(record: AgentRecord) -> dict[str, Any] | None:
     """The embedding the agent asked for; ``None`` when it asked for none, as in Letta."""
     config = record.embedding_config
@@ -96,6 +119,7 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord], tools: list[ToolR
     group = group_view(managed) if managed is not None else None
     by_name = {t.name: t for t in tools}
     pending = None
+    config = llm_config(record)
     if record.pending_approval:
         approval = PendingApproval.from_dict(record.pending_approval)
         calls = approval.requested_calls
@@ -105,10 +129,10 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord], tools: list[ToolR
     return {
         "id": record.id, "name": record.name, "agent_type": record.agent_type,
         "description": record.description, "system": record.system,
-        "model": record.model, "llm_config": llm_config(record),
+        "model": record.model, "llm_config": config,
         "embedding_config": embedding_config(record),
         "embedding": (record.embedding_config or {}).get("handle"),
-        "model_settings": shown(record.extra.get("model_settings")),
+        "model_settings": model_settings(record, config),
         "response_format": shown(record.extra.get("response_format")),
         "blocks": block_views,
         "memory": {"agent_type": record.agent_type, "blocks": block_views, "file_blocks": []},

@@ -5,15 +5,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from stateloop.store import rows, schema
-from stateloop.store.errors import NotFoundError
+from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.records import ToolRecord
 from stateloop.store.runner import Runner
 
 t = schema.tools
+a = schema.agents
 
 
 class ToolRegistryMixin:
@@ -33,6 +35,31 @@ class ToolRegistryMixin:
                                       updated_at=time.time())
             values = rows.tool_values(new)
             conn.execute(update(t).where(t.c.id == old.id).values(**values))
+            return new
+
+        return await self._runner.write(txn)
+
+    async def rename_tool(self, old_name: str, tool: ToolRecord) -> ToolRecord:
+        """Store ``tool`` (the one named ``old_name``, renamed) under its new name; agents
+        with the tool, and their tool rules, name it anew. A ``DuplicateError`` when
+        another tool has that name."""
+
+        def txn(conn: Connection) -> ToolRecord:
+            old = conn.execute(select(t.c.id, t.c.created_at).where(t.c.name == old_name)).first()
+            if old is None:
+                raise NotFoundError(f"no tool named {old_name!r}")
+            if conn.execute(select(t.c.id).where(t.c.name == tool.name)).first() is not None:
+                raise DuplicateError(f"a tool named {tool.name!r} already exists")
+            new = dataclasses.replace(tool, id=old.id, created_at=old.created_at,
+                                      updated_at=time.time())
+            conn.execute(update(t).where(t.c.id == old.id).values(**rows.tool_values(new)))
+            for row in conn.execute(select(a.c.id, a.c.tool_names, a.c.tool_rules)).all():
+                if old_name not in row.tool_names:
+                    continue
+                rules = [_renamed(r, old_name, tool.name) for r in row.tool_rules]
+                names = [tool.name if n == old_name else n for n in row.tool_names]
+                conn.execute(update(a).where(a.c.id == row.id).values(
+                    tool_names=names, tool_rules=rules))
             return new
 
         return await self._runner.write(txn)
@@ -65,3 +92,19 @@ class ToolRegistryMixin:
                 raise NotFoundError(f"no tool named {name!r}")
 
         await self._runner.write(txn)
+
+
+def _renamed(rule: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """A tool rule (as stored) with the tool ``old`` named ``new`` wherever it names it."""
+    def name(value: Any) -> Any:
+        return new if value == old else value
+
+    rule = {**rule, "tool_name": name(rule.get("tool_name"))}
+    if isinstance(rule.get("children"), list):
+        rule["children"] = [name(c) for c in rule["children"]]
+    if rule.get("default_child") is not None:
+        rule["default_child"] = name(rule["default_child"])
+    if isinstance(rule.get("child_output_mapping"), dict):
+        rule["child_output_mapping"] = {k: name(v)
+                                        for k, v in rule["child_output_mapping"].items()}
+    return rule

@@ -1,8 +1,12 @@
 """Agent Files over REST, as Letta serves them: ``POST /v1/agents/import`` (a multipart
 upload with Letta's form options) and ``GET``/``POST /v1/agents/{agent_id}/export``.
 
-A file that cannot be imported whole is a 400 naming what is wrong (the field's path in the
-file), and nothing is stored. Export answers the file as a JSON object, indented, as Letta
+What stateloop cannot take of a file (a tool whose source does not compile, a block or tool
+rule it cannot read) is left out and named in the answer's ``notes``, with the rest imported;
+the ``strict`` form field refuses such a file instead. A block whose value is longer than its
+limit, as Letta exports them, is kept with its limit raised (a note says so). A file that
+cannot be imported at all is a 400 naming what is wrong (the field's path in the file), and
+nothing is stored. Export answers the file as a JSON object, indented, as Letta
 does; tool variables are written with empty values (the server never hands out secrets).
 """
 
@@ -44,6 +48,10 @@ async def import_agent(
     name: Annotated[str | None, Form()] = None,
     embedding: Annotated[str | None, Form()] = None,
     model: Annotated[str | None, Form()] = None,
+    strict: Annotated[bool, Form(description=(
+        "If set to True, a file holding anything stateloop cannot import (a tool whose source "
+        "does not compile, a block or tool rule it cannot read) is refused whole instead of "
+        "imported without it."))] = False,
     append_copy_suffix: Annotated[bool, Form(deprecated=True)] = True,
     override_name: Annotated[str | None, Form(deprecated=True)] = None,
     override_embedding_handle: Annotated[str | None, Form(deprecated=True)] = None,
@@ -62,12 +70,12 @@ async def import_agent(
         override_existing_tools=override_existing_tools, strip_messages=strip_messages,
         secrets=_secrets(secrets or env_vars_json), model=model or override_model_handle,
         embedding=embedding or override_embedding_handle or x_override_embedding_model,
-        project_id=project_id, model_options=runtime.settings.model_options())
+        project_id=project_id, strict=strict, model_options=runtime.settings.model_options())
     try:
         result = await import_agents(data, store=runtime.store, options=options)
     except AgentFileError as exc:
         raise HTTPException(400, detail=str(exc)) from None
-    return ImportedAgentsResponse(agent_ids=result.agent_ids)
+    return ImportedAgentsResponse(agent_ids=result.agent_ids, notes=result.notes)
 
 
 @router.get("/v1/agents/{agent_id}/export", responses={**_FILE, **errors(400, 404)},

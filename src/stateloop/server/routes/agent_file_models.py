@@ -13,6 +13,9 @@ class ImportedAgentsResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     agent_ids: list[str] = Field(..., description="List of IDs of the imported agents")
+    notes: list[str] = Field(default_factory=list, description=(
+        "What the import left out, kept as it was or repaired (a block's limit raised to fit "
+        "its value), one line each"))
 
 
 class ExportAgentRequest(BaseModel):

@@ -89,43 +89,40 @@ async def _rebind(runtime: Runtime, record: ToolRecord) -> None:
 
 @router.post("/v1/tools", responses=errors(400, 409, 413, 503), response_model=Tool)
 async def create_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
-    """A tool from Python source; its calls run in a sandbox with limits."""
+    """A tool from Python source; its calls run in a sandbox with limits. A tool of the
+    same name is updated, as Letta does."""
     if (body.source_type or "python") != "python":
         raise unprocessable("source_type", f"only 'python' is supported, not "
                                            f"{body.source_type!r}")
-    schema = await _schema(runtime, body.source_code, body.json_schema, body.description,
-                           body.args_json_schema)
-    _check_name_free(runtime, schema["name"])
-    try:
-        await runtime.store.get_tool(schema["name"])
-    except NotFoundError:
-        pass
-    else:
-        raise HTTPException(409, detail=f"a tool named {schema['name']!r} already exists; "
-                                        "use PUT /v1/tools/ to replace it")
-    return tool_view(await runtime.store.upsert_tool(_record(body, schema)))
+    return await upsert_tool(body, runtime)
 
 
 @router.put("/v1/tools", responses=errors(400, 409, 413, 503), response_model=Tool)
 async def upsert_tool(body: ToolCreate, runtime: RuntimeDep) -> dict[str, Any]:
-    """Create a tool, or replace the one with the same name."""
+    """Create a tool, or update the one with the same name: the fields the request sets
+    replace the stored ones, the others (``tags``, ...) are kept."""
     schema = await _schema(runtime, body.source_code, body.json_schema, body.description,
                            body.args_json_schema)
     _check_name_free(runtime, schema["name"])
-    record = await runtime.store.upsert_tool(_record(body, schema))
+    try:
+        record = await runtime.store.get_tool(schema["name"])
+    except NotFoundError:
+        record = ToolRecord(name=schema["name"])
+    record.tool_type, record.binding = "custom", "sandbox"
+    record.json_schema, record.description = schema, schema.get("description")
+    record.source_type, record.source_code = "python", body.source_code
+    for name in body.model_fields_set & _KEPT_UNLESS_SET:
+        if getattr(body, name) is not None:  # null: left as it is, as in Letta
+            setattr(record, name, getattr(body, name))
+    record = await runtime.store.upsert_tool(record)
     await _rebind(runtime, record)
     return tool_view(record)
 
 
-def _record(body: ToolCreate, schema: dict[str, Any]) -> ToolRecord:
-    return ToolRecord(
-        name=schema["name"], json_schema=schema, description=schema.get("description"),
-        tool_type="custom", source_type="python", source_code=body.source_code,
-        binding="sandbox", args_json_schema=body.args_json_schema,
-        return_char_limit=body.return_char_limit,
-        default_requires_approval=body.default_requires_approval,
-        enable_parallel_execution=body.enable_parallel_execution, tags=body.tags or [],
-        pip_requirements=body.pip_requirements, npm_requirements=body.npm_requirements)
+# What an upsert leaves as it was unless the request sets it.
+_KEPT_UNLESS_SET = {"args_json_schema", "return_char_limit", "default_requires_approval",
+                    "enable_parallel_execution", "tags", "pip_requirements",
+                    "npm_requirements"}
 
 
 @router.get("/v1/tools", response_model=list[Tool])
@@ -155,8 +152,11 @@ async def retrieve_tool(tool_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 @router.patch("/v1/tools/{tool_id}", responses=errors(400, 404, 409, 413, 503),
               response_model=Tool)
 async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> dict[str, Any]:
-    """Change a source tool's code, schema, description, tags or approval default."""
+    """Change a source tool's code, schema, description, tags or approval default. A
+    ``json_schema`` naming another function of the source renames the tool, as Letta
+    does; the agents with the tool keep it under its new name."""
     record = await _tool(runtime, tool_id)
+    old_name = record.name
     if record.binding != "sandbox":
         raise HTTPException(409, detail=f"tool {record.name!r} is built in; it cannot change")
     fields = body.model_fields_set
@@ -167,16 +167,27 @@ async def modify_tool(tool_id: str, body: ToolUpdate, runtime: RuntimeDep) -> di
         derive = {"source_code", "args_json_schema"} & fields  # the schema is read anew
         schema = await _schema(runtime, source, body.json_schema or (
             None if derive else record.json_schema), body.description, args_schema)
-        if schema["name"] != record.name:
+        if schema["name"] != record.name and (body.json_schema or {}).get("name") != \
+                schema["name"]:
             raise name_mismatch(record.name, schema["name"], source)
-        record.source_code, record.json_schema = source, schema
+        record.name, record.source_code, record.json_schema = schema["name"], source, schema
         record.args_json_schema = args_schema
         record.description = schema.get("description")
     for name in ("tags", "default_requires_approval", "return_char_limit"):
         if name in fields and getattr(body, name) is not None:  # null: left as it is
             setattr(record, name, getattr(body, name))
-    record = await runtime.store.upsert_tool(record)
-    await _rebind(runtime, record)
+    if record.name == old_name:
+        record = await runtime.store.upsert_tool(record)
+        await _rebind(runtime, record)
+        return tool_view(record)
+    _check_name_free(runtime, record.name)
+    holders = [agent for agent in runtime.live_agents() if old_name in agent.tools]
+    if any(agent.running for agent in holders):
+        raise HTTPException(409, detail=f"an agent with tool {old_name!r} is running; "
+                                        "rename it when the run ends")
+    record = await runtime.store.rename_tool(old_name, record)
+    for agent in holders:  # loaded again, with the tool under its new name
+        runtime.forget(agent.id)
     return tool_view(record)
 
 

@@ -21,7 +21,9 @@ class Transcript {
     else if (kind === "reasoning_message") this.bubble(frame, "Reasoning", frame.reasoning, "reasoning");
     else if (kind === "tool_call_message" || kind === "approval_request_message") {
       for (const call of frame.tool_calls || [frame.tool_call]) this.call(call, kind);
-    } else if (kind === "tool_return_message") this.result(frame);
+    } else if (kind === "tool_return_message") {
+      for (const result of frame.tool_returns || [frame]) this.result(result);  // one per call
+    }
     else if (kind === "error_message") this.note(`Error: ${frame.message || frame.detail || ""}`, "error");
     else return;
     this.log.scrollTop = this.log.scrollHeight;
