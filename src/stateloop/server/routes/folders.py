@@ -18,6 +18,7 @@ from fastapi import APIRouter, File, HTTPException, Response, UploadFile
 from ...files import FileRejected, Folders, Limits
 from ...files.context import refresh
 from ...store.folders import ChunkRecord, FileRecord, FolderRecord
+from ..agent_fields import embedding_config
 from ..deps import RuntimeDep
 from ..folder_models import (
     FileMetadata,
@@ -58,7 +59,8 @@ def folders(runtime: Runtime) -> Folders:
                         cpu_seconds=config.upload_cpu_seconds,
                         memory_mb=config.upload_memory_mb, workers=config.upload_workers)
         found = _folders[runtime] = Folders(runtime.store, runtime.embedder(),
-                                            on_change=changed, limits=limits)
+                                            runtime.embedders, on_change=changed,
+                                            limits=limits)
     return found
 
 
@@ -185,10 +187,13 @@ async def _id_by_name(runtime: Runtime, name: str) -> str:
 
 @_both("POST", "", responses=errors(409), response_model=Folder)
 async def create_folder(body: SourceCreate, runtime: RuntimeDep) -> dict[str, Any]:
-    """A new folder; its files are embedded with the server's embedding model."""
+    """A new folder; its files are embedded with the model its ``embedding`` or
+    ``embedding_config`` names (422 if its provider is not configured), else the server's."""
+    config = await embedding_config(runtime.embedders, body.embedding, body.embedding_config,
+                                    body.embedding_chunk_size, default=True)
     made = await folders(runtime).create(body.name, description=body.description,
                                          instructions=body.instructions,
-                                         metadata=body.metadata)
+                                         metadata=body.metadata, embedding_config=config)
     return folder_view(made)
 
 
