@@ -45,7 +45,8 @@ def test_query_text_finds_agents_by_part_of_the_name(client: Letta) -> None:
     assert list(both) == []
 
 
-def test_embedding_config_is_null_unless_asked_and_then_the_servers(client: Letta) -> None:
+def test_embedding_config_is_null_unless_asked_and_then_the_one_asked_for(
+        client: Letta) -> None:
     plain = new_agent(client)
     assert plain.embedding_config is None and plain.embedding is None
     asked = new_agent(client, embedding="openai/text-embedding-3-small")
@@ -54,9 +55,11 @@ def test_embedding_config_is_null_unless_asked_and_then_the_servers(client: Lett
     assert (asked.embedding_config.embedding_model, asked.embedding_config.embedding_dim) == (
         "text-embedding-3-small", 1536)
     assert client.agents.retrieve(asked.id).embedding == "openai/text-embedding-3-small"
+    large = new_agent(client, embedding="openai/text-embedding-3-large")
+    assert large.embedding_config is not None and large.embedding_config.embedding_dim == 3072
     with pytest.raises(letta_client.UnprocessableEntityError,
-                       match=r"text-embedding-3-small.*embedding") as info:
-        new_agent(client, embedding="openai/text-embedding-3-large")
+                       match=r"ollama.*OPENAI_BASE_URL") as info:
+        new_agent(client, embedding="ollama/nomic-embed-text")
     assert "embedding" in str(info.value.body)
 
 

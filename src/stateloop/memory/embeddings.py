@@ -287,6 +287,11 @@ class OpenAIEndpoint:
     def url(self) -> str:
         return (self.base_url or OPENAI_URL).rstrip("/")
 
+    @property
+    def shown(self) -> str | None:
+        """The endpoint a config shows: OpenAI's, never the address of a server set here."""
+        return None if self.base_url else OPENAI_URL
+
     @classmethod
     def from_environment(cls) -> OpenAIEndpoint:
         """``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` as the environment has them."""
@@ -392,7 +397,7 @@ class Embedders:
             dim = embedder.dim
         except ConfigError:
             dim = OPENAI_DIMS.get(model, 0)  # measured on the first call
-        return {"embedding_endpoint_type": "openai", "embedding_endpoint": self.openai.url,
+        return {"embedding_endpoint_type": "openai", "embedding_endpoint": self.openai.shown,
                 "embedding_model": model, "embedding_dim": dim,
                 "embedding_chunk_size": DEFAULT_CHUNK_SIZE, "handle": spec,
                 "batch_size": DEFAULT_BATCH_SIZE}
@@ -412,11 +417,11 @@ class Embedders:
             # Never the server's key to a URL a client names: embeddings go where it is set.
             raise EmbeddingUnavailable(
                 f"embedding_endpoint {endpoint!r} is not this server's: openai/ embeddings go "
-                f"to {self.openai.url} (set OPENAI_BASE_URL to change it); leave it out")
+                "to the endpoint the operator set (OPENAI_BASE_URL); leave it out")
         native = OPENAI_DIMS.get(model)
         if native is not None and dim not in (None, native) and model not in _RESIZABLE:
             raise EmbeddingUnavailable(f"{model} makes {native}-dim vectors, not {dim}")
-        return {"embedding_endpoint_type": "openai", "embedding_endpoint": self.openai.url,
+        return {"embedding_endpoint_type": "openai", "embedding_endpoint": self.openai.shown,
                 "embedding_model": model, "embedding_dim": dim or native or 0,
                 "embedding_chunk_size": chunk, "handle": f"openai/{model}",
                 "batch_size": batch}
@@ -501,9 +506,9 @@ def describe(embedder: Embedder) -> dict[str, Any] | None:
         if not remote or embedder.model not in OPENAI_DIMS:
             return None
         dim = OPENAI_DIMS[embedder.model]
+    shown = OPENAI_URL if remote and embedder.base_url == OPENAI_URL else None
     return {"embedding_endpoint_type": "openai" if remote else "hugging-face",
-            "embedding_endpoint": embedder.base_url if isinstance(embedder, OpenAIEmbedder)
-            else None, "embedding_model": embedder.model, "embedding_dim": dim,
+            "embedding_endpoint": shown, "embedding_model": embedder.model, "embedding_dim": dim,
             "embedding_chunk_size": DEFAULT_CHUNK_SIZE,
             "handle": f"{'openai' if remote else 'hugging-face'}/{embedder.model}",
             "batch_size": DEFAULT_BATCH_SIZE}
