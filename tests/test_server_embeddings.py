@@ -112,7 +112,7 @@ def test_letta_quickstart_runs_unchanged_against_stateloop_serve(
         [passage] = client.agents.passages.list(agent_id)
         assert passage.embedding is not None and len(passage.embedding) == 1536
         assert passage.embedding_config is not None
-        assert passage.embedding_config["handle"] == "openai/text-embedding-3-small"
+        assert passage.embedding_config.handle == "openai/text-embedding-3-small"
     # the passage and the query went to the endpoint, with the model the agent asked for
     embedded = [r.body for r in fake.requests if r.path == "/v1/embeddings"]
     assert {body["model"] for body in embedded} == {"text-embedding-3-small"}
@@ -125,7 +125,7 @@ def test_archives_of_different_models_are_searched_each_with_its_own(
     with Server(settings) as server:
         client = Letta(base_url=server.url, max_retries=0, timeout=60)
         agent = new_agent(client, embedding="openai/text-embedding-ada-002",
-                          include_base_tools=True)
+                          tools=["archival_memory_insert", "archival_memory_search"])
         assert agent.embedding_config is not None
         assert (agent.embedding_config.embedding_model,
                 agent.embedding_config.embedding_dim) == ("text-embedding-ada-002", 1536)
@@ -144,15 +144,17 @@ def test_archives_of_different_models_are_searched_each_with_its_own(
         # the agent's own archive: made on its first insert (by its tool) with its model
         script.set(call("archival_memory_insert", content="The launch is on Friday."),
                    reply("Saved."))
-        client.agents.messages.create(agent.id, input="remember: launch friday")
+        saved = client.agents.messages.create(agent.id, input="remember: launch friday")
+        assert [m.status for m in saved.messages  # type: ignore[union-attr]
+                if m.message_type == "tool_return_message"] == ["success"]
         for archive in (small, offline):
             client.agents.archives.attach(archive.id, agent_id=agent.id)
         client.archives.passages.create(small.id, text="The office is in Lisbon.")
         client.archives.passages.create(offline.id, text="Zebras have stripes.")
 
         passages = {p.text: p for p in client.agents.passages.list(agent.id)}
-        sizes = {text: (len(p.embedding or []), (p.embedding_config or {})["embedding_model"])
-                 for text, p in passages.items()}
+        sizes = {text: (len(p.embedding or []), p.embedding_config.embedding_model)
+                 for text, p in passages.items() if p.embedding_config is not None}
         assert sizes == {"The launch is on Friday.": (1536, "text-embedding-ada-002"),
                          "The office is in Lisbon.": (256, "text-embedding-3-small"),
                          "Zebras have stripes.": (384, "all-MiniLM-L6-v2-int8")}
@@ -207,7 +209,8 @@ def test_a_provider_not_configured_is_a_422_naming_the_setting(
         assert agent.embedding_config is None
         [stored] = client.agents.passages.create(agent.id, text="Ada likes tea.")
         assert len(stored.embedding or []) == 384
-        assert (stored.embedding_config or {})["handle"] == MINILM
+        assert stored.embedding_config is not None
+        assert stored.embedding_config.handle == MINILM
         found = client.agents.passages.search(agent.id, query="what does Ada drink")
         assert [r.content for r in found.results] == ["Ada likes tea."]
 
