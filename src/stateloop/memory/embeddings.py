@@ -402,6 +402,18 @@ class Embedders:
                 "embedding_chunk_size": DEFAULT_CHUNK_SIZE, "handle": spec,
                 "batch_size": DEFAULT_BATCH_SIZE}
 
+    def available(self) -> list[dict[str, Any]]:
+        """The configs of the models to be had by handle: the default first, the offline
+        MiniLM, and OpenAI's own models when the OpenAI provider is configured."""
+        found = [self.default_config(), self._minilm()]
+        if self.openai.configured:
+            found += [self._openai(model, None, None, DEFAULT_CHUNK_SIZE, DEFAULT_BATCH_SIZE)
+                      for model in OPENAI_DIMS]
+        unique: dict[str, dict[str, Any]] = {}
+        for config in found:
+            unique.setdefault(config["handle"], config)
+        return list(unique.values())
+
     def _minilm(self) -> dict[str, Any]:
         return {"embedding_endpoint_type": "hugging-face", "embedding_endpoint": None,
                 "embedding_model": MiniLMEmbedder.MODEL, "embedding_dim": MiniLMEmbedder.DIM,
@@ -467,6 +479,13 @@ class Embedders:
                                 f"{MINILM_HANDLE})"))
         return UnconfiguredEmbedder(model, int(config.get("embedding_dim") or 0), problem)
 
+    def for_agent(self, config: Mapping[str, Any] | None) -> Embedder:
+        """What embeds an agent's new archive: the model it asked for, or the default when
+        that one's provider is not configured here (an agent file from a server that had
+        it): the archive records the model it is embedded with either way."""
+        found = self.get(config)
+        return self.get_default() if isinstance(found, UnconfiguredEmbedder) else found
+
     def for_model(self, model: str | None) -> Embedder:
         """The embedder of passages stored with ``model`` and no config (made by an older
         version): MiniLM's name is the offline model, any other an ``openai/`` one."""
@@ -506,7 +525,8 @@ def describe(embedder: Embedder) -> dict[str, Any] | None:
         if not remote or embedder.model not in OPENAI_DIMS:
             return None
         dim = OPENAI_DIMS[embedder.model]
-    shown = OPENAI_URL if remote and embedder.base_url == OPENAI_URL else None
+    shown = (OPENAI_URL if isinstance(embedder, OpenAIEmbedder)
+             and embedder.base_url == OPENAI_URL else None)
     return {"embedding_endpoint_type": "openai" if remote else "hugging-face",
             "embedding_endpoint": shown, "embedding_model": embedder.model, "embedding_dim": dim,
             "embedding_chunk_size": DEFAULT_CHUNK_SIZE,

@@ -138,7 +138,7 @@ class Runtime:
                     raise NotFoundError(f"no agent with id {agent_id!r}")  # found by name
                 tools = await self.bind_tools(record.tool_names, agent_env(record))
                 options = {**self.agent_options(),  # the embedding the agent asked for
-                           "embedder": self.embedders.get(record.embedding_config)}
+                           "embedder": self.embedders.for_agent(record.embedding_config)}
                 live = await Agent.aload(agent_id, store=self.store, tools=tools, **options)
                 if live.sleeptime is not None:  # its memory agent: the live one of its id
                     live.sleeptime.loader = self.agent

@@ -91,11 +91,13 @@ def file_view(file: FileRecord, *, content: bool = False) -> dict[str, Any]:
             "created_at": iso(file.created_at), "updated_at": iso(file.updated_at)}
 
 
-def _passage_view(chunk: ChunkRecord, names: dict[str, str]) -> dict[str, Any]:
+def _passage_view(chunk: ChunkRecord, names: dict[str, str],
+                  embedding_config: dict[str, Any] | None) -> dict[str, Any]:
     return {"id": chunk.id, "text": chunk.text, "source_id": chunk.folder_id,
             "file_id": chunk.file_id, "file_name": names.get(chunk.file_id), "metadata": {},
-            "tags": None, "created_at": iso(chunk.created_at), "embedding": None,
-            "embedding_config": None, "is_deleted": False}
+            "tags": None, "created_at": iso(chunk.created_at),
+            "embedding": [float(x) for x in chunk.embedding],
+            "embedding_config": embedding_config, "is_deleted": False}
 
 
 def _both(method: str, path: str, *, drop: dict[str, set[str]] | None = None,
@@ -301,12 +303,14 @@ async def list_folder_passages(id: str, runtime: RuntimeDep, before: str | None 
                                order: Order = "asc",
                                order_by: Literal["created_at"] = "created_at",
                                ) -> list[dict[str, Any]]:
-    """The folder's passages (its files' chunks), in the order they were stored."""
-    await runtime.store.get_folder(id)
+    """The folder's passages (its files' chunks), in the order they were stored, with their
+    vectors and the folder's ``embedding_config``."""
+    folder = await runtime.store.get_folder(id)
     names = {f.id: f.file_name for f in await runtime.store.list_files(id)}
     chunks = await runtime.store.list_chunks(id, limit=1_000_000)
-    return [_passage_view(c, names) for c in page(chunks, key=lambda c: c.id, after=after,
-                                                   before=before, limit=limit, order=order)]
+    return [_passage_view(c, names, folder.embedding_config)
+            for c in page(chunks, key=lambda c: c.id, after=after, before=before, limit=limit,
+                          order=order)]
 
 
 @_both("GET", "/{id}/agents", responses=errors(404), response_model=list[str],
