@@ -323,3 +323,15 @@ def _completed(url: str, folder_id: str) -> None:
         assert "error" not in states, files
         time.sleep(0.1)
     raise AssertionError(f"the upload did not complete: {files}")
+
+
+def test_changing_an_agents_embedding_changes_what_its_new_archive_is_embedded_with(
+        client: Letta) -> None:
+    agent = new_agent(client)
+    changed = client.agents.update(agent.id, embedding="openai/text-embedding-3-large")
+    assert changed.embedding == "openai/text-embedding-3-large"
+    [stored] = client.agents.passages.create(agent.id, text="large")
+    assert len(stored.embedding or []) == 3072
+    with pytest.raises(letta_client.UnprocessableEntityError, match="Letta's hosted service"):
+        client.agents.update(agent.id, embedding="letta/letta-free")
+    assert client.agents.retrieve(agent.id).embedding == "openai/text-embedding-3-large"
