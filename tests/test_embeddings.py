@@ -10,11 +10,16 @@ import numpy as np
 import pytest
 
 from stateloop.memory.embeddings import (
+    Embedders,
     EmbeddingError,
+    EmbeddingUnavailable,
     MiniLMEmbedder,
     OpenAIEmbedder,
+    OpenAIEndpoint,
+    UnconfiguredEmbedder,
     minilm_tokenizer,
 )
+from stateloop.testing.fake_openai import FakeOpenAI
 
 # Ids and vectors made with all-MiniLM-L6-v2's own tokenizer.json (make_reference.py).
 REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "minilm" / "reference.json")
@@ -108,3 +113,36 @@ async def test_openai_embedder_errors_are_clear() -> None:
                                   client=client)
         with pytest.raises(EmbeddingError, match="5-dim vectors, expected 3"):
             await embedder.embed(["x"])
+
+
+async def test_embedders_make_each_model_once_and_resize_where_openai_does() -> None:
+    with FakeOpenAI() as fake:
+        embedders = Embedders(OpenAIEndpoint(fake.base_url, "k"))
+        config = embedders.config("openai/text-embedding-3-small",
+                                  {"embedding_dim": 512, "batch_size": 2})
+        assert (config["embedding_dim"], config["embedding_endpoint"]) == (512, None)
+        embedder = embedders.get(config)
+        assert embedders.get(dict(config)) is embedder
+        vectors = await embedder.embed(["a", "b", "c"])
+        assert vectors.shape == (3, 512)
+        bodies = [r.body for r in fake.requests]
+        assert [(b["input"], b["dimensions"]) for b in bodies] == [(["a", "b"], 512),
+                                                                   (["c"], 512)]
+        assert embedders.get(embedders.config("openai/text-embedding-3-small")) is not embedder
+        assert embedders.get({}) is embedders.get_default()  # nothing asked: MiniLM
+
+
+async def test_a_stored_config_whose_provider_is_gone_names_the_setting() -> None:
+    embedders = Embedders(OpenAIEndpoint())  # no key, no base URL
+    with pytest.raises(EmbeddingUnavailable, match=r"set OPENAI_API_KEY"):
+        embedders.config("openai/text-embedding-3-small")
+    stored = {"embedding_endpoint_type": "openai", "embedding_model": "text-embedding-3-small",
+              "embedding_dim": 1536, "handle": "openai/text-embedding-3-small"}
+    gone = embedders.get(stored)
+    assert isinstance(gone, UnconfiguredEmbedder) and (gone.model, gone.dim) == (
+        "text-embedding-3-small", 1536)
+    with pytest.raises(EmbeddingError, match=r"openai/text-embedding-3-small.*OPENAI_API_KEY"):
+        await gone.embed(["x"])
+    # an agent asking for it makes its new archive with the default, which the archive records
+    assert embedders.for_agent(stored) is embedders.get_default()
+    assert [c["handle"] for c in embedders.available()] == ["hugging-face/all-MiniLM-L6-v2-int8"]

@@ -10,6 +10,7 @@ import pytest
 from letta_client import Letta
 
 from fake_script import Script
+from stateloop.cli.exits import AmbiguousName
 from stateloop.cli.remote import RemoteBackend
 from stateloop.testing import reply
 from test_server_support import Server, new_agent
@@ -17,8 +18,8 @@ from test_server_support import Server, new_agent
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
 
 
-def test_names_repeat_and_lookups_by_name_take_the_newest(client: Letta,
-                                                          server: Server) -> None:
+def test_names_repeat_and_a_shared_name_is_never_guessed(client: Letta,
+                                                        server: Server) -> None:
     first = new_agent(client, name="twin")
     second = new_agent(client, name="twin")
     assert first.id != second.id
@@ -26,10 +27,12 @@ def test_names_repeat_and_lookups_by_name_take_the_newest(client: Letta,
     renamed = new_agent(client, name="solo")
     assert client.agents.update(renamed.id, name="twin").name == "twin"
     assert client.agents.retrieve(first.id).name == "twin"
-    # The CLI finds an agent by name as a Letta app does: the newest of that name.
+    # The CLI names every agent sharing the name, with ids, rather than pick one.
     backend = RemoteBackend(server.url)
     try:
-        assert backend.show_agent("twin")["id"] == renamed.id
+        with pytest.raises(AmbiguousName, match="3 agents are named 'twin'") as refused:
+            backend.show_agent("twin")
+        assert all(a.id in str(refused.value) for a in (first, second, renamed))
         assert backend.show_agent(first.id)["id"] == first.id
     finally:
         backend.close()
@@ -45,7 +48,8 @@ def test_query_text_finds_agents_by_part_of_the_name(client: Letta) -> None:
     assert list(both) == []
 
 
-def test_embedding_config_is_null_unless_asked_and_then_the_servers(client: Letta) -> None:
+def test_embedding_config_is_null_unless_asked_and_then_the_one_asked_for(
+        client: Letta) -> None:
     plain = new_agent(client)
     assert plain.embedding_config is None and plain.embedding is None
     asked = new_agent(client, embedding="openai/text-embedding-3-small")
@@ -54,9 +58,11 @@ def test_embedding_config_is_null_unless_asked_and_then_the_servers(client: Lett
     assert (asked.embedding_config.embedding_model, asked.embedding_config.embedding_dim) == (
         "text-embedding-3-small", 1536)
     assert client.agents.retrieve(asked.id).embedding == "openai/text-embedding-3-small"
+    large = new_agent(client, embedding="openai/text-embedding-3-large")
+    assert large.embedding_config is not None and large.embedding_config.embedding_dim == 3072
     with pytest.raises(letta_client.UnprocessableEntityError,
-                       match=r"text-embedding-3-small.*embedding") as info:
-        new_agent(client, embedding="openai/text-embedding-3-large")
+                       match=r"ollama.*OPENAI_BASE_URL") as info:
+        new_agent(client, embedding="ollama/nomic-embed-text")
     assert "embedding" in str(info.value.body)
 
 

@@ -57,10 +57,16 @@ def test_models_list_the_default_and_those_agents_use(server: Server, client: Le
     assert_letta_shape("/v1/models/", "get", _get(server, "/v1/models/").json())
 
 
-def test_embedding_models_name_the_one_archival_memory_uses(server: Server,
-                                                            client: Letta) -> None:
-    [model] = client.models.embeddings.list()
-    assert (model.name, model.embedding_dim) == ("text-embedding-3-small", 1536)
+def test_embedding_models_are_the_default_then_those_to_be_had(server: Server,
+                                                               client: Letta) -> None:
+    models = client.models.embeddings.list()
+    assert (models[0].name, models[0].embedding_dim) == ("text-embedding-3-small", 1536)
+    assert [(m.handle, m.embedding_dim) for m in models[1:]] == [
+        ("hugging-face/all-MiniLM-L6-v2-int8", 384), ("openai/text-embedding-3-large", 3072),
+        ("openai/text-embedding-ada-002", 1536)]
+    for model in models:  # each is a handle an agent may ask for
+        assert client.agents.create(model="openai/gpt-4o-mini", embedding=model.handle,
+                                    include_base_tools=False).embedding == model.handle
     assert_letta_shape("/v1/models/embedding", "get",
                        _get(server, "/v1/models/embedding").json())
 

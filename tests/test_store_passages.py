@@ -12,6 +12,7 @@ import pytest
 
 from conftest import DIALECTS, database_url
 from stateloop.memory.archival import ArchivalMemory
+from stateloop.memory.embeddings import EmbeddingError
 from stateloop.memory.vectors import VectorIndex
 from stateloop.store import AgentRecord, EmbeddingMismatchError, PassageRecord, open_store
 from stateloop.store.sql import SqlStore
@@ -131,15 +132,24 @@ async def test_archival_memory_insert_and_search(store: SqlStore) -> None:
     assert len(await archive.search(agent_id, "bob", end_datetime="2100-01-01")) == 3
 
 
-async def test_archival_memory_refuses_a_different_embedder(store: SqlStore) -> None:
+async def test_an_archive_is_embedded_with_its_own_model_not_the_callers(
+        store: SqlStore) -> None:
     agent_id = (await store.create_agent(AgentRecord(name="a"))).id
     await ArchivalMemory(store, HashEmbedder("model-a")).insert(agent_id, "hello world")
+    [archive_id] = await store.agent_archive_ids(agent_id)
+    assert (await store.get_archive(archive_id)).embedding_config["embedding_model"] == "model-a"
+    # model-b's embedder never writes to or queries model-a's archive; model-a is not to be
+    # had here, which is said by name
     other = ArchivalMemory(store, HashEmbedder("model-b"))
-    with pytest.raises(EmbeddingMismatchError, match=r"'model-a'.*'model-b'"):
+    with pytest.raises(EmbeddingError, match=r"'hugging-face/model-a' cannot be made here"):
         await other.insert(agent_id, "hi")
-    with pytest.raises(EmbeddingMismatchError, match=r"'model-a'.*'model-b'"):
+    with pytest.raises(EmbeddingError, match=r"'hugging-face/model-a' cannot be made here"):
         await other.search(agent_id, "hi")
     assert await store.count_passages(agent_id) == 1
+    # the store refuses another model's vectors in it all the same
+    with pytest.raises(EmbeddingMismatchError, match=r"'model-a'.*'model-b'"):
+        await store.insert_passages(archive_id, [PassageRecord(
+            archive_id=archive_id, text="x", embedding=[1.0] * 8, embedding_model="model-b")])
 
 
 async def test_archival_text_holding_a_lone_surrogate_is_refused_by_name(store: SqlStore) -> None:

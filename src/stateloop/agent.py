@@ -47,7 +47,7 @@ from .tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
     from .memory.compaction import Strategy
-    from .memory.embeddings import Embedder
+    from .memory.embeddings import Embedder, Embedders
     from .store.records import AgentRecord
     from .store.sql import SqlStore
     from .tools.rules import BaseToolRule
@@ -95,6 +95,7 @@ class Agent(AgentThreads):
         tags: Iterable[str] = (),
         timezone: str = "UTC",
         embedder: Embedder | None = None,
+        embedders: Embedders | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         enable_sleeptime: bool = False,
@@ -151,6 +152,7 @@ class Agent(AgentThreads):
                            if summarizer is not None else None)
         self.tags = list(tags)
         self.embedder = embedder
+        self.embedders = embedders  # the embedders of archives embedded by other models
         self.recall_count = 0  # messages stored so far, in context or not
         self.archival_count = 0
         self._archival: ArchivalMemory | None = None

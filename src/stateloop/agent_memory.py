@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .loop import Resume
     from .memory.archival import ArchivalMemory
     from .memory.compaction import ContextManager, Strategy
-    from .memory.embeddings import Embedder
+    from .memory.embeddings import Embedder, Embedders
     from .memory.window import ContextWindowOverview
     from .persistence import Persistence
     from .tools import Tool
@@ -39,6 +39,7 @@ class AgentMemory:
     compaction_threshold: float
     summarizer: Model | None
     embedder: Embedder | None
+    embedders: Embedders | None
     recall_count: int
     archival_count: int
     _model: Model
@@ -124,7 +125,7 @@ class AgentMemory:
             from .memory.embeddings import default_embedder
 
             self._archival = ArchivalMemory(self._persist.store,
-                                            self.embedder or default_embedder())
+                                            self.embedder or default_embedder(), self.embedders)
         return self._archival
 
     def _tool_specs(self) -> list[ToolSpec]:

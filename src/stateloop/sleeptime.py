@@ -198,6 +198,7 @@ class Sleeptime:
         assert main.store is not None
         link, memory = await create_memory_agent(main.store, main.id, main.model,
                                                  frequency=frequency, embedder=main.embedder,
+                                                 embedders=main.embedders,
                                                  **main._model_options)
         return cls(main, link, memory)
 
@@ -243,7 +244,8 @@ class Sleeptime:
         main = self.main
         assert main.store is not None
         return await Agent.aload(agent_id, store=main.store, model=main.model,
-                                 embedder=main.embedder, **main._model_options)
+                                 embedder=main.embedder, embedders=main.embedders,
+                                 **main._model_options)
 
     def after_turn(self, end: RunEnd) -> None:
         """A turn of the main agent ended: count it; past ``frequency`` turns, start a memory

@@ -4,7 +4,7 @@ them, and whose context shows the files they have open.
 
     from stateloop.files import Folders, attach_folder
 
-    folders = Folders(agent.store, agent.archival().embedder)
+    folders = Folders(agent.store, agent.archival().embedder, agent.archival().embedders)
     docs = await folders.create("docs")
     await folders.upload(docs.id, "guide.md", data)
     await attach_folder(agent, docs.id)   # the agent gets open_files, grep_files, ...

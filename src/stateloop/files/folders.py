@@ -2,7 +2,9 @@
 (stored ``pending`` at once; parsed, chunked and embedded in a worker process, its progress
 stored as it goes; text and chunks stored whole at the end), attaching a folder to an
 agent, opening and closing files in its context (at most ``max_files_open`` open, the least
-recently used closed first, as in Letta), and search by meaning over the chunks."""
+recently used closed first, as in Letta), and search by meaning over the chunks. Each folder
+has one embedding model (its ``embedding_config``): its chunks and the queries searching them
+are embedded with it."""
 
 from __future__ import annotations
 
@@ -14,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
+from ..memory.embeddings import (
+    Embedder,
+    Embedders,
+    EmbeddingError,
+    MiniLMEmbedder,
+    describe,
+    serves,
+)
 from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
@@ -39,15 +48,19 @@ class ChunkHit:
 
 
 class Folders:
-    """Folder operations with one embedder; ``on_change(agent_ids)`` is told whose open files
-    changed (the server refreshes those agents' context)."""
+    """Folder operations; ``embedder`` embeds for folders that record its model (and those
+    made without a config), ``embedders`` makes the others'. ``on_change(agent_ids)`` is told
+    whose open files changed (the server refreshes those agents' context)."""
 
-    def __init__(self, store: Any, embedder: Embedder, *, max_files_open: int = MAX_FILES_OPEN,
+    def __init__(self, store: Any, embedder: Embedder, embedders: Embedders | None = None, *,
+                 max_files_open: int = MAX_FILES_OPEN,
                  view_chars: int = VIEW_CHARS,
                  on_change: Callable[[Sequence[str]], Any] | None = None,
                  limits: Limits | None = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.embedders = embedders or Embedders.from_environment()
+        self._models: dict[str, Embedder] = {}  # folder id -> the embedder of its model
         self.max_files_open = max_files_open
         self.view_chars = view_chars
         self.on_change = on_change
@@ -58,26 +71,34 @@ class Folders:
         self._lock = asyncio.Lock()
 
     def embedding_config(self) -> dict[str, Any]:
-        """Letta's EmbeddingConfig of this embedder (what a folder records)."""
-        from ..memory.embeddings import OpenAIEmbedder
-
-        remote = isinstance(self.embedder, OpenAIEmbedder)
-        try:
-            dim = self.embedder.dim
-        except Exception:
-            dim = 0
-        return {"embedding_endpoint_type": "openai" if remote else "hugging-face",
-                "embedding_model": self.embedder.model, "embedding_dim": dim,
-                "embedding_chunk_size": 300,
-                "handle": f"{'openai' if remote else 'letta'}/{self.embedder.model}"}
+        """Letta's EmbeddingConfig of ``embedder`` (what a folder made without one records)."""
+        return describe(self.embedder) or {
+            "embedding_endpoint_type": "openai", "embedding_model": self.embedder.model,
+            "embedding_dim": 0, "embedding_chunk_size": 300,
+            "handle": f"openai/{self.embedder.model}"}
 
     async def create(self, name: str, *, description: str | None = None,
                      instructions: str | None = None,
-                     metadata: dict[str, Any] | None = None) -> FolderRecord:
-        """A new folder (names are unique)."""
+                     metadata: dict[str, Any] | None = None,
+                     embedding_config: dict[str, Any] | None = None) -> FolderRecord:
+        """A new folder (names are unique), embedded with the model ``embedding_config``
+        names (``embedder``'s if none)."""
         return await self.store.create_folder(FolderRecord(
             name=name, description=description, instructions=instructions,
-            metadata=dict(metadata or {}), embedding_config=self.embedding_config()))
+            metadata=dict(metadata or {}),
+            embedding_config=embedding_config or self.embedding_config()))
+
+    def embedder_of(self, folder: FolderRecord) -> Embedder:
+        """The embedder of the folder's model."""
+        found = self._models.get(folder.id)
+        if found is None:
+            config = folder.embedding_config or {}
+            model = config.get("embedding_model")
+            found = (self.embedder if model is None or serves(self.embedder, model,
+                                                               config.get("embedding_dim"))
+                     else self.embedders.get(config))
+            self._models[folder.id] = found
+        return found
 
     # -- files -----------------------------------------------------------------------------
 
@@ -135,15 +156,17 @@ class Folders:
         """Process one upload to its end; a refusal is stored as the file's error (and
         returned), a file deleted meanwhile is let go."""
         try:
+            embedder = self.embedder_of(await self.store.get_folder(file.folder_id))
             async with self._slots:
                 if not await self.store.update_file(file.id, processing_status="parsing"):
                     return None
                 done = await process(staged, file.original_file_name, self.limits,
-                                     embed=self._worker_embedding(),
+                                     embed=_worker_embedding(embedder),
                                      progress=lambda report: self._progress(file.id, report))
                 vectors = (done.vectors if done.vectors is not None
-                           else await self._embed(file.id, done.chunks))
-            await self._complete(file, done.text, done.file_type, done.chunks, vectors)
+                           else await self._embed(file.id, done.chunks, embedder))
+            await self._complete(file, done.text, done.file_type, done.chunks, vectors,
+                                 embedder.model)
         except FileRejected as exc:
             await self.store.update_file(file.id, processing_status="error",
                                          error_message=str(exc))
@@ -162,13 +185,6 @@ class Folders:
             await discard(staged)
         return None
 
-    def _worker_embedding(self) -> dict[str, Any] | None:
-        """The offline model is run by the worker (CPU-bound, its memory given back when
-        the worker ends); another embedder is called from here, a batch at a time."""
-        if isinstance(self.embedder, MiniLMEmbedder):
-            return {"model_file": str(self.embedder.model_path()), "threads": 1}
-        return None
-
     async def _progress(self, file_id: str, report: dict[str, Any]) -> bool:
         changes: dict[str, Any] = {}
         if "total_chunks" in report:
@@ -177,25 +193,25 @@ class Folders:
             changes["chunks_embedded"] = report["chunks_embedded"]
         return await self.store.update_file(file_id, **changes)
 
-    async def _embed(self, file_id: str, pieces: list[str]) -> Any:
+    async def _embed(self, file_id: str, pieces: list[str], embedder: Embedder) -> Any:
         import numpy as np
 
         parts = []
         for start in range(0, len(pieces), EMBED_BATCH):
-            parts.append(await self.embedder.embed(pieces[start:start + EMBED_BATCH]))
+            parts.append(await embedder.embed(pieces[start:start + EMBED_BATCH]))
             if not await self._progress(file_id, {"chunks_embedded":
                                                   min(len(pieces), start + EMBED_BATCH)}):
                 raise Stopped(file_id)
         return np.concatenate(parts) if parts else np.zeros((0, 1), dtype=np.float32)
 
     async def _complete(self, file: FileRecord, text: str, kind: str, pieces: list[str],
-                        vectors: Any) -> None:
+                        vectors: Any, model: str) -> None:
         """Store the text and chunks, and open the file in every agent that sees the folder,
         in one transaction (nothing if the file was deleted meanwhile)."""
         file.content, file.file_type, file.processing_status = text, kind, "completed"
         file.total_chunks = file.chunks_embedded = len(pieces)
         chunks = [ChunkRecord(file_id=file.id, folder_id=file.folder_id, text=piece,
-                              embedding=vector, embedding_model=self.embedder.model)
+                              embedding=vector, embedding_model=model)
                   for piece, vector in zip(pieces, vectors, strict=True)]
         agents = await self.store.folder_agent_ids(file.folder_id)
         views, closed = [], []
@@ -347,18 +363,25 @@ class Folders:
 
     async def search(self, folder_ids: Sequence[str], query: str, limit: int = 5,
                      ) -> list[ChunkHit]:
-        """The chunks of these folders closest in meaning to ``query``, best first."""
-        indexes = [i for i in [await self._index(f) for f in folder_ids] if i is not None]
-        if not indexes:
-            return []
-        vector = (await self.embedder.embed([query]))[0]
-        hits = sorted((h for index in indexes for h in index.search(vector, limit)),
-                      key=lambda h: -h.score)[:limit]
+        """The chunks of these folders closest in meaning to ``query``, best first: the query
+        is embedded once per model, and each folder searched with its own model's vector."""
+        vectors: dict[int, Any] = {}
+        found_hits = []
+        for folder_id in folder_ids:
+            embedder = self.embedder_of(await self.store.get_folder(folder_id))
+            index = await self._index(folder_id, embedder.model)
+            if index is None:
+                continue
+            if id(embedder) not in vectors:
+                vectors[id(embedder)] = (await embedder.embed([query]))[0]
+            found_hits += index.search(vectors[id(embedder)], limit)
+        hits = sorted(found_hits, key=lambda h: -h.score)[:limit]
         found = {c.id: c for c in await self.store.get_chunks([h.id for h in hits])}
         return [ChunkHit(found[h.id], h.score) for h in hits if h.id in found]
 
-    async def _index(self, folder_id: str) -> VectorIndex | None:
-        """The folder's index, caught up with chunks stored since it was loaded."""
+    async def _index(self, folder_id: str, model: str) -> VectorIndex | None:
+        """The folder's index of ``model``'s chunks, caught up with those stored since it
+        was loaded."""
         import numpy as np
 
         async with self._lock:
@@ -368,17 +391,25 @@ class Folders:
                 return index
             rows = await self.store.load_chunk_vectors(
                 folder_id, after_seq=index.loaded_until if index is not None else 0)
-            rows = [r for r in rows if r[3] == self.embedder.model]  # another model's: unusable
+            rows = [r for r in rows if r[3] == model]  # another model's: unusable
             if index is None:
                 if not rows:
                     return None
-                index = VectorIndex(rows[0][4], self.embedder.model)
+                index = VectorIndex(rows[0][4], model)
             if rows:
                 matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4")
                 index.add([r[1] for r in rows], matrix.reshape(len(rows), -1))
             index.loaded_until = newest
             self._indexes[folder_id] = index
             return index
+
+
+def _worker_embedding(embedder: Embedder) -> dict[str, Any] | None:
+    """The offline model is run by the worker (CPU-bound, its memory given back when the
+    worker ends); another embedder is called from the server, a batch at a time."""
+    if isinstance(embedder, MiniLMEmbedder):
+        return {"model_file": str(embedder.model_path()), "threads": 1}
+    return None
 
 
 _last = 0.0

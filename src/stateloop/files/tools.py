@@ -38,7 +38,8 @@ def folders_of(agent: Any) -> Folders:
     """The ``Folders`` an agent's tools use (its store, its archival embedder)."""
     found = _folders.get(agent)
     if found is None:
-        found = _folders[agent] = Folders(agent.store, agent.archival().embedder)
+        archival = agent.archival()
+        found = _folders[agent] = Folders(agent.store, archival.embedder, archival.embedders)
     return found
 
 

@@ -1,6 +1,6 @@
 """Letta's agent fields checked and turned into agent options: ``model_settings``
 (temperature, output tokens, reasoning, parallel calls) and ``response_format`` in the
-provider's terms, ``embedding`` (the server's embedder), ``initial_message_sequence`` and
+provider's terms, ``embedding`` (a model of a configured provider), ``initial_message_sequence`` and
 duplicate ``tool_rules``. What cannot be honoured is a 422 naming the field, never dropped in
 silence."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from ..llm.base import NO_SETTINGS, ModelSettings
-from ..memory.embeddings import MiniLMEmbedder
+from ..memory.embeddings import Embedders, EmbeddingError, EmbeddingUnavailable
 from ..messages import Message, assistant, system, user
 from .schemas import MessageCreate
 
@@ -20,9 +20,6 @@ _SETTINGS = ("max_output_tokens", "parallel_tool_calls", "temperature", "reasoni
              "thinking", "response_format")
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
-# OpenAI's embedding models and their sizes; another model's size is known after its first call.
-_OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
-                "text-embedding-ada-002": 1536}
 _MAKERS = {"user": user, "system": system, "assistant": assistant}
 
 
@@ -127,26 +124,21 @@ def check_response_format(value: Any, provider: str,
     return {"type": "json_schema", "json_schema": {"name": "response", **spec}}
 
 
-def embedding_config(server_embedding: str, handle: str | None,
-                     config: dict[str, Any] | None) -> dict[str, Any]:
-    """Letta's ``embedding_config`` for an agent that asked for an embedding (``{}`` for one
-    that did not). Archival memory uses the server's embedder: asking for another is a 422."""
-    if handle is None and config is None:
+async def embedding_config(embedders: Embedders, handle: str | None,
+                           config: dict[str, Any] | None, chunk_size: int | None = None, *,
+                           default: bool = False) -> dict[str, Any]:
+    """Letta's ``embedding_config`` for what was asked: a handle or a config, of a provider
+    this server has configured (a model whose size is not known is measured by one call).
+    Nothing asked: ``{}`` (an agent's, shown as null), or with ``default`` the default's.
+    What cannot be served is a 422 naming the field and the setting to make."""
+    if handle is None and config is None and not default:
         return {}
-    provider, _, model = server_embedding.rpartition("/")
-    if not provider:  # "minilm": the offline model stateloop ships
-        provider, model = "hugging-face", MiniLMEmbedder.MODEL
-    served = f"{provider}/{model}"
-    config = config or {}
-    asked = handle or config.get("handle") or config.get("embedding_model")
-    if asked not in (served, model, server_embedding):
-        field = "embedding" if handle else "embedding_config"
-        raise unprocessable(field, f"this server embeds with {served!r} (STATELOOP_EMBEDDING);"
-                                   f" ask for it or leave {field} out, not {asked!r}")
-    dim = (MiniLMEmbedder.DIM if provider == "hugging-face"
-           else _OPENAI_DIMS.get(model) or config.get("embedding_dim") or 1536)
-    return {"embedding_endpoint_type": provider, "embedding_model": model,
-            "embedding_dim": dim, "embedding_chunk_size": 300, "handle": served}
+    field = "embedding" if handle else "embedding_config"
+    try:
+        found = embedders.config(handle, config, chunk_size=chunk_size)
+        return await embedders.measured(found)
+    except (EmbeddingUnavailable, EmbeddingError) as exc:
+        raise unprocessable(field, exc) from exc
 
 
 def initial_messages(sequence: list[MessageCreate] | None) -> list[Message]:

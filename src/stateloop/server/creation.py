@@ -67,8 +67,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
     settings = model_settings(body.model_settings, body.response_format,
                               handle.partition("/")[0])
-    embedding = embedding_config(runtime.settings.embedding, body.embedding,
-                                 body.embedding_config)
+    embedding = await embedding_config(runtime.embedders, body.embedding,
+                                       body.embedding_config, body.embedding_chunk_size)
     names = await tool_names(runtime, body.tools or [], body.tool_ids or [])
     env = body.secrets or body.tool_exec_environment_variables or {}
     tools = await runtime.bind_tools(names, env)
@@ -184,7 +184,7 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
             raise unprocessable("tool_rules", exc) from exc
         live["tool_rules"] = parse_rules(dumped)
         changes["tool_rules"] = dumped
-    _update_model_fields(runtime, agent, body, record, changes, live)
+    await _update_model_fields(runtime, agent, body, record, changes, live)
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
         live["tools"] = tool_map(await runtime.bind_tools(names, env))
@@ -211,7 +211,7 @@ def set_tools(agent: Agent, tools: dict[str, Tool]) -> None:
     agent.memory_changed()
 
 
-def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent,
+async def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent,
                          record: AgentRecord, changes: dict[str, Any],
                          live: dict[str, Any]) -> None:
     """A PATCH's ``model_settings``, ``response_format`` and ``embedding``."""
@@ -229,8 +229,11 @@ def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent,
             config["model_settings"] = settings_dict(settings["model_settings"])
         changes["llm_config"] = config
     if "embedding" in fields:
-        changes["embedding_config"] = embedding_config(runtime.settings.embedding,
-                                                       body.embedding, None)
+        changes["embedding_config"] = await embedding_config(runtime.embedders,
+                                                             body.embedding, None)
+        # An archive the agent makes from now on is embedded with this model.
+        live["embedder"] = runtime.embedders.get(changes["embedding_config"])
+        live["_archival"] = None
 
 
 def _asked(body: CreateAgent | UpdateAgent, settings: dict[str, Any]) -> dict[str, Any]:

@@ -149,10 +149,12 @@ class LLMConfig(Response):
 
 class EmbeddingConfig(Response):
     embedding_endpoint_type: str
+    embedding_endpoint: str | None = None
     embedding_model: str
     embedding_dim: int
     embedding_chunk_size: int | None = None
     handle: str | None = None
+    batch_size: int = 32
 
 
 class Memory(Response):

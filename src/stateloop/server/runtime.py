@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..directory import bind, tagged_in_store
-from ..errors import ConfigError
 from ..mcp import close_all as close_mcp_sessions
-from ..memory.embeddings import Embedder
+from ..memory.embeddings import Embedder, Embedders
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool, builtin_tool_type
@@ -69,7 +68,8 @@ class Runtime:
                                 finished_runs=settings.run_buffer_runs)
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Lock] = {}
-        self._embedder: Embedder | None = None
+        # Every embedding model agents, archives and folders ask for, each made once.
+        self.embedders = Embedders(settings.embedding_endpoint(), default=settings.embedding)
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -115,7 +115,7 @@ class Runtime:
     def agent_options(self) -> dict[str, Any]:
         """Keyword arguments every live agent gets."""
         return {**self.settings.model_options(), "busy": self.settings.busy,
-                "embedder": self.embedder()}
+                "embedder": self.embedder(), "embedders": self.embedders}
 
     async def agent(self, agent_id: str) -> Agent:
         """The live agent with this id, loaded from the store on first use."""
@@ -129,8 +129,9 @@ class Runtime:
                 if record.id != agent_id:
                     raise NotFoundError(f"no agent with id {agent_id!r}")  # found by name
                 tools = await self.bind_tools(record.tool_names, agent_env(record))
-                live = await Agent.aload(agent_id, store=self.store, tools=tools,
-                                         **self.agent_options())
+                options = {**self.agent_options(),  # the embedding the agent asked for
+                           "embedder": self.embedders.for_agent(record.embedding_config)}
+                live = await Agent.aload(agent_id, store=self.store, tools=tools, **options)
                 if live.sleeptime is not None:  # its memory agent: the live one of its id
                     live.sleeptime.loader = self.agent
                 bind(live, self)
@@ -250,24 +251,8 @@ class Runtime:
                          own_uid=self._own_uid)
 
     def embedder(self) -> Embedder:
-        """The embedder for archival memory, made once."""
-        if self._embedder is None:
-            spec = self.settings.embedding
-            if spec == "minilm":
-                from ..memory.embeddings import default_embedder
-
-                self._embedder = default_embedder()
-            elif spec.startswith("openai/"):
-                from ..memory.embeddings import OpenAIEmbedder
-
-                options = self.settings.model_options()
-                self._embedder = OpenAIEmbedder(spec.partition("/")[2],
-                                                base_url=options.get("base_url"),
-                                                api_key=options.get("api_key"))
-            else:
-                raise ConfigError(f"STATELOOP_EMBEDDING must be 'minilm' or 'openai/MODEL', "
-                                  f"not {spec!r}")
-        return self._embedder
+        """The embedder of what asks for no embedding (``STATELOOP_EMBEDDING``)."""
+        return self.embedders.get_default()
 
 
 def tool_record(tool: Tool, *, binding: str, tool_type: str = "custom",

@@ -138,6 +138,7 @@ class CreateAgent(Lenient):
     initial_message_sequence: list[MessageCreate] | None = None
     embedding: str | None = None
     embedding_config: dict[str, Any] | None = None
+    embedding_chunk_size: int | None = Field(default=None, ge=1)
     model_settings: dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     tags: list[str] | None = None

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ..memory.embeddings import OpenAIEndpoint
+
 
 class ServerSettings(BaseSettings):
     """Everything ``stateloop serve`` reads; each field is ``STATELOOP_<NAME>`` in the env."""
@@ -27,8 +29,14 @@ class ServerSettings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("STATELOOP_MODEL_BASE_URL", "OPENAI_BASE_URL"))
     model_api_key: str | None = None
-    # "minilm" (offline) or "openai/<model>" against model_base_url.
+    # What embeds for agents, archives and folders that ask for no embedding: "minilm"
+    # (offline) or "openai/<model>". Those that ask for "openai/<model>" get it when the
+    # OpenAI provider is configured: embedding_base_url (else model_base_url, OPENAI_BASE_URL)
+    # and embedding_api_key (else model_api_key, OPENAI_API_KEY).
     embedding: str = "minilm"
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_timeout: float = Field(default=60.0, gt=0)  # seconds per embeddings request
     busy: Literal["queue", "reject"] = "queue"
     max_body_bytes: int = 8 * 1024 * 1024
     max_upload_bytes: int = 50 * 1024 * 1024  # a file uploaded into a folder (Letta's 50 MB)
@@ -123,6 +131,14 @@ class ServerSettings(BaseSettings):
         if key:
             options["api_key"] = key
         return options
+
+
+    def embedding_endpoint(self) -> OpenAIEndpoint:
+        """Where ``openai/...`` embeddings are made."""
+        options = self.model_options()
+        return OpenAIEndpoint(self.embedding_base_url or options.get("base_url"),
+                              self.embedding_api_key or options.get("api_key"),
+                              self.embedding_timeout)
 
 
 def _check_spaces(secret: str, name: str) -> None:

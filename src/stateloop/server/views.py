@@ -232,11 +232,14 @@ def step_view(step: StepRecord) -> dict[str, Any]:
             "feedback": step.metadata.get("feedback"), "tags": step.metadata.get("tags", [])}
 
 
-def passage_view(passage: PassageRecord) -> dict[str, Any]:
+def passage_view(passage: PassageRecord,
+                 embedding_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Letta's ``Passage``, with its vector and its archive's ``embedding_config``."""
+    vector = None if passage.embedding is None else [float(x) for x in passage.embedding]
     return {"id": passage.id, "text": passage.text, "tags": passage.tags,
             "created_at": iso(passage.created_at), "metadata": shown(passage.metadata),
-            "archive_id": passage.archive_id, "embedding": None,
-            "embedding_config": None, "is_deleted": False}
+            "archive_id": passage.archive_id, "embedding": vector,
+            "embedding_config": embedding_config, "is_deleted": False}
 
 
 def identity_view(identity: IdentityRecord) -> dict[str, Any]:

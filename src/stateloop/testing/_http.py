@@ -257,7 +257,8 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             self._error("openai", 400, "'input' must be a non-empty string or array of strings")
             return
-        dimensions = int(body.get("dimensions") or self.fake.embedding_dimensions)
+        dimensions = int(body.get("dimensions") or self.fake.embedding_dimensions
+                         or _wire.EMBEDDING_DIMS.get(str(body.get("model")), 64))
         data = [{"object": "embedding", "index": i,
                  "embedding": _wire.encode_embedding(_wire.embed(text, dimensions),
                                                      body.get("encoding_format"))}

@@ -346,6 +346,9 @@ def anthropic_request(body: dict[str, Any]) -> ModelRequest:
 
 # --- Embeddings -------------------------------------------------------------------------------
 
+EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
+                  "text-embedding-ada-002": 1536}  # OpenAI's sizes, as its service answers
+
 def embed(text: str, dimensions: int) -> list[float]:
     """A deterministic unit vector from hashed words: texts sharing words point alike."""
     vector = [0.0] * dimensions

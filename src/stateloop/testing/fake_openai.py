@@ -64,13 +64,15 @@ class FakeOpenAI:
     """An in-process HTTP server on a free loopback port that plays ``script``.
 
     ``base_url`` is for OpenAI-style clients (it ends in ``/v1``); ``url`` for the Anthropic
-    SDK, which adds ``/v1`` itself. ``faults`` are served one per model request, before the
-    script moves on (``None`` serves the script normally). Every request lands in ``requests``.
+    SDK, which adds ``/v1`` itself. Embeddings have ``embedding_dimensions`` values (unset:
+    OpenAI's size for its own models, such as 1536 for text-embedding-3-small, else 64).
+    ``faults`` are served one per model request, before the script moves on (``None`` serves
+    the script normally). Every request lands in ``requests``.
     """
 
     def __init__(self, script: FakeScript = (), *, latency: float = 0.0, chunk_delay: float = 0.0,
                  chunk_size: int = 8, faults: Iterable[Fault | ErrorReply | None] = (),
-                 api_key: str | None = None, embedding_dimensions: int = 64,
+                 api_key: str | None = None, embedding_dimensions: int | None = None,
                  reject_roles: Sequence[str] = (), reject_fields: Sequence[str] = (),
                  context_window: int | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:

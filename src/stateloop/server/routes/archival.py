@@ -15,8 +15,8 @@ from ..pagination import Limit
 from ..responses import ArchivalMemorySearchResponse, Passage
 from ..runtime import Runtime
 from ..schemas import CreateArchivalMemory, errors
-from ..views import passage_view
 from .agents import agent_record
+from .archives import passage_views
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/archival-memory", tags=["archival"])
 
@@ -52,7 +52,7 @@ async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = 
             archives, limit=_DESC_WINDOW, order="asc" if ascending else "desc")
         passages = [p for p in passages if _between(p, after_seq, before_seq, ascending)
                     and (search is None or search.lower() in p.text.lower())][:wanted]
-    return [passage_view(p) for p in passages]
+    return await passage_views(runtime, passages)
 
 
 def _between(passage: PassageRecord, after: int | None, before: int | None,
@@ -71,7 +71,7 @@ async def insert(agent_id: str, body: CreateArchivalMemory,
     agent = await runtime.agent(agent_id)
     stored = await agent.archival().insert(agent_id, body.text, body.tags)
     agent.archival_count += len(stored)
-    return [passage_view(p) for p in stored]
+    return await passage_views(runtime, stored)
 
 
 @router.get("/search", responses=errors(404, 503),

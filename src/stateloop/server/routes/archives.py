@@ -4,18 +4,22 @@ An agent's archival memory is the archives attached to it: passages one agent in
 agent attached finds (``archival_memory_search``, ``GET .../archival-memory``). Detaching takes
 access away and keeps the data. Deleting an agent keeps its archives, as in Letta: they are
 deleted here. Every archive's vectors live in this database (``vector_db_provider: native``).
+An archive has one embedding model, named on create (``embedding`` or ``embedding_config``, of
+a configured provider) or the server's default.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from ...memory.archival import ArchivalMemory
-from ...store import ArchiveRecord
+from ...store import ArchiveRecord, PassageRecord
 from ...store.times import to_epoch
+from ..agent_fields import embedding_config
 from ..archive_models import (
     Archive,
     ArchiveCreateRequest,
@@ -42,8 +46,18 @@ def archival_memory(runtime: Runtime) -> ArchivalMemory:
     """The server's archival memory for archive-level operations (its indexes are kept)."""
     memory = _memories.get(runtime)
     if memory is None:
-        memory = _memories[runtime] = ArchivalMemory(runtime.store, runtime.embedder())
+        memory = _memories[runtime] = ArchivalMemory(runtime.store, runtime.embedder(),
+                                                     runtime.embedders)
     return memory
+
+
+async def passage_views(runtime: Runtime, passages: Sequence[PassageRecord]
+                        ) -> list[dict[str, Any]]:
+    """Letta's ``Passage`` of each, with its vector and its archive's ``embedding_config``."""
+    memory = archival_memory(runtime)
+    configs = {archive_id: await memory.archive_config(archive_id)
+               for archive_id in {p.archive_id for p in passages if p.archive_id}}
+    return [passage_view(p, configs.get(p.archive_id or "")) for p in passages]
 
 
 def archive_view(archive: ArchiveRecord) -> dict[str, Any]:
@@ -56,17 +70,10 @@ def archive_view(archive: ArchiveRecord) -> dict[str, Any]:
 
 @router.post("/v1/archives", responses=errors(404), response_model=Archive)
 async def create_archive(body: ArchiveCreateRequest, runtime: RuntimeDep) -> dict[str, Any]:
-    """A new archive. Its passages are embedded with the server's embedding model
-    (``STATELOOP_EMBEDDING``): an ``embedding`` or ``embedding_config`` naming another is 422."""
-    memory = archival_memory(runtime)
-    config = memory.embedding_config()
-    asked = body.embedding or (body.embedding_config or {}).get("embedding_model")
-    if asked is not None and config is not None and asked not in (
-            config["embedding_model"], config["handle"]):
-        raise HTTPException(422, detail=[{
-            "loc": ["body", "embedding" if body.embedding else "embedding_config"],
-            "msg": f"this server embeds with {config['handle']!r}, not {asked!r}",
-            "type": "value_error"}])
+    """A new archive, embedded with the model its ``embedding`` or ``embedding_config`` names
+    (422 if its provider is not configured), else the server's default."""
+    config = await embedding_config(runtime.embedders, body.embedding, body.embedding_config,
+                                    default=True)
     archive = await runtime.store.create_archive(ArchiveRecord(
         name=body.name, description=body.description, embedding_config=config))
     return archive_view(archive)
@@ -193,4 +200,4 @@ async def _insert(runtime: Runtime, archive_id: str,
     for body in bodies:  # each its own tags, metadata and time
         stored += await memory.insert_into(archive_id, body.text, body.tags, body.metadata,
                                            body.created_at)
-    return [passage_view(p) for p in stored]
+    return await passage_views(runtime, stored)

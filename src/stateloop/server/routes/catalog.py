@@ -16,15 +16,11 @@ from ...store import ToolRecord
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, EmbeddingModel, Model
-from ..runtime import Runtime
 from ..schemas import errors
 from .agents import agent_state
 
 router = APIRouter()
 
-# Dimensions of the embedding models an OpenAI-compatible endpoint commonly serves.
-_EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
-                   "text-embedding-ada-002": 1536}
 _PROVIDER_TYPES = {"openai", "anthropic"}
 
 
@@ -63,8 +59,9 @@ async def list_models(runtime: RuntimeDep,
 
 @router.get("/v1/models/embedding", tags=["models"], response_model=list[EmbeddingModel])
 async def list_embedding_models(runtime: RuntimeDep) -> list[dict[str, Any]]:
-    """The embedding model archival memory uses (``STATELOOP_EMBEDDING``)."""
-    return [_embedding_model(runtime)]
+    """The embedding models agents, archives and folders may ask for by handle: the default
+    (``STATELOOP_EMBEDDING``) first, the offline MiniLM, and OpenAI's when it is configured."""
+    return [_embedding_model(config) for config in runtime.embedders.available()]
 
 
 @router.get("/v1/agents/count", tags=["agents"], response_model=int)
@@ -152,14 +149,12 @@ def _model(handle: str) -> dict[str, Any]:
             "max_tokens": limits.max_output_tokens}
 
 
-def _embedding_model(runtime: Runtime) -> dict[str, Any]:
-    spec = runtime.settings.embedding
-    if spec == "minilm":  # in process, offline
-        name, dim, provider, endpoint = "all-MiniLM-L6-v2-int8", 384, "letta", "hugging-face"
-    else:
-        name = spec.partition("/")[2]
-        dim, provider, endpoint = _EMBEDDING_DIMS.get(name, 1536), "openai", "openai"
-    return {"handle": f"{provider}/{name}", "name": name, "display_name": name,
+def _embedding_model(config: dict[str, Any]) -> dict[str, Any]:
+    provider, _, name = config["handle"].partition("/")
+    return {"handle": config["handle"], "name": name, "display_name": name,
             "provider_type": provider, "provider_name": provider, "model_type": "embedding",
-            "embedding_endpoint_type": endpoint, "embedding_endpoint": None,
-            "embedding_model": name, "embedding_dim": dim, "embedding_chunk_size": 300}
+            "embedding_endpoint_type": config["embedding_endpoint_type"],
+            "embedding_endpoint": config["embedding_endpoint"],
+            "embedding_model": config["embedding_model"],
+            "embedding_dim": config["embedding_dim"],
+            "embedding_chunk_size": config["embedding_chunk_size"]}

@@ -18,6 +18,7 @@ from fastapi import APIRouter, File, HTTPException, Response, UploadFile
 from ...files import FileRejected, Folders, Limits
 from ...files.context import refresh
 from ...store.folders import ChunkRecord, FileRecord, FolderRecord
+from ..agent_fields import embedding_config
 from ..deps import RuntimeDep
 from ..folder_models import (
     FileMetadata,
@@ -58,7 +59,8 @@ def folders(runtime: Runtime) -> Folders:
                         cpu_seconds=config.upload_cpu_seconds,
                         memory_mb=config.upload_memory_mb, workers=config.upload_workers)
         found = _folders[runtime] = Folders(runtime.store, runtime.embedder(),
-                                            on_change=changed, limits=limits)
+                                            runtime.embedders, on_change=changed,
+                                            limits=limits)
     return found
 
 
@@ -89,11 +91,13 @@ def file_view(file: FileRecord, *, content: bool = False) -> dict[str, Any]:
             "created_at": iso(file.created_at), "updated_at": iso(file.updated_at)}
 
 
-def _passage_view(chunk: ChunkRecord, names: dict[str, str]) -> dict[str, Any]:
+def _passage_view(chunk: ChunkRecord, names: dict[str, str],
+                  embedding_config: dict[str, Any] | None) -> dict[str, Any]:
     return {"id": chunk.id, "text": chunk.text, "source_id": chunk.folder_id,
             "file_id": chunk.file_id, "file_name": names.get(chunk.file_id), "metadata": {},
-            "tags": None, "created_at": iso(chunk.created_at), "embedding": None,
-            "embedding_config": None, "is_deleted": False}
+            "tags": None, "created_at": iso(chunk.created_at),
+            "embedding": [float(x) for x in chunk.embedding],
+            "embedding_config": embedding_config, "is_deleted": False}
 
 
 def _both(method: str, path: str, *, drop: dict[str, set[str]] | None = None,
@@ -185,10 +189,13 @@ async def _id_by_name(runtime: Runtime, name: str) -> str:
 
 @_both("POST", "", responses=errors(409), response_model=Folder)
 async def create_folder(body: SourceCreate, runtime: RuntimeDep) -> dict[str, Any]:
-    """A new folder; its files are embedded with the server's embedding model."""
+    """A new folder; its files are embedded with the model its ``embedding`` or
+    ``embedding_config`` names (422 if its provider is not configured), else the server's."""
+    config = await embedding_config(runtime.embedders, body.embedding, body.embedding_config,
+                                    body.embedding_chunk_size, default=True)
     made = await folders(runtime).create(body.name, description=body.description,
                                          instructions=body.instructions,
-                                         metadata=body.metadata)
+                                         metadata=body.metadata, embedding_config=config)
     return folder_view(made)
 
 
@@ -296,12 +303,14 @@ async def list_folder_passages(id: str, runtime: RuntimeDep, before: str | None 
                                order: Order = "asc",
                                order_by: Literal["created_at"] = "created_at",
                                ) -> list[dict[str, Any]]:
-    """The folder's passages (its files' chunks), in the order they were stored."""
-    await runtime.store.get_folder(id)
+    """The folder's passages (its files' chunks), in the order they were stored, with their
+    vectors and the folder's ``embedding_config``."""
+    folder = await runtime.store.get_folder(id)
     names = {f.id: f.file_name for f in await runtime.store.list_files(id)}
     chunks = await runtime.store.list_chunks(id, limit=1_000_000)
-    return [_passage_view(c, names) for c in page(chunks, key=lambda c: c.id, after=after,
-                                                   before=before, limit=limit, order=order)]
+    return [_passage_view(c, names, folder.embedding_config)
+            for c in page(chunks, key=lambda c: c.id, after=after, before=before, limit=limit,
+                          order=order)]
 
 
 @_both("GET", "/{id}/agents", responses=errors(404), response_model=list[str],

@@ -34,9 +34,8 @@ from ..pagination import Order
 from ..runtime import Runtime
 from ..schemas import errors
 from ..sse import wanted
-from ..views import passage_view
 from .agents import agent_record
-from .archives import archival_memory
+from .archives import archival_memory, passage_views
 
 router = APIRouter(tags=["messages"])
 
@@ -127,12 +126,13 @@ async def search_passages(body: PassageSearchRequest,
         hits = await archival_memory(runtime).search_archives(
             archives, body.query, tags=body.tags, tag_match_mode=body.tag_match_mode,
             top_k=body.limit, start_datetime=start, end_datetime=end)
-        return [{"passage": passage_view(h.passage), "score": h.score, "metadata": {}}
-                for h in hits]
+        views = await passage_views(runtime, [h.passage for h in hits])
+        return [{"passage": view, "score": h.score, "metadata": {}}
+                for view, h in zip(views, hits, strict=True)]
     newest = await runtime.store.list_passages(archives, limit=_PASSAGE_WINDOW, order="desc")
     chosen = [p for p in newest if _passes(p, body.tags, body.tag_match_mode, start, end)]
-    return [{"passage": passage_view(p), "score": 0.0, "metadata": {}}
-            for p in chosen[:body.limit]]
+    return [{"passage": view, "score": 0.0, "metadata": {}}
+            for view in await passage_views(runtime, chosen[:body.limit])]
 
 
 async def _recall(runtime: Runtime, agent_id: str | None, query: str,
