@@ -10,7 +10,8 @@ from .agent_types import AgentType
 from .errors import ConfigError
 from .llm.base import Model, ToolSpec
 from .memory.blocks import Block, render_blocks, render_memory_metadata
-from .memory.compaction import is_summary
+from .llm.tokens import message_tokens
+from .memory.compaction import SystemPromptTooLarge, is_summary, tool_tokens
 from .messages import Message, system
 from .surrogates import check
 
@@ -57,9 +58,24 @@ class AgentMemory:
 
     @property
     def output_reserve(self) -> int:
-        """Tokens of the window kept free for the answer."""
-        return self.max_tokens or min(self._model.max_output_tokens or 4096,
-                                      self.context_window // 8)
+        """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
+        window, else the model's output limit up to an eighth of it (a 3,000-token window
+        keeps 375, not 4,096)."""
+        if self.max_tokens:
+            return min(self.max_tokens, self.context_window // 2)
+        return min(self._model.max_output_tokens or 4096, self.context_window // 8)
+
+    def check_window(self) -> None:
+        """Refuse a context window that cannot hold the system prompt, the tool definitions
+        and the answer's reserve (``SystemPromptTooLarge``, naming the three)."""
+        model = self._model.name
+        fixed = message_tokens(self._transcript[0], model) + tool_tokens(self._tool_specs(),
+                                                                          model)
+        if fixed + self.output_reserve > self.context_window:
+            raise SystemPromptTooLarge(
+                f"context_window of {self.context_window:,} tokens cannot hold the system "
+                f"prompt and tool definitions ({fixed:,} tokens) and the answer's reserve "
+                f"({self.output_reserve:,})")
 
     def memory_changed(self, block: Block | None = None) -> None:
         """A block changed: recompile the system prompt now, so the next step sees it. A

@@ -14,6 +14,7 @@ from ..llm.base import settings_dict
 from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import DEFAULT_BLOCK_LIMIT, Block
+from ..memory.compaction import SystemPromptTooLarge
 from ..persistence import block_from_record, block_record
 from ..store import AgentRecord
 from ..tools import Tool
@@ -104,6 +105,10 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       enable_sleeptime=bool(body.enable_sleeptime))
     except ConfigError as exc:
         raise unprocessable(_field_of(str(exc)), exc) from exc
+    try:
+        draft.check_window()
+    except SystemPromptTooLarge as exc:
+        raise unprocessable("context_window_limit", exc) from exc
     all_names = list(draft.tools)
     if body.include_base_tools:  # a stored agent also gets the tools that search the store
         all_names += [n for n in draft.agent_type.stored_memory_tools if n not in all_names]

@@ -135,7 +135,7 @@ class Runtime:
             if live is None:
                 record = await self.store.get_agent(agent_id)
                 if record.id != agent_id:
-                    raise NotFoundError(f"no agent with id {agent_id!r}")  # found by name
+                    raise NotFoundError(f"agent with id {agent_id!r} not found")  # found by name
                 tools = await self.bind_tools(record.tool_names, agent_env(record))
                 live = await Agent.aload(agent_id, store=self.store, tools=tools,
                                          **self.agent_options())

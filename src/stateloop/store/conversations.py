@@ -59,7 +59,7 @@ class ConversationsMixin:
         def txn(conn: Connection) -> None:
             if conn.execute(select(schema.agents.c.id).where(
                     schema.agents.c.id == record.agent_id)).first() is None:
-                raise NotFoundError(f"no agent with id {record.agent_id!r}")
+                raise NotFoundError(f"agent with id {record.agent_id!r} not found")
             for block in isolated:
                 conn.execute(insert(b), rows.block_values(block))
             conn.execute(insert(c), {**_values(record), "in_context_after_seq": 0})

@@ -251,7 +251,7 @@ class HistoryMixin:
             await self._runner.write(lambda conn: _INSERT_RUN.execute(conn, rows.run_values(run)),
                                      raw=True)
         except IntegrityError as exc:
-            raise NotFoundError(f"no agent with id {agent_id!r}") from exc
+            raise NotFoundError(f"agent with id {agent_id!r} not found") from exc
         return run
 
     def queue_run(self, agent_id: str, conversation_id: str | None = None
@@ -383,7 +383,7 @@ def _drop_missing(conn: Connection, agent_id: str) -> None:
     found = conn.execute(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
                          .where(a.c.id == agent_id)).first()
     if found is None:
-        raise NotFoundError(f"no agent with id {agent_id!r}")
+        raise NotFoundError(f"agent with id {agent_id!r} not found")
     ids = context_ids(conn, agent_id, found[0], found[1])
     stored = _messages_by_id(conn, ids)
     set_in_context(conn, agent_id, [i for i in ids if i in stored])

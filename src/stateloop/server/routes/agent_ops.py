@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...agent import Agent
 from ...errors import ConfigError
@@ -143,6 +143,13 @@ class GenerateRequest(Lenient):
     system_prompt: str | None = None
     override_model: str | None = None
     response_schema: dict[str, Any] | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_blank(cls, prompt: str) -> str:
+        if not prompt.strip():
+            raise ValueError("prompt cannot be empty or whitespace-only")
+        return prompt
 
 
 class GenerateUsage(Response):
