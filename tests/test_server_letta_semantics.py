@@ -58,11 +58,13 @@ def test_conversation_messages_come_newest_first_with_order_desc(
     thread = client.conversations.create(agent_id=agent.id)
     frames(client, thread.id, "first")
     frames(client, thread.id, "second")
-    newest = list(client.conversations.messages.list(thread.id, order="desc"))
-    oldest = list(client.conversations.messages.list(thread.id, order="asc"))
+    newest = client.conversations.messages.list(thread.id, order="desc").items
+    oldest = client.conversations.messages.list(thread.id, order="asc").items
     assert [m.id for m in newest] == [m.id for m in reversed(oldest)]
     texts = [m.content for m in newest if m.message_type == "user_message"]
     assert texts == ["second", "first"]
+    page = client.conversations.messages.list(thread.id, order="desc", limit=2).items
+    assert [m.content for m in page] == ["two", "second"]
 
 
 def test_recompile_puts_the_new_system_message_first(client: Letta, script: Script) -> None:
@@ -73,7 +75,8 @@ def test_recompile_puts_the_new_system_message_first(client: Letta, script: Scri
     client.agents.blocks.update("human", agent_id=agent.id, value="Name: Grace")
     prompt = client.conversations.recompile(thread.id)
     assert "Name: Grace" in prompt
-    listed = list(client.conversations.messages.list(thread.id, order="asc"))
+    listed = client.conversations.messages.list(thread.id, order="asc").items
+    assert [m.message_type for m in listed].count("system_message") == 1
     assert listed[0].message_type == "system_message"
     assert "Name: Grace" in listed[0].content
 
@@ -96,6 +99,28 @@ def test_compacting_an_empty_conversation_is_letta_s_400(client: Letta) -> None:
     with pytest.raises(letta_client.BadRequestError) as refused:
         client.conversations.messages.compact(thread.id)
     assert "Summarization failed to reduce the number of messages" in str(refused.value)
+
+
+def test_compaction_in_all_mode_leaves_the_system_prompt_and_the_summary(
+        client: Letta, script: Script) -> None:
+    agent = new_agent(client)
+    thread = client.conversations.create(agent_id=agent.id)
+    for text in ("I am Ada.", "I like tea.", "I live in London."):
+        script.set(reply("Noted."))
+        client.agents.messages.create(agent.id, input=text)
+        frames(client, thread.id, text)
+    script.set(reply("Ada likes tea."))
+    result = client.agents.messages.compact(agent.id, compaction_settings={"mode": "all"})
+    assert (result.num_messages_before, result.num_messages_after) == (7, 2)
+    assert "Ada likes tea." in result.summary
+    assert len(client.agents.retrieve(agent.id).message_ids) == 2
+    script.set(reply("Ada likes tea."))
+    result = client.conversations.messages.compact(
+        thread.id, compaction_settings={"mode": "all"})
+    assert (result.num_messages_before, result.num_messages_after) == (7, 2)
+    assert len(client.conversations.retrieve(thread.id).in_context_message_ids) == 2
+    with pytest.raises(letta_client.BadRequestError):  # nothing left to send
+        client.conversations.messages.compact(thread.id, compaction_settings={"mode": "all"})
 
 
 def test_replaying_a_finished_run_s_stream_is_letta_s_400(client: Letta,
