@@ -142,8 +142,14 @@ def test_a_block_attached_to_an_agent_with_sleeptime_reaches_its_memory_agent(
     client.agents.blocks.attach(block.id, agent_id=agent.id)
     memory = client.agents.retrieve(memory_id)
     assert block.id in {b.id for b in memory.blocks}
-    client.agents.blocks.detach(block.id, agent_id=agent.id)
-    assert block.id not in {b.id for b in client.agents.retrieve(memory_id).blocks}
+    client.agents.blocks.attach(block.id, agent_id=agent.id)  # again: no second link
+    assert [b.id for b in client.agents.retrieve(memory_id).blocks].count(block.id) == 1
+    client.agents.blocks.detach(block.id, agent_id=agent.id)  # Letta detaches it there only
+    assert block.id not in {b.id for b in client.agents.retrieve(agent.id).blocks}
+    assert block.id in {b.id for b in client.agents.retrieve(memory_id).blocks}
+    plain = new_agent(client)
+    client.agents.blocks.attach(block.id, agent_id=plain.id)
+    assert block.id in {b.id for b in client.agents.retrieve(plain.id).blocks}
 
 
 def test_generate_refuses_a_blank_prompt_and_an_unknown_agent_is_not_found(
