@@ -169,3 +169,30 @@ def test_generate_refuses_a_blank_prompt_and_an_unknown_agent_is_not_found(
         with pytest.raises(letta_client.NotFoundError) as found:
             call_one()
         assert "not found" in str(found.value)
+
+
+WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]}}
+
+
+def test_a_client_tool_return_retried_after_a_cancel_continues_the_run(
+        client: Letta, script: Script) -> None:
+    agent = new_agent(client)
+    script.set(call("get_weather", city="Paris"))
+    paused = client.agents.messages.create(agent.id, input="Weather in Paris?",
+                                           client_tools=[WEATHER])
+    call_id = paused.messages[-1].tool_call.tool_call_id  # type: ignore[union-attr]
+    run_id = paused.messages[-1].run_id
+    assert client.agents.messages.cancel(agent.id) == {run_id: "cancelled"}
+    assert client.agents.retrieve(agent.id).pending_approval is None  # denied, as in Letta
+    assert client.runs.retrieve(run_id).status == "cancelled"
+    script.set(reply("Carrying on."))
+    retried = client.agents.messages.create(agent.id, client_tools=[WEATHER], messages=[
+        {"type": "approval", "approvals": [{"type": "tool", "tool_call_id": call_id,
+                                            "status": "success", "tool_return": "sunny"}]}])
+    assert retried.stop_reason.stop_reason == "end_turn"
+    assert retried.messages[-1].content == "Carrying on."
+    sent = script.requests[-1].messages
+    assert "keep-alive" in sent[-1].text and sent[-1].role == "user"
+    assert sum(1 for m in sent if m.role == "tool") == 1  # the denial answers the call once

@@ -39,7 +39,7 @@ from ..sse import event_stream, wanted
 from .agent_ops import CompactionResponse, compact_thread, preview_thread
 from .agents import live_agent
 from .context import recompile_thread
-from .messages import collect, start_run, stream
+from .messages import cancel_thread, collect, start_run, stream
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -267,9 +267,7 @@ async def cancel_conversation(conversation_id: str, runtime: RuntimeDep,
         ids = await fleet.thread_runs(runtime, conversation.id, key)
         await fleet.ask(runtime, holder, "cancel", conversation.id, key)
         return dict.fromkeys(ids, "cancelled")
-    active = runtime.runs.active.get(conversation.conversation_id or conversation.id)
-    conversation.cancel()
-    return {active.run_id: "cancelled"} if active is not None and active.run_id else {}
+    return await cancel_thread(runtime, conversation)
 
 
 @router.post("/{conversation_id}/recompile", responses=errors(404), response_model=str)

@@ -256,11 +256,25 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
     if agent is None:
         await agent_record(runtime, agent_id)  # 404 for an unknown id
         return {}
-    active = runtime.runs.active.get(agent_id)
+    return await cancel_thread(runtime, agent, body.run_ids if body is not None else None)
+
+
+async def cancel_thread(runtime: Runtime, agent: Agent, run_ids: list[str] | None = None
+                        ) -> dict[str, Any]:
+    """Cancel the thread's run in flight; or, as Letta does, deny the calls a paused run
+    waits on (stored at once) and mark that run cancelled. The run ids cancelled."""
+    active = runtime.runs.active.get(agent.conversation_id or agent.id)
     run_id = active.run_id if active is not None else None
-    if body is not None and body.run_ids is not None and run_id not in body.run_ids:
+    paused = agent.pending_approval if not agent.running else None
+    if paused is not None:
+        run_id = paused.run_id
+    if run_ids is not None and run_id not in run_ids:
         return {}
     agent.cancel()
+    if paused is not None:
+        await agent.save()
+        await runtime.store.update_run(paused.run_id, status="cancelled",
+                                       stop_reason="cancelled")
     return {run_id: "cancelled"} if run_id else {}
 
 
