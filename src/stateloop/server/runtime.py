@@ -31,6 +31,7 @@ from ..tools.sandbox import (
 )
 from ..tools.source_reader import SourceReader
 from . import fleet
+from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
@@ -75,6 +76,8 @@ class Runtime:
         self.workers = WorkerPool()  # sandboxes of the source tools called, per bound tool
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
+        self.callbacks = Callbacks(store, timeout=settings.callback_timeout,
+                                   private_ok=settings.callback_private_urls)
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Lock] = {}
         self._embedder: Embedder | None = None
@@ -110,6 +113,7 @@ class Runtime:
 
     async def close(self) -> None:
         await self.runs.close()
+        await self.callbacks.close()
         # Then memory agents' background runs (those the last runs started too): they write
         # to the store.
         await asyncio.gather(*(agent.sleeptime.close(SLEEPTIME_GRACE)

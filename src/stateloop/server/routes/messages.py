@@ -18,6 +18,7 @@ from ...messages import Message, Part, TextPart
 from ...store.fleet import arrived
 from ...tools.client import client_tool
 from .. import fleet
+from ..callbacks import check_callback_url
 from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
@@ -231,9 +232,15 @@ async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
 @router.post("/async", responses={**errors(400, 404), **CONFLICT}, response_model=Run)
 async def send_message_async(agent_id: str, body: LettaAsyncRequest,
                              runtime: RuntimeDep) -> dict[str, Any]:
-    """Start a run in the background; returns the run (poll it, or stream it by id)."""
+    """Start a run in the background; returns the run (poll it, or stream it by id). With
+    ``callback_url``, Letta's payload is POSTed there once the run ends."""
+    if body.callback_url is not None:  # refused before anything starts
+        await check_callback_url(body.callback_url,
+                                 private_ok=runtime.settings.callback_private_urls)
     channel = await start_run(runtime, agent_id, body)
     assert channel.run_id is not None
+    if body.callback_url is not None:
+        await runtime.callbacks.expect(channel, body.callback_url)
     return run_view(await runtime.store.get_run(channel.run_id))
 
 
