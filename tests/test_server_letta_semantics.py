@@ -5,18 +5,15 @@ system prompt and errors, blocks reaching a memory agent, ``generate``'s checks 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import httpx
 import letta_client
 import pytest
 from letta_client import Letta
 
 from fake_script import Script
-from letta_spec import assert_letta_shape
 from stateloop.testing import call, reply
-from test_server_support import Server, new_agent
+from test_server_support import new_agent
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
 

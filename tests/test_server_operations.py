@@ -13,7 +13,6 @@ from letta_client import Letta
 
 from fake_script import Script
 from letta_spec import assert_letta_shape, letta_spec
-from stateloop.testing import reply
 from test_server_support import Server, new_agent
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script

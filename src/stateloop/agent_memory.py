@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from .agent_types import AgentType
 from .errors import ConfigError
 from .llm.base import Model, ToolSpec
-from .memory.blocks import Block, render_blocks, render_memory_metadata
 from .llm.tokens import message_tokens
+from .memory.blocks import Block, render_blocks, render_memory_metadata
 from .memory.compaction import SystemPromptTooLarge, is_summary, tool_tokens
 from .messages import Message, system
 from .surrogates import check
