@@ -40,6 +40,13 @@ def test_a_small_context_window_is_taken_and_one_too_small_for_the_prompt_is_a_4
         new_agent(client, context_window_limit=200, system="words " * 400)
     assert "context_window_limit" in str(refused.value)
     assert "cannot hold the system prompt" in str(refused.value)
+    # a PATCH changes the window, and refuses one too small, changing nothing
+    assert client.agents.update(agent.id, context_window_limit=4000).llm_config.context_window \
+        == 4000
+    with pytest.raises(letta_client.UnprocessableEntityError) as shrunk:
+        client.agents.update(agent.id, context_window_limit=300)
+    assert "context_window_limit" in str(shrunk.value)
+    assert client.agents.retrieve(agent.id).llm_config.context_window == 4000
     # a window that a grown block no longer fits stops the run with a 400 naming it
     small = new_agent(client, context_window_limit=400)
     client.agents.blocks.update("human", agent_id=small.id, value="fact " * 600)

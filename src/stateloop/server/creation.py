@@ -189,6 +189,12 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
         live["tool_rules"] = parse_rules(dumped)
         changes["tool_rules"] = dumped
     _update_model_fields(runtime, agent, body, record, changes, live)
+    if body.context_window_limit is not None:
+        _check_window(agent, body.context_window_limit)
+        live["context_window"] = body.context_window_limit
+        changes["llm_config"] = {**record.llm_config, **changes.get("llm_config", {}),
+                                 "context_window": body.context_window_limit,
+                                 "context_window_override": body.context_window_limit}
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
         live["tools"] = tool_map([*await runtime.bind_tools(names, env),
@@ -202,6 +208,15 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
     if body.enable_sleeptime is not None:
         await set_sleeptime(runtime, agent_id, body.enable_sleeptime)
     apply_live(agent, live)
+
+
+def _check_window(agent: Agent, window: int) -> None:
+    """A 422 for a window too small for the agent's system prompt and tools (as they are
+    now), before anything is stored."""
+    try:
+        agent.check_window(window)
+    except SystemPromptTooLarge as exc:
+        raise unprocessable("context_window_limit", exc) from exc
 
 
 def apply_live(agent: Agent, live: dict[str, Any]) -> None:
