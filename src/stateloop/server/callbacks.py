@@ -92,10 +92,10 @@ class Callbacks:
         task.add_done_callback(self._tasks.discard)
 
     async def _send_after(self, channel: RunChannel, url: str) -> None:
-        result = await _result(channel)
         run_id = channel.run_id
         assert run_id is not None
         try:
+            result = await _result(channel)
             run = await self._store.get_run(run_id)
             metadata = {k: v for k, v in run.metadata.items()
                         if k not in (CALLBACK_KEY, "request_config")}
