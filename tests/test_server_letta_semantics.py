@@ -95,6 +95,14 @@ def test_a_conversation_made_after_a_block_edit_is_compiled_with_the_new_value(
     assert "Name: Grace" in prompt and "Name: Ada" not in prompt
     frames(client, thread.id, "hi")
     assert "Name: Grace" in script.requests[-1].messages[0].text
+    human = next(b for b in client.agents.blocks.list(agent.id) if b.label == "human")
+    client.blocks.update(human.id, value="Name: Hopper")  # by the block's own id
+    later = client.conversations.create(agent_id=agent.id)
+    script.set(reply("ok"))
+    frames(client, later.id, "hi")
+    assert "Name: Hopper" in script.requests[-1].messages[0].text
+    listed = client.conversations.messages.list(later.id, order="asc").items
+    assert "Name: Hopper" in listed[0].content
 
 
 def test_compacting_an_empty_conversation_is_letta_s_400(client: Letta) -> None:
