@@ -79,7 +79,7 @@ class RemoteBackend:
                 pass  # maybe a name that looks like an id
         matches = self.request("GET", "/v1/agents", params={"name": name, "limit": 2})
         if not matches:
-            raise CliError(f"no agent with id or name {name!r} on {self.url} "
+            raise CliError(f"agent with id or name {name!r} not found on {self.url} "
                            "(`stateloop agents list` shows the agents)", USAGE)
         first: dict[str, Any] = matches[0]
         return first
