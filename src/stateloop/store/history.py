@@ -299,22 +299,23 @@ class HistoryMixin:
         def txn(conn: Connection) -> RunRecord:
             run = _load_run(conn, run_id)
             now = time.time()
+            # Only the columns given are written: a run ending meanwhile in another
+            # transaction (PostgreSQL) keeps its status when only metadata changes here.
+            values: dict[str, Any] = {}
             if status is not None:
-                run.status = status
+                values["status"] = run.status = status
                 if status == "running" and run.started_at is None:
-                    run.started_at = now
+                    values["started_at"] = run.started_at = now
                 if status in TERMINAL_STATUSES:
-                    run.completed_at = now
+                    values["completed_at"] = run.completed_at = now
             if stop_reason is not None:
-                run.stop_reason = stop_reason
+                values["stop_reason"] = run.stop_reason = stop_reason
             if error is not None:
-                run.error = error
+                values["error"] = run.error = error
             if metadata is not None:
-                run.metadata = metadata
-            conn.execute(update(r).where(r.c.id == run_id).values(
-                status=run.status, stop_reason=run.stop_reason, error=run.error,
-                metadata=run.metadata, started_at=run.started_at,
-                completed_at=run.completed_at))
+                values["metadata"] = run.metadata = metadata
+            if values:
+                conn.execute(update(r).where(r.c.id == run_id).values(**values))
             if status in TERMINAL_STATUSES:
                 set_last_run(conn, run)
             return run
