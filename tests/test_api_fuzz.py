@@ -42,6 +42,9 @@ from test_server_support import Server, settings_for
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
 
 EXAMPLES_PER_OPERATION = 50
+# Operations on objects that never exist: they answer 404 and only that.
+NOTHING_TO_FIND = {"GET /v1/jobs/{job_id}", "PATCH /v1/jobs/{job_id}/cancel",
+                   "DELETE /v1/jobs/{job_id}"}
 # The operations are sent in shards, each to a server of its own, so that the shards can run
 # beside each other (pytest -n); each keeps the order below.
 SHARDS = 3
@@ -83,6 +86,9 @@ def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
         "agent_ids": [agent.id], "block_ids": [block.id]})
     client.agents.messages.create(agent.id, messages=[{"role": "user", "content": "hello"}])
     runs = [run.id for run in client.runs.list(agent_id=agent.id)]
+    # an agent with turns to compact (the fuzzed one may be reset before its summarize)
+    chatty = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=False)
+    client.agents.messages.create(chatty.id, input="hello")
     listed = list(client.agents.messages.list(agent.id))
     messages = [message.id for message in listed]
     said_by_user = next(m.id for m in listed if m.message_type == "user_message")
@@ -108,6 +114,9 @@ def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
     archive = client.archives.create(name="fuzzed")
     archived = client.archives.passages.create(archive.id, text="Ada likes coffee")
     conversation = client.conversations.create(agent_id=agent.id)
+    said_there = list(client.conversations.messages.create(conversation.id, input="hello",
+                                                           include_pings=False))
+    [conversation_run] = {getattr(f, "run_id", None) for f in said_there} - {None}
     folder, source = (client.folders.create(name=name) for name in ("fuzzed", "fuzzed-src"))
     files = [client.folders.files.upload(f.id, file=("notes.txt", b"Ada likes tea")).id
              for f in (folder, source)]
@@ -118,7 +127,8 @@ def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
              "mcp_tool_name": ["legacy_add"],
              "memory_id": [passage[0].id], "run_id": runs, "step_id": steps,
              "identity_id": [identity["id"]], "group_id": [group["id"]],
-             "conversation_id": [conversation.id],
+             "conversation_id": [conversation.id], "conversation_run": [conversation_run],
+             "chatty_agent": [chatty.id],
              "folder_id": [folder.id], "source_id": [source.id], "file_id": files,
              "folder_name": ["fuzzed"], "source_name": ["fuzzed-src"],
              "message_id": messages[:3] + messages[-2:],
@@ -178,6 +188,14 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     elif operation.method.upper() == "POST" and operation.path in ("/v1/folders",
                                                                    "/v1/sources"):
         variants.append(operation.as_strategy().map(_with_fresh_name))
+    elif operation.path == "/v1/agents/{agent_id}/summarize":
+        # every turn leaves (the one turn there is, the first time; then nothing can)
+        variants.append(operation.as_strategy(
+            path_parameters={"agent_id": known["chatty_agent"][0]}).map(_all_mode))
+    elif operation.path == "/v1/conversations/{conversation_id}/stream":
+        # a finished run is streamed by its id (without one, only a run in flight is)
+        variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
+                        .map(lambda case: _with_run(case, known["conversation_run"][0])))
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
@@ -206,6 +224,21 @@ def _with_fresh_name(case: Case) -> Case:
     """A folder name not taken yet (folder names are unique, and generation repeats them)."""
     if isinstance(case.body, dict):
         case.body["name"] = f"folder {next(_folder_names)}"
+    return case
+
+
+def _all_mode(case: Case) -> Case:
+    """Compaction in Letta's ``all`` mode."""
+    case.body = {"compaction_settings": {"mode": "all"}}
+    return case
+
+
+def _with_run(case: Case, run_id: str) -> Case:
+    """A stream request naming a run of the conversation."""
+    if isinstance(case.body, dict):
+        case.body.update(run_id=run_id, otid=None)
+    else:
+        case.body = {"run_id": run_id}
     return case
 
 
@@ -240,11 +273,12 @@ def _with_mcp_server(case: Case, demo: str) -> Case:
 
 
 def _on_loopback(case: Case) -> Case:
-    """Any server URL in the body names a refused loopback address (never another host)."""
+    """Any server or callback URL in the body names a refused loopback address (never
+    another host)."""
     def pin(value: Any) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
-                if key == "server_url" and item is not None:
+                if key in ("server_url", "callback_url") and item is not None:
                     value[key] = REFUSED_URL
                 else:
                     pin(item)
@@ -315,9 +349,10 @@ def test_every_operation_answers_as_documented(
             failures.append(f"{operation.label}:\n{exc}")
     for label, counts in statuses.items():  # shown with -s: how far the requests got
         print(label, dict(sorted(counts.items())))
-    # Requests that only ever meet 404s or 422s test nothing behind them.
-    unreached = [op.label for op in operations
-                 if not any(200 <= status < 300 for status in statuses[op.label])]
+    # Requests that only ever meet 404s or 422s test nothing behind them (but where nothing
+    # can be found: stateloop has no jobs, as Letta 0.16.8 makes none).
+    unreached = [op.label for op in operations if op.label not in NOTHING_TO_FIND
+                 and not any(200 <= status < 300 for status in statuses[op.label])]
     problems = [f"{len(failures)} of {len(operations)} operations failed:"] if failures else []
     problems += failures
     if unreached:

@@ -191,7 +191,7 @@ def test_run_failure_exits_1_with_one_error_line(cli: Cli, script: Script) -> No
 
 
 def test_unknown_agent_and_bad_options_exit_2(cli: Cli) -> None:
-    expected = ["error: no agent with id or name 'nobody' "
+    expected = ["error: agent with id or name 'nobody' not found "
                 "(`stateloop agents list` shows the agents)"]
     done = cli("run", "nobody", "hi")
     assert (done.returncode, error_lines(done.stderr)) == (2, expected)

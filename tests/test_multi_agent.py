@@ -94,7 +94,7 @@ async def test_an_agent_is_found_live_or_loaded_once(store):
     loaded = await directory.agent(other_id)
     assert loaded.id == other_id
     assert await directory.agent(other_id) is loaded
-    with pytest.raises(Exception, match="no agent"):
+    with pytest.raises(Exception, match="not found"):
         await directory.agent("agent-missing")
 
 
@@ -241,8 +241,8 @@ async def test_unknown_receiver_and_bad_timeout_are_errors_for_the_model(store, 
     model = ScriptedModel(script)
     agent = await make(store, model)
     await asyncio.wait_for(agent.run("go"), BOUND)
-    assert "no agent with id 'agent-nobody'" in last_tool_result(model, 1)
-    assert "no agent with id 'agent-nobody'" in last_tool_result(model, 2)
+    assert "agent with id 'agent-nobody' not found" in last_tool_result(model, 1)
+    assert "agent with id 'agent-nobody' not found" in last_tool_result(model, 2)
     script += [call(WAIT, message="hi", other_agent_id=agent.id), reply("ok")]
     await asyncio.wait_for(agent.run("myself?"), BOUND)  # its own queue is held by this run
     assert f"({agent.id} -> {agent.id})" in last_tool_result(model)

@@ -59,11 +59,12 @@ def test_summarize_moves_old_turns_into_a_summary(client: Letta, script: Script)
     assert_letta_shape("/v1/agents/{agent_id}/summarize", "post", result.model_dump())
 
 
-def test_summarize_with_nothing_to_compact_changes_nothing(client: Letta) -> None:
+def test_summarize_with_nothing_to_compact_is_letta_s_400(client: Letta) -> None:
     agent = new_agent(client)
-    result = client.agents.messages.compact(agent.id, compaction_settings={"mode": "all"})
-    assert (result.num_messages_before, result.num_messages_after) == (1, 1)
-    assert result.summary == ""
+    with pytest.raises(letta_client.BadRequestError) as refused:
+        client.agents.messages.compact(agent.id, compaction_settings={"mode": "all"})
+    assert "Summarization failed to reduce the number of messages" in str(refused.value)
+    assert len(client.agents.retrieve(agent.id).message_ids) == 1
     with pytest.raises(letta_client.NotFoundError):
         client.agents.messages.compact(MISSING_AGENT)
 

@@ -188,8 +188,10 @@ def test_a_conversations_run_is_streamed_again_by_the_other_process(
         frames = list(one.conversations.messages.create(conversation, input="hello",
                                                         include_pings=False))
         assert frames[-2].message_type == "stop_reason"
-        replay = httpx.post(f"{url(two)}/v1/conversations/{conversation}/stream", json={},
-                            timeout=10)
+        # a finished run is streamed again by its id (without one: only a run in flight)
+        [run_id] = {getattr(frame, "run_id", None) for frame in frames} - {None}
+        replay = httpx.post(f"{url(two)}/v1/conversations/{conversation}/stream",
+                            json={"run_id": run_id}, timeout=10)
         assert replay.status_code == 200, replay.text
         data = [line[6:] for line in replay.text.splitlines() if line.startswith("data: ")]
         assert '"you said hello"' in replay.text and data[-1] == "[DONE]"

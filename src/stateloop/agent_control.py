@@ -13,7 +13,7 @@ from .agent_state import AgentState
 from .approvals import Approval, ApprovalError, PendingApproval, denial_text
 from .events import RunEnd
 from .loop import CANCELLED_NOTICE, Resume
-from .messages import Message, tool_result
+from .messages import Message, tool_result, user
 from .run_result import RunResult
 from .steering import SteeringQueue, SteerMode
 from .surrogates import check
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from .agent_options import Input
     from .llm.base import Model
     from .sleeptime import Sleeptime
+
+
+# What a run resumed by results already answered is sent (Letta's words), and how far back
+# in context those answers are looked for.
+KEEP_ALIVE = ("<system-alert>Automated keep-alive ping. Ignore this message and continue "
+              "from where you stopped.</system-alert>")
+RECENT = 10
 
 
 class AgentControl(AgentState):
@@ -87,6 +94,12 @@ class AgentControl(AgentState):
             first = ends[0]
             if first is not None and all(end is first for end in ends):
                 return first  # the same approvals again: nothing runs twice
+            if self._answered(approvals):
+                # As in Letta: results for calls answered already (denied by a cancel, say)
+                # are a retry; the run goes on from where it stopped.
+                if not new_input:
+                    new_input.append(user(KEEP_ALIVE))
+                return None
             raise ApprovalError("no tool call is awaiting approval")
         if self.approval_timeout is not None and (
                 time.time() - pending.created_at >= self.approval_timeout):
@@ -122,6 +135,11 @@ class AgentControl(AgentState):
     def _expire(self, pending: PendingApproval) -> None:
         if self.pending_approval is pending:
             self._start_background(None)  # the run denies the timed-out calls, then goes on
+
+    def _answered(self, approvals: Sequence[Approval]) -> bool:
+        """Whether each of these calls has its result among the last messages in context."""
+        answered = {m.tool_call_id for m in self._transcript[-RECENT:] if m.role == "tool"}
+        return all(a.tool_call_id in answered for a in approvals)
 
     def _answer_pending(self, reason: str) -> None:
         """Deny the pending calls (the others are cancelled) without running the model."""

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from .agent_types import AgentType
 from .errors import ConfigError
 from .llm.base import Model, ToolSpec
+from .llm.tokens import message_tokens
 from .memory.blocks import Block, render_blocks, render_memory_metadata
-from .memory.compaction import is_summary
+from .memory.compaction import SystemPromptTooLarge, is_summary, tool_tokens
 from .messages import Message, system
 from .surrogates import check
 
@@ -58,11 +59,36 @@ class AgentMemory:
     def context_window(self) -> int:
         return self._context_window or self._model.context_window
 
+    @context_window.setter
+    def context_window(self, window: int | None) -> None:
+        """A limit of the agent's own (None: the model's window)."""
+        self._context_window = window
+
     @property
     def output_reserve(self) -> int:
-        """Tokens of the window kept free for the answer."""
-        return self.max_tokens or min(self._model.max_output_tokens or 4096,
-                                      self.context_window // 8)
+        """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
+        window, else the model's output limit up to an eighth of it (a 3,000-token window
+        keeps 375, not 4,096)."""
+        return self._reserve(self.context_window)
+
+    def _reserve(self, window: int) -> int:
+        if self.max_tokens:
+            return min(self.max_tokens, window // 2)
+        return min(self._model.max_output_tokens or 4096, window // 8)
+
+    def check_window(self, window: int | None = None) -> None:
+        """Refuse a context window (the agent's, or ``window``) that cannot hold the system
+        prompt, the tool definitions and the answer's reserve (``SystemPromptTooLarge``,
+        naming the three)."""
+        window = window or self.context_window
+        model = self._model.name
+        fixed = message_tokens(self._transcript[0], model) + tool_tokens(self._tool_specs(),
+                                                                          model)
+        reserve = self._reserve(window)
+        if fixed + reserve > window:
+            raise SystemPromptTooLarge(
+                f"context_window of {window:,} tokens cannot hold the system prompt and tool "
+                f"definitions ({fixed:,} tokens) and the answer's reserve ({reserve:,})")
 
     def memory_changed(self, block: Block | None = None) -> None:
         """A block changed: recompile the system prompt now, so the next step sees it. A

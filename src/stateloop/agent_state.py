@@ -132,13 +132,15 @@ class AgentState(AgentStore):
         return await export_file(self, include_secrets=include_secrets,  # type: ignore[arg-type]
                                  strip_messages=strip_messages)
 
-    async def compact(self) -> Compaction | None:
-        """Compact now (waiting for a run in flight); None when nothing can be evicted."""
+    async def compact(self, *, everything: bool = False) -> Compaction | None:
+        """Compact now (waiting for a run in flight): the oldest turns, or with
+        ``everything`` all of them, leave for a summary; None when nothing can be evicted."""
         async with self._turn():
             if self._stale:
                 await self._reload()
             manager = self._context_manager() or self._new_context_manager("sliding_window")
-            result = await manager.compact(self._transcript, self._tool_specs())
+            result = await manager.compact(self._transcript, self._tool_specs(),
+                                           everything=everything)
             if result is None:
                 return None
             if self._persist is not None:

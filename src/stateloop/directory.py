@@ -99,7 +99,7 @@ class LocalDirectory:
         if live is not None:
             return live
         if self.store is None:
-            raise NotFoundError(f"no agent with id {agent_id!r}")
+            raise NotFoundError(f"agent with id {agent_id!r} not found")
         lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with lock:
             live = self._find(agent_id)
@@ -108,7 +108,7 @@ class LocalDirectory:
 
                 record = await self.store.get_agent(agent_id)
                 if record.id != agent_id:  # found by its name
-                    raise NotFoundError(f"no agent with id {agent_id!r}")
+                    raise NotFoundError(f"agent with id {agent_id!r} not found")
                 try:
                     live = await Agent.aload(agent_id, store=self.store)
                 except ConfigError as exc:  # e.g. it needs Python tools only its maker has

@@ -81,7 +81,7 @@ class RemoteBackend:
         matches = self.request("GET", "/v1/agents", params={
             "name": name, "limit": AmbiguousName.SHOWN + 1, "order": "asc"})
         if not matches:
-            raise CliError(f"no agent with id or name {name!r} on {self.url} "
+            raise CliError(f"agent with id or name {name!r} not found on {self.url} "
                            "(`stateloop agents list` shows the agents)", USAGE)
         if len(matches) > 1:
             raise AmbiguousName(name, [(m["id"], m.get("created_at")) for m in matches])

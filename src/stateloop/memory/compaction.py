@@ -159,16 +159,18 @@ class ContextManager:
         return await self.compact(transcript, tools, tokens_before=tokens)
 
     async def compact(self, transcript: list[Message], tools: list[ToolSpec], *,
-                      tokens_before: int | None = None) -> CompactionResult | None:
+                      tokens_before: int | None = None, everything: bool = False
+                      ) -> CompactionResult | None:
         """Evict the oldest turns so the request takes at most ``keep_fraction`` of what
-        the window leaves after the system prompt, tools and the reserve; None when
-        nothing can be evicted."""
+        the window leaves after the system prompt, tools and the reserve (``everything``:
+        all of them, as Letta's ``all`` mode); None when nothing can be evicted."""
         before = tokens_before if tokens_before is not None else self.request_tokens(
             transcript, tools)
         start = 2 if len(transcript) > 1 and is_summary(transcript[1]) else 1
         fixed = self.count(transcript[:1]) + tool_tokens(tools, self._model_name())
         budget = max(0, int((self.window - self.reserve - fixed) * self.keep_fraction))
-        cut = choose_cut(transcript, start, budget, self.count)
+        cut = (cut_all(transcript, start) if everything
+               else choose_cut(transcript, start, budget, self.count))
         if cut is None:
             return None
         previous = transcript[1] if start == 2 else None
@@ -290,6 +292,16 @@ def choose_cut(transcript: list[Message], start: int, budget: int,
         return starts[-1]
     users = [i for i in fitting if transcript[i].role == "user"]
     return users[0] if users else fitting[0]
+
+
+def cut_all(transcript: list[Message], start: int) -> int | None:
+    """Index of the first message kept when every turn goes: none is, but an assistant
+    message at the end whose calls still wait for their results (an approval, a client
+    tool) stays with them. None: nothing to evict."""
+    end = len(transcript)
+    if transcript[-1].role == "assistant" and transcript[-1].tool_calls:
+        end -= 1
+    return end if end > start else None
 
 
 def _turn_start(transcript: list[Message], index: int) -> bool:

@@ -22,12 +22,15 @@ from .routes import (
     catalog,
     context,
     conversations,
+    embeddings,
     folders,
     group_runs,
     groups,
     health,
     identities,
+    jobs,
     mcp_legacy,
+    mcp_oauth,
     mcp_servers,
     messages,
     run_metrics,
@@ -85,7 +88,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     for module in (groups, group_runs):
         app.include_router(module.router)
-    for module in (mcp_servers, mcp_legacy):
+    for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings):
         app.include_router(module.router)
     # the web page at / and /ui/: no API route lives there
     app.include_router(web_router)

@@ -53,7 +53,7 @@ class ConversationStreamRequest(RetrieveStreamRequest):
 
 class CompactionRequest(Lenient):
     agent_id: str | None = None
-    compaction_settings: dict[str, Any] | None = None  # the agent's own strategy decides
+    compaction_settings: dict[str, Any] | None = None  # its mode; the agent's strategy writes
 
 
 def conversation_view(record: ConversationRecord,

@@ -14,6 +14,7 @@ from ..llm.base import settings_dict
 from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import DEFAULT_BLOCK_LIMIT, Block
+from ..memory.compaction import SystemPromptTooLarge
 from ..persistence import block_from_record, block_record
 from ..store import AgentRecord
 from ..tools import Tool
@@ -105,6 +106,10 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
                       enable_sleeptime=bool(body.enable_sleeptime))
     except ConfigError as exc:
         raise unprocessable(_field_of(str(exc)), exc) from exc
+    try:
+        draft.check_window()
+    except SystemPromptTooLarge as exc:
+        raise unprocessable("context_window_limit", exc) from exc
     all_names = list(draft.tools)
     if body.include_base_tools:  # a stored agent also gets the tools that search the store
         all_names += [n for n in draft.agent_type.stored_memory_tools if n not in all_names]
@@ -185,6 +190,12 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
         live["tool_rules"] = parse_rules(dumped)
         changes["tool_rules"] = dumped
     await _update_model_fields(runtime, agent, body, record, changes, live)
+    if body.context_window_limit is not None:
+        _check_window(agent, body.context_window_limit)
+        live["context_window"] = body.context_window_limit
+        changes["llm_config"] = {**record.llm_config, **changes.get("llm_config", {}),
+                                 "context_window": body.context_window_limit,
+                                 "context_window_override": body.context_window_limit}
     if "tool_ids" in fields:
         names = await tool_names(runtime, [], body.tool_ids or [])
         live["tools"] = tool_map(await runtime.bind_tools(names, env))
@@ -197,6 +208,15 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
     if body.enable_sleeptime is not None:
         await set_sleeptime(runtime, agent_id, body.enable_sleeptime)
     apply_live(agent, live)
+
+
+def _check_window(agent: Agent, window: int) -> None:
+    """A 422 for a window too small for the agent's system prompt and tools (as they are
+    now), before anything is stored."""
+    try:
+        agent.check_window(window)
+    except SystemPromptTooLarge as exc:
+        raise unprocessable("context_window_limit", exc) from exc
 
 
 def apply_live(agent: Agent, live: dict[str, Any]) -> None:

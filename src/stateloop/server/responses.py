@@ -67,6 +67,10 @@ class Run(Response):
     total_duration_ns: int | None = None
     request_config: dict[str, Any] | None = None
     conversation_id: str | None = None
+    callback_url: str | None = None
+    callback_sent_at: str | None = None
+    callback_status_code: int | None = None
+    callback_error: str | None = None
 
 
 class PromptTokenDetails(Response):

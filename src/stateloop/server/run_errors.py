@@ -50,6 +50,9 @@ def failed(stop_reason: str, error: str | None) -> bool:
 def error_response(stop_reason: str, error: str, run_id: str | None) -> JSONResponse:
     if stop_reason == "llm_api_error":
         status, kind, message = _BY_KIND.get(error.partition(" ")[0].rstrip(":"), _LLM_ERROR)
+    elif stop_reason == "context_window_overflow_in_system_prompt":  # the agent's settings
+        status, kind, message = 400, stop_reason, ("The agent's context window cannot hold "
+                                                   "its system prompt.")
     else:
         status, kind, message = 500, stop_reason, "The run failed."
     body = {"detail": error, "error": {"type": kind, "message": message, "detail": error},

@@ -30,6 +30,7 @@ from ..tools.sandbox import (
 )
 from ..tools.source_reader import SourceReader
 from . import fleet
+from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
 from .settings import ServerSettings
@@ -66,6 +67,8 @@ class Runtime:
         self.workers = WorkerPool()  # sandboxes of the source tools called, per bound tool
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
+        self.callbacks = Callbacks(store, timeout=settings.callback_timeout,
+                                   private_ok=settings.callback_private_urls)
         self._agents: dict[str, Agent] = {}
         self._loading: dict[str, asyncio.Lock] = {}
         # Every embedding model agents, archives and folders ask for, each made once.
@@ -102,6 +105,7 @@ class Runtime:
 
     async def close(self) -> None:
         await self.runs.close()
+        await self.callbacks.close()
         # Then memory agents' background runs (those the last runs started too): they write
         # to the store.
         await asyncio.gather(*(agent.sleeptime.close(SLEEPTIME_GRACE)
@@ -127,7 +131,7 @@ class Runtime:
             if live is None:
                 record = await self.store.get_agent(agent_id)
                 if record.id != agent_id:
-                    raise NotFoundError(f"no agent with id {agent_id!r}")  # found by name
+                    raise NotFoundError(f"agent with id {agent_id!r} not found")  # found by name
                 tools = await self.bind_tools(record.tool_names, agent_env(record))
                 options = {**self.agent_options(),  # the embedding the agent asked for
                            "embedder": self.embedders.for_agent(record.embedding_config)}

@@ -68,6 +68,10 @@ class ServerSettings(BaseSettings):
     # and SSE ones reach loopback, private and link-local addresses only when allowed.
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_private_urls: bool = False
+    # A run's callback_url: seconds one call may take in all (Letta's 5), and whether it may
+    # reach loopback, private and link-local addresses.
+    callback_timeout: float = Field(default=5.0, gt=0)
+    callback_private_urls: bool = False
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream

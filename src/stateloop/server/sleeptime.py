@@ -1,9 +1,12 @@
 """``enable_sleeptime`` over REST: turning an agent's memory agent on (made with its
 sleeptime group on first use, as Letta does) and off, on the store and on the live agent;
-what deleting either agent of the pair, or their group, does; and keeping the live main
-agent in step with its group when ``/v1/groups`` changes it."""
+what deleting either agent of the pair, or their group, does; blocks attached to the main
+agent reaching the memory agent; and keeping the live main agent in step with its group
+when ``/v1/groups`` changes it."""
 
 from __future__ import annotations
+
+import logging
 
 from ..sleeptime import (
     MANAGER_TYPE,
@@ -13,9 +16,11 @@ from ..sleeptime import (
     create_memory_agent,
     stored_link,
 )
-from ..store import NotFoundError
+from ..store import DuplicateError, NotFoundError
 from ..store.groups import GroupRecord
 from .runtime import Runtime
+
+logger = logging.getLogger("stateloop.server")
 
 
 async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
@@ -36,6 +41,26 @@ async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
             live.sleeptime = Sleeptime(live, link)
             live.sleeptime.loader = runtime.agent
         live.sleeptime.enabled = on
+
+
+async def share_block(runtime: Runtime, agent_id: str, block_id: str) -> None:
+    """A block just attached to an agent with a memory agent is attached to the memory agent
+    too, as Letta does (detaching it from the main agent leaves the memory agent's, as
+    there). A memory agent already holding another block of that label keeps its own."""
+    group = await runtime.store.managed_group(agent_id)
+    if group is None or group.manager_type != MANAGER_TYPE:
+        return
+    for member in group.agent_ids:
+        try:
+            if (await runtime.store.get_agent(member)).agent_type != MEMORY_AGENT_TYPE:
+                continue
+            if block_id not in {b.id for b in await runtime.store.list_blocks(member)}:
+                await runtime.store.attach_block(member, block_id)
+        except NotFoundError:
+            continue  # deleted meanwhile
+        except DuplicateError as exc:
+            logger.warning("block %s not shared with memory agent %s: %s", block_id, member,
+                           exc)
 
 
 async def follow_group(runtime: Runtime, group: GroupRecord,

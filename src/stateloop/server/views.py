@@ -17,6 +17,7 @@ from ..store import (
     ToolRecord,
 )
 from ..store.groups import GroupRecord
+from .callbacks import CALLBACK_KEY, callback_fields
 from .messages import SEND_MESSAGE, call_frame, iso
 from .tool_env import stored_env
 
@@ -196,13 +197,14 @@ def run_view(run: RunRecord) -> dict[str, Any]:
             "background": run.metadata.get("background"), "total_duration_ns": duration,
             "request_config": shown(run.metadata.get("request_config")
                                     or DEFAULT_REQUEST_CONFIG),
-            "conversation_id": None}
+            "conversation_id": None, **callback_fields(run.metadata)}
 
 
 def _run_metadata(run: RunRecord) -> dict[str, Any]:
-    """The run's metadata (its request config is shown apart); a failed run's says why,
-    under ``error``, as Letta's do."""
-    metadata = {k: v for k, v in run.metadata.items() if k != "request_config"}
+    """The run's metadata (its request config and callback are shown apart); a failed
+    run's says why, under ``error``, as Letta's do."""
+    metadata = {k: v for k, v in run.metadata.items()
+                if k not in ("request_config", CALLBACK_KEY)}
     if run.status == "failed" and run.error and "error" not in metadata:
         metadata["error"] = run.error
     return metadata

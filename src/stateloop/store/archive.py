@@ -123,6 +123,11 @@ class ArchiveMixin:
         stmt = select(func.count()).select_from(p).where(p.c.archive_id.in_(attached))
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
+    async def embedding_bytes(self) -> int:
+        """Bytes of every archival passage's embedding as stored (float32)."""
+        stmt = select(func.coalesce(func.sum(func.length(p.c.embedding)), 0))
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+
     async def passage_watermark(self, archive_id: str) -> int:
         """The highest passage seq of the archive (0 if empty): a cheap "anything new?"."""
         stmt = select(func.coalesce(func.max(p.c.seq), 0)).where(p.c.archive_id == archive_id)

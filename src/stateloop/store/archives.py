@@ -143,7 +143,7 @@ def _check_agent(conn: Connection, agent_id: str) -> str:
     name = conn.execute(select(schema.agents.c.name)
                         .where(schema.agents.c.id == agent_id)).scalar()
     if name is None:
-        raise NotFoundError(f"no agent {agent_id!r}")
+        raise NotFoundError(f"agent with id {agent_id!r} not found")
     return str(name)
 
 

@@ -97,7 +97,7 @@ def set_in_context(conn: Connection, agent_id: str, message_ids: Sequence[str],
         after_seq = _MAX_SEQ_NOW.fetch(conn, {})[0][0]
     _SET_IN_CONTEXT.require(conn, {"agent": agent_id, "ids": list(message_ids),
                                    "after": after_seq, "now": now or time.time()},
-                            f"no agent with id {agent_id!r}")
+                            f"agent with id {agent_id!r} not found")
 
 
 def last_run_fields(run: RunRecord) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def _insert_started_runs(conn: Connection, writes: list[StepWrite],
         _INSERT_STARTED_RUNS.execute_many(conn, list(started.values()))
     except IntegrityError as exc:
         agents = ", ".join(sorted({repr(v["agent_id"]) for v in started.values()}))
-        raise NotFoundError(f"cannot start a run: no agent with id {agents}") from exc
+        raise NotFoundError(f"cannot start a run: agent with id {agents} not found") from exc
     return set(started)
 
 
@@ -337,7 +337,7 @@ def _write_contexts(conn: Connection, writes: list[StepWrite], before: int,
             found = (_STORED_CONTEXT.fetch(conn, {"agent": w.agent_id}) if conv is None else
                      _CONV_STORED_CONTEXT.fetch(conn, {"conv": conv}))
             if not found:
-                raise NotFoundError(f"no agent with id {w.agent_id!r}")
+                raise NotFoundError(f"agent with id {w.agent_id!r} not found")
             stored, after = found[0]
             if isinstance(stored, str | bytes):  # SQLite hands JSON back undecoded
                 stored = orjson.loads(stored)

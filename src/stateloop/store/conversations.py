@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
@@ -59,7 +59,7 @@ class ConversationsMixin:
         def txn(conn: Connection) -> None:
             if conn.execute(select(schema.agents.c.id).where(
                     schema.agents.c.id == record.agent_id)).first() is None:
-                raise NotFoundError(f"no agent with id {record.agent_id!r}")
+                raise NotFoundError(f"agent with id {record.agent_id!r} not found")
             for block in isolated:
                 conn.execute(insert(b), rows.block_values(block))
             conn.execute(insert(c), {**_values(record), "in_context_after_seq": 0})
@@ -142,19 +142,31 @@ class ConversationsMixin:
                                          before: str | None = None, after: str | None = None,
                                          limit: int = 100, order: str = "desc"
                                          ) -> list[Message]:
-        """A page of a conversation's stored messages; ``before``/``after`` are id cursors."""
-        stmt = select(*schema.MESSAGE_READ).where(m.c.conversation_id == conversation_id)
-        if before is not None:
-            stmt = stmt.where(m.c.seq < select(m.c.seq).where(m.c.id == before)
-                              .scalar_subquery())
-        if after is not None:
-            stmt = stmt.where(m.c.seq > select(m.c.seq).where(m.c.id == after)
-                              .scalar_subquery())
-        stmt = stmt.order_by(m.c.seq.asc() if order == "asc" else m.c.seq.desc()).limit(limit)
+        """A page of a conversation's stored messages; ``before``/``after`` are id cursors.
+        As in Letta, where a recompile rewrites the conversation's system message in place,
+        the one in context now is listed, as the first message, and those it replaced are
+        not."""
 
         def txn(conn: Connection) -> list[Message]:
-            _load(conn, conversation_id)
-            return [rows.message_from_row(row) for row in conn.execute(stmt)]
+            record = _load(conn, conversation_id)
+            current = record.in_context_message_ids[:1] or [""]
+            rank = case((m.c.id == current[0], 0), else_=1)
+            stmt = select(*schema.MESSAGE_READ).where(
+                m.c.conversation_id == conversation_id,
+                or_(m.c.role != "system", m.c.id == current[0]))
+            for cursor, newer in ((before, False), (after, True)):
+                if cursor is None:
+                    continue
+                seq = conn.execute(select(m.c.seq).where(m.c.id == cursor)).scalar_one_or_none()
+                if seq is None:  # as in Letta, a cursor that names nothing filters nothing
+                    continue
+                at = 0 if cursor == current[0] else 1
+                stmt = stmt.where(or_(rank > at, and_(rank == at, m.c.seq > seq)) if newer
+                                  else or_(rank < at, and_(rank == at, m.c.seq < seq)))
+            key = (rank.asc(), m.c.seq.asc()) if order == "asc" else (rank.desc(),
+                                                                      m.c.seq.desc())
+            return [rows.message_from_row(row)
+                    for row in conn.execute(stmt.order_by(*key).limit(limit))]
 
         return await self._runner.read(txn)
 

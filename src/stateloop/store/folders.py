@@ -385,7 +385,7 @@ def _save_rows(conn: Connection, changed: Sequence[AgentFileRecord]) -> None:
 def _check_agent(conn: Connection, agent_id: str) -> None:
     if conn.execute(select(schema.agents.c.id).where(schema.agents.c.id == agent_id)).first() \
             is None:
-        raise NotFoundError(f"no agent {agent_id!r}")
+        raise NotFoundError(f"agent with id {agent_id!r} not found")
 
 
 def _folder(conn: Connection, folder_id: str) -> FolderRecord:

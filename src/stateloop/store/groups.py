@@ -90,7 +90,7 @@ def _check_agents(conn: Connection, ids: Sequence[str]) -> None:
     found = set(conn.execute(select(a.c.id).where(a.c.id.in_(list(ids)))).scalars())
     missing = [agent_id for agent_id in ids if agent_id not in found]
     if missing:
-        raise NotFoundError(f"no agent with id {missing[0]!r}")
+        raise NotFoundError(f"agent with id {missing[0]!r} not found")
 
 
 def _share(conn: Connection, agent_id: str, block_id: str) -> None:

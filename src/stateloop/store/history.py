@@ -253,7 +253,7 @@ class HistoryMixin:
             await self._runner.write(lambda conn: _INSERT_RUN.execute(conn, rows.run_values(run)),
                                      raw=True)
         except IntegrityError as exc:
-            raise NotFoundError(f"no agent with id {agent_id!r}") from exc
+            raise NotFoundError(f"agent with id {agent_id!r} not found") from exc
         return run
 
     def queue_run(self, agent_id: str, conversation_id: str | None = None
@@ -301,22 +301,23 @@ class HistoryMixin:
         def txn(conn: Connection) -> RunRecord:
             run = _load_run(conn, run_id)
             now = time.time()
+            # Only the columns given are written: a run ending meanwhile in another
+            # transaction (PostgreSQL) keeps its status when only metadata changes here.
+            values: dict[str, Any] = {}
             if status is not None:
-                run.status = status
+                values["status"] = run.status = status
                 if status == "running" and run.started_at is None:
-                    run.started_at = now
+                    values["started_at"] = run.started_at = now
                 if status in TERMINAL_STATUSES:
-                    run.completed_at = now
+                    values["completed_at"] = run.completed_at = now
             if stop_reason is not None:
-                run.stop_reason = stop_reason
+                values["stop_reason"] = run.stop_reason = stop_reason
             if error is not None:
-                run.error = error
+                values["error"] = run.error = error
             if metadata is not None:
-                run.metadata = metadata
-            conn.execute(update(r).where(r.c.id == run_id).values(
-                status=run.status, stop_reason=run.stop_reason, error=run.error,
-                metadata=run.metadata, started_at=run.started_at,
-                completed_at=run.completed_at))
+                values["metadata"] = run.metadata = metadata
+            if values:
+                conn.execute(update(r).where(r.c.id == run_id).values(**values))
             if status in TERMINAL_STATUSES:
                 set_last_run(conn, run)
             return run
@@ -385,7 +386,7 @@ def _drop_missing(conn: Connection, agent_id: str) -> None:
     found = conn.execute(select(a.c.in_context_message_ids, a.c.in_context_after_seq)
                          .where(a.c.id == agent_id)).first()
     if found is None:
-        raise NotFoundError(f"no agent with id {agent_id!r}")
+        raise NotFoundError(f"agent with id {agent_id!r} not found")
     ids = context_ids(conn, agent_id, found[0], found[1])
     stored = _messages_by_id(conn, ids)
     set_in_context(conn, agent_id, [i for i in ids if i in stored])

@@ -355,7 +355,8 @@ def _load_agent(conn: Connection, id_or_name: str, *, by_name: bool = True) -> A
         row = conn.execute(select(a).where(a.c.name == id_or_name)
                            .order_by(a.c.created_at.desc(), a.c.id.desc()).limit(1)).first()
     if row is None:
-        raise NotFoundError(f"no agent with id{' or name' if by_name else ''} {id_or_name!r}")
+        raise NotFoundError(
+            f"agent with id{' or name' if by_name else ''} {id_or_name!r} not found")
     return _agent_from_row(conn, row, _tags_for(conn, [row.id]).get(row.id, []))
 
 

@@ -91,7 +91,7 @@ async def _receiver(ctx: ToolContext, other_agent_id: str) -> Any:
     try:
         return await directory_of(ctx.agent).agent(other_agent_id)
     except NotFoundError:
-        raise ValueError(f"no agent with id {other_agent_id!r}") from None
+        raise ValueError(f"agent with id {other_agent_id!r} not found") from None
 
 
 async def _ask(ctx: ToolContext, message: str, other_agent_id: str) -> dict[str, Any]:

@@ -104,7 +104,7 @@ async def export_agent_with_skills(runtime: RuntimeDep, agent_id: str,
 async def _export(runtime: Any, agent_id: str, scrub_messages: bool) -> Response:
     record = await runtime.store.get_agent(agent_id)  # 404 for an unknown id
     if record.id != agent_id:
-        raise HTTPException(404, detail=f"no agent with id {agent_id!r}")
+        raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
     live = runtime.live(agent_id)
     if live is not None:
         await live.save()  # what a live agent has queued lands first

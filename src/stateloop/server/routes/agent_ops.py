@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...agent import Agent
 from ...errors import ConfigError
@@ -34,7 +34,7 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["agents"])
 
 
 class CompactionRequest(Lenient):
-    # Letta's CompactionSettings; the agent's own compaction is used (see summarize).
+    # Letta's CompactionSettings: its mode is followed, the agent's strategy writes.
     compaction_settings: dict[str, Any] | None = None
 
 
@@ -48,22 +48,28 @@ class CompactionResponse(Response):
 async def summarize_messages(agent_id: str, runtime: RuntimeDep,
                              body: CompactionRequest | None = None) -> dict[str, Any]:
     """Compact the agent's context now (after a run in flight): the oldest turns leave it
-    for a summary, as when it fills; they stay in recall. ``compaction_settings`` is
-    accepted; the agent's own strategy (summarize, or a sliding window) decides."""
-    return await compact_thread(await live_agent(runtime, agent_id))
+    for a summary, as when it fills; they stay in recall. ``compaction_settings.mode`` of
+    ``all`` (or ``self_compact_all``) sends every turn; the agent's own strategy
+    (summarize, or a sliding window) writes the summary."""
+    settings = body.compaction_settings if body is not None else None
+    return await compact_thread(await live_agent(runtime, agent_id), settings)
 
 
-async def compact_thread(agent: Agent) -> dict[str, Any]:
-    """Compact one thread of an agent now (``CompactionResponse``); 400 if it cannot."""
+NOTHING_TO_COMPACT = ("Summarization failed to reduce the number of messages. You may not "
+                      "have enough messages to compact or need to use a different "
+                      "CompactionSettings (e.g. using `all` mode).")
+
+
+async def compact_thread(agent: Agent, settings: dict[str, Any] | None = None
+                         ) -> dict[str, Any]:
+    """Compact one thread of an agent now (``CompactionResponse``); Letta's 400 when
+    nothing can leave the context (nothing but the system prompt, or one turn)."""
+    mode = (settings or {}).get("mode")
     before = agent.messages
-    event = await agent.compact()
-    after = agent.messages
+    event = await agent.compact(everything=mode in ("all", "self_compact_all"))
     if event is None:
-        if any(m.role != "system" and not is_summary(m) for m in after):
-            raise HTTPException(400, detail="Summarization failed to reduce the number of "
-                                            "messages: the context holds too few turns to "
-                                            "compact")
-        before = after  # nothing but the system prompt (and a summary): nothing to do
+        raise HTTPException(400, detail=NOTHING_TO_COMPACT)
+    after = agent.messages
     summary = next((_summary_body(m) for m in after if is_summary(m)), "")
     return {"summary": summary, "num_messages_before": len(before),
             "num_messages_after": len(after)}
@@ -143,6 +149,13 @@ class GenerateRequest(Lenient):
     system_prompt: str | None = None
     override_model: str | None = None
     response_schema: dict[str, Any] | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_blank(cls, prompt: str) -> str:
+        if not prompt.strip():
+            raise ValueError("prompt cannot be empty or whitespace-only")
+        return prompt
 
 
 class GenerateUsage(Response):

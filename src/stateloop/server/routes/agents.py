@@ -37,7 +37,7 @@ async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
     """The stored agent with this id (404 otherwise)."""
     record = await runtime.store.get_agent(agent_id)
     if record.id != agent_id:  # the store also finds agents by name; the API uses ids
-        raise HTTPException(404, detail=f"no agent with id {agent_id!r}")
+        raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
     return record
 
 

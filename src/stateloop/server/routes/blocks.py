@@ -11,6 +11,7 @@ from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, Block
 from ..schemas import BlockUpdate, CreateBlock, errors
+from ..sleeptime import share_block
 from ..unreadable import readable
 from ..views import block_view
 from .agents import agent_record, agent_state
@@ -63,10 +64,13 @@ async def modify_agent_block(agent_id: str, block_label: str, body: BlockUpdate,
 @router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}",
               responses=errors(404, 409), response_model=AgentState)
 async def attach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """Share an existing block with the agent."""
+    """Share an existing block with the agent (and its memory agent, if it has one); one
+    attached already stays as it is, as in Letta."""
     await agent_record(runtime, agent_id)
     await runtime.store.get_block(block_id)
-    await runtime.store.attach_block(agent_id, block_id)
+    if block_id not in {b.id for b in await runtime.store.list_blocks(agent_id)}:
+        await runtime.store.attach_block(agent_id, block_id)
+    await share_block(runtime, agent_id, block_id)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
 
 

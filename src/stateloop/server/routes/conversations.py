@@ -7,6 +7,7 @@ own thread, as in Letta."""
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -38,7 +39,7 @@ from ..sse import event_stream, wanted
 from .agent_ops import CompactionResponse, compact_thread, preview_thread
 from .agents import live_agent
 from .context import recompile_thread
-from .messages import collect, start_run, stream
+from .messages import cancel_thread, collect, start_run, stream
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -169,7 +170,10 @@ async def list_conversation_messages(
     limit: Annotated[int | None, Query(ge=1, le=1000)] = 100, order: Order = "desc",
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
-    """The conversation's messages, a page at a time (cursors are message ids)."""
+    """The conversation's messages, a page at a time (cursors are message ids). As in
+    Letta, ``order=desc`` lists a conversation's messages newest first (the parts of one
+    message keep their order); the agent's own thread (``default``) reads as the agent's
+    history does: the newest page, oldest first."""
     conversation = await thread(runtime, conversation_id, agent_id)
     if conversation.conversation_id is None:
         stored = await runtime.store.list_messages(conversation.id, before=before, after=after,
@@ -183,6 +187,9 @@ async def list_conversation_messages(
     pending = conversation.pending_approval
     ids = set(pending.requested) if pending is not None else set()
     frames = await history_frames(runtime.store, stored, approval_ids=ids)
+    if order == "desc" and conversation.conversation_id is not None:
+        parts = [list(group) for _, group in groupby(frames, key=lambda f: f["id"])]
+        frames = [frame for group in reversed(parts) for frame in group]
     return [f for f in frames if wanted(f, include_return_message_types)]
 
 
@@ -214,9 +221,9 @@ async def preview_conversation_model_request(conversation_id: str,
 async def retrieve_conversation_stream(conversation_id: str, runtime: RuntimeDep,
                                        body: ConversationStreamRequest | None = None
                                        ) -> StreamingResponse:
-    """The stream of the conversation's run in flight (else of its latest run, or of
-    ``run_id``, which must be one of its runs), from ``starting_after``, while the server
-    keeps it."""
+    """The stream of the conversation's run in flight (or of ``run_id``, which must be one
+    of its runs, finished too while the server keeps it), from ``starting_after``. As in
+    Letta, without ``run_id`` and no run in flight it is a 400."""
     request = body or ConversationStreamRequest()
     conversation = await thread(runtime, conversation_id, request.agent_id)
     ping = (request.poll_interval or runtime.settings.ping_interval
@@ -230,18 +237,21 @@ async def retrieve_conversation_stream(conversation_id: str, runtime: RuntimeDep
                                             f"{conversation_id!r}")
         channel = runtime.runs.get(run_id)
     else:
-        channel = runtime.runs.latest(conversation.conversation_id or conversation.id)
+        channel = runtime.runs.active.get(conversation.conversation_id or conversation.id)
     if channel is not None:
         return event_stream(channel.follow(request.starting_after, ping_interval=ping),
                             pings=request.include_pings, run_id=channel.run_id)
     if runtime.store.dialect == "postgresql":  # run by another process: followed in the store
         run_id = run_id or next(iter(await fleet.thread_runs(
-            runtime, conversation.id, conversation.conversation_id, status=None)), None)
+            runtime, conversation.id, conversation.conversation_id)), None)
         if run_id is not None:
             return event_stream(follow_stored(runtime.store, run_id, request.starting_after,
                                               ping_interval=ping),
                                 pings=request.include_pings, run_id=run_id)
-    raise HTTPException(400, detail="No runs found for this conversation.")
+    if run_id is not None:
+        raise HTTPException(400, detail=f"Run {run_id} has ended and its stream is no longer "
+                                        "kept.")
+    raise HTTPException(400, detail="No active runs found for this conversation.")
 
 
 @router.post("/{conversation_id}/cancel", responses=errors(404))
@@ -257,9 +267,7 @@ async def cancel_conversation(conversation_id: str, runtime: RuntimeDep,
         ids = await fleet.thread_runs(runtime, conversation.id, key)
         await fleet.ask(runtime, holder, "cancel", conversation.id, key)
         return dict.fromkeys(ids, "cancelled")
-    active = runtime.runs.active.get(conversation.conversation_id or conversation.id)
-    conversation.cancel()
-    return {active.run_id: "cancelled"} if active is not None and active.run_id else {}
+    return await cancel_thread(runtime, conversation)
 
 
 @router.post("/{conversation_id}/recompile", responses=errors(404), response_model=str)
@@ -278,4 +286,4 @@ async def compact_conversation(conversation_id: str, runtime: RuntimeDep,
                                body: CompactionRequest | None = None) -> dict[str, Any]:
     """Compact the conversation's context now; the agent's other threads are untouched."""
     conversation = await thread(runtime, conversation_id, body.agent_id if body else None)
-    return await compact_thread(conversation)
+    return await compact_thread(conversation, body.compaction_settings if body else None)

@@ -18,6 +18,7 @@ from ...messages import Message, Part, TextPart
 from ...store.fleet import arrived
 from ...tools.client import client_tool
 from .. import fleet
+from ..callbacks import check_callback_url
 from ..content import ImageContent
 from ..creation import unprocessable
 from ..deps import RuntimeDep
@@ -231,9 +232,15 @@ async def send_message_streaming(agent_id: str, body: LettaStreamingRequest,
 @router.post("/async", responses={**errors(400, 404), **CONFLICT}, response_model=Run)
 async def send_message_async(agent_id: str, body: LettaAsyncRequest,
                              runtime: RuntimeDep) -> dict[str, Any]:
-    """Start a run in the background; returns the run (poll it, or stream it by id)."""
+    """Start a run in the background; returns the run (poll it, or stream it by id). With
+    ``callback_url``, Letta's payload is POSTed there once the run ends."""
+    if body.callback_url is not None:  # refused before anything starts
+        await check_callback_url(body.callback_url,
+                                 private_ok=runtime.settings.callback_private_urls)
     channel = await start_run(runtime, agent_id, body)
     assert channel.run_id is not None
+    if body.callback_url is not None:
+        await runtime.callbacks.expect(channel, body.callback_url)
     return run_view(await runtime.store.get_run(channel.run_id))
 
 
@@ -256,11 +263,25 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
     if agent is None:
         await agent_record(runtime, agent_id)  # 404 for an unknown id
         return {}
-    active = runtime.runs.active.get(agent_id)
+    return await cancel_thread(runtime, agent, body.run_ids if body is not None else None)
+
+
+async def cancel_thread(runtime: Runtime, agent: Agent, run_ids: list[str] | None = None
+                        ) -> dict[str, Any]:
+    """Cancel the thread's run in flight; or, as Letta does, deny the calls a paused run
+    waits on (stored at once) and mark that run cancelled. The run ids cancelled."""
+    active = runtime.runs.active.get(agent.conversation_id or agent.id)
     run_id = active.run_id if active is not None else None
-    if body is not None and body.run_ids is not None and run_id not in body.run_ids:
+    paused = agent.pending_approval if not agent.running else None
+    if paused is not None:
+        run_id = paused.run_id
+    if run_ids is not None and run_id not in run_ids:
         return {}
     agent.cancel()
+    if paused is not None:
+        await agent.save()
+        await runtime.store.update_run(paused.run_id, status="cancelled",
+                                       stop_reason="cancelled")
     return {run_id: "cancelled"} if run_id else {}
 
 

@@ -1,0 +1,88 @@
+"""The operations of Letta 0.16.8's document that stateloop serves: the README's count of
+them measured from the server's own ``/openapi.json``, and the last ones added (``/v1/jobs``,
+``embeddings/total_storage_size``, MCP's OAuth callback) answering as Letta's do."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+from letta_client import Letta
+
+from fake_script import Script
+from letta_spec import assert_letta_shape, letta_spec
+from test_server_support import Server, new_agent
+
+pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SENTENCE = re.compile(r"Served: (\d+) of the (\d+) public operations in Letta 0\.16\.8's "
+                      r"document")
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def operations(document: dict[str, Any]) -> set[tuple[str, str]]:
+    """(path, method) of each operation; a path's parameter names and a trailing slash do
+    not tell operations apart (Letta writes ``/v1/tools/``, stateloop ``/v1/tools``)."""
+    return {(re.sub(r"\{[^}]+\}", "{}", path.rstrip("/")), method)
+            for path, item in document["paths"].items() for method in item if method in METHODS}
+
+
+def test_the_readme_says_how_many_of_letta_s_operations_are_served(server: Server) -> None:
+    letta = {op for op in operations(letta_spec()) if not op[0].startswith("/v1/_internal")}
+    ours = operations(httpx.get(f"{server.url}/openapi.json", timeout=30).json())
+    served = letta & ours
+    found = SENTENCE.findall(README.read_text())
+    assert len(found) == 1, "README.md must say once: 'Served: N of the M public operations "
+    assert (int(found[0][0]), int(found[0][1])) == (len(served), len(letta)), (
+        f"README.md says {found[0][0]} of {found[0][1]}; the server serves {len(served)} of "
+        f"{len(letta)}; not served: {sorted(letta - ours)}")
+    for added in (("/v1/jobs", "get"), ("/v1/jobs/active", "get"), ("/v1/jobs/{}", "get"),
+                  ("/v1/jobs/{}/cancel", "patch"), ("/v1/jobs/{}", "delete"),
+                  ("/v1/embeddings/total_storage_size", "get"),
+                  ("/v1/tools/mcp/oauth/callback", "get")):
+        assert added in served
+
+
+def test_jobs_are_none_and_any_job_id_is_not_found(server: Server) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for path in ("/v1/jobs", "/v1/jobs/", "/v1/jobs/active", "/v1/jobs?active=true"):
+            listed = http.get(path, follow_redirects=True)
+            assert listed.status_code == 200 and listed.json() == []
+        assert_letta_shape("/v1/jobs/", "get", [])
+        job = "job-00000000-0000-4000-8000-000000000000"
+        for method, path in (("GET", f"/v1/jobs/{job}"), ("PATCH", f"/v1/jobs/{job}/cancel"),
+                             ("DELETE", f"/v1/jobs/{job}")):
+            answer = http.request(method, path)
+            assert answer.status_code == 404 and "not found" in answer.json()["detail"]
+
+
+def test_total_storage_size_counts_the_archival_embeddings(client: Letta, server: Server,
+                                                           script: Script) -> None:
+    def size(unit: str | None = None) -> httpx.Response:
+        headers = {"storage_unit": unit} if unit is not None else {}
+        return httpx.get(f"{server.url}/v1/embeddings/total_storage_size", headers=headers,
+                         timeout=30)
+
+    before = size("B").json()
+    agent = new_agent(client)
+    made = [*client.agents.passages.create(agent.id, text="Ada likes tea."),
+            *client.agents.passages.create(agent.id, text="Ada lives in London.")]
+    after = size("B").json()
+    dimensions = {len(p.embedding or []) for p in made}
+    assert len(dimensions) == 1 and dimensions != {0}
+    assert after - before == 2 * dimensions.pop() * 4  # two float32 vectors
+    assert size().json() == after / 1024**3 == size("GB").json()
+    assert size("KB").json() == after / 1024
+    refused = size("PB")
+    assert refused.status_code == 422 and "storage_unit" in refused.text
+
+
+def test_the_mcp_oauth_callback_knows_no_state(server: Server) -> None:
+    url = f"{server.url}/v1/tools/mcp/oauth/callback"
+    assert httpx.get(url, timeout=30).json() == {"status": "error",
+                                                 "message": "Missing state parameter"}
+    answer = httpx.get(url, params={"code": "abc", "state": "xyz"}, timeout=30).json()
+    assert answer == {"status": "error", "message": "Invalid or expired state parameter"}
