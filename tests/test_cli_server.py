@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -65,31 +66,51 @@ def test_unreachable_server_is_a_configuration_error(cli: Cli) -> None:
     assert done.exit_code == 3 and done.stderr.startswith("error: cannot reach the server")
 
 
-def run_up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
-           port: int | None = None) -> tuple[list[dict[str, Any]], str]:
-    """``stateloop up ARGS`` until its agents are listed on ``port``; (agents, its output)."""
+class Up:
+    """A ``stateloop up`` process: its URL, and its output once it has stopped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.output = ""
+
+
+@contextmanager
+def up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
+       port: int | None = None) -> Iterator[Up]:
+    """``stateloop up ARGS`` until its agents are listed on ``port`` (which ARGS or ``env``
+    name); stopped (SIGINT) after."""
     port = port or free_port()
-    process = subprocess.Popen([*console_script(), "up", *args], env=cli.environment(env),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen([*console_script(), "up", *args],
+                               env=cli.environment(env), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    running = Up(f"http://127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + STARTUP
-        agents = None
-        while agents is None:
+        while True:
             try:
-                agents = httpx.get(f"http://127.0.0.1:{port}/v1/agents/", timeout=5).json()
+                httpx.get(f"{running.url}/v1/agents/", timeout=5).raise_for_status()
+                break
             except httpx.HTTPError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     process.kill()  # else reading its output waits for it forever
                     raise AssertionError(
                         f"up did not serve: {process.communicate(timeout=10)[0]}") from None
                 time.sleep(0.1)
+        yield running
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            output, _ = process.communicate(timeout=10)
+            running.output, _ = process.communicate(timeout=10)
         finally:
             process.kill()
-    return agents, output
+
+
+def run_up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
+           port: int | None = None) -> tuple[list[dict[str, Any]], str]:
+    """``stateloop up ARGS`` until its agents are listed; (agents, its output)."""
+    with up(cli, *args, env=env, port=port) as running:
+        agents: list[dict[str, Any]] = httpx.get(f"{running.url}/v1/agents/", timeout=5).json()
+    return agents, running.output
 
 
 def test_up_makes_an_agent_ready_and_serves(cli: Cli) -> None:
@@ -113,31 +134,14 @@ def test_up_makes_an_agent_ready_and_serves(cli: Cli) -> None:
 
 def test_up_with_the_demo_model_answers_with_no_provider(cli: Cli) -> None:
     """The Quick start without a key: the demo model, named, answers over the server."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     no_provider: dict[str, str | None] = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
-    process = subprocess.Popen([*console_script(), "up", "--port", str(port), "--model",
-                                "demo/echo"], env=cli.environment(no_provider),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+    port = free_port()
+    with up(cli, "--port", str(port), "--model", "demo/echo", env=no_provider,
+            port=port) as running:
         done = cli.inline("run", "assistant", "hello there", env=no_provider)
         assert (done.exit_code, done.stdout) == (0, "You said: hello there\n"), done.stderr
         assert cli.inline_json("agents", "show", "assistant")["model"] == "demo/echo"
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            output, _ = process.communicate(timeout=10)
-        finally:
-            process.kill()
-    assert "agent assistant is ready" in output and "warning" not in output
+    assert "agent assistant is ready" in running.output and "warning" not in running.output
     # Only when chosen: an agent on a real model without a provider is never answered by it.
     cli.create("ada")
     refused = cli.inline("run", "ada", "hi", env=no_provider)
