@@ -13,7 +13,7 @@ import time
 from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import ScriptItem, call, error, reply
-from test_cli_support import Cli, Script, console_script
+from test_cli_support import STARTUP, Cli, Script, console_script
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
 
@@ -158,7 +158,7 @@ def test_run_json_streams_one_message_a_line_as_they_happen(cli: Cli, script: Sc
     try:
         assert process.stdout is not None
         seen: list[str] = []
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + STARTUP  # the process starts first
         while "tool_return_message" not in seen and time.monotonic() < deadline:
             seen.append(json.loads(process.stdout.readline())["message_type"])
         assert "tool_return_message" in seen and not release.is_set()  # the run is not over

@@ -65,7 +65,7 @@ def test_a_run_is_followed_mid_run_and_replayed_on_another_process(
 
         thread = threading.Thread(target=stream_on_first)
         thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while len(original) < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
         run_id, cursor = original[2]["run_id"], original[2]["seq_id"]
