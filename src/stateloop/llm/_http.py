@@ -26,10 +26,6 @@ from .base import StreamItem
 _ssl: ssl.SSLContext | None = None
 # Each running loop's client, and the parked async generator that closes it (kept here:
 # the loop itself holds its async generators weakly).
-# Every open connection may stay in the pool: httpcore closes an idle connection whenever the
-# pool holds more connections than ``max_keepalive_connections`` (busy ones included), so with
-# httpx's default of 20, a hundred agents calling at once opened a new connection per call.
-_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 _clients: dict[asyncio.AbstractEventLoop,
                tuple[httpx.AsyncClient, AsyncGenerator[None, None]]] = {}
 
@@ -50,7 +46,7 @@ async def shared_client() -> httpx.AsyncClient:
         return found[0]
     for old in [old for old in _clients if old.is_closed()]:  # closed without a shutdown
         del _clients[old]
-    client = httpx.AsyncClient(verify=_ssl_context(), timeout=None, limits=_LIMITS)
+    client = httpx.AsyncClient(verify=_ssl_context(), timeout=None)
     closer = _close_at_shutdown(loop, client)
     _clients[loop] = client, closer
     await closer.asend(None)
