@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -96,8 +95,9 @@ def test_accepted_connections_have_tcp_nodelay(
 
 def test_keep_alive_requests_do_not_wait_for_delayed_acks(
         served: tuple[str, subprocess.Popen[str]]) -> None:
-    """20 requests on one connection: median far under the 40 ms a delayed ACK costs (the
-    bound is about ten times the usual figure, so a loaded machine does not fail it)."""
+    """20 requests on one connection: the fastest quarter far under the 40 ms a delayed ACK
+    adds to every one of them. A loaded machine slows some requests, never all: the bound is
+    about ten times the usual figure, on the requests the machine let through at once."""
     url, _ = served
     took = []
     with httpx.Client() as client:
@@ -106,4 +106,5 @@ def test_keep_alive_requests_do_not_wait_for_delayed_acks(
             started = time.perf_counter()
             assert client.get(f"{url}/v1/health").status_code == 200
             took.append(time.perf_counter() - started)
-    assert statistics.median(took) < 0.015, [f"{t * 1000:.1f} ms" for t in took]
+    fastest_quarter = sorted(took)[len(took) // 4]
+    assert fastest_quarter < 0.015, [f"{t * 1000:.1f} ms" for t in took]

@@ -134,3 +134,19 @@ def test_import_stays_light() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_loaded_encoding_keeps_no_second_copy_of_the_vocabulary() -> None:
+    """o200k_base's ranks live in tiktoken's Rust encoder (~45 MB); tiktoken's own loader
+    also keeps them as a Python dict (~28 MB more), which counting never reads."""
+    code = ("import gc, tiktoken, stateloop.llm.tokens as tokens\n"
+            "def rss():\n"
+            "    status = open('/proc/self/status').read()\n"
+            "    return int(status.split('VmRSS:')[1].split()[0]) // 1024\n"
+            "before = rss()\n"
+            "tokens.count_tokens('hello world', 'gpt-4o')\n"
+            "gc.collect()\n"
+            "print(rss() - before)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert int(done.stdout) < 60, f"loading o200k_base took {done.stdout.strip()} MB"

@@ -10,6 +10,7 @@ calls (``pieces.py``), and the SDKs are not imported at all.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -71,7 +72,8 @@ async def post_stream(url: str, body: bytes, headers: dict[str, str], timeout: f
     """The open response of a streaming POST; a status of 400 or more is raised as the
     ``ModelError`` it stands for, with the provider's own words."""
     client = await shared_client()
-    request = client.build_request("POST", url, content=body, headers=headers, timeout=timeout)
+    request = client.build_request("POST", _parsed(url), content=body, headers=headers,
+                                   timeout=timeout)
     response = await client.send(request, stream=True)
     if response.status_code < 400:
         return response
@@ -87,6 +89,12 @@ async def post_stream(url: str, body: bytes, headers: dict[str, str], timeout: f
     raise classify(response.status_code, message or text or f"Error code: "
                    f"{response.status_code}", provider=provider, error_type=kind, code=code,
                    retry_after=retry_after_seconds(response.headers))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(url: str) -> httpx.URL:
+    """An endpoint's URL parsed once: httpx parses a string again on every request."""
+    return httpx.URL(url)
 
 
 async def server_sent_events(response: httpx.Response) -> AsyncIterator[tuple[str | None, str]]:

