@@ -201,14 +201,27 @@ PATHS = ("bare", "library", "server", "stream", "async")
 SERVED = ("server", "stream", "async")
 
 
-async def measure_size(count: int, rounds: int, db_url: str, fake: Fake, letta: Letta,
-                       aletta: AsyncLetta, http: httpx.Client) -> dict[str, Any]:
+async def seed(sizes: list[int], lib_db: str, served_db: str,
+               fake_url: str) -> dict[int, dict[str, str]]:
+    """Each size's agents, one a path: the library's in a database of its own, the served
+    ones in the server's, written before the server holds it."""
+    agents: dict[int, dict[str, str]] = {}
+    for count in sizes:
+        agents[count] = {"library": await seeded_agent(lib_db, f"library-{count}", count,
+                                                       fake_url)}
+        for path in SERVED:
+            agents[count][path] = await seeded_agent(served_db, f"{path}-{count}", count,
+                                                     fake_url)
+    return agents
+
+
+async def measure_size(count: int, rounds: int, lib_db: str, agents: dict[str, str],
+                       fake: Fake, letta: Letta, aletta: AsyncLetta,
+                       http: httpx.Client) -> dict[str, Any]:
     """The paths at ``count`` messages in context, ``rounds`` interleaved rounds; each path
     its own agent, so that every agent's context grows alike."""
-    lib_id = await seeded_agent(db_url, f"library-{count}", count, fake.base_url)
-    served = {path: await seeded_agent(db_url, f"{path}-{count}", count, fake.base_url)
-              for path in SERVED}
-    agent = await Agent.aload(lib_id, store=db_url, model=OpenAIModel(
+    served = {path: agents[path] for path in SERVED}
+    agent = await Agent.aload(agents["library"], store=lib_db, model=OpenAIModel(
         "gpt-4o-mini", base_url=fake.base_url, api_key="test", context_window=CONTEXT_WINDOW))
     fake.ask("stats")
     await agent.run("hello")  # loads the model client; its body is the bare loop's
@@ -322,9 +335,10 @@ def over_bound(results: list[dict[str, Any]], bound_ms: float) -> list[str]:
 
 async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool,
                check: float | None) -> int:
-    db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
+    where = Path(tempfile.mkdtemp())
+    db_url, lib_db = f"sqlite:///{where / 'bench.db'}", f"sqlite:///{where / 'library.db'}"
     fake = Fake()
-    await (await open_store(db_url)).close()  # the schema, before two processes open it
+    agents = await seed(sizes, lib_db, db_url, fake.base_url)
     server, url = start_server(db_url, fake, profile)
     results = []
     try:
@@ -332,8 +346,8 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool,
         aletta = AsyncLetta(base_url=url, api_key="unused", max_retries=0, timeout=300)
         with httpx.Client(timeout=300) as http:
             for count in sizes:
-                results.append(await measure_size(count, rounds, db_url, fake, letta, aletta,
-                                                  http))
+                results.append(await measure_size(count, rounds, lib_db, agents[count], fake,
+                                                  letta, aletta, http))
             print(f"plain message, {rounds} interleaved rounds; overhead = p50 - bare p50 "
                   f"(the bare loop is the fake's own time plus a minimal client); "
                   f"vs library = server p50 - library p50 (HTTP, routes, letta-client)")
