@@ -198,6 +198,11 @@ class Runtime:
         """The agent if it is live now (``agent`` keeps one live for a task's use)."""
         return self._agents.get(agent_id)
 
+    @property
+    def live_count(self) -> int:
+        """How many agents are live now."""
+        return len(self._agents)
+
     def live_agents(self) -> list[Agent]:
         return list(self._agents.values())
 
@@ -205,6 +210,7 @@ class Runtime:
         """Drop the live agent (deleted, or changed elsewhere) and stop its tools' workers;
         the next use loads it again."""
         live = self._agents.pop(agent_id, None)
+
         for tool in live.tools.values() if live is not None else ():
             stop_workers(tool)
 
