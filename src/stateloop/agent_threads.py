@@ -56,6 +56,26 @@ class AgentThreads(AgentControl):
         owner = self._owner()
         return [owner, *owner._conversations.values()]
 
+    @property
+    def idle(self) -> bool:
+        """Whether the agent can be let go and read from the store again losing nothing: in
+        none of its threads a run in flight or queued, steering, a background run or
+        anything unwritten, and no memory run in flight."""
+        owner = self._owner()
+        if owner.sleeptime is not None and owner.sleeptime.busy:
+            return False
+        for thread in self._threads():
+            lock = thread._lock
+            steering = thread._steering
+            if (thread.running or (lock is not None and lock[1].locked()) or thread._background
+                    or steering.steering or steering.follow_ups
+                    or (thread._persist is not None and not thread._persist.settled())
+                    # a timer answers it on this object (AgentControl._after_run)
+                    or (thread.pending_approval is not None
+                        and thread.approval_timeout is not None)):
+                return False
+        return True
+
     def memory_changed(self, block: Block | None = None) -> None:
         """A block changed: recompile the system prompt now, so the next step sees it (in
         every thread of the agent that shares it). A value holding a lone surrogate is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -164,7 +165,7 @@ class Message:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Message:
         return cls(
-            role=data["role"],
+            role=sys.intern(data["role"]),  # type: ignore[arg-type]  # one string a role
             content=[_part_from_dict(p) for p in data.get("content", [])],
             tool_calls=[ToolCall.from_dict(c) for c in data.get("tool_calls", [])],
             tool_call_id=data.get("tool_call_id"),

@@ -174,6 +174,13 @@ class Persistence:
         self._check()
         return not self._queued
 
+    def settled(self) -> bool:
+        """Whether the store holds everything of this thread: no run open, nothing queued,
+        written outside a step or failed."""
+        return not (self._run or self._ending or self.unsaved or self.dirty_blocks
+                    or self.system is not None or self.failure is not None
+                    or self._unrecorded or any(not q.done() for q in self._queued))
+
     def _check(self) -> None:
         """Raise ``CheckpointError`` if a queued write failed (or one did before)."""
         queued = self._queued

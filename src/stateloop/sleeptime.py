@@ -232,8 +232,16 @@ class Sleeptime:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def busy(self) -> bool:
+        """A memory run in flight, or the link's counters being written."""
+        return self.running or (self._saving is not None and not self._saving.done())
+
     async def memory_agent(self) -> Agent:
-        """The memory agent, loaded on first use."""
+        """The memory agent, loaded on first use; with a ``loader``, the one it hands out
+        now (the server may have let an idle one go since the last run)."""
+        if self.loader is not None:
+            return await self.loader(self.link.memory_agent_id)
         if self._memory is None:
             self._memory = await (self.loader or self._load)(self.link.memory_agent_id)
         return self._memory

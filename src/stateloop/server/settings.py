@@ -74,6 +74,9 @@ class ServerSettings(BaseSettings):
     callback_private_urls: bool = False
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
+    # Agents kept in memory at most; beyond it the idle ones least recently used are let go
+    # and read from the store again when next used. Busy ones stay (the bound then waits).
+    live_agents: int = Field(default=1000, gt=0)
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
     # Browsers: the names a request's Host may give (against DNS rebinding), comma-separated
     # "name" (any port) or "name:port", "*" for any; `stateloop serve` adds the address it

@@ -45,11 +45,9 @@ async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
     """The live agent with this id, loaded on first use (404 otherwise). One already live
     is used without reading its record, which lists every message id in its context: a
     deleted agent is no longer live, and changes reach the live agent as they are made."""
-    agent = runtime.live(agent_id)
-    if agent is None:
+    if runtime.live(agent_id) is None:
         await agent_record(runtime, agent_id)
-        agent = await runtime.agent(agent_id)
-    return agent
+    return await runtime.agent(agent_id)  # live while this request runs
 
 
 @router.post("", responses=errors(404, 409), response_model=AgentState)
