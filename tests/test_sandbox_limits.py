@@ -225,8 +225,11 @@ def test_a_calls_processes_together_stay_within_its_bound(leftovers: list[str]) 
     # The same worker serves the next call: only the call was stopped.
     assert after == {"ok": True, "result": "held"}, after
     assert len(workers) == 1 and workers_after == workers
-    # (Sampled every 20 ms, so only the bound is asserted: a loaded machine may miss the top.)
-    assert peak.bytes <= 256 * MB, peak.bytes / MB
+    # Sampled every 20 ms, process by process, so only the bound is asserted (a loaded
+    # machine may miss the top), with room for the worker itself, which holds a few MB outside
+    # the call's cgroup, and for a child read just before it was killed while its successor
+    # grew: far under the 900 MB the children would hold unbounded.
+    assert peak.bytes <= (256 + 32) * MB, peak.bytes / MB
     assert _rss() - server_rss < 64 * MB
 
 

@@ -148,7 +148,7 @@ def test_type_without_schema_fails_at_decoration():
 
 
 def test_unknown_model_string_lists_providers():
-    with pytest.raises(ConfigError, match="PROVIDER one of anthropic, openai"):
+    with pytest.raises(ConfigError, match="PROVIDER one of anthropic, demo, openai"):
         Agent(model="gemini-pro")
     with pytest.raises(ConfigError, match="unknown model 'mistral/large'"):
         Agent(model="mistral/large")
@@ -160,8 +160,8 @@ def test_bad_agent_options_name_the_field():
         Agent(model=model, max_steps=0)
     with pytest.raises(ConfigError, match="unknown agent_type 'chat'"):
         Agent(model=model, agent_type="chat")
-    with pytest.raises(ConfigError, match="unknown built-in tool 'web_search'"):
-        Agent(model=model, tools=["web_search"])
+    with pytest.raises(ConfigError, match="unknown built-in tool 'google_search'"):
+        Agent(model=model, tools=["google_search"])
     with pytest.raises(ConfigError, match="timeout must be a positive number"):
         Agent(model=model, timeout=-1)
 

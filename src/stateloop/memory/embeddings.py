@@ -344,6 +344,8 @@ class Embedders:
         handle = handle or given.get("handle")
         if handle:
             provider, _, model = str(handle).partition("/")
+            if not model and provider in _MINILM_NAMES:  # stateloop's own name for it
+                provider, model = "hugging-face", provider
             if not model:
                 raise EmbeddingUnavailable(f"embedding {handle!r} must be 'PROVIDER/MODEL', "
                                            "e.g. 'openai/text-embedding-3-small'")
