@@ -4,14 +4,16 @@ match a filter, and which agents share a block."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Select, func, select
 
 from stateloop.store import schema
 from stateloop.store.errors import NotFoundError
 from stateloop.store.runner import Runner
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
+i, ia = schema.identities, schema.identities_agents
 
 
 class CatalogMixin:
@@ -28,20 +30,13 @@ class CatalogMixin:
         return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def count_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
-                           match_all_tags: bool = False, query_text: str | None = None) -> int:
-        """How many agents have this exact name, these tags (any, or all) and a name
-        containing ``query_text`` (case-insensitive)."""
-        stmt = select(func.count()).select_from(a)
-        if name is not None:
-            stmt = stmt.where(a.c.name == name)
-        if query_text:
-            stmt = stmt.where(func.lower(a.c.name).contains(query_text.lower(), autoescape=True))
-        if tags:
-            tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
-            if match_all_tags:
-                tagged = (tagged.group_by(tags_t.c.agent_id)
-                          .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
-            stmt = stmt.where(a.c.id.in_(tagged))
+                           match_all_tags: bool = False, query_text: str | None = None,
+                           identity_id: str | None = None,
+                           identifier_keys: Sequence[str] | None = None) -> int:
+        """How many agents match ``agents_where``'s filters, counted in SQL."""
+        stmt = agents_where(select(func.count()).select_from(a), name=name, tags=tags,
+                            match_all_tags=match_all_tags, query_text=query_text,
+                            identity_id=identity_id, identifier_keys=identifier_keys)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
     async def count_blocks(self, *, label: str | None = None) -> int:
@@ -62,3 +57,30 @@ class CatalogMixin:
             return list(conn.execute(stmt).scalars())
 
         return await self._runner.read(txn)
+
+
+def agents_where(stmt: Select[Any], *, name: str | None = None,
+                 tags: Sequence[str] | None = None, match_all_tags: bool = False,
+                 query_text: str | None = None, identity_id: str | None = None,
+                 identifier_keys: Sequence[str] | None = None) -> Select[Any]:
+    """``stmt`` (over ``agents``) keeping the agents with this exact name, a name containing
+    ``query_text`` (any case), these tags (any, or all), linked to this identity and/or to
+    an identity with one of these keys."""
+    if name is not None:
+        stmt = stmt.where(a.c.name == name)
+    if query_text:
+        stmt = stmt.where(func.lower(a.c.name).contains(query_text.lower(), autoescape=True))
+    if tags:
+        tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
+        if match_all_tags:
+            tagged = (tagged.group_by(tags_t.c.agent_id)
+                      .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
+        stmt = stmt.where(a.c.id.in_(tagged))
+    if identity_id is not None or identifier_keys:
+        linked = select(ia.c.agent_id).join(i, i.c.id == ia.c.identity_id)
+        if identity_id is not None:
+            linked = linked.where(i.c.id == identity_id)
+        if identifier_keys:
+            linked = linked.where(i.c.identifier_key.in_(list(identifier_keys)))
+        stmt = stmt.where(a.c.id.in_(linked))
+    return stmt

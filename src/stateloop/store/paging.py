@@ -7,25 +7,11 @@ oldest first. A page reads only its own rows, however large the table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Column, Connection, Select, Table, select, tuple_
 
-Order = Literal["asc", "desc"]
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """Which rows of an ordered list: after and/or before a row (by id), at most ``limit``."""
-
-    after: str | None = None
-    before: str | None = None
-    limit: int | None = None
-    order: Order = "asc"
-
-
-EVERYTHING = Page()
+from stateloop.store.records import Page
 
 
 def keyset(conn: Connection, stmt: Select[Any], table: Table, page: Page,
