@@ -184,6 +184,20 @@ class GroupsMixin:
 
         return await self._runner.read(txn)
 
+    async def managed_groups(self, agent_ids: Sequence[str]) -> dict[str, GroupRecord]:
+        """``managed_group`` of each of these agents that manages one, in one query."""
+        stmt = (select(g).where(g.c.manager_agent_id.in_(list(agent_ids)))
+                .order_by((g.c.manager_type != "sleeptime"), g.c.created_at, g.c.id))
+
+        def txn(conn: Connection) -> dict[str, GroupRecord]:
+            found: dict[str, GroupRecord] = {}
+            for row in conn.execute(stmt):
+                if row.manager_agent_id not in found:
+                    found[row.manager_agent_id] = _read(conn, row)
+            return found
+
+        return await self._runner.read(txn)
+
     async def count_groups(self) -> int:
         return await self._runner.read(
             lambda conn: conn.execute(select(func.count()).select_from(g)).scalar_one())

@@ -72,14 +72,9 @@ async def count_agents(runtime: RuntimeDep, name: str | None = None,
                        identifier_keys: Annotated[list[str] | None, Query()] = None) -> int:
     """How many agents match: exact ``name``, ``tags`` (any, or all), ``query_text`` in the
     name, an identity (by id, or any of ``identifier_keys``)."""
-    if identity_id is not None or identifier_keys:
-        ids = await runtime.store.identified_ids("agent", identity_id=identity_id,
-                                                 identifier_keys=identifier_keys)
-        records = await runtime.store.list_agents(name=name, tags=tags, query_text=query_text,
-                                                  match_all_tags=match_all_tags)
-        return sum(record.id in ids for record in records)
     return await runtime.store.count_agents(name=name, tags=tags, match_all_tags=match_all_tags,
-                                            query_text=query_text)
+                                            query_text=query_text, identity_id=identity_id,
+                                            identifier_keys=identifier_keys)
 
 
 @router.get("/v1/blocks/count", tags=["blocks"], response_model=int)
