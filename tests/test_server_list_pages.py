@@ -14,7 +14,14 @@ import pytest
 from sqlalchemy import event, insert
 from sqlalchemy.engine import Engine
 
-from stateloop.store import AgentRecord, BlockRecord, RunRecord, open_store, schema
+from stateloop.store import (
+    AgentRecord,
+    BlockRecord,
+    RunRecord,
+    ToolRecord,
+    open_store,
+    schema,
+)
 from stateloop.store import rows as store_rows
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
@@ -22,6 +29,7 @@ from test_server_support import Server, settings_for
 pytest_plugins = ["test_server_support"]
 
 AGENTS = 300
+TOOLS = 200
 RUNS = 10_050  # past the 10,000 runs a list once read at most
 T0 = 1_700_000_000.0
 
@@ -39,6 +47,9 @@ async def _fill(url: str) -> tuple[list[str], list[str]]:
             agents.append(record.id)
         runs = [RunRecord(agent_id=agents[n % AGENTS], status="completed", created_at=T0 + n)
                 for n in range(RUNS)]
+        for n in range(TOOLS):
+            await store.upsert_tool(ToolRecord(name=f"tool_{n:03d}", tool_type="custom",
+                                               json_schema={"name": f"tool_{n:03d}"}))
         values = [store_rows.run_values(run) for run in runs]
         await store._runner.write(lambda conn: conn.execute(insert(schema.runs), values))
         return agents, [run.id for run in runs]
@@ -91,6 +102,7 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/agents?limit=10&tags=all", "/v1/agents?limit=10&query_text=agent-",
     "/v1/blocks?limit=10", "/v1/blocks?limit=10&order=desc&label=human",
     "/v1/runs?limit=10", "/v1/runs?limit=10&order=asc&statuses=completed",
+    "/v1/tools?limit=10", "/v1/tools?limit=10&order=desc",
 ])
 def test_a_page_reads_the_rows_of_the_page(filled: tuple[Server, list[str], list[str]],
                                            path: str) -> None:
@@ -113,6 +125,7 @@ def test_a_page_reads_the_rows_of_the_page(filled: tuple[Server, list[str], list
 @pytest.mark.parametrize("path, expected", [
     ("/v1/agents/count", AGENTS), ("/v1/agents/count?tags=mod1", AGENTS // 3),
     ("/v1/blocks/count", 2 * AGENTS), ("/v1/blocks/count?label=human", AGENTS),
+    ("/v1/tools/count?search=TOOL_", TOOLS), ("/v1/tools/count?tool_types=custom", TOOLS),
 ])
 def test_counts_are_counted_in_sql(filled: tuple[Server, list[str], list[str]], path: str,
                                    expected: int) -> None:

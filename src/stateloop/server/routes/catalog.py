@@ -12,7 +12,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from ...llm.models import DEFAULT_LIMITS, known_limits
-from ...store import ToolRecord
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, EmbeddingModel, Model
@@ -101,19 +100,10 @@ async def count_tools(runtime: RuntimeDep, name: str | None = None,
     """How many tools match every filter given; list filters take repeated parameters or
     comma-separated values."""
     wanted_names = _split(names) | ({name} if name is not None else set())
-    ids, types, excluded = _split(tool_ids), _split(tool_types), _split(exclude_tool_types)
-
-    def matches(tool: ToolRecord) -> bool:
-        letta = tool.tool_type.startswith("letta_")
-        return ((not wanted_names or tool.name in wanted_names)
-                and (not ids or tool.id in ids)
-                and (not search or search.lower() in tool.name.lower())
-                and (not types or tool.tool_type in types)
-                and tool.tool_type not in excluded
-                and (letta or not return_only_letta_tools)
-                and not (letta and exclude_letta_tools))
-
-    return sum(1 for tool in await runtime.store.list_tools() if matches(tool))
+    return await runtime.store.count_tools(
+        names=sorted(wanted_names), ids=sorted(_split(tool_ids)), search=search,
+        types=sorted(_split(tool_types)), exclude_types=sorted(_split(exclude_tool_types)),
+        letta_only=bool(return_only_letta_tools), exclude_letta=bool(exclude_letta_tools))
 
 
 @router.get("/v1/blocks/{block_id}/agents", tags=["blocks"], responses=errors(404),
