@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from sqlalchemy.engine import Engine
 from stateloop.store import (
     AgentRecord,
     BlockRecord,
+    IdentityRecord,
     RunRecord,
     ToolRecord,
     open_store,
@@ -34,7 +36,7 @@ RUNS = 10_050  # past the 10,000 runs a list once read at most
 T0 = 1_700_000_000.0
 
 
-async def _fill(url: str) -> tuple[list[str], list[str]]:
+async def _fill(url: str) -> tuple[list[str], list[str], str]:
     """Agents (two blocks and tags each) and runs, oldest first, with distinct times."""
     store = await open_store(url)
     try:
@@ -47,23 +49,38 @@ async def _fill(url: str) -> tuple[list[str], list[str]]:
             agents.append(record.id)
         runs = [RunRecord(agent_id=agents[n % AGENTS], status="completed", created_at=T0 + n)
                 for n in range(RUNS)]
+        shared = await store.create_block(BlockRecord(label="shared"))
+        for n, agent_id in enumerate(agents):  # each agent an identity of its own
+            identity = await store.create_identity(IdentityRecord(
+                identifier_key=f"user-{n}", name="U", created_at=T0 + n))
+            await store.set_agent_identities(agent_id, [identity.id])
+            await store.attach_block(agent_id, shared.id)
         for n in range(TOOLS):
             await store.upsert_tool(ToolRecord(name=f"tool_{n:03d}", tool_type="custom",
                                                json_schema={"name": f"tool_{n:03d}"}))
         values = [store_rows.run_values(run) for run in runs]
         await store._runner.write(lambda conn: conn.execute(insert(schema.runs), values))
-        return agents, [run.id for run in runs]
+        return agents, [run.id for run in runs], shared.id
     finally:
         await store.close()
 
 
+@dataclass
+class Filled:
+    """A server over the filled database, and the ids in it (oldest first)."""
+
+    server: Server
+    agents: list[str]
+    runs: list[str]
+    shared: str  # a block every agent has
+
+
 @pytest.fixture(scope="module")
-def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[Server, list[str], list[str]]]:
+def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     db: Path = tmp_path_factory.mktemp("pages") / "stateloop.db"
-    agents, runs = asyncio.run(_fill(f"sqlite:///{db}"))
+    agents, runs, shared = asyncio.run(_fill(f"sqlite:///{db}"))
     with Server(settings_for(fake, db)) as running:
-        yield running, agents, runs
+        yield Filled(running, agents, runs, shared)
 
 
 class RowCount:
@@ -103,10 +120,12 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/blocks?limit=10", "/v1/blocks?limit=10&order=desc&label=human",
     "/v1/runs?limit=10", "/v1/runs?limit=10&order=asc&statuses=completed",
     "/v1/tools?limit=10", "/v1/tools?limit=10&order=desc",
+    "/v1/identities?limit=10", "/v1/identities?limit=10&order=asc",
+    "/v1/blocks/{shared}/agents?limit=10",
 ])
-def test_a_page_reads_the_rows_of_the_page(filled: tuple[Server, list[str], list[str]],
-                                           path: str) -> None:
-    server, agents, runs = filled
+def test_a_page_reads_the_rows_of_the_page(filled: Filled, path: str) -> None:
+    server, agents, runs = filled.server, filled.agents, filled.runs
+    path = path.format(shared=filled.shared)
     first, _ = _read(server, path)
     assert len(first) == 10
     # The middle of the table, after a cursor: still the rows of one page.
@@ -116,33 +135,36 @@ def test_a_page_reads_the_rows_of_the_page(filled: tuple[Server, list[str], list
     for query in (path, path + cursor):
         page, counted = _read(server, query)
         assert len(page) == 10, query
-        # An agent brings its two blocks and its tags: 10 agents are some 50 rows. A list
-        # read in Python would read 300 agents, 600 blocks or 10,050 runs.
-        assert counted.rows <= 60, (query, counted.rows)
-        assert counted.statements <= 30, (query, counted.statements)
+        # An agent brings its three blocks, two tags and an identity (and its agent): 10
+        # agents are some 80 rows, read in a few statements whatever the page size. A
+        # list read in Python would read 300 agents, 600 blocks or 10,050 runs.
+        assert counted.rows <= 100, (query, counted.rows)
+        assert counted.statements <= 16, (query, counted.statements)
+    # A page four times the size reads in as many statements: none is made per row.
+    larger, more = _read(server, path.replace("limit=10", "limit=40"))
+    assert len(larger) == 40
+    assert more.statements <= counted.statements, (path, more.statements, counted.statements)
 
 
 @pytest.mark.parametrize("path, expected", [
     ("/v1/agents/count", AGENTS), ("/v1/agents/count?tags=mod1", AGENTS // 3),
-    ("/v1/blocks/count", 2 * AGENTS), ("/v1/blocks/count?label=human", AGENTS),
+    ("/v1/blocks/count", 2 * AGENTS + 1), ("/v1/blocks/count?label=human", AGENTS),
     ("/v1/tools/count?search=TOOL_", TOOLS), ("/v1/tools/count?tool_types=custom", TOOLS),
 ])
-def test_counts_are_counted_in_sql(filled: tuple[Server, list[str], list[str]], path: str,
-                                   expected: int) -> None:
-    count, counted = _read(filled[0], path)
+def test_counts_are_counted_in_sql(filled: Filled, path: str, expected: int) -> None:
+    count, counted = _read(filled.server, path)
     assert count == expected
     assert counted.rows <= 2, (path, counted.rows)
 
 
-def test_paging_walks_every_agent_in_both_orders(
-        filled: tuple[Server, list[str], list[str]]) -> None:
-    server, agents, _ = filled
+def test_paging_walks_every_agent_in_both_orders(filled: Filled) -> None:
+    server, agents = filled.server, filled.agents
     for order, expected in (("asc", agents), ("desc", agents[::-1])):
         walked: list[str] = []
         after = ""
         while True:
             page, counted = _read(server, f"/v1/agents?limit=64&order={order}{after}")
-            assert counted.rows <= 64 * 6
+            assert counted.rows <= 64 * 10
             walked += [agent["id"] for agent in page]
             if len(page) < 64:
                 break
@@ -155,9 +177,8 @@ def test_paging_walks_every_agent_in_both_orders(
     assert [agent["id"] for agent in between] == agents[11:20]
 
 
-def test_the_oldest_run_is_reached_past_any_window(
-        filled: tuple[Server, list[str], list[str]]) -> None:
-    server, _, runs = filled
+def test_the_oldest_run_is_reached_past_any_window(filled: Filled) -> None:
+    server, runs = filled.server, filled.runs
     oldest, _ = _read(server, "/v1/runs?order=asc&limit=2")
     assert [run["id"] for run in oldest] == runs[:2]
     last, counted = _read(server, f"/v1/runs?order=desc&after={runs[1]}")

@@ -1,15 +1,14 @@
-"""Counting and cross-cutting reads of ``SqlStore``: tags in use, how many agents or blocks
-match a filter, and which agents share a block."""
+"""Counting and cross-cutting reads of ``SqlStore``: tags in use, how many agents, blocks
+or tools match a filter, and the filters of agents' lists (``agents_where``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Select, func, select
 
 from stateloop.store import schema
-from stateloop.store.errors import NotFoundError
 from stateloop.store.runner import Runner
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
@@ -46,26 +45,15 @@ class CatalogMixin:
             stmt = stmt.where(b.c.label == label)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
-    async def block_agent_ids(self, block_id: str) -> list[str]:
-        """Ids of the agents this block is attached to, oldest agent first."""
-
-        def txn(conn: Connection) -> list[str]:
-            if conn.execute(select(b.c.id).where(b.c.id == block_id)).first() is None:
-                raise NotFoundError(f"no block with id {block_id!r}")
-            stmt = (select(a.c.id).join(ba, ba.c.agent_id == a.c.id)
-                    .where(ba.c.block_id == block_id).order_by(a.c.created_at, a.c.id))
-            return list(conn.execute(stmt).scalars())
-
-        return await self._runner.read(txn)
-
 
 def agents_where(stmt: Select[Any], *, name: str | None = None,
                  tags: Sequence[str] | None = None, match_all_tags: bool = False,
                  query_text: str | None = None, identity_id: str | None = None,
-                 identifier_keys: Sequence[str] | None = None) -> Select[Any]:
+                 identifier_keys: Sequence[str] | None = None,
+                 block_id: str | None = None) -> Select[Any]:
     """``stmt`` (over ``agents``) keeping the agents with this exact name, a name containing
     ``query_text`` (any case), these tags (any, or all), linked to this identity and/or to
-    an identity with one of these keys."""
+    an identity with one of these keys, sharing this block."""
     if name is not None:
         stmt = stmt.where(a.c.name == name)
     if query_text:
@@ -83,4 +71,6 @@ def agents_where(stmt: Select[Any], *, name: str | None = None,
         if identifier_keys:
             linked = linked.where(i.c.identifier_key.in_(list(identifier_keys)))
         stmt = stmt.where(a.c.id.in_(linked))
+    if block_id is not None:
+        stmt = stmt.where(a.c.id.in_(select(ba.c.agent_id).where(ba.c.block_id == block_id)))
     return stmt

@@ -14,6 +14,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from stateloop.messages import new_id
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
+from stateloop.store.paging import keyset
+from stateloop.store.records import EVERYTHING, Page
 from stateloop.store.runner import Runner
 
 g, gm, gb, gmsg = schema.groups, schema.group_members, schema.group_blocks, schema.group_messages
@@ -156,10 +158,11 @@ class GroupsMixin:
 
     async def list_groups(self, *, manager_type: str | None = None,
                           agent_id: str | None = None, project_id: str | None = None,
-                          show_hidden: bool = False) -> list[GroupRecord]:
-        """Groups oldest first, optionally only those of a manager type or with an agent
-        (as member or manager)."""
-        stmt = select(g).order_by(g.c.created_at, g.c.id)
+                          show_hidden: bool = False,
+                          page: Page = EVERYTHING) -> list[GroupRecord]:
+        """Groups on ``page`` (default: all, oldest first), optionally only those of a
+        manager type or with an agent (as member or manager), read in SQL."""
+        stmt = select(g)
         if manager_type is not None:
             stmt = stmt.where(g.c.manager_type == manager_type)
         if project_id is not None:
@@ -169,8 +172,8 @@ class GroupsMixin:
                               | (g.c.manager_agent_id == agent_id))
         if not show_hidden:
             stmt = stmt.where(g.c.hidden.is_(None) | (g.c.hidden.is_(False)))
-        return await self._runner.read(
-            lambda conn: [_read(conn, row) for row in conn.execute(stmt).all()])
+        return await self._runner.read(lambda conn: [
+            _read(conn, row) for row in conn.execute(keyset(conn, stmt, g, page)).all()])
 
     async def managed_group(self, agent_id: str) -> GroupRecord | None:
         """The group the agent manages (Letta's ``multi_agent_group``): its sleeptime group

@@ -45,7 +45,7 @@ from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
-i, ib = schema.identities, schema.identities_blocks
+i, ib, m = schema.identities, schema.identities_blocks, schema.messages
 
 _AGENT_MUTABLE = frozenset(rows.AGENT_FIELDS) - {"id", "created_at"} | {"tags"}
 _BLOCK_MUTABLE = frozenset(rows.BLOCK_FIELDS) - {"id", "created_at"}
@@ -193,6 +193,7 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
                           match_all_tags: bool = False, limit: int | None = None,
                           query_text: str | None = None, identity_id: str | None = None,
                           identifier_keys: Sequence[str] | None = None,
+                          block_id: str | None = None,
                           page: Page = EVERYTHING) -> list[AgentRecord]:
         """Agents on ``page`` (default: all, oldest first; ``limit`` caps it), filtered as
         ``agents_where`` says, read in SQL: a page reads its own rows only."""
@@ -200,14 +201,10 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
             page = dataclasses.replace(page, limit=limit)
         stmt = agents_where(select(a), name=name, tags=tags, match_all_tags=match_all_tags,
                             query_text=query_text, identity_id=identity_id,
-                            identifier_keys=identifier_keys)
+                            identifier_keys=identifier_keys, block_id=block_id)
 
-        def txn(conn: Connection) -> list[AgentRecord]:
-            found = conn.execute(keyset(conn, stmt, a, page)).all()
-            tag_map = _tags_for(conn, [row.id for row in found])
-            return [_agent_from_row(conn, row, tag_map.get(row.id, [])) for row in found]
-
-        return await self._runner.read(txn)
+        return await self._runner.read(
+            lambda conn: _agents_from_rows(conn, conn.execute(keyset(conn, stmt, a, page)).all()))
 
     async def update_agent(self, agent_id: str, **changes: Any) -> AgentRecord:
         """Change the given fields (any ``AgentRecord`` field but id/created_at)."""
@@ -389,6 +386,27 @@ def _agent_from_row(conn: Connection, row: Any, tags: list[str]) -> AgentRecord:
     agent.in_context_message_ids = context_ids(conn, agent.id, agent.in_context_message_ids,
                                                row.in_context_after_seq)
     return agent
+
+
+def _agents_from_rows(conn: Connection, found: Sequence[Any]) -> list[AgentRecord]:
+    """Agents of these rows, their tags and the ids their context gained since the stored
+    list read in one query each."""
+    ids = [row.id for row in found]
+    tag_map = _tags_for(conn, ids)
+    appended: dict[str, list[str]] = {}
+    if ids:
+        stmt = (select(m.c.agent_id, m.c.id).join(a, a.c.id == m.c.agent_id)
+                .where(a.c.id.in_(ids)).where(m.c.conversation_id.is_(None))
+                .where(m.c.seq > a.c.in_context_after_seq).order_by(m.c.agent_id, m.c.seq))
+        for agent_id, message_id in conn.execute(stmt):
+            appended.setdefault(agent_id, []).append(message_id)
+    agents = []
+    for row in found:
+        agent = rows.agent_from_row(row, tag_map.get(row.id, []))
+        agent.in_context_message_ids = [*agent.in_context_message_ids,
+                                        *appended.get(row.id, [])]
+        agents.append(agent)
+    return agents
 
 
 def _ensure_name_free(conn: Connection, name: str) -> None:

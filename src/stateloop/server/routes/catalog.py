@@ -12,11 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from ...llm.models import DEFAULT_LIMITS, known_limits
+from ...store import Page
 from ..deps import RuntimeDep
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..responses import AgentState, EmbeddingModel, Model
 from ..schemas import errors
-from .agents import agent_state
+from .agents import agent_states
 
 router = APIRouter()
 
@@ -112,9 +113,10 @@ async def list_agents_for_block(block_id: str, runtime: RuntimeDep, before: str 
                                 after: str | None = None, limit: Limit = 50,
                                 order: Order = "desc") -> list[dict[str, Any]]:
     """The agents this block is attached to, newest first by default."""
-    ids = await runtime.store.block_agent_ids(block_id)
-    chosen = page(ids, key=lambda i: i, after=after, before=before, limit=limit, order=order)
-    return [await agent_state(runtime, await runtime.store.get_agent(i)) for i in chosen]
+    await runtime.store.get_block(block_id)  # 404 for a block that is not there
+    records = await runtime.store.list_agents(
+        block_id=block_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return await agent_states(runtime, records)
 
 
 def _split(values: list[str] | None) -> set[str]:
