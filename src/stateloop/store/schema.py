@@ -211,6 +211,7 @@ archives = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_archives_name", "name"),
+    Index("ix_archives_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 archives_agents = Table(
@@ -237,6 +238,7 @@ identities = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_identities_identifier_key", "identifier_key"),
+    Index("ix_identities_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 identities_agents = Table(
@@ -274,6 +276,7 @@ groups = Table(
     Column("cursors", Json, nullable=False),  # agent id -> group messages it has seen
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Index("ix_groups_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 group_members = Table(
@@ -354,6 +357,7 @@ folders = Table(
     Column("embedding_config", Json),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Index("ix_folders_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 files = Table(

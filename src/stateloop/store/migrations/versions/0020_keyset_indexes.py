@@ -1,5 +1,6 @@
-"""Indexes for list pages read in SQL (paging.py): agents, blocks and runs on
-``(created_at, id)``, and an agent's runs on ``(agent_id, created_at, id)``.
+"""Indexes for list pages read in SQL (paging.py): agents, blocks, runs, identities,
+groups, archives and folders on ``(created_at, id)``, and an agent's runs on
+``(agent_id, created_at, id)``.
 
 Revision ID: 0020
 Revises: 0019
@@ -14,11 +15,15 @@ down_revision = "0019"
 branch_labels = None
 depends_on = None
 
+_LISTED = ("identities", "groups", "archives", "folders")
+
 
 def upgrade() -> None:
     op.create_index("ix_agents_created", "agents", ["created_at", "id"])
     op.create_index("ix_blocks_created", "blocks", ["created_at", "id"])
     op.create_index("ix_runs_created", "runs", ["created_at", "id"])
+    for table in _LISTED:
+        op.create_index(f"ix_{table}_created", table, ["created_at", "id"])
     op.drop_index("ix_runs_agent_created", table_name="runs")
     op.create_index("ix_runs_agent_created", "runs", ["agent_id", "created_at", "id"])
 
@@ -26,6 +31,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_runs_agent_created", table_name="runs")
     op.create_index("ix_runs_agent_created", "runs", ["agent_id", "created_at"])
+    for table in _LISTED:
+        op.drop_index(f"ix_{table}_created", table_name=table)
     op.drop_index("ix_runs_created", table_name="runs")
     op.drop_index("ix_blocks_created", table_name="blocks")
     op.drop_index("ix_agents_created", table_name="agents")
