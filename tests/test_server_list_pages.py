@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 
 from stateloop.store import (
     AgentRecord,
+    ArchiveRecord,
     BlockRecord,
     IdentityRecord,
     RunRecord,
@@ -25,6 +26,7 @@ from stateloop.store import (
     schema,
 )
 from stateloop.store import rows as store_rows
+from stateloop.store.groups import GroupRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
 
@@ -32,6 +34,7 @@ pytest_plugins = ["test_server_support"]
 
 AGENTS = 300
 TOOLS = 200
+OTHERS = 100  # archives, folders, groups
 RUNS = 10_050  # past the 10,000 runs a list once read at most
 T0 = 1_700_000_000.0
 
@@ -55,6 +58,11 @@ async def _fill(url: str) -> tuple[list[str], list[str], str]:
                 identifier_key=f"user-{n}", name="U", created_at=T0 + n))
             await store.set_agent_identities(agent_id, [identity.id])
             await store.attach_block(agent_id, shared.id)
+        for n in range(OTHERS):
+            await store.create_archive(ArchiveRecord(name=f"archive-{n}", created_at=T0 + n))
+            await store.create_group(GroupRecord(manager_type="round_robin",
+                                                 agent_ids=[agents[n], agents[n + 1]],
+                                                 created_at=T0 + n))
         for n in range(TOOLS):
             await store.upsert_tool(ToolRecord(name=f"tool_{n:03d}", tool_type="custom",
                                                json_schema={"name": f"tool_{n:03d}"}))
@@ -80,6 +88,9 @@ def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     db: Path = tmp_path_factory.mktemp("pages") / "stateloop.db"
     agents, runs, shared = asyncio.run(_fill(f"sqlite:///{db}"))
     with Server(settings_for(fake, db)) as running:
+        for n in range(OTHERS):  # as a user makes them: the server picks the embedder
+            made = httpx.post(f"{running.url}/v1/folders", json={"name": f"folder-{n}"})
+            assert made.status_code == 200, made.text
         yield Filled(running, agents, runs, shared)
 
 
@@ -120,8 +131,9 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/blocks?limit=10", "/v1/blocks?limit=10&order=desc&label=human",
     "/v1/runs?limit=10", "/v1/runs?limit=10&order=asc&statuses=completed",
     "/v1/tools?limit=10", "/v1/tools?limit=10&order=desc",
-    "/v1/identities?limit=10", "/v1/identities?limit=10&order=asc",
-    "/v1/blocks/{shared}/agents?limit=10",
+    "/v1/identities?limit=10&order=asc",
+    "/v1/blocks/{shared}/agents?limit=10", "/v1/archives?limit=10",
+    "/v1/folders?limit=10&order=desc", "/v1/groups?limit=10", "/v1/identities?limit=10",
 ])
 def test_a_page_reads_the_rows_of_the_page(filled: Filled, path: str) -> None:
     server, agents, runs = filled.server, filled.agents, filled.runs

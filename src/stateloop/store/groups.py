@@ -71,12 +71,25 @@ def _values(group: GroupRecord) -> dict[str, Any]:
 
 
 def _read(conn: Connection, row: Any) -> GroupRecord:
-    members = conn.execute(select(gm.c.agent_id).where(gm.c.group_id == row.id)
-                           .order_by(gm.c.position)).scalars().all()
-    blocks = conn.execute(select(gb.c.block_id).where(gb.c.group_id == row.id)
-                          .order_by(gb.c.block_id)).scalars().all()
-    return GroupRecord(**{name: row._mapping[name] for name in _COLUMNS},
-                       agent_ids=list(members), shared_block_ids=list(blocks))
+    return _read_many(conn, [row])[0]
+
+
+def _read_many(conn: Connection, found: Sequence[Any]) -> list[GroupRecord]:
+    """The groups of these rows, their members and shared blocks read in one query each."""
+    ids = [row.id for row in found]
+    members: dict[str, list[str]] = {}
+    for group_id, agent_id in conn.execute(select(gm.c.group_id, gm.c.agent_id)
+                                           .where(gm.c.group_id.in_(ids))
+                                           .order_by(gm.c.position)):
+        members.setdefault(group_id, []).append(agent_id)
+    blocks: dict[str, list[str]] = {}
+    for group_id, block_id in conn.execute(select(gb.c.group_id, gb.c.block_id)
+                                           .where(gb.c.group_id.in_(ids))
+                                           .order_by(gb.c.block_id)):
+        blocks.setdefault(group_id, []).append(block_id)
+    return [GroupRecord(**{name: row._mapping[name] for name in _COLUMNS},
+                        agent_ids=members.get(row.id, []),
+                        shared_block_ids=blocks.get(row.id, [])) for row in found]
 
 
 def _load(conn: Connection, group_id: str) -> GroupRecord:
@@ -172,8 +185,8 @@ class GroupsMixin:
                               | (g.c.manager_agent_id == agent_id))
         if not show_hidden:
             stmt = stmt.where(g.c.hidden.is_(None) | (g.c.hidden.is_(False)))
-        return await self._runner.read(lambda conn: [
-            _read(conn, row) for row in conn.execute(keyset(conn, stmt, g, page)).all()])
+        return await self._runner.read(
+            lambda conn: _read_many(conn, conn.execute(keyset(conn, stmt, g, page)).all()))
 
     async def managed_group(self, agent_id: str) -> GroupRecord | None:
         """The group the agent manages (Letta's ``multi_agent_group``): its sleeptime group
