@@ -169,6 +169,13 @@ def test_counts_are_counted_in_sql(filled: Filled, path: str, expected: int) -> 
     assert counted.rows <= 2, (path, counted.rows)
 
 
+def test_models_and_active_runs_read_no_list(filled: Filled) -> None:
+    models, counted = _read(filled.server, "/v1/models")
+    assert len(models) >= 1 and counted.rows <= 3, counted.rows
+    active, counted = _read(filled.server, "/v1/runs/active")
+    assert active == [] and counted.rows == 0, counted.rows  # 10,050 runs, all finished
+
+
 def test_paging_walks_every_agent_in_both_orders(filled: Filled) -> None:
     server, agents = filled.server, filled.agents
     for order, expected in (("asc", agents), ("desc", agents[::-1])):

@@ -28,6 +28,11 @@ class CatalogMixin:
             stmt = stmt.where(func.lower(tags_t.c.tag).contains(text.lower(), autoescape=True))
         return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
 
+    async def agent_models(self) -> list[str]:
+        """Every model handle some agent uses, alphabetically."""
+        stmt = select(a.c.model).distinct().where(a.c.model.is_not(None)).order_by(a.c.model)
+        return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
+
     async def count_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
                            match_all_tags: bool = False, query_text: str | None = None,
                            identity_id: str | None = None,

@@ -49,7 +49,7 @@ async def list_models(runtime: RuntimeDep,
     """The server's default model and every model an agent uses, by handle; all are
     'base' models (none brought by a user's own key)."""
     handles = {runtime.settings.default_model}
-    handles.update(r.model for r in await runtime.store.list_agents() if r.model)
+    handles.update(await runtime.store.agent_models())
     models = [_model(handle) for handle in sorted(handles)]
     return [m for m in models
             if (provider_category is None or "base" in provider_category)
