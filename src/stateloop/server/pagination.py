@@ -1,4 +1,6 @@
-"""Letta's cursor pagination (``before``/``after`` ids, ``limit``, ``order``) over lists."""
+"""Letta's cursor pagination (``before``/``after`` ids, ``limit``, ``order``) over short
+lists already in hand (an agent's blocks, a run's messages); the store pages the long ones
+in SQL (``stateloop.store.Page``)."""
 
 from __future__ import annotations
 

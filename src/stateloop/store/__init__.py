@@ -24,6 +24,7 @@ from stateloop.store.records import (
     BlockRecord,
     IdentityRecord,
     MessageHit,
+    Page,
     PassageRecord,
     RunRecord,
     StepRecord,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BLOCK_LIMIT", "AgentRecord", "ArchiveRecord", "BlockLimitError", "BlockRecord",
     "DatabaseOpenError", "DuplicateError", "EmbeddingMismatchError", "IdentityRecord",
-    "MessageHit", "NotFoundError", "PassageRecord", "RunRecord", "SchemaTooNewError",
+    "MessageHit", "NotFoundError", "Page", "PassageRecord", "RunRecord", "SchemaTooNewError",
     "StepRecord", "Store", "StoreError", "ToolRecord", "VectorBatch", "open_store",
     "serving",
 ]

@@ -15,7 +15,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from stateloop.store import schema
 from stateloop.store.errors import NotFoundError
-from stateloop.store.records import ArchiveRecord
+from stateloop.store.paging import keyset
+from stateloop.store.records import EVERYTHING, ArchiveRecord, Page
 from stateloop.store.runner import Runner
 
 ar = schema.archives
@@ -47,16 +48,17 @@ class ArchivesMixin:
         return await self._runner.read(lambda conn: _load(conn, archive_id))
 
     async def list_archives(self, *, name: str | None = None, agent_id: str | None = None,
-                            ) -> list[ArchiveRecord]:
-        """Archives oldest first, by exact ``name`` and those attached to ``agent_id``."""
-        stmt = select(ar).order_by(ar.c.created_at, ar.c.id)
+                            page: Page = EVERYTHING) -> list[ArchiveRecord]:
+        """Archives on ``page`` (default: all, oldest first), by exact ``name`` and those
+        attached to ``agent_id``, read in SQL."""
+        stmt = select(ar)
         if name is not None:
             stmt = stmt.where(ar.c.name == name)
         if agent_id is not None:
             stmt = stmt.where(ar.c.id.in_(select(aa.c.archive_id)
                                           .where(aa.c.agent_id == agent_id)))
         return await self._runner.read(
-            lambda conn: [_record(row) for row in conn.execute(stmt)])
+            lambda conn: [_record(row) for row in conn.execute(keyset(conn, stmt, ar, page))])
 
     async def update_archive(self, archive_id: str, **changes: Any) -> ArchiveRecord:
         """Change ``name``, ``description`` or ``metadata``; returns the archive as stored."""

@@ -1,17 +1,18 @@
-"""Counting and cross-cutting reads of ``SqlStore``: tags in use, how many agents or blocks
-match a filter, and which agents share a block."""
+"""Counting and cross-cutting reads of ``SqlStore``: tags in use, how many agents, blocks
+or tools match a filter, and the filters of agents' lists (``agents_where``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Select, func, select
 
 from stateloop.store import schema
-from stateloop.store.errors import NotFoundError
 from stateloop.store.runner import Runner
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
+i, ia = schema.identities, schema.identities_agents
 
 
 class CatalogMixin:
@@ -27,21 +28,19 @@ class CatalogMixin:
             stmt = stmt.where(func.lower(tags_t.c.tag).contains(text.lower(), autoescape=True))
         return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
 
+    async def agent_models(self) -> list[str]:
+        """Every model handle some agent uses, alphabetically."""
+        stmt = select(a.c.model).distinct().where(a.c.model.is_not(None)).order_by(a.c.model)
+        return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
+
     async def count_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
-                           match_all_tags: bool = False, query_text: str | None = None) -> int:
-        """How many agents have this exact name, these tags (any, or all) and a name
-        containing ``query_text`` (case-insensitive)."""
-        stmt = select(func.count()).select_from(a)
-        if name is not None:
-            stmt = stmt.where(a.c.name == name)
-        if query_text:
-            stmt = stmt.where(func.lower(a.c.name).contains(query_text.lower(), autoescape=True))
-        if tags:
-            tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
-            if match_all_tags:
-                tagged = (tagged.group_by(tags_t.c.agent_id)
-                          .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
-            stmt = stmt.where(a.c.id.in_(tagged))
+                           match_all_tags: bool = False, query_text: str | None = None,
+                           identity_id: str | None = None,
+                           identifier_keys: Sequence[str] | None = None) -> int:
+        """How many agents match ``agents_where``'s filters, counted in SQL."""
+        stmt = agents_where(select(func.count()).select_from(a), name=name, tags=tags,
+                            match_all_tags=match_all_tags, query_text=query_text,
+                            identity_id=identity_id, identifier_keys=identifier_keys)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
     async def count_blocks(self, *, label: str | None = None) -> int:
@@ -51,14 +50,32 @@ class CatalogMixin:
             stmt = stmt.where(b.c.label == label)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
-    async def block_agent_ids(self, block_id: str) -> list[str]:
-        """Ids of the agents this block is attached to, oldest agent first."""
 
-        def txn(conn: Connection) -> list[str]:
-            if conn.execute(select(b.c.id).where(b.c.id == block_id)).first() is None:
-                raise NotFoundError(f"no block with id {block_id!r}")
-            stmt = (select(a.c.id).join(ba, ba.c.agent_id == a.c.id)
-                    .where(ba.c.block_id == block_id).order_by(a.c.created_at, a.c.id))
-            return list(conn.execute(stmt).scalars())
-
-        return await self._runner.read(txn)
+def agents_where(stmt: Select[Any], *, name: str | None = None,
+                 tags: Sequence[str] | None = None, match_all_tags: bool = False,
+                 query_text: str | None = None, identity_id: str | None = None,
+                 identifier_keys: Sequence[str] | None = None,
+                 block_id: str | None = None) -> Select[Any]:
+    """``stmt`` (over ``agents``) keeping the agents with this exact name, a name containing
+    ``query_text`` (any case), these tags (any, or all), linked to this identity and/or to
+    an identity with one of these keys, sharing this block."""
+    if name is not None:
+        stmt = stmt.where(a.c.name == name)
+    if query_text:
+        stmt = stmt.where(func.lower(a.c.name).contains(query_text.lower(), autoescape=True))
+    if tags:
+        tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
+        if match_all_tags:
+            tagged = (tagged.group_by(tags_t.c.agent_id)
+                      .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
+        stmt = stmt.where(a.c.id.in_(tagged))
+    if identity_id is not None or identifier_keys:
+        linked = select(ia.c.agent_id).join(i, i.c.id == ia.c.identity_id)
+        if identity_id is not None:
+            linked = linked.where(i.c.id == identity_id)
+        if identifier_keys:
+            linked = linked.where(i.c.identifier_key.in_(list(identifier_keys)))
+        stmt = stmt.where(a.c.id.in_(linked))
+    if block_id is not None:
+        stmt = stmt.where(a.c.id.in_(select(ba.c.agent_id).where(ba.c.block_id == block_id)))
+    return stmt

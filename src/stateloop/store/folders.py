@@ -17,7 +17,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from stateloop.store import dialect, schema
 from stateloop.store.errors import DuplicateError, NotFoundError
-from stateloop.store.records import new_record_id
+from stateloop.store.paging import keyset
+from stateloop.store.records import EVERYTHING, Page, new_record_id
 from stateloop.store.runner import Runner
 
 fo = schema.folders
@@ -122,16 +123,17 @@ class FoldersMixin:
         return await self._runner.read(lambda conn: _folder(conn, folder_id))
 
     async def list_folders(self, *, name: str | None = None, agent_id: str | None = None,
-                           ) -> list[FolderRecord]:
-        """Folders oldest first; by exact ``name``, or those attached to ``agent_id``."""
-        stmt = select(fo).order_by(fo.c.created_at, fo.c.id)
+                           page: Page = EVERYTHING) -> list[FolderRecord]:
+        """Folders on ``page`` (default: all, oldest first); by exact ``name``, or those
+        attached to ``agent_id``; read in SQL."""
+        stmt = select(fo)
         if name is not None:
             stmt = stmt.where(fo.c.name == name)
         if agent_id is not None:
             stmt = stmt.where(fo.c.id.in_(select(fa.c.folder_id).where(fa.c.agent_id == agent_id)))
         return await self._runner.read(
             lambda conn: [FolderRecord(**{k: getattr(r, k) for k in _FOLDER})
-                          for r in conn.execute(stmt)])
+                          for r in conn.execute(keyset(conn, stmt, fo, page))])
 
     async def update_folder(self, folder_id: str, **changes: Any) -> FolderRecord:
         """Change name, description, instructions or metadata; the folder as stored."""

@@ -14,6 +14,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from stateloop.messages import new_id
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
+from stateloop.store.paging import keyset
+from stateloop.store.records import EVERYTHING, Page
 from stateloop.store.runner import Runner
 
 g, gm, gb, gmsg = schema.groups, schema.group_members, schema.group_blocks, schema.group_messages
@@ -69,12 +71,25 @@ def _values(group: GroupRecord) -> dict[str, Any]:
 
 
 def _read(conn: Connection, row: Any) -> GroupRecord:
-    members = conn.execute(select(gm.c.agent_id).where(gm.c.group_id == row.id)
-                           .order_by(gm.c.position)).scalars().all()
-    blocks = conn.execute(select(gb.c.block_id).where(gb.c.group_id == row.id)
-                          .order_by(gb.c.block_id)).scalars().all()
-    return GroupRecord(**{name: row._mapping[name] for name in _COLUMNS},
-                       agent_ids=list(members), shared_block_ids=list(blocks))
+    return _read_many(conn, [row])[0]
+
+
+def _read_many(conn: Connection, found: Sequence[Any]) -> list[GroupRecord]:
+    """The groups of these rows, their members and shared blocks read in one query each."""
+    ids = [row.id for row in found]
+    members: dict[str, list[str]] = {}
+    for group_id, agent_id in conn.execute(select(gm.c.group_id, gm.c.agent_id)
+                                           .where(gm.c.group_id.in_(ids))
+                                           .order_by(gm.c.position)):
+        members.setdefault(group_id, []).append(agent_id)
+    blocks: dict[str, list[str]] = {}
+    for group_id, block_id in conn.execute(select(gb.c.group_id, gb.c.block_id)
+                                           .where(gb.c.group_id.in_(ids))
+                                           .order_by(gb.c.block_id)):
+        blocks.setdefault(group_id, []).append(block_id)
+    return [GroupRecord(**{name: row._mapping[name] for name in _COLUMNS},
+                        agent_ids=members.get(row.id, []),
+                        shared_block_ids=blocks.get(row.id, [])) for row in found]
 
 
 def _load(conn: Connection, group_id: str) -> GroupRecord:
@@ -156,10 +171,11 @@ class GroupsMixin:
 
     async def list_groups(self, *, manager_type: str | None = None,
                           agent_id: str | None = None, project_id: str | None = None,
-                          show_hidden: bool = False) -> list[GroupRecord]:
-        """Groups oldest first, optionally only those of a manager type or with an agent
-        (as member or manager)."""
-        stmt = select(g).order_by(g.c.created_at, g.c.id)
+                          show_hidden: bool = False,
+                          page: Page = EVERYTHING) -> list[GroupRecord]:
+        """Groups on ``page`` (default: all, oldest first), optionally only those of a
+        manager type or with an agent (as member or manager), read in SQL."""
+        stmt = select(g)
         if manager_type is not None:
             stmt = stmt.where(g.c.manager_type == manager_type)
         if project_id is not None:
@@ -170,7 +186,7 @@ class GroupsMixin:
         if not show_hidden:
             stmt = stmt.where(g.c.hidden.is_(None) | (g.c.hidden.is_(False)))
         return await self._runner.read(
-            lambda conn: [_read(conn, row) for row in conn.execute(stmt).all()])
+            lambda conn: _read_many(conn, conn.execute(keyset(conn, stmt, g, page)).all()))
 
     async def managed_group(self, agent_id: str) -> GroupRecord | None:
         """The group the agent manages (Letta's ``multi_agent_group``): its sleeptime group
@@ -181,6 +197,20 @@ class GroupsMixin:
         def txn(conn: Connection) -> GroupRecord | None:
             row = conn.execute(stmt).first()
             return _read(conn, row) if row is not None else None
+
+        return await self._runner.read(txn)
+
+    async def managed_groups(self, agent_ids: Sequence[str]) -> dict[str, GroupRecord]:
+        """``managed_group`` of each of these agents that manages one, in one query."""
+        stmt = (select(g).where(g.c.manager_agent_id.in_(list(agent_ids)))
+                .order_by((g.c.manager_type != "sleeptime"), g.c.created_at, g.c.id))
+
+        def txn(conn: Connection) -> dict[str, GroupRecord]:
+            found: dict[str, GroupRecord] = {}
+            for row in conn.execute(stmt):
+                if row.manager_agent_id not in found:
+                    found[row.manager_agent_id] = _read(conn, row)
+            return found
 
         return await self._runner.read(txn)
 

@@ -26,7 +26,8 @@ from stateloop.store.checkpoints import (
 )
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import FastStatement
-from stateloop.store.records import KEEP, RUN_STATUSES, MessageHit, RunRecord, StepRecord
+from stateloop.store.paging import keyset
+from stateloop.store.records import KEEP, RUN_STATUSES, MessageHit, Page, RunRecord, StepRecord
 from stateloop.store.runner import Queued, Runner
 from stateloop.store.times import TimeLike, to_epoch
 
@@ -334,6 +335,18 @@ class HistoryMixin:
             stmt = stmt.where(r.c.status == status)
         return await self._runner.read(
             lambda conn: [rows.run_from_row(row) for row in conn.execute(stmt)])
+
+    async def page_runs(self, page: Page, *, agent_ids: Sequence[str] | None = None,
+                        statuses: Sequence[str] | None = None) -> list[RunRecord]:
+        """The runs on ``page`` (on ``(created_at, id)``) of these agents (default: all)
+        with one of these statuses (default: any), read in SQL."""
+        stmt = select(r)
+        if agent_ids:
+            stmt = stmt.where(r.c.agent_id.in_(list(agent_ids)))
+        if statuses:
+            stmt = stmt.where(r.c.status.in_(list(statuses)))
+        return await self._runner.read(lambda conn: [
+            rows.run_from_row(row) for row in conn.execute(keyset(conn, stmt, r, page))])
 
     async def fail_interrupted_runs(self, agent_id: str | None = None) -> list[str]:
         """Mark runs left 'created' or 'running' by a dead process as failed; their ids.

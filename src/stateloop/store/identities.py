@@ -15,7 +15,14 @@ from sqlalchemy import Connection, Table, delete, func, insert, select, update
 
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
-from stateloop.store.records import IDENTITY_TYPES, PROPERTY_TYPES, IdentityRecord
+from stateloop.store.paging import keyset
+from stateloop.store.records import (
+    EVERYTHING,
+    IDENTITY_TYPES,
+    PROPERTY_TYPES,
+    IdentityRecord,
+    Page,
+)
 from stateloop.store.runner import Runner
 
 i, ia, ib = schema.identities, schema.identities_agents, schema.identities_blocks
@@ -73,10 +80,11 @@ class IdentitiesMixin:
 
     async def list_identities(self, *, name: str | None = None, project_id: str | None = None,
                               identifier_key: str | None = None,
-                              identity_type: str | None = None) -> list[IdentityRecord]:
-        """Identities, oldest first: ``name`` is a part of the name in any case, the other
-        filters exact."""
-        stmt = select(i.c.id).order_by(i.c.created_at, i.c.id)
+                              identity_type: str | None = None,
+                              page: Page = EVERYTHING) -> list[IdentityRecord]:
+        """Identities on ``page`` (default: all, oldest first), read in SQL: ``name`` is a
+        part of the name in any case, the other filters exact."""
+        stmt = select(i.c.id)
         if name:
             stmt = stmt.where(func.lower(i.c.name).contains(name.lower(), autoescape=True))
         for column, value in ((i.c.project_id, project_id),
@@ -84,8 +92,12 @@ class IdentitiesMixin:
                               (i.c.identity_type, identity_type)):
             if value is not None:
                 stmt = stmt.where(column == value)
-        return await self._runner.read(
-            lambda conn: [_load(conn, found) for found in conn.execute(stmt).scalars()])
+        def txn(conn: Connection) -> list[IdentityRecord]:
+            ids = list(conn.execute(keyset(conn, stmt, i, page)).scalars())
+            loaded = _load_many(conn, ids)
+            return [loaded[identity_id] for identity_id in ids]
+
+        return await self._runner.read(txn)
 
     async def count_identities(self) -> int:
         """How many identities there are."""
@@ -184,11 +196,10 @@ class IdentitiesMixin:
             stmt = (select(ia.c.agent_id, ia.c.identity_id).join(i, i.c.id == ia.c.identity_id)
                     .where(ia.c.agent_id.in_(list(agent_ids)))
                     .order_by(i.c.created_at, i.c.id))
+            links = conn.execute(stmt).all()
+            loaded = _load_many(conn, list(dict.fromkeys(link.identity_id for link in links)))
             found: dict[str, list[IdentityRecord]] = {}
-            loaded: dict[str, IdentityRecord] = {}
-            for agent_id, identity_id in conn.execute(stmt):
-                if identity_id not in loaded:
-                    loaded[identity_id] = _load(conn, identity_id)
+            for agent_id, identity_id in links:
                 found.setdefault(agent_id, []).append(loaded[identity_id])
             return found
 
@@ -283,18 +294,31 @@ def _relink(conn: Connection, identity_id: str, agent_id: str | None, block_id: 
 
 
 def _load(conn: Connection, identity_id: str) -> IdentityRecord:
-    row = conn.execute(select(i).where(i.c.id == identity_id)).first()
-    if row is None:
+    found = _load_many(conn, [identity_id])
+    if not found:
         raise NotFoundError(f"no identity with id {identity_id!r}")
-    agent_ids = conn.execute(select(ia.c.agent_id).join(a, a.c.id == ia.c.agent_id)
-                             .where(ia.c.identity_id == identity_id)
-                             .order_by(a.c.created_at, a.c.id)).scalars().all()
-    block_ids = conn.execute(select(ib.c.block_id).join(b, b.c.id == ib.c.block_id)
-                             .where(ib.c.identity_id == identity_id)
-                             .order_by(b.c.created_at, b.c.id)).scalars().all()
-    return IdentityRecord(identifier_key=row.identifier_key, name=row.name,
-                          identity_type=row.identity_type, id=row.id,
-                          project_id=row.project_id, properties=list(row.properties or []),
-                          agent_ids=list(agent_ids), block_ids=list(block_ids),
-                          created_at=row.created_at, updated_at=row.updated_at)
+    return found[identity_id]
+
+
+def _load_many(conn: Connection, identity_ids: Sequence[str]) -> dict[str, IdentityRecord]:
+    """These identities (those that exist), with their agents and blocks: three queries."""
+    wanted = list(identity_ids)
+    if not wanted:
+        return {}
+    agent_ids: dict[str, list[str]] = {}
+    for identity_id, agent_id in conn.execute(
+            select(ia.c.identity_id, ia.c.agent_id).join(a, a.c.id == ia.c.agent_id)
+            .where(ia.c.identity_id.in_(wanted)).order_by(a.c.created_at, a.c.id)):
+        agent_ids.setdefault(identity_id, []).append(agent_id)
+    block_ids: dict[str, list[str]] = {}
+    for identity_id, block_id in conn.execute(
+            select(ib.c.identity_id, ib.c.block_id).join(b, b.c.id == ib.c.block_id)
+            .where(ib.c.identity_id.in_(wanted)).order_by(b.c.created_at, b.c.id)):
+        block_ids.setdefault(identity_id, []).append(block_id)
+    return {row.id: IdentityRecord(
+        identifier_key=row.identifier_key, name=row.name, identity_type=row.identity_type,
+        id=row.id, project_id=row.project_id, properties=list(row.properties or []),
+        agent_ids=agent_ids.get(row.id, []), block_ids=block_ids.get(row.id, []),
+        created_at=row.created_at, updated_at=row.updated_at)
+        for row in conn.execute(select(i).where(i.c.id.in_(wanted)))}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from stateloop.messages import Message, Usage, new_id
 
@@ -13,6 +13,22 @@ DEFAULT_BLOCK_LIMIT = 100_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT (0.16.8)
 
 KEEP: Any = object()  # append_step leaves the pending approval as it is
 APPEND: Any = object()  # append_step: the step's messages join the end of the context
+
+Order = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Which rows of a list, on its stable order: after and/or before a row (by id, relative
+    to ``order``, as in Letta), at most ``limit``. The store reads it in SQL (paging.py)."""
+
+    after: str | None = None
+    before: str | None = None
+    limit: int | None = None
+    order: Order = "asc"
+
+
+EVERYTHING = Page()
 
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 

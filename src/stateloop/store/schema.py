@@ -51,6 +51,7 @@ agents = Table(
     # revision 0006: the agent's messages stored after this seq follow the list in context
     Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
     Index("ix_agents_name", "name"),
+    Index("ix_agents_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 agent_tags = Table(
@@ -74,6 +75,7 @@ blocks = Table(
     Column("extra", Json, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Index("ix_blocks_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 # The label is copied here so "one label per agent" is a plain unique constraint.
@@ -129,7 +131,8 @@ runs = Table(
     Column("started_at", Float),
     Column("completed_at", Float),
     Column("first_seq", Integer, nullable=False, server_default="0"),  # revision 0006
-    Index("ix_runs_agent_created", "agent_id", "created_at"),
+    Index("ix_runs_agent_created", "agent_id", "created_at", "id"),  # revision 0020
+    Index("ix_runs_created", "created_at", "id"),
     Index("ix_runs_status", "status"),
 )
 
@@ -208,6 +211,7 @@ archives = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_archives_name", "name"),
+    Index("ix_archives_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 archives_agents = Table(
@@ -234,6 +238,7 @@ identities = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_identities_identifier_key", "identifier_key"),
+    Index("ix_identities_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 identities_agents = Table(
@@ -271,6 +276,7 @@ groups = Table(
     Column("cursors", Json, nullable=False),  # agent id -> group messages it has seen
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Index("ix_groups_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 group_members = Table(
@@ -351,6 +357,7 @@ folders = Table(
     Column("embedding_config", Json),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Index("ix_folders_created", "created_at", "id"),  # revision 0020: list pages
 )
 
 files = Table(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.block_changes import BlockChangesMixin, agent_blocks, block_records
-from stateloop.store.catalog import CatalogMixin
+from stateloop.store.catalog import CatalogMixin, agents_where
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.conversations import ConversationsMixin
 from stateloop.store.errors import (
@@ -36,8 +35,9 @@ from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.migrate import upgrade
+from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner
-from stateloop.store.records import AgentRecord, BlockRecord
+from stateloop.store.records import EVERYTHING, AgentRecord, BlockRecord, Page
 from stateloop.store.run_frames import RunFramesMixin
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
 from stateloop.store.steps import StepsMixin
@@ -45,6 +45,7 @@ from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
+i, ib, m = schema.identities, schema.identities_blocks, schema.messages
 
 _AGENT_MUTABLE = frozenset(rows.AGENT_FIELDS) - {"id", "created_at"} | {"tags"}
 _BLOCK_MUTABLE = frozenset(rows.BLOCK_FIELDS) - {"id", "created_at"}
@@ -190,30 +191,20 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
 
     async def list_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
                           match_all_tags: bool = False, limit: int | None = None,
-                          query_text: str | None = None) -> list[AgentRecord]:
-        """Agents, oldest first, filtered by exact name, by a part of the name (any case)
-        and/or by tags (any, or all)."""
-        stmt = select(a).order_by(a.c.created_at, a.c.id)
-        if name is not None:
-            stmt = stmt.where(a.c.name == name)
-        if query_text:
-            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query_text) + "%"
-            stmt = stmt.where(func.lower(a.c.name).like(func.lower(pattern), escape="\\"))
-        if tags:
-            tagged = select(tags_t.c.agent_id).where(tags_t.c.tag.in_(list(tags)))
-            if match_all_tags:
-                tagged = (tagged.group_by(tags_t.c.agent_id)
-                          .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
-            stmt = stmt.where(a.c.id.in_(tagged))
+                          query_text: str | None = None, identity_id: str | None = None,
+                          identifier_keys: Sequence[str] | None = None,
+                          block_id: str | None = None,
+                          page: Page = EVERYTHING) -> list[AgentRecord]:
+        """Agents on ``page`` (default: all, oldest first; ``limit`` caps it), filtered as
+        ``agents_where`` says, read in SQL: a page reads its own rows only."""
         if limit is not None:
-            stmt = stmt.limit(limit)
+            page = dataclasses.replace(page, limit=limit)
+        stmt = agents_where(select(a), name=name, tags=tags, match_all_tags=match_all_tags,
+                            query_text=query_text, identity_id=identity_id,
+                            identifier_keys=identifier_keys, block_id=block_id)
 
-        def txn(conn: Connection) -> list[AgentRecord]:
-            found = conn.execute(stmt).all()
-            tag_map = _tags_for(conn, [row.id for row in found])
-            return [_agent_from_row(conn, row, tag_map.get(row.id, [])) for row in found]
-
-        return await self._runner.read(txn)
+        return await self._runner.read(
+            lambda conn: _agents_from_rows(conn, conn.execute(keyset(conn, stmt, a, page)).all()))
 
     async def update_agent(self, agent_id: str, **changes: Any) -> AgentRecord:
         """Change the given fields (any ``AgentRecord`` field but id/created_at)."""
@@ -282,11 +273,41 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         """The agent's block with this label; the error lists the labels it has."""
         return await self._runner.read(lambda conn: _load_agent_block(conn, agent_id, label))
 
-    async def list_blocks(self, agent_id: str | None = None) -> list[BlockRecord]:
-        """An agent's blocks in attach order, or every block."""
-        stmt = (select(b).order_by(b.c.created_at, b.c.id) if agent_id is None else
-                agent_blocks(agent_id))
-        return await self._runner.read(lambda conn: block_records(conn, stmt))
+    async def list_blocks(self, agent_id: str | None = None, *, label: str | None = None,
+                          identity_id: str | None = None,
+                          identifier_keys: Sequence[str] | None = None,
+                          page: Page = EVERYTHING) -> list[BlockRecord]:
+        """An agent's blocks in attach order; or the blocks on ``page`` (default: all,
+        oldest first) with this label, linked to this identity and/or to an identity with
+        one of these keys, read in SQL."""
+        if agent_id is not None:
+            return await self._runner.read(
+                lambda conn: block_records(conn, agent_blocks(agent_id)))
+        stmt = select(b)
+        if label is not None:
+            stmt = stmt.where(b.c.label == label)
+        if identity_id is not None or identifier_keys:
+            linked = select(ib.c.block_id).join(i, i.c.id == ib.c.identity_id)
+            if identity_id is not None:
+                linked = linked.where(i.c.id == identity_id)
+            if identifier_keys:
+                linked = linked.where(i.c.identifier_key.in_(list(identifier_keys)))
+            stmt = stmt.where(b.c.id.in_(linked))
+        return await self._runner.read(
+            lambda conn: block_records(conn, keyset(conn, stmt, b, page)))
+
+    async def agents_blocks(self, agent_ids: Sequence[str]) -> dict[str, list[BlockRecord]]:
+        """Each of these agents' blocks in attach order, in one query (a page's)."""
+        stmt = (select(ba.c.agent_id, b).join(ba, ba.c.block_id == b.c.id)
+                .where(ba.c.agent_id.in_(list(agent_ids))).order_by(ba.c.position))
+
+        def txn(conn: Connection) -> dict[str, list[BlockRecord]]:
+            found: dict[str, list[BlockRecord]] = {agent_id: [] for agent_id in agent_ids}
+            for row in conn.execute(stmt):
+                found[row.agent_id].append(rows.block_from_row(row))
+            return found
+
+        return await self._runner.read(txn)
 
     async def update_block(self, block_id: str, **changes: Any) -> BlockRecord:
         """Change block fields; a value over the limit is refused and nothing changes."""
@@ -365,6 +386,27 @@ def _agent_from_row(conn: Connection, row: Any, tags: list[str]) -> AgentRecord:
     agent.in_context_message_ids = context_ids(conn, agent.id, agent.in_context_message_ids,
                                                row.in_context_after_seq)
     return agent
+
+
+def _agents_from_rows(conn: Connection, found: Sequence[Any]) -> list[AgentRecord]:
+    """Agents of these rows, their tags and the ids their context gained since the stored
+    list read in one query each."""
+    ids = [row.id for row in found]
+    tag_map = _tags_for(conn, ids)
+    appended: dict[str, list[str]] = {}
+    if ids:
+        stmt = (select(m.c.agent_id, m.c.id).join(a, a.c.id == m.c.agent_id)
+                .where(a.c.id.in_(ids)).where(m.c.conversation_id.is_(None))
+                .where(m.c.seq > a.c.in_context_after_seq).order_by(m.c.agent_id, m.c.seq))
+        for agent_id, message_id in conn.execute(stmt):
+            appended.setdefault(agent_id, []).append(message_id)
+    agents = []
+    for row in found:
+        agent = rows.agent_from_row(row, tag_map.get(row.id, []))
+        agent.in_context_message_ids = [*agent.in_context_message_ids,
+                                        *appended.get(row.id, [])]
+        agents.append(agent)
+    return agents
 
 
 def _ensure_name_free(conn: Connection, name: str) -> None:

@@ -7,11 +7,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, or_, select, update
+from sqlalchemy import Connection, delete, func, insert, or_, select, update
 
 from stateloop.store import rows, schema
 from stateloop.store.errors import DuplicateError, NotFoundError
-from stateloop.store.records import ToolRecord
+from stateloop.store.paging import keyset
+from stateloop.store.records import EVERYTHING, Page, ToolRecord
 from stateloop.store.runner import Runner
 
 t = schema.tools
@@ -76,13 +77,40 @@ class ToolRegistryMixin:
 
         return await self._runner.read(txn)
 
-    async def list_tools(self, names: Sequence[str] | None = None) -> list[ToolRecord]:
-        """Registered tools by name order, optionally only these names."""
-        stmt = select(t).order_by(t.c.name)
+    async def list_tools(self, names: Sequence[str] | None = None, *,
+                         page: Page = EVERYTHING) -> list[ToolRecord]:
+        """Registered tools on ``page`` of the name order (default: all), optionally only
+        these names, read in SQL."""
+        stmt = select(t)
         if names is not None:
             stmt = stmt.where(t.c.name.in_(list(names)))
-        return await self._runner.read(
-            lambda conn: [rows.tool_from_row(row) for row in conn.execute(stmt)])
+        return await self._runner.read(lambda conn: [
+            rows.tool_from_row(row)
+            for row in conn.execute(keyset(conn, stmt, t, page, key=(t.c.name, t.c.id)))])
+
+    async def count_tools(self, *, names: Sequence[str] = (), ids: Sequence[str] = (),
+                          search: str | None = None, types: Sequence[str] = (),
+                          exclude_types: Sequence[str] = (), letta_only: bool = False,
+                          exclude_letta: bool = False) -> int:
+        """How many tools match every filter given (``search``: a part of the name, any
+        case; Letta's own tools are those whose type starts ``letta_``), counted in SQL."""
+        stmt = select(func.count()).select_from(t)
+        if names:
+            stmt = stmt.where(t.c.name.in_(list(names)))
+        if ids:
+            stmt = stmt.where(t.c.id.in_(list(ids)))
+        if search:
+            stmt = stmt.where(func.lower(t.c.name).contains(search.lower(), autoescape=True))
+        if types:
+            stmt = stmt.where(t.c.tool_type.in_(list(types)))
+        if exclude_types:
+            stmt = stmt.where(t.c.tool_type.not_in(list(exclude_types)))
+        letta = t.c.tool_type.startswith("letta_", autoescape=True)
+        if letta_only:
+            stmt = stmt.where(letta)
+        if exclude_letta:
+            stmt = stmt.where(~letta)
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
     async def delete_tool(self, name: str) -> None:
         """Remove a tool from the registry."""

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from ...agent import Agent
-from ...store import AgentRecord
+from ...store import AgentRecord, Page
 from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..responses import AgentState, ContextWindowOverview
 from ..runtime import Runtime
 from ..schemas import CreateAgent, UpdateAgent, errors
@@ -24,13 +24,28 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"])
 async def agent_state(runtime: Runtime, record: AgentRecord) -> dict[str, Any]:
     """Letta's ``AgentState`` for a stored agent; a record that cannot be shown as it is
     (an older version's, say) is shown marked, as ``unreadable.readable`` says."""
-    blocks = await runtime.store.list_blocks(record.id)
-    tools = await runtime.store.list_tools(record.tool_names) if record.tool_names else []
-    view = agent_view(record, blocks, tools, await runtime.store.managed_group(record.id))
-    identities = (await runtime.store.agents_identities([record.id])).get(record.id, [])
-    view["identities"] = [identity_view(identity) for identity in identities]
-    view["identity_ids"] = [identity.id for identity in identities]
-    return readable(AgentState, view)
+    return (await agent_states(runtime, [record]))[0]
+
+
+async def agent_states(runtime: Runtime, records: list[AgentRecord]) -> list[dict[str, Any]]:
+    """``agent_state`` of each record, their blocks, tools, groups and identities read in
+    one query each, for these agents only."""
+    if not records:
+        return []
+    ids = [record.id for record in records]
+    blocks = await runtime.store.agents_blocks(ids)
+    names = sorted({name for record in records for name in record.tool_names})
+    tools = await runtime.store.list_tools(names) if names else []
+    groups = await runtime.store.managed_groups(ids)
+    identities = await runtime.store.agents_identities(ids)
+    states = []
+    for record in records:
+        view = agent_view(record, blocks[record.id], tools, groups.get(record.id))
+        mine = identities.get(record.id, [])
+        view["identities"] = [identity_view(identity) for identity in mine]
+        view["identity_ids"] = [identity.id for identity in mine]
+        states.append(readable(AgentState, view))
+    return states
 
 
 async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
@@ -79,15 +94,11 @@ async def list_agents(
     with cursor pagination. Names repeat, as in Letta."""
     if ascending is not None and order == "desc":
         order = "asc" if ascending else "desc"
-    records = await runtime.store.list_agents(name=name, query_text=query_text, tags=tags,
-                                              match_all_tags=match_all_tags)
-    if identity_id is not None or identifier_keys:
-        ids = await runtime.store.identified_ids("agent", identity_id=identity_id,
-                                                 identifier_keys=identifier_keys)
-        records = [record for record in records if record.id in ids]
-    chosen = page(records, key=lambda r: r.id, after=after, before=before, limit=limit,
-                  order=order)
-    return [await agent_state(runtime, record) for record in chosen]
+    records = await runtime.store.list_agents(
+        name=name, query_text=query_text, tags=tags, match_all_tags=match_all_tags,
+        identity_id=identity_id, identifier_keys=identifier_keys,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return await agent_states(runtime, records)
 
 
 @router.get("/{agent_id}", responses=errors(404, 409), response_model=AgentState)

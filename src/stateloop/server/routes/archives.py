@@ -17,7 +17,7 @@ from weakref import WeakKeyDictionary
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from ...memory.archival import ArchivalMemory
-from ...store import ArchiveRecord, PassageRecord
+from ...store import ArchiveRecord, Page, PassageRecord
 from ...store.times import to_epoch
 from ..agent_fields import embedding_config
 from ..archive_models import (
@@ -86,10 +86,10 @@ async def list_archives(runtime: RuntimeDep, before: str | None = None,
                         name: str | None = None,
                         agent_id: str | None = None) -> list[dict[str, Any]]:
     """Archives, by exact ``name`` and those attached to ``agent_id``, with cursors."""
-    archives = await runtime.store.list_archives(name=name, agent_id=agent_id)
-    chosen = page(archives, key=lambda a: a.id, after=after, before=before, limit=limit,
-                  order=order)
-    return [archive_view(a) for a in chosen]
+    archives = await runtime.store.list_archives(
+        name=name, agent_id=agent_id,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return [archive_view(a) for a in archives]
 
 
 @router.get("/v1/archives/{archive_id}", responses=errors(404), response_model=Archive)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from ...store import BlockRecord
+from ...store import BlockRecord, Page
 from ..deps import RuntimeDep
 from ..pagination import Limit, Order, page
 from ..responses import AgentState, Block
@@ -104,15 +104,10 @@ async def list_blocks(runtime: RuntimeDep, label: str | None = None, after: str 
                       identifier_keys: Annotated[list[str] | None, Query()] = None,
                       ) -> list[dict[str, Any]]:
     """Every block, optionally only those with this label, or of these identities."""
-    blocks = await runtime.store.list_blocks()
-    if label is not None:
-        blocks = [b for b in blocks if b.label == label]
-    if identity_id is not None or identifier_keys:
-        ids = await runtime.store.identified_ids("block", identity_id=identity_id,
-                                                 identifier_keys=identifier_keys)
-        blocks = [b for b in blocks if b.id in ids]
-    return [readable(Block, block_view(b)) for b in page(
-        blocks, key=lambda b: b.id, after=after, before=before, limit=limit, order=order)]
+    blocks = await runtime.store.list_blocks(
+        label=label, identity_id=identity_id, identifier_keys=identifier_keys,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return [readable(Block, block_view(b)) for b in blocks]
 
 
 @router.get("/v1/blocks/{block_id}", responses=errors(404), response_model=Block)

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from ...llm.models import DEFAULT_LIMITS, known_limits
-from ...store import ToolRecord
+from ...store import Page
 from ..deps import RuntimeDep
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..responses import AgentState, EmbeddingModel, Model
 from ..schemas import errors
-from .agents import agent_state
+from .agents import agent_states
 
 router = APIRouter()
 
@@ -49,7 +49,7 @@ async def list_models(runtime: RuntimeDep,
     """The server's default model and every model an agent uses, by handle; all are
     'base' models (none brought by a user's own key)."""
     handles = {runtime.settings.default_model}
-    handles.update(r.model for r in await runtime.store.list_agents() if r.model)
+    handles.update(await runtime.store.agent_models())
     models = [_model(handle) for handle in sorted(handles)]
     return [m for m in models
             if (provider_category is None or "base" in provider_category)
@@ -72,14 +72,9 @@ async def count_agents(runtime: RuntimeDep, name: str | None = None,
                        identifier_keys: Annotated[list[str] | None, Query()] = None) -> int:
     """How many agents match: exact ``name``, ``tags`` (any, or all), ``query_text`` in the
     name, an identity (by id, or any of ``identifier_keys``)."""
-    if identity_id is not None or identifier_keys:
-        ids = await runtime.store.identified_ids("agent", identity_id=identity_id,
-                                                 identifier_keys=identifier_keys)
-        records = await runtime.store.list_agents(name=name, tags=tags, query_text=query_text,
-                                                  match_all_tags=match_all_tags)
-        return sum(record.id in ids for record in records)
     return await runtime.store.count_agents(name=name, tags=tags, match_all_tags=match_all_tags,
-                                            query_text=query_text)
+                                            query_text=query_text, identity_id=identity_id,
+                                            identifier_keys=identifier_keys)
 
 
 @router.get("/v1/blocks/count", tags=["blocks"], response_model=int)
@@ -106,19 +101,10 @@ async def count_tools(runtime: RuntimeDep, name: str | None = None,
     """How many tools match every filter given; list filters take repeated parameters or
     comma-separated values."""
     wanted_names = _split(names) | ({name} if name is not None else set())
-    ids, types, excluded = _split(tool_ids), _split(tool_types), _split(exclude_tool_types)
-
-    def matches(tool: ToolRecord) -> bool:
-        letta = tool.tool_type.startswith("letta_")
-        return ((not wanted_names or tool.name in wanted_names)
-                and (not ids or tool.id in ids)
-                and (not search or search.lower() in tool.name.lower())
-                and (not types or tool.tool_type in types)
-                and tool.tool_type not in excluded
-                and (letta or not return_only_letta_tools)
-                and not (letta and exclude_letta_tools))
-
-    return sum(1 for tool in await runtime.store.list_tools() if matches(tool))
+    return await runtime.store.count_tools(
+        names=sorted(wanted_names), ids=sorted(_split(tool_ids)), search=search,
+        types=sorted(_split(tool_types)), exclude_types=sorted(_split(exclude_tool_types)),
+        letta_only=bool(return_only_letta_tools), exclude_letta=bool(exclude_letta_tools))
 
 
 @router.get("/v1/blocks/{block_id}/agents", tags=["blocks"], responses=errors(404),
@@ -127,9 +113,10 @@ async def list_agents_for_block(block_id: str, runtime: RuntimeDep, before: str 
                                 after: str | None = None, limit: Limit = 50,
                                 order: Order = "desc") -> list[dict[str, Any]]:
     """The agents this block is attached to, newest first by default."""
-    ids = await runtime.store.block_agent_ids(block_id)
-    chosen = page(ids, key=lambda i: i, after=after, before=before, limit=limit, order=order)
-    return [await agent_state(runtime, await runtime.store.get_agent(i)) for i in chosen]
+    await runtime.store.get_block(block_id)  # 404 for a block that is not there
+    records = await runtime.store.list_agents(
+        block_id=block_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return await agent_states(runtime, records)
 
 
 def _split(values: list[str] | None) -> set[str]:

@@ -17,6 +17,7 @@ from fastapi import APIRouter, File, HTTPException, Response, UploadFile
 
 from ...files import FileRejected, Folders, Limits
 from ...files.context import refresh
+from ...store import Page
 from ...store.folders import ChunkRecord, FileRecord, FolderRecord
 from ..agent_fields import embedding_config
 from ..deps import RuntimeDep
@@ -206,9 +207,9 @@ async def list_folders(runtime: RuntimeDep, before: str | None = None,
                        order_by: Literal["created_at"] = "created_at",
                        name: str | None = None) -> list[dict[str, Any]]:
     """Folders, oldest first."""
-    found = await runtime.store.list_folders(name=name)
-    return [folder_view(f) for f in page(found, key=lambda f: f.id, after=after, before=before,
-                                         limit=limit, order=order)]
+    found = await runtime.store.list_folders(
+        name=name, page=Page(after=after, before=before, limit=limit, order=order))
+    return [folder_view(f) for f in found]
 
 
 @_both("GET", "/{id}", responses=errors(404), response_model=Folder)

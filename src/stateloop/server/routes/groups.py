@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import Field
 
+from ...store import Page
 from ...store.groups import GroupMessage, GroupRecord
 from ..deps import RuntimeDep
 from ..messages import Frame, iso
@@ -131,12 +132,6 @@ async def group_record(runtime: Runtime, group_id: str) -> GroupRecord:
     return await runtime.store.get_group(group_id)
 
 
-def _paged(records: list[GroupRecord], after: str | None, before: str | None,
-           limit: int | None, order: Order) -> list[dict[str, Any]]:
-    return [group_view(r) for r in page(records, key=lambda r: r.id, after=after,
-                                        before=before, limit=limit, order=order)]
-
-
 @router.get("/v1/groups", response_model=list[Group])
 async def list_groups(runtime: RuntimeDep, manager_type: str | None = None,
                       before: str | None = None, after: str | None = None,
@@ -144,9 +139,10 @@ async def list_groups(runtime: RuntimeDep, manager_type: str | None = None,
                       order_by: Literal["created_at"] = "created_at",
                       project_id: str | None = None) -> list[dict[str, Any]]:
     """Groups, oldest first by default, optionally of one manager type or project."""
-    records = await runtime.store.list_groups(manager_type=manager_type,
-                                              project_id=project_id)
-    return _paged(records, after, before, limit, order)
+    records = await runtime.store.list_groups(
+        manager_type=manager_type, project_id=project_id,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return [group_view(r) for r in records]
 
 
 @router.post("/v1/groups", responses=errors(404, 409), response_model=Group)
@@ -264,6 +260,7 @@ async def list_groups_for_agent(agent_id: str, runtime: RuntimeDep,
                                 ) -> list[dict[str, Any]]:
     """The groups the agent is in, as a member or as their manager."""
     await agent_record(runtime, agent_id)
-    records = await runtime.store.list_groups(agent_id=agent_id, manager_type=manager_type,
-                                              show_hidden=True)
-    return _paged(records, after, before, limit, order)
+    records = await runtime.store.list_groups(
+        agent_id=agent_id, manager_type=manager_type, show_hidden=True,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return [group_view(r) for r in records]

@@ -12,14 +12,14 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 
-from ...store import IdentityRecord
+from ...store import IdentityRecord, Page
 from ..deps import RuntimeDep
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..responses import AgentState, Block, Identity
 from ..schemas import IdentityCreate, IdentityProperty, IdentityType, IdentityUpdate, errors
 from ..schemas import IdentityUpsert as IdentityUpsertBody
 from ..views import block_view, identity_view
-from .agents import agent_record, agent_state
+from .agents import agent_record, agent_states
 
 router = APIRouter(tags=["identities"])
 
@@ -58,11 +58,11 @@ async def list_identities(runtime: RuntimeDep, name: str | None = None,
                           limit: Limit = 50, order: Order = "desc",
                           order_by: OrderBy = "created_at") -> list[dict[str, Any]]:
     """Identities, newest first unless ``order=asc``; ``name`` matches a part of the name."""
-    found = await runtime.store.list_identities(name=name, project_id=project_id,
-                                                identifier_key=identifier_key,
-                                                identity_type=identity_type)
-    return [identity_view(x) for x in page(found, key=lambda x: x.id, after=after,
-                                           before=before, limit=limit, order=order)]
+    found = await runtime.store.list_identities(
+        name=name, project_id=project_id, identifier_key=identifier_key,
+        identity_type=identity_type, page=Page(after=after, before=before, limit=limit,
+                                               order=order))
+    return [identity_view(x) for x in found]
 
 
 @router.get("/v1/identities/count", response_model=int)
@@ -115,11 +115,9 @@ async def list_agents_for_identity(identity_id: str, runtime: RuntimeDep,
                                    order_by: OrderBy = "created_at") -> list[dict[str, Any]]:
     """The identity's agents, newest first unless ``order=asc``."""
     await runtime.store.get_identity(identity_id)
-    ids = await runtime.store.identified_ids("agent", identity_id=identity_id)
-    records = [r for r in await runtime.store.list_agents() if r.id in ids]
-    chosen = page(records, key=lambda r: r.id, after=after, before=before, limit=limit,
-                  order=order)
-    return [await agent_state(runtime, record) for record in chosen]
+    records = await runtime.store.list_agents(
+        identity_id=identity_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return await agent_states(runtime, records)
 
 
 @router.get("/v1/identities/{identity_id}/blocks", responses=errors(404),
@@ -130,10 +128,9 @@ async def list_blocks_for_identity(identity_id: str, runtime: RuntimeDep,
                                    order_by: OrderBy = "created_at") -> list[dict[str, Any]]:
     """The identity's blocks, newest first unless ``order=asc``."""
     await runtime.store.get_identity(identity_id)
-    ids = await runtime.store.identified_ids("block", identity_id=identity_id)
-    blocks = [b for b in await runtime.store.list_blocks() if b.id in ids]
-    return [block_view(b) for b in page(blocks, key=lambda b: b.id, after=after,
-                                        before=before, limit=limit, order=order)]
+    blocks = await runtime.store.list_blocks(
+        identity_id=identity_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return [block_view(b) for b in blocks]
 
 
 @router.patch("/v1/agents/{agent_id}/identities/attach/{identity_id}", tags=["agents"],

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from ...store import RunRecord
+from ...store import Page
 from ..deps import RuntimeDep
 from ..responses import Run, RunMetrics
 from ..schemas import errors
@@ -18,7 +18,6 @@ from ..views import run_view
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 _ACTIVE = ("created", "running")
-_LIST_WINDOW = 10_000
 
 
 @router.get("/active", response_model=list[Run], deprecated=True)
@@ -26,13 +25,10 @@ async def list_active_runs(runtime: RuntimeDep, agent_id: str | None = None,
                            background: bool | None = None) -> list[dict[str, Any]]:
     """Runs not yet finished, oldest first; ``background`` keeps those started in (or not
     in) background mode."""
-    found: list[RunRecord] = []
-    for status in _ACTIVE:
-        found += await runtime.store.list_runs(agent_id, status=status, limit=_LIST_WINDOW)
-    if background is not None:
-        found = [r for r in found if bool(r.metadata.get("background")) == background]
-    found.sort(key=lambda r: (r.created_at, r.id))
-    return [run_view(r) for r in found]
+    found = await runtime.store.page_runs(Page(), agent_ids=[agent_id] if agent_id else None,
+                                          statuses=_ACTIVE)
+    return [run_view(r) for r in found
+            if background is None or bool(r.metadata.get("background")) == background]
 
 
 @router.delete("/{run_id}", responses=errors(404, 409))

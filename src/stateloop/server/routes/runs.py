@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import StreamingResponse
 
-from ...store import RunRecord
+from ...store import Page
 from ..deps import RuntimeDep
 from ..messages import Frame, history_frames
 from ..pagination import Limit, Order, page
@@ -20,9 +20,6 @@ from ..views import run_view, step_view, usage_view
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
-_LIST_WINDOW = 10_000
-
-
 @router.get("", response_model=list[Run])
 async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     agent_ids: Annotated[list[str] | None, Query()] = None,
@@ -31,16 +28,12 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     limit: Limit = 100,
                     order: Order = "desc") -> list[dict[str, Any]]:
     """Runs, newest first by default; filter by agent(s) and status."""
-    ids: list[str | None] = [agent_id] if agent_id else []
-    ids += agent_ids or ([] if ids else [None])
-    runs: list[RunRecord] = []
-    for one in ids:
-        runs += await runtime.store.list_runs(one, limit=_LIST_WINDOW)
+    ids = ([agent_id] if agent_id else []) + list(agent_ids or [])
     wanted = set(statuses or ()) | ({"created", "running"} if active else set())
-    runs = [r for r in runs if not wanted or r.status in wanted]
-    runs.sort(key=lambda r: (r.created_at, r.id))
-    return [run_view(r) for r in page(runs, key=lambda r: r.id, after=after, before=before,
-                                      limit=limit, order=order)]
+    runs = await runtime.store.page_runs(
+        Page(after=after, before=before, limit=limit, order=order), agent_ids=ids,
+        statuses=sorted(wanted))
+    return [run_view(r) for r in runs]
 
 
 @router.get("/{run_id}", responses=errors(404), response_model=Run)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, HTTPException, Query
 
 from ...agent_options import parse_rules
 from ...errors import ToolDefinitionError
-from ...store import NotFoundError, ToolRecord
+from ...store import NotFoundError, Page, ToolRecord
 from ...tools.builtin import builtin_names
 from ...tools.sandbox import check_source, describe_source
 from ...tools.source_reader import SourceTooLarge
@@ -131,9 +131,9 @@ async def list_tools(runtime: RuntimeDep, name: str | None = None, after: str | 
                      limit: Limit = 50,
                      order: Order = "asc") -> list[dict[str, Any]]:
     """Registered tools: built-in, Python and source tools."""
-    records = await runtime.store.list_tools([name] if name else None)
-    return [readable(Tool, tool_view(t), metadata="metadata_") for t in page(
-        records, key=lambda t: t.id, after=after, before=before, limit=limit, order=order)]
+    records = await runtime.store.list_tools(
+        [name] if name else None, page=Page(after=after, before=before, limit=limit, order=order))
+    return [readable(Tool, tool_view(t), metadata="metadata_") for t in records]
 
 
 async def _tool(runtime: Runtime, tool_id: str) -> ToolRecord:
