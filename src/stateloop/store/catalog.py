@@ -70,12 +70,21 @@ def agents_where(stmt: Select[Any], *, name: str | None = None,
                       .having(func.count(func.distinct(tags_t.c.tag)) == len(set(tags))))
         stmt = stmt.where(a.c.id.in_(tagged))
     if identity_id is not None or identifier_keys:
-        linked = select(ia.c.agent_id).join(i, i.c.id == ia.c.identity_id)
-        if identity_id is not None:
-            linked = linked.where(i.c.id == identity_id)
-        if identifier_keys:
-            linked = linked.where(i.c.identifier_key.in_(list(identifier_keys)))
-        stmt = stmt.where(a.c.id.in_(linked))
+        stmt = stmt.where(a.c.id.in_(
+            identities_linked(ia.c.agent_id, ia.c.identity_id, identity_id, identifier_keys)))
     if block_id is not None:
         stmt = stmt.where(a.c.id.in_(select(ba.c.agent_id).where(ba.c.block_id == block_id)))
     return stmt
+
+
+def identities_linked(linked: Any, identity: Any, identity_id: str | None,
+                      identifier_keys: Sequence[str] | None) -> Select[Any]:
+    """The ``linked`` ids (agents or blocks, from their identities link table, whose
+    ``identity`` column names the identity) of this identity and/or of an identity with one
+    of these keys."""
+    query = select(linked).join(i, i.c.id == identity)
+    if identity_id is not None:
+        query = query.where(i.c.id == identity_id)
+    if identifier_keys:
+        query = query.where(i.c.identifier_key.in_(list(identifier_keys)))
+    return query

@@ -19,7 +19,7 @@ from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.block_changes import BlockChangesMixin, agent_blocks, block_records
-from stateloop.store.catalog import CatalogMixin, agents_where
+from stateloop.store.catalog import CatalogMixin, agents_where, identities_linked
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.conversations import ConversationsMixin
 from stateloop.store.errors import (
@@ -287,12 +287,8 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if label is not None:
             stmt = stmt.where(b.c.label == label)
         if identity_id is not None or identifier_keys:
-            linked = select(ib.c.block_id).join(i, i.c.id == ib.c.identity_id)
-            if identity_id is not None:
-                linked = linked.where(i.c.id == identity_id)
-            if identifier_keys:
-                linked = linked.where(i.c.identifier_key.in_(list(identifier_keys)))
-            stmt = stmt.where(b.c.id.in_(linked))
+            stmt = stmt.where(b.c.id.in_(identities_linked(
+                ib.c.block_id, ib.c.identity_id, identity_id, identifier_keys)))
         return await self._runner.read(
             lambda conn: block_records(conn, keyset(conn, stmt, b, page)))
 
