@@ -9,14 +9,12 @@ import httpx
 import numpy as np
 import pytest
 
+from stateloop.memory.embedding_models import Embedders, OpenAIEndpoint, UnconfiguredEmbedder
 from stateloop.memory.embeddings import (
-    Embedders,
     EmbeddingError,
     EmbeddingUnavailable,
     MiniLMEmbedder,
     OpenAIEmbedder,
-    OpenAIEndpoint,
-    UnconfiguredEmbedder,
     minilm_tokenizer,
 )
 from stateloop.testing.fake_openai import FakeOpenAI

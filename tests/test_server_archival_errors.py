@@ -13,7 +13,7 @@ import letta_client
 import pytest
 from letta_client import Letta
 
-from stateloop.memory import embeddings
+from stateloop.memory import embedding_models, embeddings
 from stateloop.store import PassageRecord, open_store
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, fake, new_agent, script, settings_for
@@ -26,7 +26,7 @@ def no_model(fake: FakeOpenAI, tmp_path: Path,
              monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     """A server on the offline embedder whose model file is not there."""
     absent = tmp_path / "absent" / "model.onnx"
-    monkeypatch.setattr(embeddings, "default_embedder",
+    monkeypatch.setattr(embedding_models, "default_embedder",
                         lambda: embeddings.MiniLMEmbedder(model_file=absent))
     with Server(settings_for(fake, tmp_path / "db.sqlite", embedding="minilm")) as server:
         yield server

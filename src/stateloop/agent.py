@@ -47,7 +47,8 @@ from .tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 if TYPE_CHECKING:
     from .memory.archival import ArchivalMemory
     from .memory.compaction import Strategy
-    from .memory.embeddings import Embedder, Embedders
+    from .memory.embedding_models import Embedders
+    from .memory.embeddings import Embedder
     from .store.records import AgentRecord
     from .store.sql import SqlStore
     from .tools.rules import BaseToolRule

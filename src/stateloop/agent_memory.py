@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from .loop import Resume
     from .memory.archival import ArchivalMemory
     from .memory.compaction import ContextManager, Strategy
-    from .memory.embeddings import Embedder, Embedders
+    from .memory.embedding_models import Embedders
+    from .memory.embeddings import Embedder
     from .memory.window import ContextWindowOverview
     from .persistence import Persistence
     from .tools import Tool

@@ -16,14 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..memory.embeddings import (
-    Embedder,
-    Embedders,
-    EmbeddingError,
-    MiniLMEmbedder,
-    describe,
-    serves,
-)
+from ..memory.embedding_models import Embedders, describe, serves
+from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
 from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stateloop.memory.embeddings import Embedder, Embedders, describe, serves
+from stateloop.memory.embedding_models import Embedders, describe, serves
+from stateloop.memory.embeddings import Embedder
 from stateloop.memory.vectors import VectorIndex
 from stateloop.store import EmbeddingMismatchError, PassageRecord, Store
 from stateloop.store.times import TimeLike, to_epoch

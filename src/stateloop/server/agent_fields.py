@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import HTTPException
 
 from ..llm.base import NO_SETTINGS, ModelSettings
-from ..memory.embeddings import Embedders, EmbeddingError, EmbeddingUnavailable
+from ..memory.embedding_models import Embedders
+from ..memory.embeddings import EmbeddingError, EmbeddingUnavailable
 from ..messages import Message, assistant, system, user
 from .schemas import MessageCreate
 

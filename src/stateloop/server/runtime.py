@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ..agent import Agent
 from ..directory import bind, tagged_in_store
 from ..mcp import close_all as close_mcp_sessions
-from ..memory.embeddings import Embedder, Embedders
+from ..memory.embedding_models import Embedders
+from ..memory.embeddings import Embedder
 from ..store import NotFoundError, ToolRecord
 from ..tools import Tool
 from ..tools.builtin import builtin_names, builtin_tool, builtin_tool_type

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..memory.embeddings import OpenAIEndpoint
+from ..memory.embedding_models import OpenAIEndpoint
 
 
 class ServerSettings(BaseSettings):
