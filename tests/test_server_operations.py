@@ -5,15 +5,18 @@ them measured from the server's own ``/openapi.json``, and the last ones added (
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from letta_client import Letta
 
 from fake_script import Script
 from letta_spec import assert_letta_shape, letta_spec
-from test_server_support import Server, new_agent
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
 
@@ -86,3 +89,35 @@ def test_the_mcp_oauth_callback_knows_no_state(server: Server) -> None:
                                                  "message": "Missing state parameter"}
     answer = httpx.get(url, params={"code": "abc", "state": "xyz"}, timeout=30).json()
     assert answer == {"status": "error", "message": "Invalid or expired state parameter"}
+
+
+JOB = "job-00000000-0000-4000-8000-000000000000"
+NEW_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/jobs/active"), ("GET", f"/v1/jobs/{JOB}"),
+              ("PATCH", f"/v1/jobs/{JOB}/cancel"), ("DELETE", f"/v1/jobs/{JOB}"),
+              ("GET", "/v1/embeddings/total_storage_size"),
+              ("GET", "/v1/tools/mcp/oauth/callback")]
+
+
+@pytest.fixture(scope="module")
+def guarded(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    db = tmp_path_factory.mktemp("guarded") / "stateloop.db"
+    with Server(settings_for(fake, db, server_password="s3cret")) as running:
+        yield running
+
+
+@pytest.mark.parametrize(("method", "path"), NEW_ROUTES)
+def test_the_new_routes_need_the_password_and_refuse_other_sites(guarded: Server, method: str,
+                                                                 path: str) -> None:
+    """Every caller needs the password (there are no scoped tokens: a token has every
+    right), and a write from another site's page is refused before it reaches the route (a
+    rebound name is refused for every route alike: test_server_browsers.py)."""
+    url = guarded.url + path
+    refused = httpx.request(method, url, timeout=30)
+    assert refused.status_code == 401 and "Authorization: Bearer" in refused.text
+    key = {"Authorization": "Bearer s3cret"}
+    answered = httpx.request(method, url, headers=key, timeout=30)
+    assert answered.status_code in (200, 404), answered.text
+    if method != "GET":
+        cross = httpx.request(method, url, timeout=30,
+                              headers={**key, "Origin": "https://evil.example"})
+        assert cross.status_code == 403, cross.text
