@@ -5,8 +5,10 @@ against Letta's document."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,8 +18,11 @@ from letta_client import Letta
 
 from file_support import BAD, GOOD, REFUSED_AT_ONCE, processed
 from letta_spec import assert_letta_shape
+from stateloop.store import open_store
+from stateloop.store.folders import FolderRecord
+from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent
+from test_server_support import Script, Server, new_agent, settings_for
 
 pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
 
@@ -195,3 +200,25 @@ def test_sources_attach_and_unknown_ids(client: Letta, server: Server) -> None:
         assert response.status_code == 404, path
     duplicate = httpx.post(f"{server.url}/v1/folders", json={"name": "legacy"})
     assert duplicate.status_code == 409 and "legacy" in duplicate.json()["detail"]
+
+
+def test_a_folder_stored_without_an_embedding_config_is_listed_with_the_default(
+        fake: FakeOpenAI, tmp_path: Path) -> None:
+    """A record an older writer left without ``embedding_config`` (Letta's Folder requires
+    one) is shown with the config of what embeds it, never a 500 on the list."""
+    db = tmp_path / "bare.db"
+
+    async def plant() -> str:
+        store = await open_store(f"sqlite:///{db}")
+        try:
+            return (await store.create_folder(FolderRecord(name="bare"))).id
+        finally:
+            await store.close()
+
+    folder_id = asyncio.run(plant())
+    with Server(settings_for(fake, db)) as bare:
+        client = Letta(base_url=bare.url, max_retries=0)
+        [listed] = client.folders.list()
+        assert listed.id == folder_id
+        assert listed.embedding_config.embedding_model == "text-embedding-3-small"
+        assert client.folders.retrieve(folder_id).embedding_config.embedding_dim == 1536

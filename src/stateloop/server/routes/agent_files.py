@@ -35,7 +35,7 @@ async def _attach(runtime: Runtime, agent_id: str, folder_id: str, attach: bool
                                         "when the run ends")
     await (attach_folder if attach else detach_folder)(agent, folder_id)
     view = await agent_state(runtime, await runtime.store.get_agent(agent_id))
-    view["sources"] = [folder_view(f, source=True)
+    view["sources"] = [folder_view(runtime, f, source=True)
                        for f in await runtime.store.list_folders(agent_id=agent_id)]
     return view
 
@@ -78,7 +78,7 @@ async def _agent_folders(runtime: Runtime, agent_id: str, before: str | None,
                          ) -> list[dict[str, Any]]:
     await agent_record(runtime, agent_id)
     found = await runtime.store.list_folders(agent_id=agent_id)
-    return [folder_view(f, source=True)
+    return [folder_view(runtime, f, source=True)
             for f in page(found, key=lambda f: f.id, after=after, before=before, limit=limit,
                           order=order)]
 

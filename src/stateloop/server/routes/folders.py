@@ -72,11 +72,14 @@ async def close_folders(runtime: Runtime) -> None:
         await found.stop_uploads()
 
 
-def folder_view(folder: FolderRecord, *, source: bool = False) -> dict[str, Any]:
-    """Letta's ``Folder`` (or ``Source``)."""
+def folder_view(runtime: Runtime, folder: FolderRecord, *,
+                source: bool = False) -> dict[str, Any]:
+    """Letta's ``Folder`` (or ``Source``). A folder stored without an ``embedding_config``
+    shows the config of what embeds it: the server's default."""
+    config = folder.embedding_config or folders(runtime).embedding_config()
     view = {"id": folder.id, "name": folder.name, "description": folder.description,
             "instructions": folder.instructions, "metadata": folder.metadata,
-            "embedding_config": folder.embedding_config, "organization_id": ORGANIZATION_ID,
+            "embedding_config": config, "organization_id": ORGANIZATION_ID,
             "created_at": iso(folder.created_at), "updated_at": iso(folder.updated_at)}
     return {**view, "vector_db_provider": "native"} if source else view
 
@@ -197,7 +200,7 @@ async def create_folder(body: SourceCreate, runtime: RuntimeDep) -> dict[str, An
     made = await folders(runtime).create(body.name, description=body.description,
                                          instructions=body.instructions,
                                          metadata=body.metadata, embedding_config=config)
-    return folder_view(made)
+    return folder_view(runtime, made)
 
 
 @_both("GET", "", response_model=list[Folder],
@@ -209,13 +212,13 @@ async def list_folders(runtime: RuntimeDep, before: str | None = None,
     """Folders, oldest first."""
     found = await runtime.store.list_folders(
         name=name, page=Page(after=after, before=before, limit=limit, order=order))
-    return [folder_view(f) for f in found]
+    return [folder_view(runtime, f) for f in found]
 
 
 @_both("GET", "/{id}", responses=errors(404), response_model=Folder)
 async def retrieve_folder(id: str, runtime: RuntimeDep) -> dict[str, Any]:
     """One folder."""
-    return folder_view(await runtime.store.get_folder(id))
+    return folder_view(runtime, await runtime.store.get_folder(id))
 
 
 @_both("PATCH", "/{id}", responses=errors(404, 409), response_model=Folder)
@@ -227,7 +230,7 @@ async def modify_folder(id: str, body: SourceUpdate, runtime: RuntimeDep) -> dic
         changes.pop("metadata", None)
     updated = await runtime.store.update_folder(id, **changes)
     await folders(runtime)._changed(await runtime.store.folder_agent_ids(id))
-    return folder_view(updated)
+    return folder_view(runtime, updated)
 
 
 @_both("DELETE", "/{id}", responses=errors(404), response_model=None)
