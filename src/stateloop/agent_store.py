@@ -47,7 +47,7 @@ class AgentStore(AgentMemory):
         """Go on from the transcript and pending approval the store holds."""
         persist = self._persist
         assert persist is not None
-        from .files.context import stored_directories
+        from .files.context import stored_directories  # lazy: numpy, SQLAlchemy
 
         self.directories = await stored_directories(persist.store, self.id)
         if messages and messages[0].role == "system":

@@ -188,7 +188,7 @@ class Folders:
         return await self.store.update_file(file_id, **changes)
 
     async def _embed(self, file_id: str, pieces: list[str], embedder: Embedder) -> Any:
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embedded chunks only
 
         parts = []
         for start in range(0, len(pieces), EMBED_BATCH):
@@ -376,7 +376,7 @@ class Folders:
     async def _index(self, folder_id: str, model: str) -> VectorIndex | None:
         """The folder's index of ``model``'s chunks, caught up with those stored since it
         was loaded."""
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embedded chunks only
 
         async with self._lock:
             newest = await self.store.chunk_watermark(folder_id)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
-from ..directory import bind, tagged_in_store
+from ..live_agents import bind, tagged_in_store
 from ..mcp import close_all as close_mcp_sessions
 from ..memory.embedding_models import Embedders
 from ..memory.embeddings import Embedder

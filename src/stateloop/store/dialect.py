@@ -195,7 +195,7 @@ def _pg_message_search(query: str, roles: Sequence[str], include_tool: bool,
 
 def encode_vector(vector: Any) -> bytes:
     """One embedding as stored: float32 little-endian bytes."""
-    import numpy as np
+    import numpy as np  # lazy: numpy, for vectors only
 
     arr = np.asarray(vector, dtype="<f4")
     if arr.ndim != 1:
@@ -205,7 +205,7 @@ def encode_vector(vector: Any) -> bytes:
 
 def decode_vector(blob: bytes) -> list[float]:
     """The stored bytes back as a list of floats."""
-    import numpy as np
+    import numpy as np  # lazy: numpy, for vectors only
 
     return np.frombuffer(blob, dtype="<f4").astype(float).tolist()
 
