@@ -61,10 +61,8 @@ def parse(source: str, path: Path) -> ast.Module:
     """The module's syntax tree, read only up to the first top-level definition after its
     last line that could start an import (nothing past it imports): parsing is most of the
     cost. A cut that falls inside a string fails to parse, and the whole file is read."""
-    last = None
-    for last in _IMPORT_LINE.finditer(source):
-        pass
-    cut = _TOP_DEFINITION.search(source, last.end() if last is not None else 0)
+    starts = [found.end() for found in _IMPORT_LINE.finditer(source)]
+    cut = _TOP_DEFINITION.search(source, starts[-1] if starts else 0)
     if cut is not None:
         try:
             return ast.parse(source[:cut.start()], str(path))
