@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from . import agent_options as options
 from . import sleeptime
@@ -28,6 +28,7 @@ from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict, stored_s
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
+from .mcp.agent import offer_tools
 from .mcp.config import MCPTools
 from .memory.blocks import Block
 from .persistence import Persistence, load_state, run_blocking
@@ -302,6 +303,10 @@ class Agent(AgentRuns):
         return await export_file(self, include_secrets=include_secrets,
                                  strip_messages=strip_messages)
 
+    async def _before_run(self) -> None:
+        if len(self._mcp_listed) < len(self.mcp_servers):
+            await offer_tools(self)  # raises MCPConnectionError
+
     async def aclose(self) -> None:
         """Close the sessions of this agent's MCP servers (a later run reopens them)."""
         for server in self.mcp_servers:
@@ -321,3 +326,6 @@ class Agent(AgentRuns):
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags, enable_sleeptime=bool(self.sleeptime),
             message_buffer_autoclear=self.agent_type.clear_after_run, timezone=self.timezone)
+
+
+Thread: TypeAlias = Agent | Conversation  # one thread of an agent: its own, or a conversation

@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import agent_options as options
-from . import sleeptime
 from .agent_options import Input
 from .agent_threads import AgentThreads
 from .approvals import Approval
@@ -24,7 +23,6 @@ from .errors import ConfigError
 from .events import AnyEvent, RunEnd
 from .llm.registry import resolve_model
 from .loop import LoopConfig, Resume, run_loop
-from .mcp.agent import offer_tools
 from .messages import Message, new_id
 from .run_result import Running, RunResult
 from .surrogates import check
@@ -34,7 +32,6 @@ if TYPE_CHECKING:
     from .hooks import Hooks
     from .llm.base import Model, ModelSettings
     from .llm.retry import RetryPolicy
-    from .mcp.config import MCPTools
     from .store.sql import SqlStore
 
 logger = logging.getLogger("stateloop")
@@ -53,8 +50,6 @@ class AgentRuns(AgentThreads):
     model_settings: ModelSettings
     output_type: Any
     output_retries: int
-    mcp_servers: list[MCPTools]
-    _mcp_listed: set[int]  # ids of the servers whose tools are in self.tools
     _model_options: dict[str, Any]  # base_url, api_key: how model names are resolved
 
     # -- configuration -------------------------------------------------------------------
@@ -103,8 +98,8 @@ class AgentRuns(AgentThreads):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(sleeptime.settled(
-                self, self.run(input, approvals=approvals, output_type=output_type)))
+            return asyncio.run(self._settled(
+                self.run(input, approvals=approvals, output_type=output_type)))
         raise RuntimeError("run_sync() cannot be called from a running event loop; "
                            "use 'await agent.run(...)' instead")
 
@@ -118,6 +113,17 @@ class AgentRuns(AgentThreads):
             async for event in running.events:
                 yield event
 
+    async def _settled(self, run: Awaitable[RunResult]) -> RunResult:
+        """``run``, then the memory run it started (``run_sync``: its event loop ends next)."""
+        result = await run
+        if self.sleeptime is not None:
+            await self.sleeptime.wait()
+        return result
+
+    async def _before_run(self) -> None:
+        """What the agent does before a run of any of its threads (``Agent`` lists the tools
+        of its MCP servers)."""
+
     @contextlib.asynccontextmanager
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
                        max_steps: int | None, model: str | Model | None,
@@ -126,8 +132,7 @@ class AgentRuns(AgentThreads):
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
-        if len(self._mcp_listed) < len(self.mcp_servers):
-            await offer_tools(self)  # raises MCPConnectionError before anything is stored
+        await self._owner()._before_run()  # may raise (MCP servers) before anything is stored
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
         run_model = resolve_model(model, **self._model_options) if model is not None else None

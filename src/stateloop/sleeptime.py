@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .events import RunEnd, RunStart
@@ -33,14 +33,12 @@ from .tools.builtin import MEMORY_EDITS
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .agent_control import AgentControl
     from .agent_types import AgentType
     from .llm.base import Model
     from .store.records import AgentRecord
     from .store.sql import SqlStore
 
 logger = logging.getLogger("stateloop")
-T = TypeVar("T")
 
 MANAGER_TYPE = "sleeptime"  # the group's manager type
 DEFAULT_FREQUENCY = 5  # Letta's sleeptime_agent_frequency for a new sleeptime group
@@ -143,14 +141,6 @@ async def _free_name(db: SqlStore, name: str) -> str:
 
 
 Loader = Callable[[str], Awaitable["Agent"]]
-
-
-async def settled(agent: AgentControl, run: Awaitable[T]) -> T:
-    """``run``, then the memory run it started (``run_sync``: its event loop ends next)."""
-    result = await run
-    if agent.sleeptime is not None:
-        await agent.sleeptime.wait()
-    return result
 
 
 class Sleeptime:
