@@ -16,8 +16,7 @@ from .steering import Delivery, SteeringQueue
 
 if TYPE_CHECKING:
 
-    from .agent import Agent
-    from .agent_runs import AgentRuns
+    from .agent import Agent, Thread
     from .conversation import Conversation
     from .memory.blocks import Block
     from .messages import Message
@@ -50,7 +49,7 @@ class AgentThreads(AgentControl):
         """The agent whose thread this is (itself, for its default thread)."""
         return self  # type: ignore[return-value]  # Agent is the only class without an owner
 
-    def _threads(self) -> list[AgentRuns]:
+    def _threads(self) -> list[Thread]:
         owner = self._owner()
         return [owner, *owner._conversations.values()]
 

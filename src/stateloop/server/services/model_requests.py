@@ -10,20 +10,20 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from ..agent import Agent
-from ..cancellation import CancelScope
-from ..errors import ModelError
-from ..llm.base import Model, ModelRequest, ModelResponse, ToolSpec
-from ..loop import _Run
-from ..memory.context import ContextBuilder
-from ..messages import Message, Usage, system, user
-from ..tools import Tool
+from ...agent import Thread
+from ...cancellation import CancelScope
+from ...errors import ModelError
+from ...llm.base import Model, ModelRequest, ModelResponse, ToolSpec
+from ...loop import _Run
+from ...memory.context import ContextBuilder
+from ...messages import Message, Usage, system, user
+from ...tools import Tool
 
 # Letta's name for the tool a structured answer is forced through.
 STRUCTURED_OUTPUT = "structured_output"
 
 
-def next_request(agent: Agent, new_input: Sequence[Message], tools: Sequence[Tool] = ()
+def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[Tool] = ()
                  ) -> ModelRequest:
     """The request the agent's next step would make for ``new_input``: its context, tools
     (``tools`` added, as a run's client tools are) and rules, as a run builds it. Nothing of
