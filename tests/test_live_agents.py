@@ -10,7 +10,7 @@ from pathlib import Path
 
 from stateloop import Agent
 from stateloop.live_agents import LiveAgents, live_agents_of
-from stateloop.server.runtime import Runtime
+from stateloop.server.services.runtime import Runtime
 from stateloop.server.settings import ServerSettings
 from stateloop.store import open_store
 from stateloop.testing import ScriptedModel, reply
