@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from stateloop import Agent
-from stateloop.live_agents import LiveAgents, live_agents_of
+from stateloop.live_agents import LiveAgents, library_agents, live_agents_of
 from stateloop.server.services.runtime import Runtime
 from stateloop.server.settings import ServerSettings
 from stateloop.store import open_store
@@ -62,6 +62,25 @@ def test_the_server_runtime_hands_out_its_owners_agents(tmp_path: Path) -> None:
             assert runtime.live(memory_id) is None and runtime.live_count == 1
             again = await live.sleeptime.memory_agent()  # loaded anew, through the owner
             assert again is not memory and again is runtime.live(memory_id)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_library_owner_of_a_store_serves_its_agents_and_the_cli(tmp_path: Path) -> None:
+    """The CLI makes and loads its agents through the library's owner of the store, the one
+    the agents' own tools ask: a session's agent is the live one of its id."""
+    async def scenario() -> None:
+        store = await open_store(f"sqlite:///{tmp_path / 'library.db'}")
+        try:
+            owner = library_agents(store, Agent)
+            made = await owner.create("openai/gpt-4o-mini", name="made")
+            assert made.store is store and live_agents_of(made) is owner
+            session = await owner.load(made.id, model=ScriptedModel([reply("hi there")]))
+            assert session is not made and await owner.agent(made.id) is session
+            assert (await session.run("hello")).output == "hi there"
+            assert (await store.get_agent(made.id)).name == "made"
         finally:
             await store.close()
 

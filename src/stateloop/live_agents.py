@@ -51,10 +51,15 @@ def live_agents_of(agent: Agent) -> LiveAgents:
     bound = _bound.get(agent)
     if bound is not None:
         return bound
-    store = agent.store
+    return library_agents(agent.store, type(agent._owner()))
+
+
+def library_agents(store: SqlStore | None, kind: type[Agent]) -> LiveAgents:
+    """The library's live agents of ``store`` in this process (made on first use, making and
+    loading agents of class ``kind``): the CLI's and every library agent's."""
     agents = _local.get(store)
     if agents is None:
-        agents = _local[store] = LiveAgents(store, type(agent._owner()), find_made=True)
+        agents = _local[store] = LiveAgents(store, kind, find_made=True)
     return agents
 
 
@@ -107,6 +112,14 @@ class LiveAgents:
         if self.store is None:
             return self.kind(model, **settings)
         return await self.kind.acreate(model, store=self.store, **settings)
+
+    async def load(self, agent_id: str, **settings: Any) -> Agent:
+        """The agent read from the store now with ``settings`` for ``kind.aload`` (a model
+        for this session, say); it is the live one of its id from now on."""
+        assert self.store is not None
+        agent = self._agents[agent_id] = await self.kind.aload(agent_id, store=self.store,
+                                                               **settings)
+        return agent
 
     # -- finding ---------------------------------------------------------------------------
 
