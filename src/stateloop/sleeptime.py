@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .events import RunEnd, RunStart
+from .live_agents import live_agents_of
 from .memory.blocks import Block
 from .memory.sleeptime_prompt import PERSONA, REMINDER, SYSTEM_PROMPT, transcript
 from .messages import Message, new_id
@@ -150,7 +151,7 @@ class Sleeptime:
     memory run when one is due; ``wait`` awaits the runs in flight; ``close`` stops them.
     ``model`` replaces the memory agent's own model for its runs; ``loader`` brings the
     memory agent back by id (the server hands out its one live agent per id); without one,
-    the memory agent is loaded as an agent of the main agent's class."""
+    the main agent's live agents load it (``stateloop.live_agents``)."""
 
     def __init__(self, main: Agent, link: SleeptimeLink, memory: Agent | None = None, *,
                  enabled: bool = True) -> None:
@@ -232,11 +233,12 @@ class Sleeptime:
         return self._memory
 
     async def _load(self, agent_id: str) -> Agent:
+        """The memory agent read by the main agent's live agents, with its model and
+        embedders."""
         main = self.main
-        assert main.store is not None
-        return await type(main).aload(agent_id, store=main.store, model=main.model,
-                                 embedder=main.embedder, embedders=main.embedders,
-                                 **main._model_options)
+        return await live_agents_of(main).load(agent_id, model=main.model,
+                                               embedder=main.embedder, embedders=main.embedders,
+                                               **main._model_options)
 
     def after_turn(self, end: RunEnd) -> None:
         """A turn of the main agent ended: count it; past ``frequency`` turns, start a memory
