@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from . import agent_options as options
 from . import sleeptime
-from .agent_file.library import export_file, import_file, options_from, stored_source_tools
 from .agent_runs import AgentRuns
 from .agent_types import agent_type as lookup_agent_type
 from .conversation import Conversation, afork, fork, in_memory
@@ -193,6 +192,8 @@ class Agent(AgentRuns):
         """``load`` for async code."""
         db, record, blocks, messages, pending = await load_state(store, id_or_name)
         given = options.tool_map(tools)
+        from .agent_file.library import stored_source_tools  # lazy: ~0.1 s to import
+
         given.update(await stored_source_tools(db, record.tool_names, given))  # sandboxed
         missing = [n for n in record.tool_names if n not in given and n not in builtin_names()]
         if missing:
@@ -286,6 +287,8 @@ class Agent(AgentRuns):
     async def aimport_file(cls, source: Any, *, store: Any, tools: Any = (),
                            name: str | None = None, **settings: Any) -> Agent:
         """``import_file`` for async code."""
+        from .agent_file.library import import_file, options_from  # lazy: ~0.1 s to import
+
         options = options_from(name, settings)
         return await import_file(cls, source, store=store, tools=tools, options=options,
                                  isolation=settings.pop("isolation", None), **settings)
@@ -300,6 +303,8 @@ class Agent(AgentRuns):
     async def aexport_file(self, *, include_secrets: bool = False,
                            strip_messages: bool = False) -> dict[str, Any]:
         """``export_file`` for async code."""
+        from .agent_file.library import export_file  # lazy: ~0.1 s to import
+
         return await export_file(self, include_secrets=include_secrets,
                                  strip_messages=strip_messages)
 

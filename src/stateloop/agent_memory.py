@@ -16,7 +16,6 @@ from .memory.embeddings import default_embedder
 from .memory.window import context_rows, format_context, overview
 from .messages import Message, system
 from .surrogates import check
-from .tools.rules import ToolRulesSolver
 
 if TYPE_CHECKING:
     from .loop import Resume
@@ -231,6 +230,8 @@ class AgentMemory:
     def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
         if not self.tool_rules:
             return None
+        from .tools.rules import ToolRulesSolver  # lazy: builds pydantic models
+
         if resume is not None and resume.pending.rules_state is not None:
             return ToolRulesSolver.from_state(self.tool_rules, resume.pending.rules_state)
         return ToolRulesSolver(self.tool_rules)

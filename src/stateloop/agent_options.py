@@ -12,10 +12,8 @@ from .llm.tokens import is_exact, message_tokens
 from .memory.blocks import Block
 from .memory.compaction import _tools_upper_bound, _upper_bound, tool_tokens
 from .messages import Message, user
-from .structured_output import StructuredOutput  # loads pydantic
 from .tools import Tool
 from .tools.builtin import builtin_tool
-from .tools.rules import parse_tool_rules  # pydantic models: imported only when used
 
 if TYPE_CHECKING:
     from .llm.base import ToolSpec
@@ -29,6 +27,7 @@ def parse_rules(rules: Iterable[BaseToolRule | dict[str, Any]]) -> list[Any]:
     rules = list(rules)
     if not rules:
         return []
+    from .tools.rules import parse_tool_rules  # lazy: builds pydantic models, when rules are given
 
     return list(parse_tool_rules(rules))
 
@@ -154,5 +153,6 @@ def typed_output(output_type: Any, retries: int) -> StructuredOutput | None:
     """A run's typed answer (``output_type`` checked by pydantic), or None for text."""
     if output_type is None:
         return None
+    from .structured_output import StructuredOutput  # lazy: builds pydantic models
 
     return StructuredOutput(output_type, retries)
