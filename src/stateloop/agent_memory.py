@@ -54,7 +54,7 @@ class AgentMemory:
     _window: ContextManager | None
     _archival: ArchivalMemory | None
     _compiled: tuple[Any, ...] | None
-    directories: str = ""  # open files and their folders (stateloop.files.context)
+    directories: str = ""  # open files and their folders (memory/directories.py)
     conversation_id: str | None  # None: the agent's default thread
     timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..memory.directories import MAX_FILES_OPEN, VIEW_CHARS
 from ..memory.embedding_models import Embedders, describe, serves
 from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
 from ..memory.vectors import VectorIndex
@@ -25,8 +26,6 @@ from .parsing import FileRejected, Limits, check
 from .processing import Stopped, discard, process, stage
 from .text import window
 
-MAX_FILES_OPEN = 5  # Letta's default max_files_open
-VIEW_CHARS = 15_000  # Letta's default per_file_view_window_char_limit
 EMBED_BATCH = 64  # chunks an embedder is given at a time (progress is told between them)
 PROCESSING = ("pending", "parsing", "embedding")  # Letta's states before completed / error
 
