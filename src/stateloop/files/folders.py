@@ -14,16 +14,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..memory.embedding_models import Embedders, describe, serves
 from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
-from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
 from .parsing import FileRejected, Limits, check
 from .processing import Stopped, discard, process, stage
 from .text import window
+
+if TYPE_CHECKING:
+    from ..memory.vectors import VectorIndex
 
 MAX_FILES_OPEN = 5  # Letta's default max_files_open
 VIEW_CHARS = 15_000  # Letta's default per_file_view_window_char_limit
@@ -376,7 +378,9 @@ class Folders:
     async def _index(self, folder_id: str, model: str) -> VectorIndex | None:
         """The folder's index of ``model``'s chunks, caught up with those stored since it
         was loaded."""
-        import numpy as np
+        import numpy as np  # lazy: ~11 MB that only vector search needs
+
+        from ..memory.vectors import VectorIndex  # lazy: numpy, as above
 
         async with self._lock:
             newest = await self.store.chunk_watermark(folder_id)
