@@ -42,13 +42,19 @@ chat: $(STAMP)
 # The docs site is built strictly (a broken link or a stale API name fails it; its examples
 # run in tests/test_docs_examples.py). The real-path check sends a few messages through
 # letta-client and `stateloop serve` and fails when the server adds over 25 ms to one (a
-# stall such as a delayed ACK on every response).
+# stall such as a delayed ACK on every response). mypy and the docs build (one core each)
+# run beside the tests, which leave cores idle while they wait on servers; their output
+# follows pytest's, and any of the three failing fails the target.
 test: $(STAMP) $(LETTA17_STAMP)
 	$(BIN)/ruff check src tests bench
-	$(BIN)/mypy
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python bench/real_path.py --sizes 0 --rounds 10 --no-tools --check 25
-	$(BIN)/pytest -n 2 --dist worksteal --durations=10
+	@mkdir -p build
+	@$(BIN)/mypy > build/mypy.log 2>&1 & typed=$$!; \
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet > build/docs.log 2>&1 & built=$$!; \
+	$(BIN)/pytest -n 2 --dist worksteal --durations=10; tests=$$?; \
+	wait $$typed; typed=$$?; echo "mypy:"; cat build/mypy.log; \
+	wait $$built; built=$$?; echo "mkdocs build --strict: exit $$built"; cat build/docs.log; \
+	test $$tests = 0 && test $$typed = 0 && test $$built = 0
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -14,17 +14,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..memory.directories import MAX_FILES_OPEN, VIEW_CHARS
 from ..memory.embedding_models import Embedders, describe, serves
 from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
-from ..memory.vectors import VectorIndex
 from ..store.errors import NotFoundError
 from ..store.folders import AgentFileRecord, ChunkRecord, FileRecord, FolderRecord
 from .parsing import FileRejected, Limits, check
 from .processing import Stopped, discard, process, stage
 from .text import window
+
+if TYPE_CHECKING:
+    from ..memory.vectors import VectorIndex
 
 EMBED_BATCH = 64  # chunks an embedder is given at a time (progress is told between them)
 PROCESSING = ("pending", "parsing", "embedding")  # Letta's states before completed / error
@@ -375,7 +377,9 @@ class Folders:
     async def _index(self, folder_id: str, model: str) -> VectorIndex | None:
         """The folder's index of ``model``'s chunks, caught up with those stored since it
         was loaded."""
-        import numpy as np  # lazy: numpy, for embedded chunks only
+        import numpy as np  # lazy: ~11 MB that only vector search needs
+
+        from ..memory.vectors import VectorIndex  # lazy: numpy, as above
 
         async with self._lock:
             newest = await self.store.chunk_watermark(folder_id)

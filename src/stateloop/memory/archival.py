@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stateloop.memory.embedding_models import Embedders, describe, serves
 from stateloop.memory.embeddings import Embedder
-from stateloop.memory.vectors import VectorIndex
 from stateloop.store import EmbeddingMismatchError, PassageRecord, Store
 from stateloop.store.times import TimeLike, to_epoch
 from stateloop.surrogates import check
+
+if TYPE_CHECKING:
+    from .vectors import VectorIndex
 
 
 @dataclass(slots=True)
@@ -234,7 +236,9 @@ class ArchivalMemory:
 
     async def _load(self, index: VectorIndex | None, archive_id: str) -> VectorIndex | None:
         """Add the rows stored after ``index.loaded_until`` (all rows for a new index)."""
-        import numpy as np  # lazy: numpy, for vector search only
+        import numpy as np  # lazy: ~11 MB that only vector search needs
+
+        from .vectors import VectorIndex  # lazy: numpy, as above
 
         batch = await self.store.load_vectors(
             archive_id, after_seq=index.loaded_until if index is not None else 0)

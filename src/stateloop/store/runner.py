@@ -19,15 +19,17 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from stateloop import deepjson
 from stateloop.store.batching import BatchFn, GroupCommit
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
 from stateloop.store.presence import Presence
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
 
@@ -199,6 +201,8 @@ class AsyncRunner:
     """Everything through an AsyncEngine (aiosqlite today; the shape PostgreSQL will use)."""
 
     def __init__(self, async_url: str, path: Path) -> None:
+        from sqlalchemy.ext.asyncio import create_async_engine  # lazy: with the ORM, ~8 MB
+
         self.async_engine: AsyncEngine = create_async_engine(async_url,
                                                                json_deserializer=deepjson.loads)
         _install_sqlite_events(self.async_engine.sync_engine)
