@@ -18,6 +18,7 @@ from sqlalchemy import (
     Select,
     bindparam,
     column,
+    exists,
     func,
     literal_column,
     or_,
@@ -189,6 +190,21 @@ def _pg_message_search(query: str, roles: Sequence[str], include_tool: bool,
             .where(found).where(m.c.role.in_(list(roles)))
             .order_by(score.desc(), m.c.seq.desc()).limit(limit))
     return stmt
+
+
+# --- JSON documents ---
+
+def json_array_has_any(document: Any, path: tuple[int | str, ...], values: Sequence[str],
+                       dialect: str) -> ColumnElement[bool]:
+    """Whether the JSON array at ``path`` in ``document`` (a JSON column) holds one of
+    ``values``; a missing array holds none."""
+    if dialect == "sqlite":
+        spelled = "$" + "".join(f"[{p}]" if isinstance(p, int) else f'."{p}"' for p in path)
+        items = func.json_each(document, spelled).table_valued("value")
+    else:
+        items = func.json_array_elements_text(document[path]).table_valued("value")
+    return exists(select(literal_column("1")).select_from(items)
+                  .where(items.c.value.in_(list(values))))
 
 
 # --- vectors: float32 little-endian blobs ---
