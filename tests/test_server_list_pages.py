@@ -15,17 +15,20 @@ import pytest
 from sqlalchemy import event, insert
 from sqlalchemy.engine import Engine
 
+from stateloop.messages import assistant
 from stateloop.store import (
     AgentRecord,
     ArchiveRecord,
     BlockRecord,
     IdentityRecord,
     RunRecord,
+    StepRecord,
     ToolRecord,
     open_store,
     schema,
 )
 from stateloop.store import rows as store_rows
+from stateloop.store.fastpath import InsertRows
 from stateloop.store.groups import GroupRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
@@ -36,6 +39,7 @@ AGENTS = 300
 TOOLS = 200
 OTHERS = 100  # archives, folders, groups
 RUNS = 10_050  # past the 10,000 runs a list once read at most
+STEPS = 6_000
 T0 = 1_700_000_000.0
 
 
@@ -68,6 +72,19 @@ async def _fill(url: str) -> tuple[list[str], list[str], str]:
                                                json_schema={"name": f"tool_{n:03d}"}))
         values = [store_rows.run_values(run) for run in runs]
         await store._runner.write(lambda conn: conn.execute(insert(schema.runs), values))
+        # Steps in both places they are kept: on the message row each wrote, and alone.
+        steps = [StepRecord(runs[n].id, agents[n % 100], index=0, model="openai/gpt-4o-mini",
+                            created_at=T0 + n) for n in range(STEPS)]
+        carried = [store_rows.message_row(step.agent_id, assistant(f"step {n}"), step.run_id,
+                                          step.id, step)
+                   for n, step in enumerate(steps) if n % 10]
+        alone = [store_rows.step_row(step) for n, step in enumerate(steps) if not n % 10]
+        await store._runner.write(lambda conn: (
+            InsertRows(schema.messages, store_rows.MESSAGE_COLUMNS).execute(
+                conn, carried, keys=False),
+            InsertRows(schema.steps, store_rows.STEP_COLUMNS).execute(conn, alone, keys=False)))
+        for agent_id in agents[:100]:  # their history is in recall, out of context
+            await store.set_in_context(agent_id, [])
         return agents, [run.id for run in runs], shared.id
     finally:
         await store.close()
@@ -134,10 +151,12 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/identities?limit=10&order=asc",
     "/v1/blocks/{shared}/agents?limit=10", "/v1/archives?limit=10",
     "/v1/folders?limit=10&order=desc", "/v1/groups?limit=10", "/v1/identities?limit=10",
+    "/v1/steps?limit=10", "/v1/steps?limit=10&order=asc",
+    "/v1/steps?limit=10&agent_id={first}", "/v1/steps?limit=10&model=gpt-4o-mini",
 ])
 def test_a_page_reads_the_rows_of_the_page(filled: Filled, path: str) -> None:
     server, agents, runs = filled.server, filled.agents, filled.runs
-    path = path.format(shared=filled.shared)
+    path = path.format(shared=filled.shared, first=agents[0])
     first, _ = _read(server, path)
     assert len(first) == 10
     # The middle of the table, after a cursor: still the rows of one page.
