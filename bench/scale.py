@@ -121,8 +121,8 @@ async def seed(url: str, agents: int, messages: int) -> Seeded:
                     deep, deep_ids = agent_id, [m.id for m in history]
                 message_rows += [rows.message_row(agent_id, m, None, None) for m in history]
                 ids.append(agent_id)
-            await store._runner.write(lambda conn: _insert(
-                conn, agent_rows, block_rows, links, tags, message_rows))
+            batch = (agent_rows, block_rows, links, tags, message_rows)
+            await store._runner.write(lambda conn, batch=batch: _insert(conn, *batch))
         # The long history's context holds its system message only, as after compaction.
         await store.set_in_context(deep, deep_ids[:1])
         await store._runner.write(lambda conn: catch_up_recall(conn))

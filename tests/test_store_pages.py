@@ -12,6 +12,7 @@ from stateloop.store import (
     StepRecord,
     open_store,
 )
+from stateloop.store.records import EVERYTHING
 
 T0 = 1_700_000_000.0
 
@@ -88,8 +89,9 @@ async def test_pages_of_steps_in_both_places_a_step_is_kept(db_url: str) -> None
         steps.sort(key=lambda step: (step.created_at, step.id))
         ids = [step.id for step in steps]
 
-        async def step_ids(page: Page = Page(), **options: object) -> list[str]:
-            return [step.id for step in await store.page_steps(page, **options)]  # type: ignore[arg-type]
+        async def step_ids(page: Page = EVERYTHING, **options: object) -> list[str]:
+            found = await store.page_steps(page, **options)  # type: ignore[arg-type]
+            return [step.id for step in found]
 
         assert await step_ids() == ids
         assert await step_ids(Page(limit=5)) == ids[:5]

@@ -108,7 +108,9 @@ messages = Table(
     Column("conversation_id", String),  # revision 0013: NULL in the agent's default thread
     Column("step_at", Float),  # revision 0021: on a step's last row, the step's created_at
     Index("ix_messages_agent_seq", "agent_id", "seq"),
-    Index("ix_messages_conversation_seq", "conversation_id", "seq"),
+    Index("ix_messages_conversation_seq", "conversation_id", "seq",  # revision 0022: partial
+          sqlite_where=text("conversation_id IS NOT NULL"),
+          postgresql_where=text("conversation_id IS NOT NULL")),
     # revision 0021: steps listed in SQL; only the rows that carry a step are indexed
     Index("ix_messages_steps", "step_at", "step_id",
           sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
