@@ -5,6 +5,7 @@ are; counts are counted in SQL."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from stateloop.store import (
     ArchiveRecord,
     BlockRecord,
     IdentityRecord,
+    Page,
     RunRecord,
     StepRecord,
     ToolRecord,
@@ -29,6 +31,7 @@ from stateloop.store import (
 )
 from stateloop.store import rows as store_rows
 from stateloop.store.fastpath import InsertRows
+from stateloop.store.folders import FileRecord
 from stateloop.store.groups import GroupRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
@@ -40,10 +43,12 @@ TOOLS = 200
 OTHERS = 100  # archives, folders, groups
 RUNS = 10_050  # past the 10,000 runs a list once read at most
 STEPS = 6_000
+GROUP_MESSAGES = 2_000
+FILES = 300  # in one folder
 T0 = 1_700_000_000.0
 
 
-async def _fill(url: str) -> tuple[list[str], list[str], str]:
+async def _fill(url: str) -> tuple[list[str], list[str], str, str]:
     """Agents (two blocks and tags each) and runs, oldest first, with distinct times."""
     store = await open_store(url)
     try:
@@ -85,7 +90,28 @@ async def _fill(url: str) -> tuple[list[str], list[str], str]:
             InsertRows(schema.steps, store_rows.STEP_COLUMNS).execute(conn, alone, keys=False)))
         for agent_id in agents[:100]:  # their history is in recall, out of context
             await store.set_in_context(agent_id, [])
-        return agents, [run.id for run in runs], shared.id
+        # A group's long conversation, and a tag of its own for each of 100 agents.
+        group = (await store.list_groups(page=Page(limit=1)))[0]
+        said = [{"id": f"group-message-{n:05d}", "group_id": group.id, "role": "user",
+                 "text": f"said {n}", "created_at": T0 + n} for n in range(GROUP_MESSAGES)]
+        tagged = [{"agent_id": agent_id, "tag": f"user-{n:03d}"}
+                  for n, agent_id in enumerate(agents[:100])]
+        await store._runner.write(lambda conn: (
+            conn.execute(insert(schema.group_messages), said),
+            conn.execute(insert(schema.agent_tags), tagged)))
+        return agents, [run.id for run in runs], shared.id, group.id
+    finally:
+        await store.close()
+
+
+async def _add_files(url: str, folder_id: str) -> None:
+    """Files in a folder, written as an upload leaves them."""
+    store = await open_store(url)
+    try:
+        files = [dataclasses.asdict(FileRecord(folder_id, f"f{n}.txt", f"f{n}.txt", "text/plain",
+                                               1, content="x", created_at=T0 + n))
+                 for n in range(FILES)]
+        await store._runner.write(lambda conn: conn.execute(insert(schema.files), files))
     finally:
         await store.close()
 
@@ -98,17 +124,21 @@ class Filled:
     agents: list[str]
     runs: list[str]
     shared: str  # a block every agent has
+    group: str  # with a long conversation
+    folder: str  # with many files
 
 
 @pytest.fixture(scope="module")
 def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     db: Path = tmp_path_factory.mktemp("pages") / "stateloop.db"
-    agents, runs, shared = asyncio.run(_fill(f"sqlite:///{db}"))
+    agents, runs, shared, group = asyncio.run(_fill(f"sqlite:///{db}"))
     with Server(settings_for(fake, db)) as running:
         for n in range(OTHERS):  # as a user makes them: the server picks the embedder
             made = httpx.post(f"{running.url}/v1/folders", json={"name": f"folder-{n}"})
             assert made.status_code == 200, made.text
-        yield Filled(running, agents, runs, shared)
+        folder = httpx.get(f"{running.url}/v1/folders?limit=1&order=asc").json()[0]["id"]
+        asyncio.run(_add_files(f"sqlite:///{db}", folder))
+        yield Filled(running, agents, runs, shared, group, folder)
 
 
 class RowCount:
@@ -153,16 +183,21 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/folders?limit=10&order=desc", "/v1/groups?limit=10", "/v1/identities?limit=10",
     "/v1/steps?limit=10", "/v1/steps?limit=10&order=asc",
     "/v1/steps?limit=10&agent_id={first}", "/v1/steps?limit=10&model=gpt-4o-mini",
+    "/v1/groups/{group}/messages?limit=10", "/v1/groups/{group}/messages?limit=10&order=asc",
+    "/v1/folders/{folder}/files?limit=10", "/v1/folders/{folder}/files?limit=10&order=desc",
+    "/v1/tags?limit=10", "/v1/tags?limit=10&order=desc", "/v1/tags?limit=10&name=USER-",
 ])
 def test_a_page_reads_the_rows_of_the_page(filled: Filled, path: str) -> None:
     server, agents, runs = filled.server, filled.agents, filled.runs
-    path = path.format(shared=filled.shared, first=agents[0])
+    path = path.format(shared=filled.shared, first=agents[0], group=filled.group,
+                       folder=filled.folder)
     first, _ = _read(server, path)
     assert len(first) == 10
     # The middle of the table, after a cursor: still the rows of one page.
     middle = (agents if path.startswith("/v1/agents") else
               runs if path.startswith("/v1/runs") else [])
-    cursor = f"&after={first[-1]['id']}" if not middle else f"&after={middle[len(middle) // 2]}"
+    last = first[-1] if path.startswith("/v1/tags") else first[-1]["id"]
+    cursor = f"&after={last}" if not middle else f"&after={middle[len(middle) // 2]}"
     for query in (path, path + cursor):
         page, counted = _read(server, query)
         assert len(page) == 10, query

@@ -238,15 +238,16 @@ class FoldersMixin:
         """The file with this id (NotFoundError if none)."""
         return await self._runner.read(lambda conn: _file(conn, file_id, content))
 
-    async def list_files(self, folder_id: str, *, content: bool = False) -> list[FileRecord]:
-        """The folder's files, oldest first."""
+    async def list_files(self, folder_id: str, *, content: bool = False,
+                         page: Page = EVERYTHING) -> list[FileRecord]:
+        """The folder's files on ``page`` (by default all, oldest first), read in SQL."""
         cols = [fi, ] if content else [getattr(fi.c, k) for k in _FILE]
-        stmt = (select(*cols).where(fi.c.folder_id == folder_id)
-                .order_by(fi.c.created_at, fi.c.id))
+        stmt = select(*cols).where(fi.c.folder_id == folder_id)
 
         def txn(conn: Connection) -> list[FileRecord]:
             _folder(conn, folder_id)
-            return [_file_record(row, content) for row in conn.execute(stmt)]
+            return [_file_record(row, content)
+                    for row in conn.execute(keyset(conn, stmt, fi, page))]
 
         return await self._runner.read(txn)
 

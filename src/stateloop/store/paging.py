@@ -18,8 +18,8 @@ from stateloop.store.records import Page
 def keyset(conn: Connection, stmt: Select[Any], table: Table, page: Page,
            key: tuple[Column[Any], ...] | None = None) -> Select[Any]:
     """``stmt`` (a select over ``table``) limited to ``page``, on the order of ``key``
-    (default ``(created_at, id)``; its last column must be the id). A cursor naming no row
-    is ignored, as if it were not given."""
+    (default ``(created_at, id)``; its last column must be unique: the id, or a seq). A
+    cursor naming no row is ignored, as if it were not given."""
     columns = key if key is not None else (table.c.created_at, table.c.id)
     after, before = (None if cursor is None else
                      conn.execute(select(*columns).where(table.c.id == cursor)).first()

@@ -276,10 +276,10 @@ async def list_folder_files(id: str, runtime: RuntimeDep, before: str | None = N
                             include_content: bool = False,
                             check_status_updates: bool = True) -> list[dict[str, Any]]:
     """The folder's files."""
-    found = await runtime.store.list_files(id, content=include_content)
-    return [file_view(f, content=include_content)
-            for f in page(found, key=lambda f: f.id, after=after, before=before, limit=limit,
-                          order=order)]
+    found = await runtime.store.list_files(
+        id, content=include_content,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return [file_view(f, content=include_content) for f in found]
 
 
 @_both("GET", "/{id}/files/{file_id}", responses=errors(404), response_model=FileMetadata)

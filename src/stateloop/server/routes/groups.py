@@ -13,7 +13,7 @@ from ...store import Page
 from ...store.groups import GroupMessage, GroupRecord
 from ..deps import RuntimeDep
 from ..messages import Frame, iso
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..responses import Group
 from ..runtime import Runtime
 from ..schemas import INT64_MAX, Lenient, errors
@@ -224,9 +224,8 @@ async def list_group_messages(
     """The group's conversation: what was sent to it and what each member said (named,
     with its agent id). As for an agent's messages, ``order`` picks which end the page comes
     from; the page reads oldest first."""
-    messages = await runtime.store.list_group_messages(group_id)
-    chosen = page(messages, key=lambda m: m.id, after=after, before=before, limit=limit,
-                  order=order)
+    chosen = await runtime.store.list_group_messages(
+        group_id, page=Page(after=after, before=before, limit=limit, order=order))
     if order == "desc":
         chosen.reverse()
     frames = [message_frame(m) for m in chosen]
