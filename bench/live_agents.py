@@ -17,7 +17,7 @@ import tracemalloc
 from pathlib import Path
 
 from stateloop import Agent
-from stateloop.server.runtime import Runtime
+from stateloop.server.services.runtime import Runtime
 from stateloop.server.settings import ServerSettings
 from stateloop.store import open_store
 from stateloop.testing.fake_openai import FakeOpenAI

@@ -23,8 +23,8 @@ from typing import Any
 
 from stateloop import Agent
 from stateloop.messages import user
-from stateloop.server.run_frames import FrameLog, follow_stored
-from stateloop.server.runs import RunChannel, RunRegistry
+from stateloop.server.services.run_frames import FrameLog, follow_stored
+from stateloop.server.services.runs import RunChannel, RunRegistry
 from stateloop.store import AgentRecord, open_store
 from stateloop.testing import ScriptedModel, reply
 

@@ -16,7 +16,7 @@ from letta_client import Letta
 
 from stateloop import Agent, tool
 from stateloop.llm.base import ModelRequest
-from stateloop.server.runtime import Runtime
+from stateloop.server.services.runtime import Runtime
 from stateloop.server.settings import ServerSettings
 from stateloop.store import open_store
 from stateloop.testing.fake_openai import FakeOpenAI

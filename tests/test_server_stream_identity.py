@@ -10,7 +10,7 @@ from typing import Any
 
 from letta_client import Letta
 
-from stateloop.server.messages import otid
+from stateloop.server.services.messages import otid
 from stateloop.testing.scripted import call, reply
 from test_server_support import Script, new_agent
 

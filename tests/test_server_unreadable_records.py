@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 from letta_client import Letta
 
-from stateloop.server.responses import AgentState
-from stateloop.server.unreadable import readable, unreadable
+from stateloop.server.models.responses import AgentState
+from stateloop.server.services.unreadable import readable, unreadable
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, new_agent, settings_for
 

@@ -29,7 +29,7 @@ from .windows import resolved, warn_if_unknown
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..events import AnyEvent, RunEnd
-    from ..server.messages import StreamConverter
+    from ..server.services.messages import StreamConverter
     from ..store.records import AgentRecord, BlockRecord
     from ..store.sql import SqlStore
 
@@ -313,8 +313,8 @@ class LocalSession:
 def letta_frames(agent: Agent) -> StreamConverter:
     """What turns the run's events into the frames a server streams (``--json`` prints the
     same objects with or without ``--server``)."""
-    from ..server.messages import StreamConverter
-    from ..server.runs import approval_names
+    from ..server.services.messages import StreamConverter
+    from ..server.services.runs import approval_names
 
     return StreamConverter(stream_tokens=True, approval_names=approval_names(agent))
 

@@ -11,7 +11,6 @@ from .. import __version__
 from ..store import open_store
 from ..tools import Tool
 from . import errors
-from .fleet import AgentChanges
 from .middleware import ServerMiddleware
 from .routes import (
     agent_files,
@@ -42,7 +41,8 @@ from .routes import tools as tool_routes
 from .routes.agent_file import router as agent_file_router
 from .routes.agent_ops import router as agent_ops_router
 from .routes.tool_ops import router as tool_ops_router
-from .runtime import Runtime
+from .services.fleet import AgentChanges
+from .services.runtime import Runtime
 from .settings import ServerSettings
 from .web import router as web_router
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from .runtime import Runtime
+from .services.runtime import Runtime
 
 
 async def get_runtime(request: Request) -> Runtime:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal, TypeVar
 
 from fastapi import Query
 
-from .schemas import INT64_MAX
+from .models.requests import INT64_MAX
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from ..errors import (
     RateLimited,
 )
 from ..persistence import run_status
-from .schemas import ErrorBody
+from .models.requests import ErrorBody
 
 # A run's error text starts with the provider error's class name (model_call._describe).
 _BY_KIND: dict[str, tuple[int, str, str]] = {

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from fastapi.responses import StreamingResponse
 
-from .messages import Frame, ping_frame
+from .services.messages import Frame, ping_frame
 
 # Frames that are not Letta messages pass every include_return_message_types filter.
 _ALWAYS = frozenset({"stop_reason", "usage_statistics", "error_message", "ping"})

@@ -27,8 +27,8 @@ from ...agent_file import (
 )
 from ...agent_file.reading import too_large
 from ..deps import RuntimeDep
-from ..schemas import errors
-from .agent_file_models import ExportAgentRequest, ImportedAgentsResponse
+from ..models.agent_files import ExportAgentRequest, ImportedAgentsResponse
+from ..models.requests import errors
 
 router = APIRouter()
 _FILE: dict[int | str, dict[str, Any]] = {200: {

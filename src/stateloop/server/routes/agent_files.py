@@ -10,12 +10,12 @@ from fastapi import APIRouter, HTTPException
 
 from ...files import attach_folder, detach_folder
 from ..deps import RuntimeDep
-from ..folder_models import PaginatedAgentFiles, Source
-from ..messages import iso
+from ..models.folders import PaginatedAgentFiles, Source
+from ..models.requests import errors
+from ..models.responses import AgentState
 from ..pagination import Limit, Order, page
-from ..responses import AgentState
-from ..runtime import Runtime
-from ..schemas import errors
+from ..services.messages import iso
+from ..services.runtime import Runtime
 from .agents import agent_record, agent_state
 from .folders import folder_view, folders
 

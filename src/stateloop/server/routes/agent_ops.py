@@ -16,14 +16,14 @@ from ...memory.compaction import _summary_body, is_summary
 from ...messages import ToolCall, new_call_id
 from ...tools.client import client_tool
 from ...tools.execution import execute_tool
-from ..content import ImageContent
 from ..deps import RuntimeDep
-from ..message_edit import edit_message
-from ..messages import to_letta
-from ..model_requests import complete, completion_request, next_request, provider_body
-from ..responses import AgentState, Response
-from ..runtime import Runtime
-from ..schemas import ErrorBody, Lenient, LettaStreamingRequest, TextContent, errors
+from ..models.content import ImageContent
+from ..models.requests import ErrorBody, Lenient, LettaStreamingRequest, TextContent, errors
+from ..models.responses import AgentState, Response
+from ..services.message_edit import edit_message
+from ..services.messages import to_letta
+from ..services.model_requests import complete, completion_request, next_request, provider_body
+from ..services.runtime import Runtime
 from .agents import agent_record, live_agent
 from .messages import parse_input
 

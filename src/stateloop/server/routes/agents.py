@@ -8,15 +8,15 @@ from fastapi import APIRouter, HTTPException, Query
 
 from ...agent import Agent
 from ...store import AgentRecord, Page
-from ..creation import create_agent, update_agent
 from ..deps import RuntimeDep
+from ..models.requests import CreateAgent, UpdateAgent, errors
+from ..models.responses import AgentState, ContextWindowOverview
 from ..pagination import Limit, Order
-from ..responses import AgentState, ContextWindowOverview
-from ..runtime import Runtime
-from ..schemas import CreateAgent, UpdateAgent, errors
-from ..sleeptime import drop_sleeptime
-from ..unreadable import readable, unreadable
-from ..views import agent_view, identity_view
+from ..services.creation import create_agent, update_agent
+from ..services.runtime import Runtime
+from ..services.sleeptime import drop_sleeptime
+from ..services.unreadable import readable, unreadable
+from ..services.views import agent_view, identity_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 

@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException, Query
 from ...store import PassageRecord
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
-from ..messages import iso
+from ..models.requests import CreateArchivalMemory, errors
+from ..models.responses import ArchivalMemorySearchResponse, Passage
 from ..pagination import Limit
-from ..responses import ArchivalMemorySearchResponse, Passage
-from ..runtime import Runtime
-from ..schemas import CreateArchivalMemory, errors
+from ..services.messages import iso
+from ..services.runtime import Runtime
 from .agents import agent_record
 from .archives import passage_views
 

@@ -19,21 +19,21 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from ...memory.archival import ArchivalMemory
 from ...store import ArchiveRecord, Page, PassageRecord
 from ...store.times import to_epoch
-from ..agent_fields import embedding_config
-from ..archive_models import (
+from ..deps import RuntimeDep
+from ..models.archives import (
     Archive,
     ArchiveCreateRequest,
     ArchiveUpdateRequest,
     PassageBatchCreateRequest,
     PassageCreateRequest,
 )
-from ..deps import RuntimeDep
-from ..messages import iso
+from ..models.requests import errors
+from ..models.responses import AgentState, Passage
 from ..pagination import Limit, Order, page
-from ..responses import AgentState, Passage
-from ..runtime import Runtime
-from ..schemas import errors
-from ..views import passage_view
+from ..services.agent_fields import embedding_config
+from ..services.messages import iso
+from ..services.runtime import Runtime
+from ..services.views import passage_view
 from .agents import agent_record, agent_state
 
 router = APIRouter(tags=["archives"])

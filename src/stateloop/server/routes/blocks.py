@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query
 
 from ...store import BlockRecord, Page
 from ..deps import RuntimeDep
+from ..models.requests import BlockUpdate, CreateBlock, errors
+from ..models.responses import AgentState, Block
 from ..pagination import Limit, Order, page
-from ..responses import AgentState, Block
-from ..schemas import BlockUpdate, CreateBlock, errors
-from ..sleeptime import share_block
-from ..unreadable import readable
-from ..views import block_view
+from ..services.sleeptime import share_block
+from ..services.unreadable import readable
+from ..services.views import block_view
 from .agents import agent_record, agent_state
 
 router = APIRouter(tags=["blocks"])

@@ -14,9 +14,9 @@ from fastapi import APIRouter, Query
 from ...llm.models import DEFAULT_LIMITS, known_limits
 from ...store import Page
 from ..deps import RuntimeDep
+from ..models.requests import errors
+from ..models.responses import AgentState, EmbeddingModel, Model
 from ..pagination import Limit, Order
-from ..responses import AgentState, EmbeddingModel, Model
-from ..schemas import errors
 from .agents import agent_states
 
 router = APIRouter()

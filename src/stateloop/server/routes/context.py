@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException
 from ...agent import Agent
 from ...store import NotFoundError
 from ..deps import RuntimeDep
-from ..messages import to_letta
-from ..responses import AgentState, Memory
-from ..runtime import Runtime
-from ..schemas import Lenient, errors
-from ..views import block_view
+from ..models.requests import Lenient, errors
+from ..models.responses import AgentState, Memory
+from ..services.messages import to_letta
+from ..services.runtime import Runtime
+from ..services.views import block_view
 from .agents import agent_record, agent_state, live_agent
 
 router = APIRouter()

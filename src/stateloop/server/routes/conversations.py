@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ...agent import Agent
 from ...errors import AgentBusyError, ConfigError
-from .. import fleet
-from ..agent_fields import model_settings
-from ..conversation_models import (
+from ..deps import RuntimeDep
+from ..errors import CONFLICT
+from ..models.conversations import (
     CompactionRequest,
     Conversation,
     ConversationMessageRequest,
@@ -26,15 +26,15 @@ from ..conversation_models import (
     UpdateConversation,
     conversation_view,
 )
-from ..deps import RuntimeDep
-from ..errors import CONFLICT
-from ..messages import history_frames
+from ..models.requests import errors, streamed
+from ..models.responses import LettaResponse
 from ..pagination import Order
-from ..responses import LettaResponse
 from ..run_errors import failure_responses
-from ..run_frames import follow_stored
-from ..runtime import Runtime
-from ..schemas import errors, streamed
+from ..services import fleet
+from ..services.agent_fields import model_settings
+from ..services.messages import history_frames
+from ..services.run_frames import follow_stored
+from ..services.runtime import Runtime
 from ..sse import event_stream, wanted
 from .agent_ops import CompactionResponse, compact_thread, preview_thread
 from .agents import live_agent

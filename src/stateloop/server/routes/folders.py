@@ -19,9 +19,8 @@ from ...files import FileRejected, Folders, Limits
 from ...files.context import refresh
 from ...store import Page
 from ...store.folders import ChunkRecord, FileRecord, FolderRecord
-from ..agent_fields import embedding_config
 from ..deps import RuntimeDep
-from ..folder_models import (
+from ..models.folders import (
     FileMetadata,
     Folder,
     FolderPassage,
@@ -30,10 +29,11 @@ from ..folder_models import (
     SourceCreate,
     SourceUpdate,
 )
-from ..messages import iso
+from ..models.requests import errors
 from ..pagination import Limit, Order, page
-from ..runtime import Runtime
-from ..schemas import errors
+from ..services.agent_fields import embedding_config
+from ..services.messages import iso
+from ..services.runtime import Runtime
 
 router = APIRouter(tags=["folders"])
 

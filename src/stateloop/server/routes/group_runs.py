@@ -17,13 +17,13 @@ from ...errors import ConfigError
 from ...groups import Group, GroupEvent
 from ...groups.base import GOOD_STOPS
 from ...messages import Message, TextPart
-from ..creation import unprocessable
 from ..deps import RuntimeDep
-from ..messages import Frame, StreamConverter, usage_frame
-from ..responses import LettaResponse
+from ..models.requests import LettaStreamingRequest, MessageCreate, TextContent, streamed
+from ..models.responses import LettaResponse
 from ..run_errors import error_response, failure_responses
-from ..runtime import Runtime
-from ..schemas import LettaStreamingRequest, MessageCreate, TextContent, streamed
+from ..services.creation import unprocessable
+from ..services.messages import Frame, StreamConverter, usage_frame
+from ..services.runtime import Runtime
 from ..sse import event_stream
 from .agents import live_agent
 from .messages import gather, send_message, send_message_streaming

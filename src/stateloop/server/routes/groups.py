@@ -12,14 +12,14 @@ from pydantic import Field
 from ...store import Page
 from ...store.groups import GroupMessage, GroupRecord
 from ..deps import RuntimeDep
-from ..messages import Frame, iso
+from ..models.requests import INT64_MAX, Lenient, errors
+from ..models.responses import Group
 from ..pagination import Limit, Order
-from ..responses import Group
-from ..runtime import Runtime
-from ..schemas import INT64_MAX, Lenient, errors
-from ..sleeptime import end_group, follow_group
+from ..services.messages import Frame, iso
+from ..services.runtime import Runtime
+from ..services.sleeptime import end_group, follow_group
+from ..services.views import group_view
 from ..sse import wanted
-from ..views import group_view
 from .agents import agent_record
 
 router = APIRouter(tags=["groups"])

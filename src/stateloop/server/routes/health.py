@@ -10,8 +10,8 @@ from fastapi import APIRouter, HTTPException
 from ... import __version__
 from ...store import StoreError
 from ..deps import RuntimeDep
-from ..responses import Health
-from ..schemas import errors
+from ..models.requests import errors
+from ..models.responses import Health
 
 router = APIRouter(tags=["health"])
 

@@ -14,11 +14,11 @@ from fastapi import APIRouter
 
 from ...store import IdentityRecord, Page
 from ..deps import RuntimeDep
+from ..models.requests import IdentityCreate, IdentityProperty, IdentityType, IdentityUpdate, errors
+from ..models.requests import IdentityUpsert as IdentityUpsertBody
+from ..models.responses import AgentState, Block, Identity
 from ..pagination import Limit, Order
-from ..responses import AgentState, Block, Identity
-from ..schemas import IdentityCreate, IdentityProperty, IdentityType, IdentityUpdate, errors
-from ..schemas import IdentityUpsert as IdentityUpsertBody
-from ..views import block_view, identity_view
+from ..services.views import block_view, identity_view
 from .agents import agent_record, agent_states
 
 router = APIRouter(tags=["identities"])

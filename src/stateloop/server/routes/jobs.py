@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
-from ..responses import Response
-from ..schemas import errors
+from ..models.requests import errors
+from ..models.responses import Response
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -13,9 +13,8 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import StreamingResponse
 
 from ...store.mcp_servers import MCPServerRecord
-from .. import mcp_bridge as bridge
 from ..deps import RuntimeDep
-from ..mcp_models import (
+from ..models.mcp import (
     MCP_FAILED,
     MCP_REFUSED,
     ConfigOut,
@@ -24,10 +23,11 @@ from ..mcp_models import (
     MCPToolOut,
     ServerConfigIn,
 )
-from ..responses import Tool
-from ..runtime import Runtime
-from ..schemas import errors, streamed
-from ..views import tool_view
+from ..models.requests import errors, streamed
+from ..models.responses import Tool
+from ..services import mcp_bridge as bridge
+from ..services.runtime import Runtime
+from ..services.views import tool_view
 from .agents import agent_record
 from .mcp_servers import closed, create_with_tools, delete_with_tools
 

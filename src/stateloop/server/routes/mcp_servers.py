@@ -20,9 +20,8 @@ from fastapi.responses import StreamingResponse
 from ...mcp import MCPConnectionError
 from ...store import ToolRecord
 from ...store.mcp_servers import MCPServerRecord
-from .. import mcp_bridge as bridge
 from ..deps import RuntimeDep
-from ..mcp_models import (
+from ..models.mcp import (
     FAILED,
     MCP_FAILED,
     MCP_REFUSED,
@@ -32,10 +31,11 @@ from ..mcp_models import (
     ToolExecutionResult,
     UpdateMCPServerRequest,
 )
-from ..responses import Tool
-from ..runtime import Runtime
-from ..schemas import errors, streamed
-from ..views import tool_view
+from ..models.requests import errors, streamed
+from ..models.responses import Tool
+from ..services import mcp_bridge as bridge
+from ..services.runtime import Runtime
+from ..services.views import tool_view
 from .agents import agent_record
 
 router = APIRouter(prefix="/v1/mcp-servers", tags=["mcp-servers"])

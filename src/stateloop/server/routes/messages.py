@@ -17,19 +17,10 @@ from ...errors import AgentBusyError, ConfigError, InputTooLarge
 from ...messages import Message, Part, TextPart
 from ...store.fleet import arrived
 from ...tools.client import client_tool
-from .. import fleet
-from ..callbacks import check_callback_url
-from ..content import ImageContent
-from ..creation import unprocessable
 from ..deps import RuntimeDep
 from ..errors import CONFLICT, approval_mismatch, pending_approval_error
-from ..messages import Frame, history_frames
-from ..pagination import Order
-from ..responses import LettaResponse, Run
-from ..run_errors import error_response, failed, failure_responses
-from ..runs import RunChannel
-from ..runtime import Runtime
-from ..schemas import (
+from ..models.content import ImageContent
+from ..models.requests import (
     ApprovalCreate,
     ApprovalReturn,
     CancelAgentRunRequest,
@@ -42,8 +33,17 @@ from ..schemas import (
     errors,
     streamed,
 )
+from ..models.responses import LettaResponse, Run
+from ..pagination import Order
+from ..run_errors import error_response, failed, failure_responses
+from ..services import fleet
+from ..services.callbacks import check_callback_url
+from ..services.creation import unprocessable
+from ..services.messages import Frame, history_frames
+from ..services.runs import RunChannel
+from ..services.runtime import Runtime
+from ..services.views import DEFAULT_REQUEST_CONFIG, request_config, run_view
 from ..sse import event_stream, wanted
-from ..views import DEFAULT_REQUEST_CONFIG, request_config, run_view
 from .agents import agent_record, live_agent
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/messages", tags=["messages"])

@@ -11,9 +11,9 @@ from fastapi import APIRouter, HTTPException
 
 from ...store import Page
 from ..deps import RuntimeDep
-from ..responses import Run, RunMetrics
-from ..schemas import errors
-from ..views import run_view
+from ..models.requests import errors
+from ..models.responses import Run, RunMetrics
+from ..services.views import run_view
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 

@@ -10,13 +10,13 @@ from fastapi.responses import StreamingResponse
 
 from ...store import Page
 from ..deps import RuntimeDep
-from ..messages import Frame, history_frames
+from ..models.requests import RetrieveStreamRequest, errors, streamed
+from ..models.responses import Run, Step, UsageStatistics
 from ..pagination import Limit, Order, page
-from ..responses import Run, Step, UsageStatistics
-from ..run_frames import follow_stored, stored_end
-from ..schemas import RetrieveStreamRequest, errors, streamed
+from ..services.messages import Frame, history_frames
+from ..services.run_frames import follow_stored, stored_end
+from ..services.views import run_view, step_view, usage_view
 from ..sse import event_stream, wanted
-from ..views import run_view, step_view, usage_view
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 

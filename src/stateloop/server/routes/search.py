@@ -20,7 +20,8 @@ from fastapi import APIRouter, HTTPException, Query
 from ...messages import Message
 from ...store import MessageHit, PassageRecord
 from ...store.times import to_epoch
-from ..archive_models import (
+from ..deps import RuntimeDep
+from ..models.archives import (
     MessageListResult,
     MessageSearchRequest,
     MessageSearchResult,
@@ -28,11 +29,10 @@ from ..archive_models import (
     PassageSearchResult,
     SearchAllMessagesRequest,
 )
-from ..deps import RuntimeDep
-from ..messages import history_frames, iso, to_letta
+from ..models.requests import errors
 from ..pagination import Order
-from ..runtime import Runtime
-from ..schemas import errors
+from ..services.messages import history_frames, iso, to_letta
+from ..services.runtime import Runtime
 from ..sse import wanted
 from .agents import agent_record
 from .archives import archival_memory, passage_views

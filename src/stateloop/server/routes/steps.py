@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException, Query
 from ...store import Page
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
-from ..messages import to_letta
+from ..models.requests import Lenient, errors
+from ..models.responses import Step, StepMetrics
 from ..pagination import Limit, Order, page
-from ..responses import Step, StepMetrics
-from ..schemas import Lenient, errors
-from ..views import step_view
+from ..services.messages import to_letta
+from ..services.views import step_view
 
 router = APIRouter(prefix="/v1/steps", tags=["steps"])
 

@@ -15,13 +15,13 @@ from ...store import ToolRecord
 from ...tools.execution import execute_tool, result_message
 from ...tools.sandbox import check_source, describe_source, sandboxed_tool
 from ...tools.source_reader import SourceTooLarge
-from ..creation import unprocessable
 from ..deps import RuntimeDep
-from ..messages import to_letta
-from ..responses import Response, Tool
-from ..runtime import RETURN_CHAR_LIMIT
-from ..schemas import Lenient, ToolEnv, errors
-from ..views import tool_view
+from ..models.requests import Lenient, ToolEnv, errors
+from ..models.responses import Response, Tool
+from ..services.creation import unprocessable
+from ..services.messages import to_letta
+from ..services.runtime import RETURN_CHAR_LIMIT
+from ..services.views import tool_view
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 

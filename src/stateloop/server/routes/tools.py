@@ -12,15 +12,15 @@ from ...store import NotFoundError, Page, ToolRecord
 from ...tools.builtin import builtin_names
 from ...tools.sandbox import check_source, describe_source
 from ...tools.source_reader import SourceTooLarge
-from ..creation import set_tools, unprocessable
 from ..deps import RuntimeDep
+from ..models.requests import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
+from ..models.responses import AgentState, Tool
 from ..pagination import Limit, Order, page
-from ..responses import AgentState, Tool
-from ..runtime import Runtime, with_default_approvals
-from ..schemas import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
-from ..tool_env import agent_env
-from ..unreadable import readable
-from ..views import tool_view
+from ..services.creation import set_tools, unprocessable
+from ..services.runtime import Runtime, with_default_approvals
+from ..services.tool_env import agent_env
+from ..services.unreadable import readable
+from ..services.views import tool_view
 from .agents import agent_record, agent_state
 
 router = APIRouter(tags=["tools"])

@@ -14,22 +14,22 @@ from urllib.parse import urlsplit
 import httpx2
 from fastapi import HTTPException
 
-from ..addresses import DEFAULT_PORTS, RefusedAddress, public_address
-from ..mcp import MCPConnectionError, MCPTools
-from ..mcp.tools import call_tool
-from ..store.errors import DuplicateError
-from ..store.mcp_servers import MCPServerRecord
-from ..store.records import ToolRecord
-from ..tools.base import Tool
-from ..tools.execution import ToolOutput, truncated
-from ..tools.sandbox import Isolation
+from ...addresses import DEFAULT_PORTS, RefusedAddress, public_address
+from ...mcp import MCPConnectionError, MCPTools
+from ...mcp.tools import call_tool
+from ...store.errors import DuplicateError
+from ...store.mcp_servers import MCPServerRecord
+from ...store.records import ToolRecord
+from ...tools.base import Tool
+from ...tools.execution import ToolOutput, truncated
+from ...tools.sandbox import Isolation
+from ..models.mcp import FAILED, REDACTED, REFUSED
 from .agent_fields import unprocessable
-from .mcp_models import FAILED, REDACTED, REFUSED
 
 if TYPE_CHECKING:
     from mcp.types import Tool as ListedTool
 
-    from ..store import SqlStore
+    from ...store import SqlStore
 
 CONFIG_KEYS = ("command", "args", "server_url", "auth_header")
 SECRET_KEYS = ("env", "auth_token", "custom_headers")
@@ -179,7 +179,7 @@ def tools_of(record: MCPServerRecord, policy: MCPPolicy) -> MCPTools:
 async def listed_tools(record: MCPServerRecord, policy: MCPPolicy) -> list[ListedTool]:
     """The tools the server lists now; a server the operator does not allow is a 403, one
     that cannot be reached a 424."""
-    from ..mcp import session
+    from ...mcp import session
 
     refused = refusal(record, policy)
     if refused is not None:

@@ -11,11 +11,11 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from ..llm.base import NO_SETTINGS, ModelSettings
-from ..memory.embedding_models import Embedders
-from ..memory.embeddings import EmbeddingError, EmbeddingUnavailable
-from ..messages import Message, assistant, system, user
-from .schemas import MessageCreate
+from ...llm.base import NO_SETTINGS, ModelSettings
+from ...memory.embedding_models import Embedders
+from ...memory.embeddings import EmbeddingError, EmbeddingUnavailable
+from ...messages import Message, assistant, system, user
+from ..models.requests import MessageCreate
 
 _SETTINGS = ("max_output_tokens", "parallel_tool_calls", "temperature", "reasoning",
              "thinking", "response_format")

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from ..addresses import DEFAULT_PORTS, GuardedTransport, RefusedAddress, public_address
+from ...addresses import DEFAULT_PORTS, GuardedTransport, RefusedAddress, public_address
 from .agent_fields import unprocessable
 from .messages import Frame, iso
 from .runs import RunChannel
@@ -29,7 +29,7 @@ from .runs import RunChannel
 if TYPE_CHECKING:
     from fastapi import HTTPException
 
-    from ..store.sql import SqlStore
+    from ...store.sql import SqlStore
 
 logger = logging.getLogger("stateloop.server")
 

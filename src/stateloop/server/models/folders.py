@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
+from .requests import Lenient
 from .responses import EmbeddingConfig, Response
-from .schemas import Lenient
 
 
 class SourceCreate(Lenient):

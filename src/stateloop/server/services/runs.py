@@ -11,15 +11,15 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
-from ..approvals import Approval
-from ..events import AnyEvent, RunEnd
-from ..messages import Message
-from ..tools import Tool
+from ...approvals import Approval
+from ...events import AnyEvent, RunEnd
+from ...messages import Message
+from ...tools import Tool
 from .messages import Frame, StreamConverter
 from .run_frames import FrameLog
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...agent import Agent
 
 logger = logging.getLogger("stateloop.server")
 

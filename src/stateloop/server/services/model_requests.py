@@ -10,14 +10,14 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from ..agent import Agent
-from ..cancellation import CancelScope
-from ..errors import ModelError
-from ..llm.base import Model, ModelRequest, ModelResponse, ToolSpec
-from ..loop import _Run
-from ..memory.context import ContextBuilder
-from ..messages import Message, Usage, system, user
-from ..tools import Tool
+from ...agent import Agent
+from ...cancellation import CancelScope
+from ...errors import ModelError
+from ...llm.base import Model, ModelRequest, ModelResponse, ToolSpec
+from ...loop import _Run
+from ...memory.context import ContextBuilder
+from ...messages import Message, Usage, system, user
+from ...tools import Tool
 
 # Letta's name for the tool a structured answer is forced through.
 STRUCTURED_OUTPUT = "structured_output"

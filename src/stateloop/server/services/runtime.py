@@ -12,35 +12,35 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
-from ..directory import bind, tagged_in_store
-from ..mcp import close_all as close_mcp_sessions
-from ..memory.embedding_models import Embedders
-from ..memory.embeddings import Embedder
-from ..store import NotFoundError, ToolRecord
-from ..tools import Tool
-from ..tools.builtin import builtin_names, builtin_tool, builtin_tool_type
-from ..tools.bwrap import bwrap_mode
-from ..tools.code import server_code_tool
-from ..tools.confinement import memory_bound
-from ..tools.pool import WorkerPool
-from ..tools.sandbox import (
+from ...agent import Agent
+from ...directory import bind, tagged_in_store
+from ...mcp import close_all as close_mcp_sessions
+from ...memory.embedding_models import Embedders
+from ...memory.embeddings import Embedder
+from ...store import NotFoundError, ToolRecord
+from ...tools import Tool
+from ...tools.builtin import builtin_names, builtin_tool, builtin_tool_type
+from ...tools.bwrap import bwrap_mode
+from ...tools.code import server_code_tool
+from ...tools.confinement import memory_bound
+from ...tools.pool import WorkerPool
+from ...tools.sandbox import (
     Isolation,
     SandboxedToolError,
     SandboxLimits,
     sandboxed_tool,
     stop_workers,
 )
-from ..tools.source_reader import SourceReader
+from ...tools.source_reader import SourceReader
+from ..settings import ServerSettings
 from . import fleet
 from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
-from .settings import ServerSettings
 from .tool_env import agent_env
 
 if TYPE_CHECKING:
-    from ..store.sql import SqlStore
+    from ...store.sql import SqlStore
 
 logger = logging.getLogger("stateloop.server")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from ..sleeptime import (
+from ...sleeptime import (
     MANAGER_TYPE,
     MEMORY_AGENT_TYPE,
     Sleeptime,
@@ -16,8 +16,8 @@ from ..sleeptime import (
     create_memory_agent,
     stored_link,
 )
-from ..store import DuplicateError, NotFoundError
-from ..store.groups import GroupRecord
+from ...store import DuplicateError, NotFoundError
+from ...store.groups import GroupRecord
 from .runtime import Runtime
 
 logger = logging.getLogger("stateloop.server")

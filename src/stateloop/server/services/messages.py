@@ -9,14 +9,14 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..events import AnyEvent, RunEnd, StepStart
-from ..messages import ImagePart, Message, TextPart, ToolCall
-from ..persistence import run_status
-from ..store.records import step_record_id
-from .content import image_view
+from ...events import AnyEvent, RunEnd, StepStart
+from ...messages import ImagePart, Message, TextPart, ToolCall
+from ...persistence import run_status
+from ...store.records import step_record_id
+from ..models.content import image_view
 
 if TYPE_CHECKING:
-    from ..store.sql import SqlStore
+    from ...store.sql import SqlStore
 
 Frame = dict[str, Any]
 

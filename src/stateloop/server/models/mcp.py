@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from .requests import ErrorBody, Lenient, Strict, ToolEnv
 from .responses import Response
-from .schemas import ErrorBody, Lenient, Strict, ToolEnv
 
 REDACTED = "****"  # what a stored secret reads as; sent back unchanged, it keeps the secret
 

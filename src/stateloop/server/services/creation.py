@@ -7,18 +7,19 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from ..agent import Agent
-from ..agent_options import parse_rules, tool_map
-from ..errors import ConfigError
-from ..llm.base import settings_dict
-from ..llm.registry import resolve_model
-from ..llm.tokens import message_tokens
-from ..memory.blocks import DEFAULT_BLOCK_LIMIT, Block
-from ..memory.compaction import SystemPromptTooLarge
-from ..persistence import block_from_record, block_record
-from ..store import AgentRecord
-from ..tools import Tool
-from ..tools.builtin import builtin_names
+from ...agent import Agent
+from ...agent_options import parse_rules, tool_map
+from ...errors import ConfigError
+from ...llm.base import settings_dict
+from ...llm.registry import resolve_model
+from ...llm.tokens import message_tokens
+from ...memory.blocks import DEFAULT_BLOCK_LIMIT, Block
+from ...memory.compaction import SystemPromptTooLarge
+from ...persistence import block_from_record, block_record
+from ...store import AgentRecord
+from ...tools import Tool
+from ...tools.builtin import builtin_names
+from ..models.requests import CreateAgent, LLMConfig, UpdateAgent
 from .agent_fields import (
     embedding_config,
     initial_messages,
@@ -27,7 +28,6 @@ from .agent_fields import (
     unprocessable,
 )
 from .runtime import Runtime, with_default_approvals
-from .schemas import CreateAgent, LLMConfig, UpdateAgent
 from .sleeptime import set_sleeptime
 from .tool_env import agent_env, replace_env
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..messages import ImagePart
+from ...messages import ImagePart
 
 
 class _Part(BaseModel):

@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import Field
 
-from ..store.conversations import ConversationRecord
+from ...store.conversations import ConversationRecord
+from ..services.views import iso
+from .requests import Lenient, LettaStreamingRequest, RetrieveStreamRequest
 from .responses import Response
-from .schemas import Lenient, LettaStreamingRequest, RetrieveStreamRequest
-from .views import iso
 
 
 class Conversation(Response):

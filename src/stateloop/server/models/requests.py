@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from ..storable import INT_MAX, Count
+from ...storable import INT_MAX, Count
 from .content import ImageContent
 
 # The store keeps counts and limits in 64-bit integer columns: a larger one is refused (422,

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from .requests import INT64_MAX, Lenient
 from .responses import EmbeddingConfig, Passage, Response
-from .schemas import INT64_MAX, Lenient
 
 SearchLimit = Field(50, ge=1, le=INT64_MAX)
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
-from ..store import NotFoundError, RunRecord
-from ..store.run_frames import FrameRow
+from ...store import NotFoundError, RunRecord
+from ...store.run_frames import FrameRow
 from .messages import Frame
 
 if TYPE_CHECKING:
-    from ..store.sql import SqlStore
+    from ...store.sql import SqlStore
 
 logger = logging.getLogger("stateloop.server")
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..deepjson import MAX_DEPTH
-from ..storable import check_value
-from ..surrogates import first_lone_surrogate, replace_lone_surrogates
+from ...deepjson import MAX_DEPTH
+from ...storable import check_value
+from ...surrogates import first_lone_surrogate, replace_lone_surrogates
 
 ERROR_TYPE = "unreadable_record"
 # What stands for a value the model refuses where it takes no null, by pydantic's error type.

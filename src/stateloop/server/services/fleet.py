@@ -12,9 +12,9 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
-from ..store.fleet import Fleet
-from .middleware import ASGIApp, Message, Receive, Scope, Send
+from ...agent import Agent
+from ...store.fleet import Fleet
+from ..middleware import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from .runtime import Runtime

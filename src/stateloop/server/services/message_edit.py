@@ -9,13 +9,13 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from ..agent import Agent
-from ..messages import Message, Part, ReasoningPart, TextPart, ToolCall
-from ..store import NotFoundError
-from .content import ImageContent
+from ...agent import Agent
+from ...messages import Message, Part, ReasoningPart, TextPart, ToolCall
+from ...store import NotFoundError
+from ..models.content import ImageContent
+from ..models.requests import TextContent
 from .messages import SEND_MESSAGE, to_letta
 from .runtime import Runtime
-from .schemas import TextContent
 
 # Which stored role each update type edits.
 _ROLES = {"system_message": "system", "user_message": "user",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..approvals import PendingApproval
-from ..deepjson import MAX_DEPTH, cut, deeper_than
-from ..store import (
+from ...approvals import PendingApproval
+from ...deepjson import MAX_DEPTH, cut, deeper_than
+from ...store import (
     AgentRecord,
     BlockRecord,
     IdentityRecord,
@@ -16,7 +16,7 @@ from ..store import (
     StepRecord,
     ToolRecord,
 )
-from ..store.groups import GroupRecord
+from ...store.groups import GroupRecord
 from .callbacks import CALLBACK_KEY, callback_fields
 from .messages import SEND_MESSAGE, call_frame, iso
 from .tool_env import stored_env

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..store import AgentRecord
+from ...store import AgentRecord
 
 # In ``AgentRecord.extra``: [{"id": "agent-env-...", "key": ..., "value": ...}], in the
 # order given. Not Letta's .af field names, so an Agent File's own fields never collide.

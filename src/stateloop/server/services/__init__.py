@@ -1,0 +1,1 @@
+"""What the routes call: the live agents and runs, and store records shown as Letta's objects."""
