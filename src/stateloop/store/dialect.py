@@ -13,13 +13,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     Connection,
     Select,
+    String,
+    any_,
     bindparam,
     column,
     exists,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -190,6 +194,19 @@ def _pg_message_search(query: str, roles: Sequence[str], include_tool: bool,
             .where(found).where(m.c.role.in_(list(roles)))
             .order_by(score.desc(), m.c.seq.desc()).limit(limit))
     return stmt
+
+
+# --- orders ---
+
+def equals_kept_in_order(column: Any, value: str, dialect: str) -> ColumnElement[bool]:
+    """``column = value``, spelled so that an ORDER BY that leads with ``column`` keeps it.
+    PostgreSQL drops a column fixed by ``=`` from the order; a page of one agent's messages
+    by seq may then walk the whole table's seq backward, filtering, when the agent's
+    messages are old (its statistics suppose them spread evenly). As ``= ANY(ARRAY[...])``
+    the order stays (agent_id, seq), which only that index gives."""
+    if dialect == "sqlite":
+        return column == value
+    return column == any_(literal([value], ARRAY(String)))
 
 
 # --- JSON documents ---
