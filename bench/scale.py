@@ -223,6 +223,8 @@ def measure(base: str, seeded: Seeded, samples: int) -> dict[str, tuple[float, f
     cold = iter(picked[samples + 1:])
     warm = picked[-1]
     say = [{"role": "user", "content": "hello there"}]
+    answer = client.agents.messages.create(warm, messages=say)
+    assert any(m.message_type == "assistant_message" for m in answer.messages), answer
 
     def page(after: str | None) -> Callable[[int], object]:
         return lambda i: client.agents.list(limit=50, after=after).items
@@ -233,6 +235,8 @@ def measure(base: str, seeded: Seeded, samples: int) -> dict[str, tuple[float, f
             samples, lambda i: client.agents.with_raw_response.list(limit=50).http_response),
         "list agents, middle page": timed(samples, page(agents[len(agents) // 2])),
         "list agents, last page": timed(samples, page(agents[min(50, len(agents) - 1)])),
+        "list blocks, first page (50)": timed(
+            samples, lambda i: client.blocks.list(limit=50).items),
         "get one agent": timed(samples, lambda i: client.agents.retrieve(picked[i])),
         "list an agent's messages, newest page (50)": timed(
             samples, lambda i: client.agents.messages.list(seeded.deep, limit=50).items),
@@ -266,6 +270,8 @@ def postgresql(workdir: Path) -> Iterator[str]:
 
 
 def run(store: str, url: str, args: argparse.Namespace, workdir: Path) -> list[str]:
+    with serving(f"sqlite:///{workdir / 'empty.db'}", workdir) as (_, _, empty_start):
+        pass  # what starting costs before any data: imports, migrations
     seeded = asyncio.run(seed(url, args.agents, args.messages))
     if store == "postgresql":  # what autovacuum would have done by the time anyone asks
         asyncio.run(_analyze(url))
@@ -277,6 +283,7 @@ def run(store: str, url: str, args: argparse.Namespace, workdir: Path) -> list[s
              "p95 ms |", "|---|---|---|"]
     lines += [f"| {name} | {p50:.1f} | {p95:.1f} |" for name, (p50, p95) in results.items()]
     lines += [f"| server start (spawn to /v1/health) | {start * 1000:.0f} | |",
+              f"| server start, empty SQLite database | {empty_start * 1000:.0f} | |",
               f"| server RSS after the run (peak) | {rss:.0f} MB ({peak:.0f} MB) | |",
               f"| seeding (bulk, recall indexed) | {seeded.seconds:.0f} s | |",
               f"| database size | {total / 2**20:.0f} MB | |"]
