@@ -111,7 +111,13 @@ async def _add_files(url: str, folder_id: str) -> None:
         files = [dataclasses.asdict(FileRecord(folder_id, f"f{n}.txt", f"f{n}.txt", "text/plain",
                                                1, content="x", created_at=T0 + n))
                  for n in range(FILES)]
-        await store._runner.write(lambda conn: conn.execute(insert(schema.files), files))
+        chunks = [{"id": f"file-passage-{n:04d}", "file_id": files[n % FILES]["id"],
+                   "folder_id": folder_id, "text": f"chunk {n}", "embedding": b"\0" * 16,
+                   "embedding_model": "text-embedding-3-small", "embedding_dim": 4,
+                   "created_at": T0 + n} for n in range(2 * FILES)]
+        await store._runner.write(lambda conn: (conn.execute(insert(schema.files), files),
+                                                conn.execute(insert(schema.file_passages),
+                                                             chunks)))
     finally:
         await store.close()
 
@@ -185,6 +191,7 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/steps?limit=10&agent_id={first}", "/v1/steps?limit=10&model=gpt-4o-mini",
     "/v1/groups/{group}/messages?limit=10", "/v1/groups/{group}/messages?limit=10&order=asc",
     "/v1/folders/{folder}/files?limit=10", "/v1/folders/{folder}/files?limit=10&order=desc",
+    "/v1/folders/{folder}/passages?limit=10&order=desc",
     "/v1/tags?limit=10", "/v1/tags?limit=10&order=desc", "/v1/tags?limit=10&name=USER-",
 ])
 def test_a_page_reads_the_rows_of_the_page(filled: Filled, path: str) -> None:

@@ -251,6 +251,11 @@ class FoldersMixin:
 
         return await self._runner.read(txn)
 
+    async def file_names_by_id(self, file_ids: Sequence[str]) -> dict[str, str]:
+        """The names of these files, by id, in one query (a page's files)."""
+        stmt = select(fi.c.id, fi.c.file_name).where(fi.c.id.in_(list(set(file_ids))))
+        return await self._runner.read(lambda conn: {row.id: row.file_name for row in conn.execute(stmt)})
+
     async def file_names(self, folder_id: str) -> set[str]:
         """The names in use in a folder."""
         stmt = select(fi.c.file_name).where(fi.c.folder_id == folder_id)
@@ -272,14 +277,12 @@ class FoldersMixin:
 
     # -- chunks ----------------------------------------------------------------------------
 
-    async def list_chunks(self, folder_id: str, *, limit: int = 100, after_seq: int = 0,
-                          order: str = "asc") -> list[ChunkRecord]:
-        """A page of the folder's chunks in insertion order (``seq`` is the cursor)."""
+    async def list_chunks(self, folder_id: str, page: Page = EVERYTHING) -> list[ChunkRecord]:
+        """The folder's chunks on ``page`` (by default all), in the order they were stored;
+        read in SQL."""
         stmt = select(fp).where(fp.c.folder_id == folder_id)
-        stmt = (stmt.where(fp.c.seq > after_seq).order_by(fp.c.seq) if order == "asc"
-                else stmt.order_by(fp.c.seq.desc()))
-        return await self._runner.read(
-            lambda conn: [_chunk(row) for row in conn.execute(stmt.limit(limit))])
+        return await self._runner.read(lambda conn: [
+            _chunk(row) for row in conn.execute(keyset(conn, stmt, fp, page, key=(fp.c.seq,)))])
 
     async def get_chunks(self, ids: Sequence[str]) -> list[ChunkRecord]:
         """Chunks with these ids, in the order given (unknown ids are skipped)."""
