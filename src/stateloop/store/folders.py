@@ -254,7 +254,8 @@ class FoldersMixin:
     async def file_names_by_id(self, file_ids: Sequence[str]) -> dict[str, str]:
         """The names of these files, by id, in one query (a page's files)."""
         stmt = select(fi.c.id, fi.c.file_name).where(fi.c.id.in_(list(set(file_ids))))
-        return await self._runner.read(lambda conn: {row.id: row.file_name for row in conn.execute(stmt)})
+        return await self._runner.read(
+            lambda conn: {row.id: row.file_name for row in conn.execute(stmt)})
 
     async def file_names(self, folder_id: str) -> set[str]:
         """The names in use in a folder."""
