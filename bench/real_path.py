@@ -23,9 +23,11 @@ sandbox), reports the time per step against the bare call.
                                         [--no-tools] [--check MS]
 
 ``--profile FILE`` runs the server under cProfile and writes its stats to FILE at the end.
-``--check MS`` exits 1 when a server path's overhead (p50 - bare p50) exceeds MS at any size:
-CI runs ``--sizes 0 --rounds 10 --no-tools --check 25``, a bound far above the usual few
-milliseconds and far below a regression such as a delayed ACK on every response (40 ms).
+``--check MS`` exits 1 when a server path's fastest call is more than MS slower than the
+fastest bare call at any size: CI runs ``--sizes 0 --rounds 10 --no-tools --check 25``, a
+bound far above the usual few milliseconds and far below a regression such as a delayed ACK
+on every response (40 ms). The fastest, not the median, so that a loaded machine, which slows
+some calls of every path, does not fail it while a stall on every response still does.
 """
 
 from __future__ import annotations
@@ -321,15 +323,18 @@ def report(results: list[dict[str, Any]]) -> None:
 
 
 def over_bound(results: list[dict[str, Any]], bound_ms: float) -> list[str]:
-    """The server paths whose overhead over the bare call exceeds ``bound_ms``."""
+    """The server paths whose fastest call is over ``bound_ms`` slower than the fastest bare
+    call. A busy machine slows some calls of every path; a stall on every response (a
+    delayed ACK's 40 ms) slows the fastest too, so the fastest is what the check compares."""
     failures = []
     for result in results:
-        base = statistics.median(result["times"]["bare"])
+        base = min(result["times"]["bare"])
         for path in SERVED:
-            overhead = (statistics.median(result["times"][path]) - base) * 1000
+            overhead = (min(result["times"][path]) - base) * 1000
             if overhead > bound_ms:
-                failures.append(f"{path} at {result['count']:,} in context: "
-                                f"{overhead:.1f} ms over the bare call (bound {bound_ms} ms)")
+                failures.append(f"{path} at {result['count']:,} in context: fastest call "
+                                f"{overhead:.1f} ms over the fastest bare call "
+                                f"(bound {bound_ms} ms)")
     return failures
 
 
@@ -371,7 +376,8 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool,
     for failure in failures:
         print(f"check failed: {failure}", file=sys.stderr)
     if check is not None and not failures:
-        print(f"check passed: every server path within {check} ms of the bare call")
+        print(f"check passed: every server path's fastest call within {check} ms "
+              "of the bare call's")
     return 1 if failures else 0
 
 

@@ -10,7 +10,7 @@ import gc
 import pytest
 
 from stateloop import Agent, tool
-from stateloop.directory import directory_of
+from stateloop.live_agents import live_agents_of
 from stateloop.testing import ScriptedModel, call, reply
 
 WAIT = "send_message_to_agent_and_wait_for_reply"
@@ -86,7 +86,7 @@ async def test_ping_pong_a_fact_through_wait_for_reply(store):
 async def test_an_agent_is_found_live_or_loaded_once(store):
     other = await Agent.acreate("openai/gpt-4o-mini", store=store)
     asker = await make(store, [])
-    directory = directory_of(asker)
+    directory = live_agents_of(asker)
     assert await directory.agent(other.id) is other  # the live object, not a second one
     other_id = other.id
     del other

@@ -1,6 +1,6 @@
 """stateloop: a small, exact runtime for stateful LLM agents."""
 
-from .agent import Agent, RunResult
+from .agent import Agent
 from .approvals import Approval, ApprovalError
 from .errors import (
     ConfigError,
@@ -14,6 +14,7 @@ from .hooks import Blocked, Hooks, StepRecord
 from .mcp import MCPTools
 from .memory.blocks import Block
 from .messages import Message, ToolCall, Usage
+from .run_result import RunResult
 from .tools import Tool, ToolContext, ToolOutput, tool
 
 __version__ = "0.1.0"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from .cli import main as run
+
 
 def main() -> None:
     """Run the ``stateloop`` command line."""
-    from .cli import main as run
-
     run()
 
 

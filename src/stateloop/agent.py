@@ -9,39 +9,32 @@ store), ``agent_memory`` (prompt, context window, recall and archival).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from . import agent_options as options
 from . import sleeptime
-from .agent_options import Input
-from .agent_threads import AgentThreads
+from .agent_runs import AgentRuns
 from .agent_types import agent_type as lookup_agent_type
-from .approvals import Approval
-from .cancellation import CancelScope
-from .directory import register
-from .eager import shielded
-from .errors import ConfigError
-from .events import AnyEvent, RunEnd
+from .conversation import Conversation, afork, fork, in_memory
+from .errors import AgentBusyError, ConfigError
 from .hooks import Hooks
+from .live_agents import register
 from .llm.base import NO_SETTINGS, Model, ModelSettings, settings_dict, stored_settings
 from .llm.registry import resolve_model
 from .llm.retry import RetryPolicy
 from .llm.tokens import message_tokens
-from .loop import LoopConfig, Resume, run_loop
+from .mcp.agent import offer_tools
 from .mcp.config import MCPTools
 from .memory.blocks import Block
-from .messages import Message, new_id
 from .persistence import Persistence, load_state, run_blocking
-from .run_result import Running, RunResult
 from .steering import Delivery
-from .surrogates import check
+from .store.records import AgentRecord
 from .tools import Tool
+from .tools.builtin import builtin_names
 from .tools.multi_agent import MULTI_AGENT_TOOL_NAMES
 
 if TYPE_CHECKING:
@@ -49,7 +42,6 @@ if TYPE_CHECKING:
     from .memory.compaction import Strategy
     from .memory.embedding_models import Embedders
     from .memory.embeddings import Embedder
-    from .store.records import AgentRecord
     from .store.sql import SqlStore
     from .tools.rules import BaseToolRule
 
@@ -58,7 +50,7 @@ logger = logging.getLogger("stateloop")
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
 
 
-class Agent(AgentThreads):
+class Agent(AgentRuns):
     """An agent: a model, tools, a system prompt and core memory blocks, with a conversation.
 
     ``await agent.run("...")`` (or ``run_sync``) runs it to a stop; ``agent.stream("...")``
@@ -161,7 +153,7 @@ class Agent(AgentThreads):
         self._init_thread(steering_delivery)  # the default thread's state (agent_threads)
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
         self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
-        register(self)  # other agents' tools find it (stateloop.directory)
+        register(self)  # other agents' tools find it (stateloop.live_agents)
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
 
@@ -200,8 +192,7 @@ class Agent(AgentThreads):
         """``load`` for async code."""
         db, record, blocks, messages, pending = await load_state(store, id_or_name)
         given = options.tool_map(tools)
-        from .agent_file.library import stored_source_tools
-        from .tools.builtin import builtin_names
+        from .agent_file.library import stored_source_tools  # lazy: ~0.1 s to import
 
         given.update(await stored_source_tools(db, record.tool_names, given))  # sandboxed
         missing = [n for n in record.tool_names if n not in given and n not in builtin_names()]
@@ -226,131 +217,100 @@ class Agent(AgentThreads):
         agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
 
-    # -- configuration -------------------------------------------------------------------
+    # -- conversations -------------------------------------------------------------------
 
-    @property
-    def model(self) -> Model:
-        return self._model
+    def conversation(self, id: str | None = None, *, summary: str | None = None,
+                     isolated_block_labels: Iterable[str] = (),
+                     model: str | Model | None = None) -> Conversation:
+        """A thread of this agent: a new one, or (with ``id``) one already made, from the
+        store if it is not in memory. See ``Conversation``."""
+        live = self._conversations.get(id) if id is not None else None
+        if live is not None:
+            return live
+        if self._persist is None:  # nothing to read or write
+            if id is not None:
+                raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
+            return in_memory(self, summary, list(isolated_block_labels), model, [])
+        return run_blocking(lambda: self.aconversation(
+            id, summary=summary, isolated_block_labels=isolated_block_labels, model=model))
 
-    @model.setter
-    def model(self, model: str | Model) -> None:
-        self._model = resolve_model(model, **self._model_options)
+    async def aconversation(self, id: str | None = None, *, summary: str | None = None,
+                            isolated_block_labels: Iterable[str] = (),
+                            model: str | Model | None = None) -> Conversation:
+        """``conversation`` for async code."""
+        if id is not None:
+            live = self._conversations.get(id)
+            if live is not None:
+                return live
+            if self._persist is None:
+                raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
+            return await Conversation.open_stored(self, id)
+        return await Conversation.start(self, summary=summary, model=model,
+                                        isolated_block_labels=list(isolated_block_labels))
 
-    @property
-    def messages(self) -> list[Message]:
-        """The in-context transcript, system prompt first."""
-        return list(self._transcript)
+    def fork(self, up_to: str | None = None, *, summary: str | None = None) -> Conversation:
+        """A new conversation that starts from copies of this thread's in-context messages,
+        through the message ``up_to`` (by default all of them)."""
+        return fork(self, up_to, summary=summary)
 
-    @property
-    def store(self) -> SqlStore | None:
-        return self._persist.store if self._persist is not None else None
+    async def afork(self, up_to: str | None = None, *,
+                    summary: str | None = None) -> Conversation:
+        """``fork`` for async code."""
+        return await afork(self, up_to, summary=summary)
 
-    # -- running -------------------------------------------------------------------------
+    async def delete_conversation(self, id: str) -> None:
+        """Delete a conversation and its messages (nothing the agent shares); a running one
+        must be cancelled first."""
+        live = self._conversations.get(id)
+        if live is not None and live.running:
+            raise AgentBusyError(f"conversation {id!r} is running; cancel it first")
+        if self._persist is not None:
+            await self._persist.store.delete_conversation(id)
+        elif live is None:
+            raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
+        self._conversations.pop(id, None)
 
-    async def run(self, input: Input = None, *,
-                  approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
-                  model: str | Model | None = None, tools: Sequence[Tool] = (),
-                  output_type: Any = None) -> RunResult:
-        """Run until the agent stops; returns the result (never raises for model/tool failure).
+    # -- agent files ---------------------------------------------------------------------
 
-        ``approvals`` resumes a run paused with stop reason ``requires_approval``;
-        ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
-        offered for this run only, over the agent's own of the same name; ``output_type``
-        makes ``result.output`` a validated answer. Input that
-        can never fit the context window raises ``InputTooLarge`` before anything is stored.
-        """
-        async with self._running(input, approvals, max_steps, model, tools, output_type,
-                                 events=False) as running:
-            async for _ in running.events:  # straight from the loop: no generator between
-                pass
-        assert running.end is not None
-        return RunResult.from_event(running.end, (output_type or self.output_type) is not None)
+    @classmethod
+    def import_file(cls, source: Any, *, store: Any, tools: Any = (), name: str | None = None,
+                    **settings: Any) -> Agent:
+        """Import an Agent File (a path, bytes or a dict) into ``store``; its first agent,
+        loaded as ``Agent.load`` would. Options: ``append_copy_suffix``,
+        ``override_existing_tools``, ``strip_messages``, ``secrets``, ``embedding``,
+        ``strict`` (see ``stateloop.agent_file.ImportOptions``), ``isolation`` for
+        the source tools; the rest goes to ``Agent.load``."""
+        return run_blocking(lambda: cls.aimport_file(source, store=store, tools=tools,
+                                                     name=name, **settings))
 
-    def run_sync(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
-                 output_type: Any = None) -> RunResult:
-        """``run`` for code without an event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(sleeptime.settled(
-                self, self.run(input, approvals=approvals, output_type=output_type)))
-        raise RuntimeError("run_sync() cannot be called from a running event loop; "
-                           "use 'await agent.run(...)' instead")
+    @classmethod
+    async def aimport_file(cls, source: Any, *, store: Any, tools: Any = (),
+                           name: str | None = None, **settings: Any) -> Agent:
+        """``import_file`` for async code."""
+        from .agent_file.library import import_file, options_from  # lazy: ~0.1 s to import
 
-    async def stream(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
-                     max_steps: int | None = None, model: str | Model | None = None,
-                     tools: Sequence[Tool] = (), output_type: Any = None,
-                     ) -> AsyncIterator[AnyEvent]:
-        """Run and yield every event; runs of one agent are queued in arrival order.
-        The other arguments are as for ``run`` (a typed answer is ``RunEnd.data``)."""
-        async with self._running(input, approvals, max_steps, model, tools, output_type) as running:
-            async for event in running.events:
-                yield event
+        options = options_from(name, settings)
+        return await import_file(cls, source, store=store, tools=tools, options=options,
+                                 isolation=settings.pop("isolation", None), **settings)
 
-    @contextlib.asynccontextmanager
-    async def _running(self, input: Input, approvals: Sequence[Approval] | None,
-                       max_steps: int | None, model: str | Model | None,
-                       tools: Sequence[Tool] = (), output_type: Any = None, *,
-                       events: bool = True) -> AsyncIterator[Running]:
-        """A run whose turn has come: its events (with ``events=False``, only its start and
-        end), then how it ended, recorded on exit."""
-        new_input = options.as_messages(input)
+    def export_file(self, *, include_secrets: bool = False,
+                    strip_messages: bool = False) -> dict[str, Any]:
+        """The agent as an Agent File (``.af``) dict, as Letta writes them; tool variables
+        are left empty unless ``include_secrets``."""
+        return run_blocking(lambda: self.aexport_file(include_secrets=include_secrets,
+                                                      strip_messages=strip_messages))
+
+    async def aexport_file(self, *, include_secrets: bool = False,
+                           strip_messages: bool = False) -> dict[str, Any]:
+        """``export_file`` for async code."""
+        from .agent_file.library import export_file  # lazy: ~0.1 s to import
+
+        return await export_file(self, include_secrets=include_secrets,
+                                 strip_messages=strip_messages)
+
+    async def _before_run(self) -> None:
         if len(self._mcp_listed) < len(self.mcp_servers):
-            from .mcp.agent import offer_tools
-
-            await offer_tools(self)  # raises MCPConnectionError before anything is stored
-        for index, message in enumerate(new_input):
-            check(message.text, f"input message {index}: text")
-        run_model = resolve_model(model, **self._model_options) if model is not None else None
-        options.check_fits(new_input, system=self._transcript[0], tools=self._tool_specs(),
-                           window=self.context_window, reserve=self.output_reserve,
-                           model=(run_model or self._model).name)
-        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
-            raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
-        typed = options.typed_output(output_type or self.output_type, self.output_retries)
-        async with self._turn():  # runs of one thread queue here, across processes too
-            if self._stale:
-                await self._reload()  # raises while the store cannot be read
-            resume = self._take_pending(new_input, list(approvals or ()))
-            if isinstance(resume, RunEnd):  # these approvals were already applied
-                yield Running.ended(resume)
-                return
-            self._refresh_system()
-            persist = self._persist
-            run_id = persist.start_run() if persist is not None else new_id("run")
-            scope = self._scope = CancelScope()
-            running: Running | None = None
-            try:
-                config = self._loop_config(resume)
-                if max_steps is not None:
-                    config.max_steps = max_steps
-                if run_model is not None:
-                    config.model = run_model
-                if tools:
-                    config.tools = {**self.tools, **{tool.name: tool for tool in tools}}
-                config.events = events
-
-                def ended(end: RunEnd) -> None:
-                    assert running is not None
-                    running.end = end
-                    self._after_run(end, resume)
-
-                config.on_end = ended
-                if typed is not None:
-                    typed.apply(config)
-                running = Running(run_loop(self._transcript, new_input, config, run_id=run_id,
-                                            agent_id=self.id, cancel=scope))
-                yield running
-            finally:
-                self._scope = None
-                if persist is not None and persist.run_open:  # it ended without a RunEnd
-                    try:
-                        await shielded(self._end_unfinished(persist))
-                    except Exception:
-                        # What stopped the run is already on its way and says more than
-                        # this failure to record it.
-                        logger.warning("could not record the end of run %s", run_id,
-                                       exc_info=True)
+            await offer_tools(self)  # raises MCPConnectionError
 
     async def aclose(self) -> None:
         """Close the sessions of this agent's MCP servers (a later run reopens them)."""
@@ -359,34 +319,7 @@ class Agent(AgentThreads):
 
     # -- internals -----------------------------------------------------------------------
 
-    def _loop_config(self, resume: Resume | None) -> LoopConfig:
-        persist = self._persist
-        return LoopConfig(
-            model=self._model,
-            tools=self.tools,
-            build_context=self._context.build,
-            continuation=self.agent_type.continuation(),
-            hooks=self.hooks,
-            checkpoint=self._checkpoint if persist is not None else None,
-            prepare_step=self._prepare_step if persist is not None else None,
-            record_end=self._record_end if persist is not None else None,
-            max_steps=self.max_steps,
-            error_threshold=self.error_threshold,
-            timeout=self.timeout,
-            retry=self.retry,
-            max_tokens=self.max_tokens,
-            parallel_tool_calls=self.parallel_tool_calls,
-            model_settings=self.model_settings,
-            rules=self._rules_solver(resume),
-            context=self._context_manager(),
-            steering=self._steering,
-            resume=resume,
-            agent=self,
-        )
-
     def _record(self) -> AgentRecord:
-        from .store.records import AgentRecord
-
         return AgentRecord(
             name=self.name, id=self.id, agent_type=self.agent_type.name, system=self.system,
             model=self._model.name,
@@ -398,3 +331,6 @@ class Agent(AgentThreads):
             tool_rules=[rule.model_dump(mode="json") for rule in self.tool_rules],
             tool_names=list(self.tools), tags=self.tags, enable_sleeptime=bool(self.sleeptime),
             message_buffer_autoclear=self.agent_type.clear_after_run, timezone=self.timezone)
+
+
+Thread: TypeAlias = Agent | Conversation  # one thread of an agent: its own, or a conversation

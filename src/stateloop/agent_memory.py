@@ -11,7 +11,9 @@ from .errors import ConfigError
 from .llm.base import Model, ToolSpec
 from .llm.tokens import message_tokens
 from .memory.blocks import Block, render_blocks, render_memory_metadata
-from .memory.compaction import SystemPromptTooLarge, is_summary, tool_tokens
+from .memory.compaction import ContextManager, SystemPromptTooLarge, is_summary, tool_tokens
+from .memory.embeddings import default_embedder
+from .memory.window import context_rows, format_context, overview
 from .messages import Message, system
 from .surrogates import check
 
@@ -52,7 +54,7 @@ class AgentMemory:
     _window: ContextManager | None
     _archival: ArchivalMemory | None
     _compiled: tuple[Any, ...] | None
-    directories: str = ""  # open files and their folders (stateloop.files.context)
+    directories: str = ""  # open files and their folders (memory/directories.py)
     conversation_id: str | None  # None: the agent's default thread
     timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
 
@@ -122,8 +124,6 @@ class AgentMemory:
 
     def context_overview(self) -> ContextWindowOverview:
         """How the context window is used, as Letta reports it."""
-        from .memory.window import overview
-
         solver = self._rules_solver(None)
         return overview(
             window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
@@ -137,8 +137,6 @@ class AgentMemory:
 
     def context_view(self) -> str:
         """The assembled context, message by message with token counts (for debugging)."""
-        from .memory.window import context_rows, format_context
-
         return format_context(context_rows(self._transcript, self._model.name),
                               self.context_window)
 
@@ -148,8 +146,7 @@ class AgentMemory:
             raise ConfigError("archival memory needs a persisted agent: "
                               "Agent(..., store='sqlite:///PATH')")
         if self._archival is None:
-            from .memory.archival import ArchivalMemory
-            from .memory.embeddings import default_embedder
+            from .memory.archival import ArchivalMemory  # lazy: its vector index loads numpy
 
             self._archival = ArchivalMemory(self._persist.store,
                                             self.embedder or default_embedder(), self.embedders)
@@ -166,8 +163,6 @@ class AgentMemory:
         return self._window
 
     def _new_context_manager(self, strategy: Strategy) -> ContextManager:
-        from .memory.compaction import ContextManager
-
         return ContextManager(window=self.context_window, reserve=self.output_reserve,
                               strategy=strategy,
                               model=lambda: self.summarizer or self._model,
@@ -235,7 +230,8 @@ class AgentMemory:
     def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
         if not self.tool_rules:
             return None
-        from .tools.rules import ToolRulesSolver
+        from .tools.rules import ToolRulesSolver  # lazy: builds pydantic models
+
         if resume is not None and resume.pending.rules_state is not None:
             return ToolRulesSolver.from_state(self.tool_rules, resume.pending.rules_state)
         return ToolRulesSolver(self.tool_rules)

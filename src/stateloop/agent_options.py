@@ -27,7 +27,7 @@ def parse_rules(rules: Iterable[BaseToolRule | dict[str, Any]]) -> list[Any]:
     rules = list(rules)
     if not rules:
         return []
-    from .tools.rules import parse_tool_rules  # pydantic models: imported only when used
+    from .tools.rules import parse_tool_rules  # lazy: builds pydantic models, when rules are given
 
     return list(parse_tool_rules(rules))
 
@@ -153,6 +153,6 @@ def typed_output(output_type: Any, retries: int) -> StructuredOutput | None:
     """A run's typed answer (``output_type`` checked by pydantic), or None for text."""
     if output_type is None:
         return None
-    from .structured_output import StructuredOutput  # loads pydantic
+    from .structured_output import StructuredOutput  # lazy: builds pydantic models
 
     return StructuredOutput(output_type, retries)

@@ -92,46 +92,6 @@ class AgentState(AgentStore):
         self._transcript[:] = messages
         self._compiled = self._compile_key()
 
-    @classmethod
-    def import_file(cls, source: Any, *, store: Any, tools: Any = (), name: str | None = None,
-                    **settings: Any) -> Any:
-        """Import an Agent File (a path, bytes or a dict) into ``store``; its first agent,
-        loaded as ``Agent.load`` would. Options: ``append_copy_suffix``,
-        ``override_existing_tools``, ``strip_messages``, ``secrets``, ``embedding``,
-        ``strict`` (see ``stateloop.agent_file.ImportOptions``), ``isolation`` for
-        the source tools; the rest goes to ``Agent.load``."""
-        from .persistence import run_blocking
-
-        return run_blocking(lambda: cls.aimport_file(source, store=store, tools=tools,
-                                                     name=name, **settings))
-
-    @classmethod
-    async def aimport_file(cls, source: Any, *, store: Any, tools: Any = (),
-                           name: str | None = None, **settings: Any) -> Any:
-        """``import_file`` for async code."""
-        from .agent_file.library import import_file, options_from
-
-        options = options_from(name, settings)
-        return await import_file(cls, source, store=store, tools=tools, options=options,
-                                 isolation=settings.pop("isolation", None), **settings)
-
-    def export_file(self, *, include_secrets: bool = False,
-                    strip_messages: bool = False) -> dict[str, Any]:
-        """The agent as an Agent File (``.af``) dict, as Letta writes them; tool variables
-        are left empty unless ``include_secrets``."""
-        from .persistence import run_blocking
-
-        return run_blocking(lambda: self.aexport_file(include_secrets=include_secrets,
-                                                      strip_messages=strip_messages))
-
-    async def aexport_file(self, *, include_secrets: bool = False,
-                           strip_messages: bool = False) -> dict[str, Any]:
-        """``export_file`` for async code."""
-        from .agent_file.library import export_file
-
-        return await export_file(self, include_secrets=include_secrets,  # type: ignore[arg-type]
-                                 strip_messages=strip_messages)
-
     async def compact(self, *, everything: bool = False) -> Compaction | None:
         """Compact now (waiting for a run in flight): the oldest turns, or with
         ``everything`` all of them, leave for a summary; None when nothing can be evicted."""

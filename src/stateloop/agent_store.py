@@ -10,6 +10,7 @@ from .agent_memory import AgentMemory
 from .errors import CheckpointError
 from .events import RunEnd
 from .memory.blocks import render_blocks
+from .memory.directories import stored_directories
 from .messages import Message, tool_result, unanswered_calls
 from .persistence import stored_state
 
@@ -47,8 +48,6 @@ class AgentStore(AgentMemory):
         """Go on from the transcript and pending approval the store holds."""
         persist = self._persist
         assert persist is not None
-        from .files.context import stored_directories
-
         self.directories = await stored_directories(persist.store, self.id)
         if messages and messages[0].role == "system":
             self._transcript[:] = messages

@@ -1,7 +1,7 @@
 """An agent's threads: the state one conversation keeps (transcript, pending approval, run
 lock, steering, compaction), made fresh for the agent's default thread and for each
-``Conversation``; opening, forking and deleting conversations; and block edits reaching
-every thread."""
+``Conversation``; and block edits reaching every thread. Opening, forking and deleting
+conversations is ``Agent``'s (``conversation.py``)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,20 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from .agent_control import AgentControl
-from .errors import AgentBusyError, ConfigError
+from .errors import ConfigError
 from .memory.context import ContextBuilder
-from .persistence import run_blocking
 from .steering import Delivery, SteeringQueue
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
 
-    from .agent import Agent
+    from .agent import Agent, Thread
     from .conversation import Conversation
-    from .llm.base import Model
     from .memory.blocks import Block
     from .messages import Message
 
 
 class AgentThreads(AgentControl):
-    """Per-thread state, and ``conversation`` / ``fork`` / ``delete_conversation``."""
+    """Per-thread state; whether the agent is idle in all its threads."""
 
     conversation_id: str | None = None  # None: the agent's default thread
     _conversations: dict[str, Conversation]
@@ -52,7 +49,7 @@ class AgentThreads(AgentControl):
         """The agent whose thread this is (itself, for its default thread)."""
         return self  # type: ignore[return-value]  # Agent is the only class without an owner
 
-    def _threads(self) -> list[Agent]:
+    def _threads(self) -> list[Thread]:
         owner = self._owner()
         return [owner, *owner._conversations.values()]
 
@@ -85,58 +82,6 @@ class AgentThreads(AgentControl):
             if thread is not self:
                 thread._refresh_system()
 
-    def conversation(self, id: str | None = None, *, summary: str | None = None,
-                     isolated_block_labels: Iterable[str] = (),
-                     model: str | Model | None = None) -> Conversation:
-        """A thread of this agent: a new one, or (with ``id``) one already made, from the
-        store if it is not in memory. See ``Conversation``."""
-        owner = self._owner()
-        live = owner._conversations.get(id) if id is not None else None
-        if live is not None:
-            return live
-        if owner._persist is None:  # nothing to read or write
-            if id is not None:
-                raise ConfigError(f"agent {owner.name!r} has no conversation {id!r}")
-            return self._new_conversation(summary, list(isolated_block_labels), model, [])
-        return run_blocking(lambda: self.aconversation(
-            id, summary=summary, isolated_block_labels=isolated_block_labels, model=model))
-
-    async def aconversation(self, id: str | None = None, *, summary: str | None = None,
-                            isolated_block_labels: Iterable[str] = (),
-                            model: str | Model | None = None) -> Conversation:
-        """``conversation`` for async code."""
-        from .conversation import Conversation
-
-        owner = self._owner()
-        if id is not None:
-            live = owner._conversations.get(id)
-            if live is not None:
-                return live
-            if owner._persist is None:
-                raise ConfigError(f"agent {owner.name!r} has no conversation {id!r}")
-            return await Conversation.open_stored(owner, id)
-        return await Conversation.start(owner, summary=summary, model=model,
-                                        isolated_block_labels=list(isolated_block_labels))
-
-    def fork(self, up_to: str | None = None, *, summary: str | None = None) -> Conversation:
-        """A new conversation that starts from copies of this thread's in-context messages,
-        through the message ``up_to`` (by default all of them)."""
-        if self._owner()._persist is None:
-            return self._new_conversation(summary, list(getattr(self, "_isolated", {})),
-                                          getattr(self, "_own_model", None),
-                                          self._history(up_to))
-        return run_blocking(lambda: self.afork(up_to, summary=summary))
-
-    async def afork(self, up_to: str | None = None, *,
-                    summary: str | None = None) -> Conversation:
-        """``fork`` for async code."""
-        from .conversation import Conversation
-
-        return await Conversation.start(
-            self._owner(), summary=summary, history=self._history(up_to),
-            isolated_block_labels=list(getattr(self, "_isolated", {})),
-            model=getattr(self, "_own_model", None))
-
     def _history(self, up_to: str | None) -> list[Message]:
         messages = self._transcript[1:]
         if up_to is None:
@@ -145,26 +90,3 @@ class AgentThreads(AgentControl):
         if up_to not in ids:
             raise ConfigError(f"no message {up_to!r} in this thread's context")
         return messages[:ids.index(up_to) + 1]
-
-    def _new_conversation(self, summary: str | None, labels: list[str],
-                          model: str | Model | None, history: list[Message]) -> Conversation:
-        from .conversation import Conversation
-
-        owner = self._owner()
-        conversation = Conversation.new(owner, summary=summary, model=model, history=history,
-                                        isolated_block_labels=labels)
-        owner._conversations[conversation.key] = conversation
-        return conversation
-
-    async def delete_conversation(self, id: str) -> None:
-        """Delete a conversation and its messages (nothing the agent shares); a running one
-        must be cancelled first."""
-        owner = self._owner()
-        live = owner._conversations.get(id)
-        if live is not None and live.running:
-            raise AgentBusyError(f"conversation {id!r} is running; cancel it first")
-        if owner._persist is not None:
-            await owner._persist.store.delete_conversation(id)
-        elif live is None:
-            raise ConfigError(f"agent {owner.name!r} has no conversation {id!r}")
-        owner._conversations.pop(id, None)

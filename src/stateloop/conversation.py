@@ -13,20 +13,21 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent
+from .agent_runs import AgentRuns
 from .approvals import PendingApproval
 from .errors import ConfigError
 from .llm.tokens import message_tokens
 from .memory.blocks import Block
 from .messages import Message, new_id
-from .persistence import Persistence, block_from_record, block_record
+from .persistence import Persistence, block_from_record, block_record, run_blocking
+from .store.records import ConversationRecord, new_record_id
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .llm.base import Model
-    from .store.conversations import ConversationRecord
 
 
-class Conversation(Agent):
+class Conversation(AgentRuns):
     """A thread of ``agent``: ``run``, ``run_sync``, ``stream``, ``steer``, ``cancel``,
     ``compact``, ``context_overview`` as on the agent. ``id`` and ``name`` are the agent's;
     ``conversation_id`` is this thread's."""
@@ -34,7 +35,7 @@ class Conversation(Agent):
     def __init__(self, agent: Agent, conversation_id: str, *, summary: str | None,
                  isolated: list[Block], model: str | Model | None = None,
                  created_at: float | None = None) -> None:
-        # Agent.__init__ is not called: what is not set here is read from the agent.
+        # What is not set here is read from the agent.
         self._agent = agent
         self.conversation_id = self.key = conversation_id
         self.summary = summary
@@ -67,6 +68,16 @@ class Conversation(Agent):
     def _owner(self) -> Agent:
         return self._agent
 
+    def fork(self, up_to: str | None = None, *, summary: str | None = None) -> Conversation:
+        """A new conversation of the agent that starts from copies of this one's in-context
+        messages through ``up_to``, with its isolated blocks and model."""
+        return fork(self, up_to, summary=summary)
+
+    async def afork(self, up_to: str | None = None, *,
+                    summary: str | None = None) -> Conversation:
+        """``fork`` for async code."""
+        return await afork(self, up_to, summary=summary)
+
     @classmethod
     def new(cls, agent: Agent, *, summary: str | None = None,
             isolated_block_labels: list[str] | None = None, history: Sequence[Message] = (),
@@ -80,8 +91,6 @@ class Conversation(Agent):
             raise ConfigError(f"agent {agent.name!r} has no blocks labelled {missing}; "
                               f"it has {sorted(known)}")
         isolated = [dataclasses.replace(known[label], id=new_id("block")) for label in labels]
-        from .store.records import new_record_id
-
         conversation = cls(agent, conversation_id or new_record_id("conv"), summary=summary,
                            isolated=isolated, model=model)
         conversation._transcript.extend(dataclasses.replace(m, id=new_id("message"))
@@ -99,8 +108,6 @@ class Conversation(Agent):
                                isolated_block_labels=isolated_block_labels)
         persist = agent._persist
         if persist is not None:
-            from .store.conversations import ConversationRecord
-
             transcript = conversation._transcript
             for message in transcript:
                 message_tokens(message, conversation._model.name)
@@ -161,3 +168,32 @@ async def _stored(conversation: Conversation, record: ConversationRecord
     pending = (PendingApproval.from_dict(record.pending_approval)
                if record.pending_approval else None)
     return messages, pending
+
+
+def in_memory(agent: Agent, summary: str | None, labels: list[str],
+              model: str | Model | None, history: list[Message]) -> Conversation:
+    """A new conversation of an agent without a store, kept by the agent."""
+    conversation = Conversation.new(agent, summary=summary, model=model, history=history,
+                                    isolated_block_labels=labels)
+    agent._conversations[conversation.key] = conversation
+    return conversation
+
+
+def fork(thread: Agent | Conversation, up_to: str | None, *,
+         summary: str | None) -> Conversation:
+    """A new conversation of ``thread``'s agent that starts from copies of ``thread``'s
+    in-context messages through ``up_to``, with its isolated blocks and model."""
+    agent = thread._owner()
+    if agent._persist is None:
+        return in_memory(agent, summary, list(getattr(thread, "_isolated", {})),
+                         getattr(thread, "_own_model", None), thread._history(up_to))
+    return run_blocking(lambda: afork(thread, up_to, summary=summary))
+
+
+async def afork(thread: Agent | Conversation, up_to: str | None, *,
+                summary: str | None) -> Conversation:
+    """``fork`` for async code."""
+    return await Conversation.start(
+        thread._owner(), summary=summary, history=thread._history(up_to),
+        isolated_block_labels=list(getattr(thread, "_isolated", {})),
+        model=getattr(thread, "_own_model", None))

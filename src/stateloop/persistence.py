@@ -21,7 +21,7 @@ from .llm.tokens import message_tokens
 from .memory.blocks import Block
 from .messages import Message
 from .store import open_store, serving
-from .store.records import APPEND, KEEP, step_record_id
+from .store.records import APPEND, KEEP, BlockRecord, step_record_id
 from .store.records import StepRecord as StoredStep
 
 if TYPE_CHECKING:
@@ -76,8 +76,6 @@ def run_status(reason: StopReason | None) -> str:
 
 
 def block_record(block: Block) -> BlockRecord:
-    from .store.records import BlockRecord
-
     return BlockRecord(block.label, block.value, block.limit, block.id, block.description,
                        block.read_only)
 

@@ -19,24 +19,27 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from .errors import ConfigError
 from .events import RunEnd, RunStart
+from .live_agents import live_agents_of
 from .memory.blocks import Block
 from .memory.sleeptime_prompt import PERSONA, REMINDER, SYSTEM_PROMPT, transcript
 from .messages import Message, new_id
 from .persistence import run_status
+from .store.errors import NotFoundError
+from .store.records import GroupRecord
+from .tools.builtin import MEMORY_EDITS
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .agent_types import AgentType
     from .llm.base import Model
-    from .store.groups import GroupRecord
     from .store.records import AgentRecord
     from .store.sql import SqlStore
 
 logger = logging.getLogger("stateloop")
-T = TypeVar("T")
 
 MANAGER_TYPE = "sleeptime"  # the group's manager type
 DEFAULT_FREQUENCY = 5  # Letta's sleeptime_agent_frequency for a new sleeptime group
@@ -74,8 +77,6 @@ async def stored_link(db: SqlStore, main_id: str) -> SleeptimeLink | None:
 
 def check_frequency(frequency: int) -> int:
     if type(frequency) is not int or frequency < 1:
-        from .errors import ConfigError
-
         raise ConfigError(f"sleeptime_agent_frequency must be a positive integer, "
                           f"got {frequency!r}")
     return frequency
@@ -89,8 +90,6 @@ def wanted(enable: bool, frequency: int) -> int:
 def main_memory_tools(preset: AgentType, enable_sleeptime: bool) -> list[str]:
     """The preset's memory tools for a main agent: with a memory agent, editing memory is
     its job, so the main agent keeps only the tools that read (as in Letta)."""
-    from .tools.builtin import MEMORY_EDITS
-
     return [name for name in preset.memory_tools
             if not (enable_sleeptime and name in MEMORY_EDITS)]
 
@@ -106,19 +105,16 @@ def memory_agent_settings(name: str, blocks: list[Block], *, stored: bool) -> di
                              "How this memory agent manages memory"), *blocks]}
 
 
-async def create_memory_agent(db: SqlStore, main_id: str, model: str | Model, *,
-                              frequency: int = DEFAULT_FREQUENCY,
+async def create_memory_agent(kind: type[Agent], db: SqlStore, main_id: str,
+                              model: str | Model, *, frequency: int = DEFAULT_FREQUENCY,
                               **options: Any) -> tuple[SleeptimeLink, Agent]:
-    """Store a memory agent sharing the main agent's blocks, and the sleeptime group that
-    links the two; ``options`` go to ``Agent`` (endpoint, embedder)."""
-    from .agent import Agent
-    from .store.groups import GroupRecord
-
+    """Store a memory agent (of class ``kind``) sharing the main agent's blocks, and the
+    sleeptime group that links the two; ``options`` go to ``kind`` (endpoint, embedder)."""
     check_frequency(frequency)
     record = await db.get_agent(main_id)
     settings = memory_agent_settings(record.name, [], stored=True)
     settings["name"] = await _free_name(db, settings["name"])  # stored names are unique
-    memory = await Agent.acreate(model, store=db, **settings, **options)
+    memory = await kind.acreate(model, store=db, **settings, **options)
     group: GroupRecord | None = None
     try:
         for block in await db.list_blocks(main_id):
@@ -137,8 +133,6 @@ async def create_memory_agent(db: SqlStore, main_id: str, model: str | Model, *,
 
 
 async def _free_name(db: SqlStore, name: str) -> str:
-    from .store import NotFoundError
-
     for suffix in ("", *(f"-{n}" for n in range(2, 1000))):
         try:
             await db.get_agent(name + suffix)
@@ -150,21 +144,14 @@ async def _free_name(db: SqlStore, name: str) -> str:
 Loader = Callable[[str], Awaitable["Agent"]]
 
 
-async def settled(agent: Agent, run: Awaitable[T]) -> T:
-    """``run``, then the memory run it started (``run_sync``: its event loop ends next)."""
-    result = await run
-    if agent.sleeptime is not None:
-        await agent.sleeptime.wait()
-    return result
-
-
 class Sleeptime:
     """One main agent's memory agent and its background runs.
 
     ``after_turn`` (called as each of the main agent's runs ends) counts turns and starts a
     memory run when one is due; ``wait`` awaits the runs in flight; ``close`` stops them.
     ``model`` replaces the memory agent's own model for its runs; ``loader`` brings the
-    memory agent back by id (the server hands out its one live agent per id)."""
+    memory agent back by id (the server hands out its one live agent per id); without one,
+    the main agent's live agents load it (``stateloop.live_agents``)."""
 
     def __init__(self, main: Agent, link: SleeptimeLink, memory: Agent | None = None, *,
                  enabled: bool = True) -> None:
@@ -186,9 +173,8 @@ class Sleeptime:
         holds the main agent's very blocks."""
         if not main._sleeptime_wanted:
             return None
-        from .agent import Agent
-
-        memory = Agent(main.model, **memory_agent_settings(main.name, main.blocks, stored=False))
+        memory = type(main)(main.model,
+                            **memory_agent_settings(main.name, main.blocks, stored=False))
         return cls(main, SleeptimeLink(new_id("group"), memory.id, main._sleeptime_wanted),
                    memory)
 
@@ -196,7 +182,7 @@ class Sleeptime:
     async def create(cls, main: Agent, frequency: int) -> Sleeptime:
         """For a stored agent: store a memory agent sharing its blocks, and the link."""
         assert main.store is not None
-        link, memory = await create_memory_agent(main.store, main.id, main.model,
+        link, memory = await create_memory_agent(type(main), main.store, main.id, main.model,
                                                  frequency=frequency, embedder=main.embedder,
                                                  embedders=main.embedders,
                                                  **main._model_options)
@@ -247,13 +233,12 @@ class Sleeptime:
         return self._memory
 
     async def _load(self, agent_id: str) -> Agent:
-        from .agent import Agent
-
+        """The memory agent read by the main agent's live agents, with its model and
+        embedders."""
         main = self.main
-        assert main.store is not None
-        return await Agent.aload(agent_id, store=main.store, model=main.model,
-                                 embedder=main.embedder, embedders=main.embedders,
-                                 **main._model_options)
+        return await live_agents_of(main).load(agent_id, model=main.model,
+                                               embedder=main.embedder, embedders=main.embedders,
+                                               **main._model_options)
 
     def after_turn(self, end: RunEnd) -> None:
         """A turn of the main agent ended: count it; past ``frequency`` turns, start a memory
@@ -363,8 +348,6 @@ class Sleeptime:
         """Store the counter and the last message processed in the group; take its
         frequency and member from there (changed by ``PATCH /v1/groups/{id}``, say). A
         group deleted or given another manager meanwhile turns the memory agent off."""
-        from .store import NotFoundError
-
         store = self.main.store
         if store is None:
             return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..persistence import get_store
 from .exporter import Snapshot, agent_file, stored_snapshot
 from .importer import ImportResult, import_agents
 from .plan import ImportOptions
@@ -22,8 +23,6 @@ async def export_agents(agent_ids: list[str], *, store: Any, include_secrets: bo
                         strip_messages: bool = False) -> dict[str, Any]:
     """The stored agents as one Agent File dict, with the groups they manage and those
     groups' members (a sleep-time memory agent too), as Letta exports them."""
-    from ..persistence import get_store
-
     db = await get_store(store)
     wanted = list(dict.fromkeys(agent_ids))
     groups = []

@@ -13,8 +13,7 @@ from typing import Any
 
 from ..messages import Message
 from ..persistence import get_store, stored_state
-from ..store.groups import GroupRecord
-from ..store.records import AgentRecord, BlockRecord, ToolRecord
+from ..store.records import AgentRecord, BlockRecord, GroupRecord, ToolRecord
 from ..tools.builtin import builtin_names, builtin_tool, builtin_tool_type
 from .groups import group_entry
 from .letta_messages import to_letta

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..sleeptime import DEFAULT_FREQUENCY
-from ..store.groups import GroupRecord
-from ..store.records import AgentRecord
+from ..store.records import AgentRecord, GroupRecord
 from .reading import AgentFileError, LeftOut
 
 RUNNABLE = ("round_robin", "supervisor", "dynamic")

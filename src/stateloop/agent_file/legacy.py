@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .reading import AgentFileError
+from .errors import AgentFileError
 
 
 def is_legacy(data: dict[str, Any]) -> bool:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent_options import tool_map
 from ..errors import ConfigError
-from ..persistence import get_store
+from ..persistence import block_record, get_store
 from ..tools import Tool
 from ..tools.builtin import builtin_names
+from ..tools.bwrap import bwrap_mode
 from ..tools.sandbox import Isolation, SandboxedToolError, sandboxed_tool
 from .exporter import Snapshot, agent_file, stored_snapshot
 from .importer import ImportResult, import_agents
@@ -75,8 +76,6 @@ def source_tool(record: Any, isolation: Isolation | None) -> Tool:
     """A stored tool's source as a sandboxed ``Tool``."""
     problem = None
     if isolation is None:
-        from ..tools.bwrap import bwrap_mode
-
         own_uid, problem = _bwrap_mode(bwrap_mode)
         isolation = Isolation(own_uid=own_uid)
     tool = sandboxed_tool(record.source_code, record.json_schema, isolation=isolation,
@@ -108,7 +107,6 @@ async def export_file(agent: Agent, *, include_secrets: bool = False,
         record = agent._record()
         record.pending_approval = (agent.pending_approval.to_dict()
                                    if agent.pending_approval else None)
-        from ..persistence import block_record
 
         snapshot = Snapshot(record, [block_record(b) for b in agent.blocks], agent.messages,
                             [live_record(t) for t in agent.tools.values()])

@@ -22,11 +22,11 @@ from ..llm.tokens import message_tokens
 from ..memory.blocks import Block
 from ..messages import Message
 from ..storable import check_value, count
-from ..store.groups import GroupRecord
 from ..store.records import (
     DEFAULT_BLOCK_LIMIT,
     AgentRecord,
     BlockRecord,
+    GroupRecord,
     ToolRecord,
     new_record_id,
 )

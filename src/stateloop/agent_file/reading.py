@@ -15,21 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import StateloopError
 from ..storable import Problem, check_json, check_value
+from .errors import AgentFileError
+from .legacy import is_legacy, upgrade
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # an Agent File this large is refused before it is parsed
 _LISTS = ("agents", "groups", "blocks", "files", "sources", "tools", "mcp_servers")
-
-
-class AgentFileError(StateloopError, ValueError):
-    """An Agent File that cannot be imported; ``field`` is the path to what is wrong
-    (``agents.0.messages.3.role``), or ``"file"`` for the file as a whole."""
-
-    def __init__(self, message: str, *, field: str = "file") -> None:
-        super().__init__(f"{field}: {message}" if field != "file" else message)
-        self.field = field
-        self.reason = message
 
 
 Source = str | os.PathLike[str] | bytes | dict[str, Any]
@@ -69,8 +60,6 @@ def read_agent_file(source: Source, *, max_bytes: int = MAX_FILE_BYTES) -> dict[
             raise AgentFileError(f"not valid JSON (truncated or corrupted?): {exc}") from None
     if not isinstance(data, dict):
         raise AgentFileError(f"an Agent File is a JSON object, not {type(data).__name__}")
-    from .legacy import is_legacy, upgrade
-
     if is_legacy(data):
         data = upgrade(data)
     check_version(data)

@@ -8,6 +8,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..live_agents import library_agents
 from .exits import USAGE, AmbiguousName, fail
 from .items import (
     Decision,
@@ -162,8 +163,8 @@ class LocalBackend:
 
         async def go() -> dict[str, Any]:
             db = await self.store()
-            agent = await Agent.acreate(
-                resolved(spec.model, spec.context_window), store=db, name=spec.name,
+            agent = await library_agents(db, Agent).create(
+                resolved(spec.model, spec.context_window), name=spec.name,
                 system=spec.system, blocks=[Block(label, value) for label, value in spec.blocks],
                 tags=spec.tags, agent_type=spec.agent_type, tool_rules=spec.tool_rules(),
                 context_window=spec.context_window)
@@ -224,8 +225,8 @@ class LocalBackend:
                     "context_window_override": context_window})
             window = record.llm_config.get("context_window_override")
             options = {"base_url": base_url} if base_url else {}
-            return await Agent.aload(record.id, store=db,
-                                     model=resolved(chosen, window, **options), **options)
+            return await library_agents(db, Agent).load(
+                record.id, model=resolved(chosen, window, **options), **options)
 
         return LocalSession(self, self.run(go()))
 

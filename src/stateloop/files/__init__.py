@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tools.builtin import builtin_tool
+from .context import refresh
 from .folders import MAX_FILES_OPEN, VIEW_CHARS, ChunkHit, Folders
 from .parsing import FileRejected, Limits, parse
+from .tools import FILE_TOOL_NAMES, folders_of
 
 __all__ = ["MAX_FILES_OPEN", "VIEW_CHARS", "ChunkHit", "FileRejected", "Folders", "Limits",
            "attach_folder", "detach_folder", "parse"]
@@ -24,9 +27,6 @@ __all__ = ["MAX_FILES_OPEN", "VIEW_CHARS", "ChunkHit", "FileRejected", "Folders"
 async def attach_folder(agent: Any, folder_id: str) -> None:
     """Attach a folder to a persisted agent: its files come into the agent's context and the
     agent gets the file tools, as in Letta."""
-    from .context import refresh
-    from .tools import FILE_TOOL_NAMES, folders_of
-
     await folders_of(agent).attach(agent.id, folder_id)
     await _set_file_tools(agent, FILE_TOOL_NAMES)
     await refresh(agent)
@@ -34,9 +34,6 @@ async def attach_folder(agent: Any, folder_id: str) -> None:
 
 async def detach_folder(agent: Any, folder_id: str) -> None:
     """Detach a folder; with the last one the file tools go too."""
-    from .context import refresh
-    from .tools import folders_of
-
     await folders_of(agent).detach(agent.id, folder_id)
     if not await agent.store.list_folders(agent_id=agent.id):
         await _set_file_tools(agent, ())
@@ -44,9 +41,6 @@ async def detach_folder(agent: Any, folder_id: str) -> None:
 
 
 async def _set_file_tools(agent: Any, wanted: tuple[str, ...]) -> None:
-    from ..tools.builtin import builtin_tool
-    from .tools import FILE_TOOL_NAMES
-
     tools = {name: tool for name, tool in agent.tools.items() if name not in FILE_TOOL_NAMES}
     tools.update({name: builtin_tool(name) for name in wanted})
     if list(tools) == list(agent.tools):

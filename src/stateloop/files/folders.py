@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..memory.directories import MAX_FILES_OPEN, VIEW_CHARS
 from ..memory.embedding_models import Embedders, describe, serves
 from ..memory.embeddings import Embedder, EmbeddingError, MiniLMEmbedder
 from ..memory.vectors import VectorIndex
@@ -25,8 +26,6 @@ from .parsing import FileRejected, Limits, check
 from .processing import Stopped, discard, process, stage
 from .text import window
 
-MAX_FILES_OPEN = 5  # Letta's default max_files_open
-VIEW_CHARS = 15_000  # Letta's default per_file_view_window_char_limit
 EMBED_BATCH = 64  # chunks an embedder is given at a time (progress is told between them)
 PROCESSING = ("pending", "parsing", "embedding")  # Letta's states before completed / error
 
@@ -188,7 +187,7 @@ class Folders:
         return await self.store.update_file(file_id, **changes)
 
     async def _embed(self, file_id: str, pieces: list[str], embedder: Embedder) -> Any:
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embedded chunks only
 
         parts = []
         for start in range(0, len(pieces), EMBED_BATCH):
@@ -376,7 +375,7 @@ class Folders:
     async def _index(self, folder_id: str, model: str) -> VectorIndex | None:
         """The folder's index of ``model``'s chunks, caught up with those stored since it
         was loaded."""
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embedded chunks only
 
         async with self._lock:
             newest = await self.store.chunk_watermark(folder_id)

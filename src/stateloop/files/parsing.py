@@ -138,8 +138,8 @@ def _text(name: str, data: bytes) -> str:
 
 
 def _pdf_text(name: str, data: bytes, limits: Limits) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
+    from pypdf import PdfReader  # lazy: pypdf, for PDF files only
+    from pypdf.errors import PyPdfError  # lazy: pypdf, for PDF files only
 
     sections: list[str] = []
     size = 0

@@ -108,7 +108,7 @@ def _read(folder: Path) -> Processed:
         raise FileRejected(result["error"], status=result["status"])
     vectors = None
     if (folder / "vectors.npy").exists():
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embedded chunks only
 
         vectors = np.load(folder / "vectors.npy", allow_pickle=False)
     return Processed(text=(folder / "text").read_text(encoding="utf-8"),

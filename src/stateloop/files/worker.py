@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..memory.embeddings import MiniLMEmbedder
 from .parsing import FileRejected, Limits, parse
 from .text import chunk
 
@@ -72,9 +73,7 @@ def run(folder: Path) -> None:
 
 def embed(folder: Path, pieces: list[str], spec: dict[str, Any]) -> None:
     """Embed with the offline model, a batch at a time, telling how many are done."""
-    import numpy as np
-
-    from ..memory.embeddings import MiniLMEmbedder
+    import numpy as np  # lazy: numpy, in the worker process only
 
     embedder = MiniLMEmbedder(threads=spec.get("threads") or 1, model_file=spec["model_file"])
     out = np.zeros((len(pieces), embedder.DIM), dtype=np.float32)

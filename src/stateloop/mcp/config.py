@@ -6,6 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .session import close
+from .tools import call_tool, list_tools
+
 if TYPE_CHECKING:
     from ..tools.base import Tool
     from ..tools.execution import ToolOutput
@@ -78,20 +81,14 @@ class MCPTools:
 
     async def list_tools(self) -> list[Tool]:
         """The server's tools (those the allow-list lets through) as stateloop tools."""
-        from .tools import list_tools
-
         return await list_tools(self)
 
     async def call(self, tool_name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Call one tool on the server; a failure comes back as an error output."""
-        from .tools import call_tool
-
         return await call_tool(self, tool_name, arguments)
 
     async def close(self) -> None:
         """Close this server's session (the next use starts a new one)."""
-        from .session import close
-
         await close(self)
 
     def __repr__(self) -> str:

@@ -69,7 +69,7 @@ class _Session:
             raise
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
-        from mcp import Client
+        from mcp import Client  # lazy: the MCP SDK loads on first use
 
         try:
             async with Client(self._transport()) as client:
@@ -95,7 +95,7 @@ class _Session:
     async def _transport(self) -> AsyncIterator[Any]:
         server = self.server
         if server.transport == "stdio":
-            from .stdio import stdio_streams
+            from .stdio import stdio_streams  # lazy: loads the MCP SDK
 
             argv, env, cwd = self._stdio_command()
             async with stdio_streams(argv, env=env, cwd=cwd, errlog=self._errlog,
@@ -103,9 +103,9 @@ class _Session:
                                      problems=self.problems) as pipes:
                 yield pipes
             return
-        import httpx2
+        import httpx2  # lazy: httpx2, for remote servers only
 
-        from ..addresses import GuardedTransport
+        from ..addresses import GuardedTransport  # lazy: its transport loads httpx2
 
         def client(headers: dict[str, str] | None = None, timeout: Any = None,
                    auth: Any = None) -> httpx2.AsyncClient:
@@ -119,13 +119,13 @@ class _Session:
                 if guarded else None)
 
         if server.transport == "sse":
-            from mcp.client.sse import sse_client
+            from mcp.client.sse import sse_client  # lazy: the MCP SDK loads on first use
 
             async with sse_client(server.url, headers=dict(server.headers),
                                   httpx_client_factory=client) as streams:
                 yield streams
             return
-        from mcp.client.streamable_http import streamable_http_client
+        from mcp.client.streamable_http import streamable_http_client  # lazy: the MCP SDK
 
         http = client(headers=dict(server.headers))
         async with http, streamable_http_client(server.url, http_client=http) as streams:
@@ -137,7 +137,7 @@ class _Session:
         server, isolation = self.server, self.server.isolation
         argv = [server.command, *server.args]
         if isolation is None:
-            from mcp.client.stdio import get_default_environment
+            from mcp.client.stdio import get_default_environment  # lazy: the MCP SDK
 
             return argv, {**get_default_environment(), **server.env}, None
         env = {**isolation.env, **server.env}
@@ -246,8 +246,8 @@ async def call_tool(server: MCPTools, name: str, arguments: dict[str, Any]) -> C
 
 
 def _failure(live: _Session, exc: Exception, during: str) -> Exception:
-    from mcp import MCPError
-    from mcp.types import CONNECTION_CLOSED, PARSE_ERROR
+    from mcp import MCPError  # lazy: the MCP SDK loads on first use
+    from mcp.types import CONNECTION_CLOSED, PARSE_ERROR  # lazy: the MCP SDK loads on first use
 
     if isinstance(exc, MCPError) and exc.code == PARSE_ERROR:  # one reply: the session stays
         return MCPConnectionError(f"MCP server {live.server.name!r} failed {during}: "
@@ -287,8 +287,8 @@ def describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
-    from mcp import MCPError
-    from mcp.types import PARSE_ERROR
+    from mcp import MCPError  # lazy: the MCP SDK loads on first use
+    from mcp.types import PARSE_ERROR  # lazy: the MCP SDK loads on first use
 
     if isinstance(exc, MCPError):
         # A reply that is not JSON-RPC is told in a few words, never quoted: the URL may

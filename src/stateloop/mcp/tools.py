@@ -52,7 +52,7 @@ class MCPTool(Tool):
 
 async def call_tool(server: MCPTools, name: str, arguments: dict[str, Any]) -> ToolOutput:
     """Call ``name`` on ``server``; protocol errors and lost connections become error outputs."""
-    from mcp import MCPError
+    from mcp import MCPError  # lazy: the MCP SDK loads on first use
 
     try:
         result = await session.call_tool(server, name, arguments)

@@ -234,7 +234,7 @@ class ArchivalMemory:
 
     async def _load(self, index: VectorIndex | None, archive_id: str) -> VectorIndex | None:
         """Add the rows stored after ``index.loaded_until`` (all rows for a new index)."""
-        import numpy as np
+        import numpy as np  # lazy: numpy, for vector search only
 
         batch = await self.store.load_vectors(
             archive_id, after_seq=index.loaded_until if index is not None else 0)

@@ -43,7 +43,7 @@ class Embedder(Protocol):
 
 def normalise(matrix: Any) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero), as float32."""
-    import numpy as np
+    import numpy as np  # lazy: numpy, for embeddings only
 
     arr = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
@@ -59,8 +59,13 @@ def minilm_tokenizer(max_tokens: int = 256) -> Any:
     """all-MiniLM-L6-v2's tokenizer, built as its ``tokenizer.json`` describes it: BERT
     normalisation (lower case, accents stripped, CJK characters split), WordPiece over the
     shipped vocabulary, ``[CLS] ... [SEP]``, truncated at ``max_tokens``, padded per batch."""
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
-    from tokenizers.models import WordPiece
+    from tokenizers import (  # lazy: optional: the offline model's tokenizer
+        Tokenizer,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
+    from tokenizers.models import WordPiece  # lazy: optional: the offline model's tokenizer
 
     vocab = WordPiece.read_file(str(VOCAB_FILE))
     tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
@@ -123,7 +128,7 @@ class MiniLMEmbedder:
         if self._session is not None:
             return
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # lazy: optional: the offline model's runtime
         except ImportError as exc:
             raise EmbeddingError(f"the offline embedder needs onnxruntime: {exc}") from exc
         model = self.model_path()
@@ -141,7 +146,7 @@ class MiniLMEmbedder:
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """Embed on the calling thread."""
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embeddings only
 
         self._load()
         if not texts:
@@ -151,7 +156,7 @@ class MiniLMEmbedder:
         return np.concatenate(out)
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        import numpy as np
+        import numpy as np  # lazy: numpy, for embeddings only
 
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -197,8 +202,8 @@ class OpenAIEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """POST the texts in batches; rows come back in input order, normalised."""
-        import httpx
-        import numpy as np
+        import httpx  # lazy: httpx, for a remote embedder only
+        import numpy as np  # lazy: numpy, for embeddings only
 
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
@@ -213,8 +218,8 @@ class OpenAIEmbedder:
         return normalise(np.concatenate(parts))
 
     async def _post(self, client: Any, texts: list[str]) -> np.ndarray:
-        import httpx
-        import numpy as np
+        import httpx  # lazy: httpx, for a remote embedder only
+        import numpy as np  # lazy: numpy, for embeddings only
 
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:

@@ -15,7 +15,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from ..agent import Agent
+from ..agent import Thread
 from ..approvals import Approval, ApprovalError, PendingApproval
 from ..errors import AgentBusyError, ConfigError, ToolDefinitionError
 from ..memory.embeddings import EmbeddingError
@@ -63,7 +63,7 @@ CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": ConflictBody,
                                                    "description": "Conflict"}}
 
 
-def pending_approval_error(agent: Agent) -> HTTPException:
+def pending_approval_error(agent: Thread) -> HTTPException:
     """Letta's PendingApprovalError: the id is the message holding the awaited calls."""
     pending = agent.pending_approval
     awaited = set(pending.requested) if pending is not None else set()

@@ -17,6 +17,7 @@ from stateloop.store.errors import (
     SchemaTooNewError,
     StoreError,
 )
+from stateloop.store.presence import serving as announced
 from stateloop.store.records import (
     DEFAULT_BLOCK_LIMIT,
     AgentRecord,
@@ -31,6 +32,7 @@ from stateloop.store.records import (
     ToolRecord,
     VectorBatch,
 )
+from stateloop.store.url import resolve_url
 
 if TYPE_CHECKING:
     from stateloop.store.sql import SqlStore
@@ -48,9 +50,6 @@ def serving(url: str | None = None) -> str | None:
     """The address of the stateloop server that holds the SQLite database at ``url`` (default
     as ``open_store``'s), else None: a second process must not keep its own copy of an agent
     the server runs. Always None on PostgreSQL, where servers share agents."""
-    from stateloop.store.presence import serving as announced
-    from stateloop.store.url import resolve_url
-
     path = resolve_url(url).path
     return None if path is None else announced(path)
 
@@ -58,6 +57,6 @@ def serving(url: str | None = None) -> str | None:
 async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStore:
     """Open the database at ``url`` (default: ``STATELOOP_DATABASE_URL`` or
     ``~/.stateloop/stateloop.db``), upgrading its schema; see ``stateloop.store.sql``."""
-    from stateloop.store.sql import open_store as _open
+    from stateloop.store.sql import open_store as _open  # lazy: SQLAlchemy loads when a store opens
 
     return await _open(url, migrate=migrate)

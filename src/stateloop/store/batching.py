@@ -23,6 +23,8 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
+from stateloop.store.dialect import SQLITE_TX
+
 
 def _no_chain(_item: Any) -> Any:
     return None
@@ -63,8 +65,6 @@ class GroupCommit:
     ``tx`` begins and ends (dialect.SQLITE_TX, postgres.PIPELINED_TX)."""
 
     def __init__(self, tx: Any = None) -> None:
-        from stateloop.store.dialect import SQLITE_TX
-
         self._items: list[tuple[BatchFn, Any, Queued]] = []
         self._tx = tx or SQLITE_TX
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from stateloop.store import rows, schema
+from stateloop.store.postgres import with_block_version
 from stateloop.store.records import BlockRecord
 from stateloop.store.runner import Runner
 
@@ -51,7 +52,6 @@ class BlockChangesMixin:
             token = self.change_token(agent_id)
             return await self._runner.read(
                 lambda conn: block_records(conn, agent_blocks(agent_id))), token
-        from stateloop.store.postgres import with_block_version
 
         writes = self._block_writes
         blocks, version = await self._runner.read(with_block_version(

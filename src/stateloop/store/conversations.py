@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select, update
@@ -16,27 +15,10 @@ from stateloop.store import rows, schema
 from stateloop.store.checkpoints import MAX_SEQ, SET_CONVERSATION, context_ids
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import InsertRows
-from stateloop.store.records import BlockRecord, new_record_id
+from stateloop.store.records import BlockRecord, ConversationRecord
 from stateloop.store.runner import Runner
 
 c, m, b = schema.conversations, schema.messages, schema.blocks
-
-
-@dataclass(slots=True)
-class ConversationRecord:
-    """One conversation as stored (``in_context_message_ids`` complete, as read)."""
-
-    agent_id: str
-    id: str = field(default_factory=lambda: new_record_id("conv"))
-    summary: str | None = None
-    in_context_message_ids: list[str] = field(default_factory=list)
-    pending_approval: dict[str, Any] | None = None
-    isolated_block_ids: list[str] = field(default_factory=list)
-    model: str | None = None
-    model_settings: dict[str, Any] | None = None
-    last_message_at: float | None = None
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
 
 
 _INSERT_MESSAGES = InsertRows(m, rows.MESSAGE_COLUMNS, key="seq")

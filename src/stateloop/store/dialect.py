@@ -228,7 +228,7 @@ def json_array_has_any(document: Any, path: tuple[int | str, ...], values: Seque
 
 def encode_vector(vector: Any) -> bytes:
     """One embedding as stored: float32 little-endian bytes."""
-    import numpy as np
+    import numpy as np  # lazy: numpy, for vectors only
 
     arr = np.asarray(vector, dtype="<f4")
     if arr.ndim != 1:
@@ -238,7 +238,7 @@ def encode_vector(vector: Any) -> bytes:
 
 def decode_vector(blob: bytes) -> list[float]:
     """The stored bytes back as a list of floats."""
-    import numpy as np
+    import numpy as np  # lazy: numpy, for vectors only
 
     return np.frombuffer(blob, dtype="<f4").astype(float).tolist()
 

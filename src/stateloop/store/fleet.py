@@ -134,7 +134,7 @@ class Fleet:
         return Turn(row[0], agent_id, conversation_id)
 
     async def _connect(self) -> Any:
-        import psycopg
+        import psycopg  # lazy: optional: the PostgreSQL driver
 
         return await psycopg.AsyncConnection.connect(**self._runner.connect_params(),
                                                      autocommit=True)

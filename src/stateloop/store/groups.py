@@ -6,16 +6,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from stateloop.messages import new_id
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.paging import keyset
-from stateloop.store.records import EVERYTHING, Page
+from stateloop.store.records import EVERYTHING, GroupMessage, GroupRecord, Page
 from stateloop.store.runner import Runner
 
 g, gm, gb, gmsg = schema.groups, schema.group_members, schema.group_blocks, schema.group_messages
@@ -23,43 +21,6 @@ a, b, ba = schema.agents, schema.blocks, schema.blocks_agents
 
 MANAGER_TYPES = ("round_robin", "supervisor", "dynamic", "sleeptime", "voice_sleeptime",
                  "swarm")
-
-
-@dataclass(slots=True)
-class GroupRecord:
-    """A group as stored; ``agent_ids`` in turn order."""
-
-    manager_type: str
-    agent_ids: list[str]
-    description: str = ""
-    id: str = field(default_factory=lambda: new_id("group"))
-    manager_agent_id: str | None = None
-    max_turns: int | None = None
-    termination_token: str | None = None
-    sleeptime_agent_frequency: int | None = None
-    turns_counter: int | None = None
-    last_processed_message_id: str | None = None
-    hidden: bool | None = None
-    project_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    cursors: dict[str, int] = field(default_factory=dict)
-    shared_block_ids: list[str] = field(default_factory=list)
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-
-
-@dataclass(slots=True)
-class GroupMessage:
-    """One message of a group's conversation: the user's input or a member's reply."""
-
-    role: str  # "user" or "assistant"
-    text: str
-    sender_id: str | None = None  # the member that said it; None for the user
-    name: str | None = None
-    run_id: str | None = None
-    id: str = field(default_factory=lambda: new_id("message"))
-    created_at: float = field(default_factory=time.time)
-    seq: int = 0
 
 
 _COLUMNS = [c.name for c in g.columns]

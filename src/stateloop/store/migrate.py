@@ -21,7 +21,7 @@ def current_revision(conn: Connection) -> str | None:
 
 
 def _alembic_config(conn: Connection) -> Any:
-    from alembic.config import Config
+    from alembic.config import Config  # lazy: Alembic, for migrations only
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -31,7 +31,7 @@ def _alembic_config(conn: Connection) -> Any:
 
 def known_revisions() -> list[str]:
     """Every revision this code ships, oldest first."""
-    from alembic.script import ScriptDirectory
+    from alembic.script import ScriptDirectory  # lazy: Alembic, for migrations only
 
     script = ScriptDirectory(str(MIGRATIONS_DIR))
     return [rev.revision for rev in reversed(list(script.walk_revisions()))]
@@ -55,6 +55,6 @@ def upgrade(conn: Connection, url: str, revision: str = "head") -> None:
         raise SchemaTooNewError(
             f"database {url!r} has schema revision {current!r}, newer than this stateloop "
             f"(head {HEAD!r}); upgrade stateloop to open it. Nothing was changed.")
-    from alembic import command
+    from alembic import command  # lazy: Alembic, for migrations only
 
     command.upgrade(_alembic_config(conn), revision)

@@ -76,7 +76,7 @@ class BinaryVector:
 
     @classmethod
     def of(cls, vector: Any) -> BinaryVector:
-        import numpy as np
+        import numpy as np  # lazy: numpy, for vectors only
 
         values = np.asarray(vector, dtype=">f4").reshape(-1)
         return cls(struct.pack(">HH", values.shape[0], 0) + values.tobytes())
@@ -95,8 +95,8 @@ def adapt_psycopg(dbapi_conn: Any) -> None:
 
 @functools.cache
 def _dumper() -> type:
-    from psycopg.adapt import Dumper
-    from psycopg.pq import Format
+    from psycopg.adapt import Dumper  # lazy: optional: the PostgreSQL driver
+    from psycopg.pq import Format  # lazy: optional: the PostgreSQL driver
 
     class VectorDumper(Dumper):
         format = Format.BINARY
@@ -169,7 +169,7 @@ def disable(conn: Connection) -> None:
 
 
 def _backfill(conn: Connection) -> None:
-    import numpy as np
+    import numpy as np  # lazy: numpy, for vectors only
 
     adapt(conn)
     p = passages

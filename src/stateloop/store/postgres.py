@@ -134,7 +134,7 @@ class PostgresRunner:
 
     def __init__(self, sync_url: str) -> None:
         try:
-            import psycopg  # noqa: F401
+            import psycopg  # noqa: F401  # lazy: optional: the PostgreSQL driver
         except ImportError as exc:
             raise DatabaseOpenError(
                 "cannot open a PostgreSQL database: its driver is missing; "
@@ -169,7 +169,7 @@ class PostgresRunner:
         """The role's name and what it lacks on ``tables``, e.g. ``messages (INSERT)``, read
         on a new connection: the pool's were made before a role could lose LOGIN or CONNECT.
         ``DatabaseOpenError`` when the server refuses the connection."""
-        import psycopg
+        import psycopg  # lazy: optional: the PostgreSQL driver
 
         def check() -> tuple[str, list[str]]:
             try:
@@ -217,7 +217,7 @@ class PostgresRunner:
                 self._record_versions(sent[-1], agents)
 
     def _record_versions(self, cursor: Any, agents: list[str]) -> None:
-        import psycopg
+        import psycopg  # lazy: optional: the PostgreSQL driver
 
         try:
             versions = block_versions(cursor, agents)

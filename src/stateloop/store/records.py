@@ -228,3 +228,57 @@ class IdentityRecord:
     block_ids: list[str] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class GroupRecord:
+    """A group as stored; ``agent_ids`` in turn order."""
+
+    manager_type: str
+    agent_ids: list[str]
+    description: str = ""
+    id: str = field(default_factory=lambda: new_id("group"))
+    manager_agent_id: str | None = None
+    max_turns: int | None = None
+    termination_token: str | None = None
+    sleeptime_agent_frequency: int | None = None
+    turns_counter: int | None = None
+    last_processed_message_id: str | None = None
+    hidden: bool | None = None
+    project_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    cursors: dict[str, int] = field(default_factory=dict)
+    shared_block_ids: list[str] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class GroupMessage:
+    """One message of a group's conversation: the user's input or a member's reply."""
+
+    role: str  # "user" or "assistant"
+    text: str
+    sender_id: str | None = None  # the member that said it; None for the user
+    name: str | None = None
+    run_id: str | None = None
+    id: str = field(default_factory=lambda: new_id("message"))
+    created_at: float = field(default_factory=time.time)
+    seq: int = 0
+
+
+@dataclass(slots=True)
+class ConversationRecord:
+    """One conversation as stored (``in_context_message_ids`` complete, as read)."""
+
+    agent_id: str
+    id: str = field(default_factory=lambda: new_record_id("conv"))
+    summary: str | None = None
+    in_context_message_ids: list[str] = field(default_factory=list)
+    pending_approval: dict[str, Any] | None = None
+    isolated_block_ids: list[str] = field(default_factory=list)
+    model: str | None = None
+    model_settings: dict[str, Any] | None = None
+    last_message_at: float | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)

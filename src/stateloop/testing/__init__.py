@@ -42,7 +42,7 @@ __all__ = ["FakeOpenAI", "Fault", "ScriptExhausted", "ScriptedModel", "assert_tr
 
 def __getattr__(name: str) -> Any:
     if name in _FAKE:
-        from . import fake_openai
+        from . import fake_openai  # lazy: run as a script, it must not be imported first
 
         return getattr(fake_openai, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

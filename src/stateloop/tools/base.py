@@ -8,15 +8,14 @@ import sys
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..errors import ToolDefinitionError
 from ..llm.base import ToolSpec
 from ..messages import ToolCall
 from .docstrings import parse_docstring
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -115,7 +114,6 @@ def tool(function: Callable[..., Any] | None = None, /, *, name: str | None = No
 def _arguments_model(function: Callable[..., Any], tool_name: str,
                      param_docs: dict[str, str]) -> tuple[type[BaseModel], str | None]:
     hints = _type_hints(function, tool_name)
-    from pydantic import Field, create_model  # imported on first use: keeps imports fast
 
     fields: dict[str, Any] = {}
     context_parameter = None
@@ -145,8 +143,6 @@ def _arguments_model(function: Callable[..., Any], tool_name: str,
 
 @functools.cache
 def _arguments_base() -> type[BaseModel]:
-    from pydantic import BaseModel, ConfigDict
-
     class Arguments(BaseModel):
         model_config = ConfigDict(extra="forbid")  # an unknown argument is named, not dropped
 

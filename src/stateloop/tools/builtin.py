@@ -7,7 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
+from ..memory.editing import MEMORY_TOOLS
+from ..memory.recall import RECALL_TOOLS
+from ..memory.tool_memory import PATH_MEMORY_TOOLS
+from ..memory.voice import VOICE_TOOLS
 from .base import DEFAULT_TIMEOUT, Tool
+from .multi_agent import MULTI_AGENT_TOOL_NAMES, MULTI_AGENT_TOOLS
 
 
 def send_message(message: str) -> str:
@@ -21,13 +26,8 @@ def send_message(message: str) -> str:
 
 @functools.cache
 def _functions() -> dict[str, Callable[..., Any]]:
-    from ..files.tools import FILE_TOOLS
-    from ..memory.editing import MEMORY_TOOLS
-    from ..memory.recall import RECALL_TOOLS
-    from ..memory.tool_memory import PATH_MEMORY_TOOLS
-    from ..memory.voice import VOICE_TOOLS
-    from .letta_builtins import LETTA_BUILTIN_TOOLS
-    from .multi_agent import MULTI_AGENT_TOOLS
+    from ..files.tools import FILE_TOOLS  # lazy: folders load numpy and SQLAlchemy
+    from .letta_builtins import LETTA_BUILTIN_TOOLS  # lazy: its web tools load httpx2
 
     return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS,
                                     *MULTI_AGENT_TOOLS, *FILE_TOOLS, *PATH_MEMORY_TOOLS,
@@ -47,8 +47,7 @@ def builtin_names() -> list[str]:
 
 @functools.cache
 def _tool_types() -> dict[str, str]:
-    from .letta_builtins import LETTA_BUILTIN_NAMES
-    from .multi_agent import MULTI_AGENT_TOOL_NAMES
+    from .letta_builtins import LETTA_BUILTIN_NAMES  # lazy: its web tools load httpx2
 
     return {**dict.fromkeys(("send_message", "conversation_search", "archival_memory_insert",
                              "archival_memory_search"), "letta_core"),
@@ -73,7 +72,5 @@ def builtin_tool(name: str) -> Tool:
                           f"{', '.join(builtin_names())}")
     # Memory edits run one at a time: two edits of one block in a step must not interleave.
     # A message to another agent is bounded by its own reply timeout, not a tool's.
-    from .multi_agent import MULTI_AGENT_TOOL_NAMES
-
     return Tool.from_function(functions[name], sequential=name in MEMORY_EDITS,
                               timeout=None if name in MULTI_AGENT_TOOL_NAMES else DEFAULT_TIMEOUT)

@@ -21,8 +21,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import stateloop
-
 from .confinement import Lease
 
 NOBODY = 65534
@@ -35,7 +33,7 @@ _NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/
 def package_root() -> str:
     """The directory the running stateloop package was imported from (src, a build,
     site-packages): the child imports the very same code."""
-    return str(Path(stateloop.__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parents[2])  # src/stateloop/tools/bwrap.py -> src
 
 
 @functools.cache

@@ -2,8 +2,8 @@
 some tags, and waits for the reply or not.
 
 The receiver's turn is a real run of that agent (its queue, its memory, its stop reasons),
-started with a message that names the sender. Other agents are found through the calling
-agent's directory (``stateloop.directory``). A reply is waited for at most
+started with a message that names the sender. Other agents are found among the calling
+agent's live agents (``stateloop.live_agents``). A reply is waited for at most
 ``STATELOOP_AGENT_REPLY_TIMEOUT`` seconds; after that the tool answers with an error and the
 receiver's run goes on. Who waits on whom is kept as a graph: a wait that would close a cycle
 (A waits on B, which waits on A, or longer) would never end, so it is refused at once.
@@ -20,7 +20,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ..errors import ConfigError
+from ..live_agents import live_agents_of
 from ..messages import Message, user
+from ..store.errors import NotFoundError
 from .base import ToolContext
 
 logger = logging.getLogger("stateloop")
@@ -85,11 +87,8 @@ def _finished(task: asyncio.Task[Any]) -> None:
 
 
 async def _receiver(ctx: ToolContext, other_agent_id: str) -> Any:
-    from ..directory import directory_of
-    from ..store.errors import NotFoundError
-
     try:
-        return await directory_of(ctx.agent).agent(other_agent_id)
+        return await live_agents_of(ctx.agent).agent(other_agent_id)
     except NotFoundError:
         raise ValueError(f"agent with id {other_agent_id!r} not found") from None
 
@@ -171,9 +170,7 @@ async def send_message_to_agents_matching_tags(ctx: ToolContext, message: str,
         match_all: A list of tags that an agent must possess to receive the message.
         match_some: A list of tags where an agent must have at least one to qualify.
     """
-    from ..directory import directory_of
-
-    ids = [agent_id for agent_id in await directory_of(ctx.agent).tagged(match_all, match_some)
+    ids = [agent_id for agent_id in await live_agents_of(ctx.agent).tagged(match_all, match_some)
            if agent_id != ctx.agent.id]
 
     async def one(agent_id: str) -> dict[str, Any]:

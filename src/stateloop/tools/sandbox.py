@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import ConfigDict, Field, create_model
+
 from ..errors import ToolDefinitionError
 from .base import Tool
 from .execution import ToolOutput
@@ -187,8 +189,6 @@ _MISSING: Any = _Missing()
 def _passthrough_model(name: str, parameters: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     """A model that checks argument names (required present, unknown refused) and leaves
     types to the sandbox, where the function's own hints validate them."""
-    from pydantic import ConfigDict, Field, create_model
-
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or ())
     fields: dict[str, Any] = {}

@@ -136,7 +136,7 @@ def main() -> None:
 
 def _dumpable_switch() -> Any:
     """``prctl(PR_SET_DUMPABLE, ...)``, found once in the zygote (ctypes costs milliseconds)."""
-    import ctypes
+    import ctypes  # lazy: ctypes costs milliseconds; once, in the zygote
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     return lambda dumpable: prctl(_PR_SET_DUMPABLE, int(dumpable), 0, 0, 0)
@@ -158,7 +158,7 @@ def _load(source: str, name: str) -> Any:
         if not callable(function):
             raise NameError(f"tool source defines no function named {name!r}")
         if inspect.iscoroutinefunction(function):
-            import asyncio  # noqa: F401  (loaded once here, not in every call)
+            import asyncio  # noqa: F401  # lazy: loaded once here, not in every call
         return function
     except BaseException as exc:  # the module's failure is every call's answer
         return exc
@@ -275,7 +275,7 @@ def _answer(tool: Any, arguments: dict[str, Any]) -> dict[str, Any]:
             raise tool
         value = tool(**_values.validate(tool, arguments))
         if inspect.iscoroutine(value):
-            import asyncio
+            import asyncio  # lazy: async tools only
 
             value = asyncio.run(value)
         return {"ok": True, "result": _values.format_return(value)}

@@ -96,7 +96,7 @@ async def fetch(url: str, settings: FetchSettings) -> tuple[bytes, str, bool]:
 
 def to_markdown(body: bytes, content_type: str) -> str:
     """The page's main text as Markdown; a page that is not HTML, as its text."""
-    from trafilatura import extract, html2txt  # loads lxml: on first use, not at import
+    from trafilatura import extract, html2txt  # lazy: trafilatura loads lxml on first fetch
 
     text = body.decode(_charset(content_type), errors="replace")
     if "html" not in content_type.lower() and not text.lstrip().startswith("<"):

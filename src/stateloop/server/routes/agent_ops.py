@@ -9,7 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, HTTPException
 from pydantic import Field, field_validator
 
-from ...agent import Agent
+from ...agent import Thread
 from ...errors import ConfigError
 from ...llm.registry import resolve_model
 from ...memory.compaction import _summary_body, is_summary
@@ -60,7 +60,7 @@ NOTHING_TO_COMPACT = ("Summarization failed to reduce the number of messages. Yo
                       "CompactionSettings (e.g. using `all` mode).")
 
 
-async def compact_thread(agent: Agent, settings: dict[str, Any] | None = None
+async def compact_thread(agent: Thread, settings: dict[str, Any] | None = None
                          ) -> dict[str, Any]:
     """Compact one thread of an agent now (``CompactionResponse``); Letta's 400 when
     nothing can leave the context (nothing but the system prompt, or one turn)."""
@@ -129,7 +129,7 @@ async def preview_model_request(agent_id: str, body: LettaStreamingRequest,
     return preview_thread(await live_agent(runtime, agent_id), body, runtime)
 
 
-def preview_thread(agent: Agent, body: LettaStreamingRequest,
+def preview_thread(agent: Thread, body: LettaStreamingRequest,
                    runtime: Runtime) -> dict[str, Any]:
     """The provider body of the thread's next model call for this input."""
     messages, _ = parse_input(body, agent)

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from ...agent import Agent
+from ...agent import Thread
 from ...store import NotFoundError
 from ..deps import RuntimeDep
 from ..models.requests import Lenient, errors
@@ -37,7 +37,7 @@ async def _recompile(runtime: Runtime, agent_id: str, dry_run: bool) -> str:
     return await recompile_thread(await live_agent(runtime, agent_id), dry_run)
 
 
-async def recompile_thread(agent: Agent, dry_run: bool) -> str:
+async def recompile_thread(agent: Thread, dry_run: bool) -> str:
     """One thread's system prompt compiled now; stored unless ``dry_run``."""
     if agent.running:  # its run recompiles before each step
         return agent.messages[0].text

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ...agent import Agent
+from ...agent import Thread
+from ...conversation import Conversation as LiveConversation
 from ...errors import AgentBusyError, ConfigError
 from ..deps import RuntimeDep
 from ..errors import CONFLICT
@@ -44,7 +45,7 @@ from .messages import cancel_thread, collect, start_run, stream
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 
-async def thread(runtime: Runtime, conversation_id: str, agent_id: str | None = None) -> Agent:
+async def thread(runtime: Runtime, conversation_id: str, agent_id: str | None = None) -> Thread:
     """The live thread a conversation id names: a ``Conversation``, or the agent itself for
     ``default`` (with ``agent_id``) or an agent's id."""
     if conversation_id == "default" or conversation_id.startswith("agent-"):
@@ -61,7 +62,7 @@ async def thread(runtime: Runtime, conversation_id: str, agent_id: str | None = 
     return conversation
 
 
-def settings_for(thread: Agent, settings: dict[str, Any] | None,
+def settings_for(thread: Thread, settings: dict[str, Any] | None,
                  model: str | None = None) -> dict[str, Any]:
     """The options a conversation's ``model_settings`` (Letta's shape) ask for, over its
     agent's; a value that is invalid, or that the model's provider has no form for, is a
@@ -70,12 +71,12 @@ def settings_for(thread: Agent, settings: dict[str, Any] | None,
     return model_settings(settings, None, provider, thread.model_settings) if settings else {}
 
 
-def use_settings(thread: Agent, options: dict[str, Any]) -> None:
+def use_settings(thread: Thread, options: dict[str, Any]) -> None:
     for name, value in options.items():  # max_tokens, parallel_tool_calls, model_settings
         setattr(thread, name, value)
 
 
-async def view(runtime: Runtime, conversation: Agent) -> dict[str, Any]:
+async def view(runtime: Runtime, conversation: Thread) -> dict[str, Any]:
     record = await runtime.store.get_conversation(conversation.conversation_id or "")
     return conversation_view(record, [m.id for m in conversation.messages])
 
@@ -133,8 +134,8 @@ async def update_conversation(conversation_id: str, body: UpdateConversation,
         except ConfigError as exc:
             raise HTTPException(400, detail=str(exc)) from exc
     use_settings(conversation, options)
-    if "summary" in changes:
-        conversation.summary = changes["summary"]  # type: ignore[attr-defined]
+    if "summary" in changes and isinstance(conversation, LiveConversation):
+        conversation.summary = changes["summary"]
     return conversation_view(await runtime.store.update_conversation(conversation_id,
                                                                      **changes))
 

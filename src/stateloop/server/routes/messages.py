@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ...agent import Agent
+from ...agent import Thread
 from ...approvals import Approval, ApprovalError
 from ...eager import shielded
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
@@ -56,7 +56,7 @@ def _parts(content: str | list[TextContent | ImageContent]) -> list[Part]:
     return [TextPart(p.text) if isinstance(p, TextContent) else p.to_part() for p in content]
 
 
-def parse_input(body: LettaRequest, agent: Agent) -> tuple[list[Message], list[Approval]]:
+def parse_input(body: LettaRequest, agent: Thread) -> tuple[list[Message], list[Approval]]:
     """Our input messages and approval decisions from Letta's ``messages``/``input``."""
     if body.input is not None and body.messages is not None:
         raise HTTPException(422, detail=[{
@@ -85,7 +85,7 @@ def parse_input(body: LettaRequest, agent: Agent) -> tuple[list[Message], list[A
     return messages, approvals
 
 
-def _decisions(item: ApprovalCreate, agent: Agent) -> list[Approval]:
+def _decisions(item: ApprovalCreate, agent: Thread) -> list[Approval]:
     if item.approvals is not None:
         return [Approval(d.tool_call_id, approve=d.approve, reason=d.reason)
                 if isinstance(d, ApprovalReturn)
@@ -100,7 +100,7 @@ def _decisions(item: ApprovalCreate, agent: Agent) -> list[Approval]:
 
 
 async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
-                    stream_tokens: bool = False, agent: Agent | None = None) -> RunChannel:
+                    stream_tokens: bool = False, agent: Thread | None = None) -> RunChannel:
     """Start a run for this request (in ``agent``, a thread of the agent, if given); 409
     while an approval is pending or (busy mode) a run is in flight, 400 for approvals that
     do not fit the pending request. On a fleet the request's place in the thread's queue is
@@ -119,7 +119,7 @@ async def start_run(runtime: Runtime, agent_id: str, body: LettaRequest, *,
 
 
 async def _start_run(runtime: Runtime, agent_id: str, body: LettaRequest,
-                     stream_tokens: bool, agent: Agent | None) -> RunChannel:
+                     stream_tokens: bool, agent: Thread | None) -> RunChannel:
     agent = agent or await live_agent(runtime, agent_id)
     messages, approvals = parse_input(body, agent)
     pending = agent.pending_approval
@@ -266,7 +266,7 @@ async def cancel(agent_id: str, runtime: RuntimeDep,
     return await cancel_thread(runtime, agent, body.run_ids if body is not None else None)
 
 
-async def cancel_thread(runtime: Runtime, agent: Agent, run_ids: list[str] | None = None
+async def cancel_thread(runtime: Runtime, agent: Thread, run_ids: list[str] | None = None
                         ) -> dict[str, Any]:
     """Cancel the thread's run in flight; or, as Letta does, deny the calls a paused run
     waits on (stored at once) and mark that run cancelled. The run ids cancelled."""

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from ...agent import Agent
+from ...agent import Agent, Thread
 from ...store.fleet import Fleet
 from ..middleware import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,11 +59,11 @@ def _handle(runtime: Runtime, message: dict[str, Any]) -> None:
                          else "after_batch")
 
 
-def _threads(agent: Agent) -> list[Agent]:
+def _threads(agent: Agent) -> list[Thread]:
     return agent._threads()
 
 
-def _thread(agent: Agent, conversation_id: Any) -> Agent | None:
+def _thread(agent: Agent, conversation_id: Any) -> Thread | None:
     if conversation_id is None:
         return agent
     return next((t for t in _threads(agent) if t.conversation_id == conversation_id), None)

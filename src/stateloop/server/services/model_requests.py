@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from ...agent import Agent
+from ...agent import Thread
 from ...cancellation import CancelScope
 from ...errors import ModelError
 from ...llm.base import Model, ModelRequest, ModelResponse, ToolSpec
@@ -23,7 +23,7 @@ from ...tools import Tool
 STRUCTURED_OUTPUT = "structured_output"
 
 
-def next_request(agent: Agent, new_input: Sequence[Message], tools: Sequence[Tool] = ()
+def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[Tool] = ()
                  ) -> ModelRequest:
     """The request the agent's next step would make for ``new_input``: its context, tools
     (``tools`` added, as a run's client tools are) and rules, as a run builds it. Nothing of

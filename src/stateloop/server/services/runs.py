@@ -19,7 +19,7 @@ from .messages import Frame, StreamConverter
 from .run_frames import FrameLog
 
 if TYPE_CHECKING:
-    from ...agent import Agent
+    from ...agent import Thread
 
 logger = logging.getLogger("stateloop.server")
 
@@ -105,7 +105,7 @@ class RunRegistry:
             return active
         return next((c for c in reversed(self._channels.values()) if c.agent_id == key), None)
 
-    async def start(self, agent: Agent, messages: list[Message], approvals: list[Approval], *,
+    async def start(self, agent: Thread, messages: list[Message], approvals: list[Approval], *,
                     stream_tokens: bool, max_steps: int | None = None,
                     model: str | None = None, tools: Sequence[Tool] = (),
                     assistant_message: bool = True) -> RunChannel:
@@ -126,7 +126,7 @@ class RunRegistry:
         await accepted
         return channel
 
-    def _frame_log(self, agent: Agent) -> FrameLog | None:
+    def _frame_log(self, agent: Thread) -> FrameLog | None:
         """Where frames go for other processes: the agents' store (the server's one), if it
         is PostgreSQL; on SQLite no other process serves it."""
         store = agent.store
@@ -134,7 +134,7 @@ class RunRegistry:
             self._log = FrameLog(store, keep=self.events_per_run)
         return self._log
 
-    async def _drive(self, agent: Agent, run: AsyncIterator[AnyEvent], channel: RunChannel,
+    async def _drive(self, agent: Thread, run: AsyncIterator[AnyEvent], channel: RunChannel,
                      converter: StreamConverter, accepted: asyncio.Future[None],
                      log: FrameLog | None) -> None:
 
@@ -191,7 +191,7 @@ class RunRegistry:
             await self._log.close()
 
 
-def approval_names(agent: Agent) -> set[str]:
+def approval_names(agent: Thread) -> set[str]:
     """Tools whose calls pause for a human on this agent."""
     names = {name for name, tool in agent.tools.items() if tool.requires_approval}
     names.update(getattr(rule, "tool_name", "") for rule in agent.tool_rules

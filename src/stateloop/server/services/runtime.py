@@ -1,6 +1,6 @@
-"""The server's live state: the store, one live ``Agent`` per agent id (loaded lazily, so
-runs of one agent queue on one object; at most ``live_agents`` of them, the idle ones least
-recently used let go first), tool binding, and the runs in flight."""
+"""The server's live state: the store, its live agents (a ``LiveAgents`` that loads them
+with the tools bound here, at most ``live_agents`` of them, the idle ones least recently used
+let go first), tool binding, and the runs in flight."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import asyncio
 import copy
 import logging
 import os
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...agent import Agent
-from ...directory import bind, tagged_in_store
+from ...live_agents import LiveAgents, bind
 from ...mcp import close_all as close_mcp_sessions
 from ...memory.embedding_models import Embedders
 from ...memory.embeddings import Embedder
@@ -48,9 +47,8 @@ SLEEPTIME_GRACE = 2.0  # seconds a memory agent's run may take to finish at shut
 RETURN_CHAR_LIMIT = 50_000  # Letta's default for a tool's return_char_limit
 
 class Runtime:
-    """Everything the routes share. One per app; lives on ``app.state.runtime``. It is also
-    the directory its agents' multi-agent tools find each other in (``stateloop.directory``).
-    """
+    """Everything the routes share. One per app; lives on ``app.state.runtime``. Its
+    ``agents`` own the live agents; their multi-agent tools find each other there."""
 
     def __init__(self, settings: ServerSettings, store: SqlStore,
                  python_tools: Iterable[Tool] = ()) -> None:
@@ -72,10 +70,8 @@ class Runtime:
                                 finished_runs=settings.run_buffer_runs)
         self.callbacks = Callbacks(store, timeout=settings.callback_timeout,
                                    private_ok=settings.callback_private_urls)
-        self._agents: OrderedDict[str, Agent] = OrderedDict()  # least recently used first
-        self._loading: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, tasks at it
-        # The agents each task (a request, a run) took: none of them is let go before it ends.
-        self._held: dict[asyncio.Task[Any], set[str]] = {}
+        self.agents = LiveAgents(store, Agent, load=self._load, limit=settings.live_agents,
+                                 dropped=_stop_tools)
         # Every embedding model agents, archives and folders ask for, each made once.
         self.embedders = Embedders(settings.embedding_endpoint(), default=settings.embedding)
 
@@ -114,7 +110,7 @@ class Runtime:
         # Then memory agents' background runs (those the last runs started too): they write
         # to the store.
         await asyncio.gather(*(agent.sleeptime.close(SLEEPTIME_GRACE)
-                               for agent in self._agents.values() if agent.sleeptime))
+                               for agent in self.agents.live_agents() if agent.sleeptime))
         await self.workers.close()
         await close_mcp_sessions()
         await self.store.close()
@@ -129,30 +125,10 @@ class Runtime:
     async def agent(self, agent_id: str) -> Agent:
         """The live agent with this id, loaded from the store on first use (or after it was
         let go). It stays live while the task that asked for it runs."""
-        live = self._agents.get(agent_id)
-        if live is None:
-            # One load at a time per id; the lock stays while anyone waits on it.
-            lock, waiting = self._loading.get(agent_id, (asyncio.Lock(), 0))
-            self._loading[agent_id] = (lock, waiting + 1)
-            try:
-                async with lock:
-                    live = self._agents.get(agent_id)  # loaded while this waited?
-                    if live is None:
-                        live = self._agents[agent_id] = await self._load(agent_id)
-                    self._hold(agent_id)
-            finally:
-                lock, waiting = self._loading[agent_id]
-                if waiting > 1:
-                    self._loading[agent_id] = (lock, waiting - 1)
-                else:
-                    del self._loading[agent_id]
-        else:
-            self._hold(agent_id)
-        self._agents.move_to_end(agent_id)
-        self._let_go()
-        return live
+        return await self.agents.agent(agent_id)
 
     async def _load(self, agent_id: str) -> Agent:
+        """An agent as the server runs it: its tools bound here, the server's options."""
         record = await self.store.get_agent(agent_id)
         if record.id != agent_id:
             raise NotFoundError(f"agent with id {agent_id!r} not found")  # found by name
@@ -161,59 +137,26 @@ class Runtime:
                    "embedder": self.embedders.for_agent(record.embedding_config)}
         live = await Agent.aload(agent_id, store=self.store, tools=tools, **options)
         if live.sleeptime is not None:  # its memory agent: the live one of its id
-            live.sleeptime.loader = self.agent
-        bind(live, self)
+            live.sleeptime.loader = self.agents.agent
+        bind(live, self.agents)
         return live
-
-    def _hold(self, agent_id: str) -> None:
-        task = asyncio.current_task()
-        if task is None:
-            return
-        held = self._held.get(task)
-        if held is None:
-            held = self._held[task] = set()
-            task.add_done_callback(self._release)
-        held.add(agent_id)
-
-    def _release(self, task: asyncio.Task[Any]) -> None:
-        self._held.pop(task, None)
-        self._let_go()
-
-    def _let_go(self) -> None:
-        """Over ``live_agents``: let idle agents go, least recently used first (their next
-        use reads them from the store). Those a task holds, or that are busy, stay."""
-        excess = len(self._agents) - self.settings.live_agents
-        if excess <= 0:
-            return
-        held = set().union(*self._held.values())
-        idle = [agent for agent_id, agent in self._agents.items()
-                if agent_id not in held and agent.idle]  # the least recently used first
-        for agent in idle[:excess]:
-            self.forget(agent.id)
-
-    async def tagged(self, match_all: Sequence[str], match_some: Sequence[str]) -> list[str]:
-        """Ids of the agents with every tag of ``match_all`` and one of ``match_some``."""
-        return await tagged_in_store(self.store, match_all, match_some)
 
     def live(self, agent_id: str) -> Agent | None:
         """The agent if it is live now (``agent`` keeps one live for a task's use)."""
-        return self._agents.get(agent_id)
+        return self.agents.live(agent_id)
 
     @property
     def live_count(self) -> int:
         """How many agents are live now."""
-        return len(self._agents)
+        return self.agents.live_count
 
     def live_agents(self) -> list[Agent]:
-        return list(self._agents.values())
+        return self.agents.live_agents()
 
     def forget(self, agent_id: str) -> None:
         """Drop the live agent (deleted, or changed elsewhere) and stop its tools' workers;
         the next use loads it again."""
-        live = self._agents.pop(agent_id, None)
-
-        for tool in live.tools.values() if live is not None else ():
-            stop_workers(tool)
+        self.agents.forget(agent_id)
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -339,6 +282,12 @@ def _refuse(reason: str) -> Any:
         raise SandboxedToolError(reason)
 
     return refuse
+
+
+def _stop_tools(agent: Agent) -> None:
+    """An agent let go or forgotten: its tools' workers stop."""
+    for tool in agent.tools.values():
+        stop_workers(tool)
 
 
 def _missing(name: str) -> Tool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from ...agent import Agent
 from ...sleeptime import (
     MANAGER_TYPE,
     MEMORY_AGENT_TYPE,
@@ -30,7 +31,7 @@ async def set_sleeptime(runtime: Runtime, agent_id: str, on: bool) -> None:
     record = await store.get_agent(agent_id)
     link = await stored_link(store, agent_id)
     if on and link is None:
-        link, _ = await create_memory_agent(store, agent_id, record.model or
+        link, _ = await create_memory_agent(Agent, store, agent_id, record.model or
                                             runtime.settings.default_model,
                                             **runtime.agent_options())
     elif record.enable_sleeptime != on:

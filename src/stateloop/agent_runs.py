@@ -1,0 +1,215 @@
+"""Running one thread of an agent: ``run``, ``stream``, ``run_sync``, the queue of runs and
+the ``LoopConfig`` each is given; the model a thread runs with and its transcript.
+
+``AgentRuns`` is what an agent's default thread (``Agent``) and each of its other threads
+(``Conversation``) share; it knows neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import agent_options as options
+from .agent_options import Input
+from .agent_threads import AgentThreads
+from .approvals import Approval
+from .cancellation import CancelScope
+from .eager import shielded
+from .errors import ConfigError
+from .events import AnyEvent, RunEnd
+from .llm.registry import resolve_model
+from .loop import LoopConfig, Resume, run_loop
+from .messages import Message, new_id
+from .run_result import Running, RunResult
+from .surrogates import check
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .hooks import Hooks
+    from .llm.base import Model, ModelSettings
+    from .llm.retry import RetryPolicy
+    from .store.sql import SqlStore
+
+logger = logging.getLogger("stateloop")
+
+
+class AgentRuns(AgentThreads):
+    """``run``, ``stream`` and ``run_sync`` of one thread, queued in arrival order."""
+
+    # The settings each run reads (set by ``Agent``; a conversation reads its agent's).
+    hooks: Hooks | None
+    retry: RetryPolicy
+    max_steps: int
+    error_threshold: int | None
+    timeout: float | None
+    parallel_tool_calls: bool
+    model_settings: ModelSettings
+    output_type: Any
+    output_retries: int
+    _model_options: dict[str, Any]  # base_url, api_key: how model names are resolved
+
+    # -- configuration -------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @model.setter
+    def model(self, model: str | Model) -> None:
+        self._model = resolve_model(model, **self._model_options)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The in-context transcript, system prompt first."""
+        return list(self._transcript)
+
+    @property
+    def store(self) -> SqlStore | None:
+        return self._persist.store if self._persist is not None else None
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self, input: Input = None, *,
+                  approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
+                  model: str | Model | None = None, tools: Sequence[Tool] = (),
+                  output_type: Any = None) -> RunResult:
+        """Run until the agent stops; returns the result (never raises for model/tool failure).
+
+        ``approvals`` resumes a run paused with stop reason ``requires_approval``;
+        ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
+        offered for this run only, over the agent's own of the same name; ``output_type``
+        makes ``result.output`` a validated answer. Input that
+        can never fit the context window raises ``InputTooLarge`` before anything is stored.
+        """
+        async with self._running(input, approvals, max_steps, model, tools, output_type,
+                                 events=False) as running:
+            async for _ in running.events:  # straight from the loop: no generator between
+                pass
+        assert running.end is not None
+        return RunResult.from_event(running.end, (output_type or self.output_type) is not None)
+
+    def run_sync(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
+                 output_type: Any = None) -> RunResult:
+        """``run`` for code without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._settled(
+                self.run(input, approvals=approvals, output_type=output_type)))
+        raise RuntimeError("run_sync() cannot be called from a running event loop; "
+                           "use 'await agent.run(...)' instead")
+
+    async def stream(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
+                     max_steps: int | None = None, model: str | Model | None = None,
+                     tools: Sequence[Tool] = (), output_type: Any = None,
+                     ) -> AsyncIterator[AnyEvent]:
+        """Run and yield every event; runs of one agent are queued in arrival order.
+        The other arguments are as for ``run`` (a typed answer is ``RunEnd.data``)."""
+        async with self._running(input, approvals, max_steps, model, tools, output_type) as running:
+            async for event in running.events:
+                yield event
+
+    async def _settled(self, run: Awaitable[RunResult]) -> RunResult:
+        """``run``, then the memory run it started (``run_sync``: its event loop ends next)."""
+        result = await run
+        if self.sleeptime is not None:
+            await self.sleeptime.wait()
+        return result
+
+    async def _before_run(self) -> None:
+        """What the agent does before a run of any of its threads (``Agent`` lists the tools
+        of its MCP servers)."""
+
+    @contextlib.asynccontextmanager
+    async def _running(self, input: Input, approvals: Sequence[Approval] | None,
+                       max_steps: int | None, model: str | Model | None,
+                       tools: Sequence[Tool] = (), output_type: Any = None, *,
+                       events: bool = True) -> AsyncIterator[Running]:
+        """A run whose turn has come: its events (with ``events=False``, only its start and
+        end), then how it ended, recorded on exit."""
+        new_input = options.as_messages(input)
+        await self._owner()._before_run()  # may raise (MCP servers) before anything is stored
+        for index, message in enumerate(new_input):
+            check(message.text, f"input message {index}: text")
+        run_model = resolve_model(model, **self._model_options) if model is not None else None
+        options.check_fits(new_input, system=self._transcript[0], tools=self._tool_specs(),
+                           window=self.context_window, reserve=self.output_reserve,
+                           model=(run_model or self._model).name)
+        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
+            raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
+        typed = options.typed_output(output_type or self.output_type, self.output_retries)
+        async with self._turn():  # runs of one thread queue here, across processes too
+            if self._stale:
+                await self._reload()  # raises while the store cannot be read
+            resume = self._take_pending(new_input, list(approvals or ()))
+            if isinstance(resume, RunEnd):  # these approvals were already applied
+                yield Running.ended(resume)
+                return
+            self._refresh_system()
+            persist = self._persist
+            run_id = persist.start_run() if persist is not None else new_id("run")
+            scope = self._scope = CancelScope()
+            running: Running | None = None
+            try:
+                config = self._loop_config(resume)
+                if max_steps is not None:
+                    config.max_steps = max_steps
+                if run_model is not None:
+                    config.model = run_model
+                if tools:
+                    config.tools = {**self.tools, **{tool.name: tool for tool in tools}}
+                config.events = events
+
+                def ended(end: RunEnd) -> None:
+                    assert running is not None
+                    running.end = end
+                    self._after_run(end, resume)
+
+                config.on_end = ended
+                if typed is not None:
+                    typed.apply(config)
+                running = Running(run_loop(self._transcript, new_input, config, run_id=run_id,
+                                            agent_id=self.id, cancel=scope))
+                yield running
+            finally:
+                self._scope = None
+                if persist is not None and persist.run_open:  # it ended without a RunEnd
+                    try:
+                        await shielded(self._end_unfinished(persist))
+                    except Exception:
+                        # What stopped the run is already on its way and says more than
+                        # this failure to record it.
+                        logger.warning("could not record the end of run %s", run_id,
+                                       exc_info=True)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _loop_config(self, resume: Resume | None) -> LoopConfig:
+        persist = self._persist
+        return LoopConfig(
+            model=self._model,
+            tools=self.tools,
+            build_context=self._context.build,
+            continuation=self.agent_type.continuation(),
+            hooks=self.hooks,
+            checkpoint=self._checkpoint if persist is not None else None,
+            prepare_step=self._prepare_step if persist is not None else None,
+            record_end=self._record_end if persist is not None else None,
+            max_steps=self.max_steps,
+            error_threshold=self.error_threshold,
+            timeout=self.timeout,
+            retry=self.retry,
+            max_tokens=self.max_tokens,
+            parallel_tool_calls=self.parallel_tool_calls,
+            model_settings=self.model_settings,
+            rules=self._rules_solver(resume),
+            context=self._context_manager(),
+            steering=self._steering,
+            resume=resume,
+            agent=self,
+        )
+
