@@ -287,3 +287,24 @@ def test_help_of_serve_up_and_create_says_what_the_options_do(cli: Cli) -> None:
         assert done.exit_code == 0 and wanted in text, text
         assert "demo/echo" in text or command == ("agents", "create")
         assert "A unique name" not in text and "the agent up makes" not in text
+
+
+def test_agents_list_pages(cli: Cli) -> None:
+    """A page at a time: --limit (50 by default), then --after the last id it showed."""
+    for name in ("ada", "bob", "cy", "dee", "eve"):
+        cli.create(name)
+    first = cli.inline("agents", "list", "--limit", "2", "--json")
+    assert [a["name"] for a in json.loads(first.stdout)] == ["ada", "bob"]
+    last_id = json.loads(first.stdout)[-1]["id"]
+    assert f"2 agents shown; the next ones: --after {last_id}" in first.stderr
+    second = cli.inline("agents", "list", "--limit", "2", "--after", last_id)
+    assert [row.split()[0] for row in second.stdout.splitlines()[1:]] == ["cy", "dee"]
+    rest = cli.inline("agents", "list", "--after", last_id, "--json")
+    assert [a["name"] for a in json.loads(rest.stdout)] == ["cy", "dee", "eve"]
+    assert "shown" not in rest.stderr  # nothing after the page: no hint
+    done = cli.inline("agents", "list", "--after", json.loads(rest.stdout)[-1]["id"])
+    assert done.stdout == "" and "no more agents" in done.stderr
+    assert cli.inline("agents", "list", "--limit", "0").exit_code == 2
+    listed = cli.inline_json("agents", "list")  # the default page holds all five
+    assert [a["name"] for a in listed] == ["ada", "bob", "cy", "dee", "eve"]
+    assert all(a["blocks"] for a in listed)  # each agent's own blocks, read for the page

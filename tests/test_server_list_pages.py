@@ -5,6 +5,7 @@ are; counts are counted in SQL."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,17 +16,22 @@ import pytest
 from sqlalchemy import event, insert
 from sqlalchemy.engine import Engine
 
+from stateloop.messages import assistant
 from stateloop.store import (
     AgentRecord,
     ArchiveRecord,
     BlockRecord,
     IdentityRecord,
+    Page,
     RunRecord,
+    StepRecord,
     ToolRecord,
     open_store,
     schema,
 )
 from stateloop.store import rows as store_rows
+from stateloop.store.fastpath import InsertRows
+from stateloop.store.folders import FileRecord
 from stateloop.store.groups import GroupRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
@@ -36,10 +42,13 @@ AGENTS = 300
 TOOLS = 200
 OTHERS = 100  # archives, folders, groups
 RUNS = 10_050  # past the 10,000 runs a list once read at most
+STEPS = 6_000
+GROUP_MESSAGES = 2_000
+FILES = 300  # in one folder
 T0 = 1_700_000_000.0
 
 
-async def _fill(url: str) -> tuple[list[str], list[str], str]:
+async def _fill(url: str) -> tuple[list[str], list[str], str, str]:
     """Agents (two blocks and tags each) and runs, oldest first, with distinct times."""
     store = await open_store(url)
     try:
@@ -68,7 +77,47 @@ async def _fill(url: str) -> tuple[list[str], list[str], str]:
                                                json_schema={"name": f"tool_{n:03d}"}))
         values = [store_rows.run_values(run) for run in runs]
         await store._runner.write(lambda conn: conn.execute(insert(schema.runs), values))
-        return agents, [run.id for run in runs], shared.id
+        # Steps in both places they are kept: on the message row each wrote, and alone.
+        steps = [StepRecord(runs[n].id, agents[n % 100], index=0, model="openai/gpt-4o-mini",
+                            created_at=T0 + n) for n in range(STEPS)]
+        carried = [store_rows.message_row(step.agent_id, assistant(f"step {n}"), step.run_id,
+                                          step.id, step)
+                   for n, step in enumerate(steps) if n % 10]
+        alone = [store_rows.step_row(step) for n, step in enumerate(steps) if not n % 10]
+        await store._runner.write(lambda conn: (
+            InsertRows(schema.messages, store_rows.MESSAGE_COLUMNS).execute(
+                conn, carried, keys=False),
+            InsertRows(schema.steps, store_rows.STEP_COLUMNS).execute(conn, alone, keys=False)))
+        for agent_id in agents[:100]:  # their history is in recall, out of context
+            await store.set_in_context(agent_id, [])
+        # A group's long conversation, and a tag of its own for each of 100 agents.
+        group = (await store.list_groups(page=Page(limit=1)))[0]
+        said = [{"id": f"group-message-{n:05d}", "group_id": group.id, "role": "user",
+                 "text": f"said {n}", "created_at": T0 + n} for n in range(GROUP_MESSAGES)]
+        tagged = [{"agent_id": agent_id, "tag": f"user-{n:03d}"}
+                  for n, agent_id in enumerate(agents[:100])]
+        await store._runner.write(lambda conn: (
+            conn.execute(insert(schema.group_messages), said),
+            conn.execute(insert(schema.agent_tags), tagged)))
+        return agents, [run.id for run in runs], shared.id, group.id
+    finally:
+        await store.close()
+
+
+async def _add_files(url: str, folder_id: str) -> None:
+    """Files in a folder, written as an upload leaves them."""
+    store = await open_store(url)
+    try:
+        files = [dataclasses.asdict(FileRecord(folder_id, f"f{n}.txt", f"f{n}.txt", "text/plain",
+                                               1, content="x", created_at=T0 + n))
+                 for n in range(FILES)]
+        chunks = [{"id": f"file-passage-{n:04d}", "file_id": files[n % FILES]["id"],
+                   "folder_id": folder_id, "text": f"chunk {n}", "embedding": b"\0" * 16,
+                   "embedding_model": "text-embedding-3-small", "embedding_dim": 4,
+                   "created_at": T0 + n} for n in range(2 * FILES)]
+        await store._runner.write(lambda conn: (conn.execute(insert(schema.files), files),
+                                                conn.execute(insert(schema.file_passages),
+                                                             chunks)))
     finally:
         await store.close()
 
@@ -81,17 +130,21 @@ class Filled:
     agents: list[str]
     runs: list[str]
     shared: str  # a block every agent has
+    group: str  # with a long conversation
+    folder: str  # with many files
 
 
 @pytest.fixture(scope="module")
 def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     db: Path = tmp_path_factory.mktemp("pages") / "stateloop.db"
-    agents, runs, shared = asyncio.run(_fill(f"sqlite:///{db}"))
+    agents, runs, shared, group = asyncio.run(_fill(f"sqlite:///{db}"))
     with Server(settings_for(fake, db)) as running:
         for n in range(OTHERS):  # as a user makes them: the server picks the embedder
             made = httpx.post(f"{running.url}/v1/folders", json={"name": f"folder-{n}"})
             assert made.status_code == 200, made.text
-        yield Filled(running, agents, runs, shared)
+        folder = httpx.get(f"{running.url}/v1/folders?limit=1&order=asc").json()[0]["id"]
+        asyncio.run(_add_files(f"sqlite:///{db}", folder))
+        yield Filled(running, agents, runs, shared, group, folder)
 
 
 class RowCount:
@@ -134,16 +187,24 @@ def _read(server: Server, path: str) -> tuple[Any, RowCount]:
     "/v1/identities?limit=10&order=asc",
     "/v1/blocks/{shared}/agents?limit=10", "/v1/archives?limit=10",
     "/v1/folders?limit=10&order=desc", "/v1/groups?limit=10", "/v1/identities?limit=10",
+    "/v1/steps?limit=10", "/v1/steps?limit=10&order=asc",
+    "/v1/steps?limit=10&agent_id={first}", "/v1/steps?limit=10&model=gpt-4o-mini",
+    "/v1/groups/{group}/messages?limit=10", "/v1/groups/{group}/messages?limit=10&order=asc",
+    "/v1/folders/{folder}/files?limit=10", "/v1/folders/{folder}/files?limit=10&order=desc",
+    "/v1/folders/{folder}/passages?limit=10&order=desc",
+    "/v1/tags?limit=10", "/v1/tags?limit=10&order=desc", "/v1/tags?limit=10&name=USER-",
 ])
 def test_a_page_reads_the_rows_of_the_page(filled: Filled, path: str) -> None:
     server, agents, runs = filled.server, filled.agents, filled.runs
-    path = path.format(shared=filled.shared)
+    path = path.format(shared=filled.shared, first=agents[0], group=filled.group,
+                       folder=filled.folder)
     first, _ = _read(server, path)
     assert len(first) == 10
     # The middle of the table, after a cursor: still the rows of one page.
     middle = (agents if path.startswith("/v1/agents") else
               runs if path.startswith("/v1/runs") else [])
-    cursor = f"&after={first[-1]['id']}" if not middle else f"&after={middle[len(middle) // 2]}"
+    last = first[-1] if path.startswith("/v1/tags") else first[-1]["id"]
+    cursor = f"&after={last}" if not middle else f"&after={middle[len(middle) // 2]}"
     for query in (path, path + cursor):
         page, counted = _read(server, query)
         assert len(page) == 10, query

@@ -14,9 +14,9 @@ from conftest import database_url
 from stateloop import Agent
 from stateloop.messages import user
 from stateloop.store import AgentRecord, DuplicateError, open_store
+from stateloop.store import rows as store_rows
 from stateloop.store.dialect import begin_sqlite, configure_sqlite_connection
 from stateloop.store.migrate import upgrade
-from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel
 
@@ -81,11 +81,14 @@ async def test_a_database_from_before_keeps_its_data_and_foreign_keys(
     try:
         # At 0008 names are still unique: one agent with a message.
         kept = await old.create_agent(AgentRecord(name="kept"))
-        message = user("remember the zebra")
-        # Joining the context as it is: working the context out reads columns added later.
-        await old.append_step(kept.id, [message], in_context_ids=APPEND)
     finally:
         await old.close()
+    message = user("remember the zebra")
+    columns = store_rows.MESSAGE_COLUMNS[:-1]  # step_at is revision 0021's
+    with sqlite3.connect(path) as raw:  # the message as that revision stored it
+        raw.execute(f"INSERT INTO messages ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' * len(columns))})",
+                    store_rows.message_row(kept.id, message, None, None)[:-1])
     store = await open_store(f"{driver}:///{path}")
     try:
         assert [m.text for m in await store.get_messages([message.id])] == [

@@ -3,7 +3,16 @@
 
 from __future__ import annotations
 
-from stateloop.store import AgentRecord, BlockRecord, IdentityRecord, Page, open_store
+from stateloop.messages import assistant, user
+from stateloop.store import (
+    AgentRecord,
+    BlockRecord,
+    IdentityRecord,
+    Page,
+    StepRecord,
+    open_store,
+)
+from stateloop.store.records import EVERYTHING
 
 T0 = 1_700_000_000.0
 
@@ -59,3 +68,60 @@ async def test_pages_of_agents_runs_and_blocks(db_url: str) -> None:
         assert [block.created_at for block in blocks] == [T0 + 10, T0 + 7]
         shared = await store.agents_blocks([ids[0], ids[5]])
         assert set(shared) == {ids[0], ids[5]} and all(len(v) == 1 for v in shared.values())
+
+
+async def test_pages_of_steps_in_both_places_a_step_is_kept(db_url: str) -> None:
+    async with await open_store(db_url) as store:
+        agents = [AgentRecord(name=f"stepper-{n}") for n in range(2)]
+        for record in agents:
+            await store.create_agent(record)
+        run = await store.create_run(agents[0].id)
+        other = await store.create_run(agents[1].id)
+        steps = []
+        for n in range(12):  # pairs share a time: ids decide; odd ones wrote no message
+            owner = agents[n % 3 == 0].id
+            step = StepRecord(run.id if owner == agents[0].id else other.id, index=n,
+                              model="openai/gpt-4o-mini" if n < 6 else "anthropic/claude",
+                              created_at=T0 + n // 2)
+            said = [] if n % 2 else [user(f"step {n}"), assistant(f"answer {n}")]
+            await store.append_step(owner, said, step=step, run_id=step.run_id)
+            steps.append(step)
+        steps.sort(key=lambda step: (step.created_at, step.id))
+        ids = [step.id for step in steps]
+
+        async def step_ids(page: Page = EVERYTHING, **options: object) -> list[str]:
+            found = await store.page_steps(page, **options)  # type: ignore[arg-type]
+            return [step.id for step in found]
+
+        assert await step_ids() == ids
+        assert await step_ids(Page(limit=5)) == ids[:5]
+        assert await step_ids(Page(order="desc", limit=5)) == ids[::-1][:5]
+        assert await step_ids(Page(after=ids[3], limit=4)) == ids[4:8]
+        assert await step_ids(Page(after=ids[8], order="desc")) == ids[7::-1]
+        assert await step_ids(Page(after=ids[2], before=ids[6])) == ids[3:6]
+        assert await step_ids(Page(after=ids[6], before=ids[2], order="desc")) == ids[5:2:-1]
+        assert await step_ids(Page(after="step-none", limit=2)) == ids[:2]
+        first = [step.id for step in steps if step.agent_id == agents[1].id]
+        assert first and await step_ids(agent_id=agents[1].id) == first
+        assert await step_ids(Page(order="desc", after=first[-1]), agent_id=agents[1].id) == \
+            first[-2::-1]
+        assert await step_ids(model="claude") == [s.id for s in steps if s.index >= 6]
+        assert await step_ids(model="openai/gpt-4o-mini") == [s.id for s in steps
+                                                              if s.index < 6]
+        assert await step_ids(model="gpt") == []
+        assert await step_ids(start=T0 + 2, end=T0 + 3) == ids[4:8]
+
+        carried, separate = (next(s for s in steps if s.index % 2 == odd) for odd in (0, 1))
+        await store.set_step_feedback(carried.id, "positive", ["slow"])
+        await store.set_step_feedback(separate.id, "negative", ["wrong", "slow"])
+        assert await step_ids(feedback="positive") == [carried.id]
+        assert await step_ids(feedback="negative") == [separate.id]
+        assert set(await step_ids(has_feedback=True)) == {carried.id, separate.id}
+        assert len(await step_ids(has_feedback=False)) == 10
+        assert set(await step_ids(tags=["slow"])) == {carried.id, separate.id}
+        assert await step_ids(tags=["wrong", "other"]) == [separate.id]
+        assert await step_ids(tags=["other"]) == []
+        await store.set_step_feedback(carried.id, None)
+        assert await step_ids(has_feedback=True) == [separate.id]
+        got = await store.page_steps(Page(after=ids[0], limit=1))
+        assert got[0].id == ids[1] and got[0].created_at == steps[1].created_at

@@ -30,17 +30,26 @@ def print_json(data: Any) -> None:
 def list_agents(
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t",
                                                   help="Only agents with this tag.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000,
+                                       help="At most this many agents.")] = 50,
+    after: Annotated[str | None, typer.Option(
+        "--after", help="The agents after the one with this id (the last a list showed).")
+    ] = None,
     as_json: options.Json = False,
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
-    """List agents, oldest first."""
+    """List agents, oldest first, a page at a time (--limit, then --after the last id)."""
     with open_backend(db, server, token) as backend:
-        agents = backend.list_agents(tag or [])
+        found = backend.list_agents(tag or [], limit=limit + 1, after=after)
+    agents = found[:limit]
+    if len(found) > limit:
+        err.print(f"{limit} agents shown; the next ones: --after {agents[-1]['id']}")
     if as_json:
         print_json(agents)
         return
     if not agents:
-        err.print("no agents yet; create one with `stateloop agents create NAME`")
+        err.print("no more agents" if after else
+                  "no agents yet; create one with `stateloop agents create NAME`")
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("NAME", "ID", "MODEL", "TAGS", "CREATED"):

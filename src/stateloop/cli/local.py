@@ -131,13 +131,18 @@ class LocalBackend:
 
     # -- agents ------------------------------------------------------------------------
 
-    def list_agents(self, tags: list[str]) -> list[dict[str, Any]]:
-        """Every agent (with any of ``tags``), oldest first."""
+    def list_agents(self, tags: list[str], *, limit: int,
+                    after: str | None = None) -> list[dict[str, Any]]:
+        """At most ``limit`` agents (with any of ``tags``) after the one with id ``after``,
+        oldest first: a page, read in a few queries however many agents there are."""
+        from ..store.records import Page
 
         async def go() -> list[dict[str, Any]]:
             db = await self.store()
-            records = await db.list_agents(tags=tags or None)
-            return [summary(r, await db.list_blocks(r.id)) for r in records]
+            records = await db.list_agents(tags=tags or None,
+                                           page=Page(after=after, limit=limit))
+            blocks = await db.agents_blocks([r.id for r in records])
+            return [summary(r, blocks[r.id]) for r in records]
 
         return self.run(go())
 

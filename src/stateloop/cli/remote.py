@@ -88,8 +88,11 @@ class RemoteBackend:
         first: dict[str, Any] = matches[0]
         return first
 
-    def list_agents(self, tags: list[str]) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"limit": 1000, "order": "asc"}
+    def list_agents(self, tags: list[str], *, limit: int,
+                    after: str | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit, "order": "asc"}
+        if after:
+            params["after"] = after
         if tags:
             params["tags"] = tags
         return [summary(s) for s in self.request("GET", "/v1/agents", params=params)]

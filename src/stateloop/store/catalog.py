@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import Select, func, select
 
 from stateloop.store import schema
+from stateloop.store.paging import between
+from stateloop.store.records import EVERYTHING, Page
 from stateloop.store.runner import Runner
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
@@ -20,12 +22,16 @@ class CatalogMixin:
 
     _runner: Runner
 
-    async def list_tags(self, text: str | None = None) -> list[str]:
-        """Every tag some agent has, alphabetically; ``text`` keeps those containing it
-        (case-insensitive)."""
-        stmt = select(tags_t.c.tag).distinct().order_by(tags_t.c.tag)
+    async def list_tags(self, text: str | None = None, page: Page = EVERYTHING) -> list[str]:
+        """The tags some agent has on ``page`` (by default all, alphabetically), whose
+        cursors are tags, as in Letta; ``text`` keeps those containing it
+        (case-insensitive). Read in SQL, on the tags' index."""
+        tag = tags_t.c.tag
+        stmt = select(tag).distinct()
         if text:
-            stmt = stmt.where(func.lower(tags_t.c.tag).contains(text.lower(), autoescape=True))
+            stmt = stmt.where(func.lower(tag).contains(text.lower(), autoescape=True))
+        stmt = between(stmt, (tag,), page, None if page.after is None else (page.after,),
+                       None if page.before is None else (page.before,))
         return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
 
     async def agent_models(self) -> list[str]:

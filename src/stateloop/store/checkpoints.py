@@ -165,19 +165,17 @@ class StepWrite:
         """Encode a step's rows now, so later changes to its messages do not leak in. The
         step record rides on the last message row (``steps`` gets it only when there is
         none). A new ``in_context`` list may hold the messages themselves."""
-        step_id = step_data = step_row = None
+        step_id = step_row = None
         if step is not None:
             step.agent_id = agent_id
             run_id = run_id if run_id is not None else step.run_id
             step.run_id, step_id = run_id, step.id
-            if messages:
-                step_data = rows.step_json(step)
-            else:
+            if not messages:
                 step_row = rows.step_row(step)
         last = len(messages) - 1
         return cls(
             agent_id, [rows.message_row(agent_id, msg, run_id, step_id,
-                                        step_data if i == last else None)
+                                        step if i == last else None)
                        for i, msg in enumerate(messages)],
             step_row, None if step is None or run_id is None else
             (run_id, rows.usage_list(step.usage)),

@@ -13,12 +13,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     Connection,
     Select,
+    String,
+    any_,
     bindparam,
     column,
+    exists,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -189,6 +194,34 @@ def _pg_message_search(query: str, roles: Sequence[str], include_tool: bool,
             .where(found).where(m.c.role.in_(list(roles)))
             .order_by(score.desc(), m.c.seq.desc()).limit(limit))
     return stmt
+
+
+# --- orders ---
+
+def equals_kept_in_order(column: Any, value: str, dialect: str) -> ColumnElement[bool]:
+    """``column = value``, spelled so that an ORDER BY that leads with ``column`` keeps it.
+    PostgreSQL drops a column fixed by ``=`` from the order; a page of one agent's messages
+    by seq may then walk the whole table's seq backward, filtering, when the agent's
+    messages are old (its statistics suppose them spread evenly). As ``= ANY(ARRAY[...])``
+    the order stays (agent_id, seq), which only that index gives."""
+    if dialect == "sqlite":
+        return column == value
+    return column == any_(literal([value], ARRAY(String)))
+
+
+# --- JSON documents ---
+
+def json_array_has_any(document: Any, path: tuple[int | str, ...], values: Sequence[str],
+                       dialect: str) -> ColumnElement[bool]:
+    """Whether the JSON array at ``path`` in ``document`` (a JSON column) holds one of
+    ``values``; a missing array holds none."""
+    if dialect == "sqlite":
+        spelled = "$" + "".join(f"[{p}]" if isinstance(p, int) else f'."{p}"' for p in path)
+        items = func.json_each(document, spelled).table_valued("value")
+    else:
+        items = func.json_array_elements_text(document[path]).table_valued("value")
+    return exists(select(literal_column("1")).select_from(items)
+                  .where(items.c.value.in_(list(values))))
 
 
 # --- vectors: float32 little-endian blobs ---

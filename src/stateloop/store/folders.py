@@ -238,17 +238,24 @@ class FoldersMixin:
         """The file with this id (NotFoundError if none)."""
         return await self._runner.read(lambda conn: _file(conn, file_id, content))
 
-    async def list_files(self, folder_id: str, *, content: bool = False) -> list[FileRecord]:
-        """The folder's files, oldest first."""
+    async def list_files(self, folder_id: str, *, content: bool = False,
+                         page: Page = EVERYTHING) -> list[FileRecord]:
+        """The folder's files on ``page`` (by default all, oldest first), read in SQL."""
         cols = [fi, ] if content else [getattr(fi.c, k) for k in _FILE]
-        stmt = (select(*cols).where(fi.c.folder_id == folder_id)
-                .order_by(fi.c.created_at, fi.c.id))
+        stmt = select(*cols).where(fi.c.folder_id == folder_id)
 
         def txn(conn: Connection) -> list[FileRecord]:
             _folder(conn, folder_id)
-            return [_file_record(row, content) for row in conn.execute(stmt)]
+            return [_file_record(row, content)
+                    for row in conn.execute(keyset(conn, stmt, fi, page))]
 
         return await self._runner.read(txn)
+
+    async def file_names_by_id(self, file_ids: Sequence[str]) -> dict[str, str]:
+        """The names of these files, by id, in one query (a page's files)."""
+        stmt = select(fi.c.id, fi.c.file_name).where(fi.c.id.in_(list(set(file_ids))))
+        return await self._runner.read(
+            lambda conn: {row.id: row.file_name for row in conn.execute(stmt)})
 
     async def file_names(self, folder_id: str) -> set[str]:
         """The names in use in a folder."""
@@ -271,14 +278,12 @@ class FoldersMixin:
 
     # -- chunks ----------------------------------------------------------------------------
 
-    async def list_chunks(self, folder_id: str, *, limit: int = 100, after_seq: int = 0,
-                          order: str = "asc") -> list[ChunkRecord]:
-        """A page of the folder's chunks in insertion order (``seq`` is the cursor)."""
+    async def list_chunks(self, folder_id: str, page: Page = EVERYTHING) -> list[ChunkRecord]:
+        """The folder's chunks on ``page`` (by default all), in the order they were stored;
+        read in SQL."""
         stmt = select(fp).where(fp.c.folder_id == folder_id)
-        stmt = (stmt.where(fp.c.seq > after_seq).order_by(fp.c.seq) if order == "asc"
-                else stmt.order_by(fp.c.seq.desc()))
-        return await self._runner.read(
-            lambda conn: [_chunk(row) for row in conn.execute(stmt.limit(limit))])
+        return await self._runner.read(lambda conn: [
+            _chunk(row) for row in conn.execute(keyset(conn, stmt, fp, page, key=(fp.c.seq,)))])
 
     async def get_chunks(self, ids: Sequence[str]) -> list[ChunkRecord]:
         """Chunks with these ids, in the order given (unknown ids are skipped)."""

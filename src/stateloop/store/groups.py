@@ -253,15 +253,17 @@ class GroupsMixin:
         await self._runner.write(txn)
 
     async def list_group_messages(self, group_id: str, *, after_seq: int = 0,
-                                  limit: int | None = None) -> list[GroupMessage]:
-        """The group's messages in the order they were said."""
+                                  limit: int | None = None,
+                                  page: Page = EVERYTHING) -> list[GroupMessage]:
+        """The group's messages on ``page`` (by default all) in the order they were said
+        (``page.order``), stored after ``after_seq``, at most ``limit``; read in SQL."""
+        if limit is not None:
+            page = dataclasses.replace(page, limit=limit)
 
         def txn(conn: Connection) -> list[GroupMessage]:
             _load(conn, group_id)
-            stmt = (select(gmsg).where(gmsg.c.group_id == group_id)
-                    .where(gmsg.c.seq > after_seq).order_by(gmsg.c.seq))
-            if limit is not None:
-                stmt = stmt.limit(limit)
+            stmt = select(gmsg).where(gmsg.c.group_id == group_id).where(gmsg.c.seq > after_seq)
+            stmt = keyset(conn, stmt, gmsg, page, key=(gmsg.c.seq,))
             return [GroupMessage(**{f.name: row._mapping[f.name]
                                     for f in dataclasses.fields(GroupMessage)})
                     for row in conn.execute(stmt).all()]

@@ -146,7 +146,7 @@ class HistoryMixin:
             raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
         stmt = select(*schema.MESSAGE_READ)
         if agent_id is not None:
-            stmt = stmt.where(m.c.agent_id == agent_id)
+            stmt = stmt.where(dialect.equals_kept_in_order(m.c.agent_id, agent_id, self.dialect))
         if own_thread:
             stmt = stmt.where(m.c.conversation_id.is_(None))
         if before is not None:
@@ -155,7 +155,11 @@ class HistoryMixin:
             stmt = stmt.where(m.c.seq > _seq_of(after))
         if roles is not None:
             stmt = stmt.where(m.c.role.in_(list(roles)))
-        stmt = stmt.order_by(m.c.seq.asc() if order == "asc" else m.c.seq.desc()).limit(limit)
+        # One agent's page is ordered on its index, (agent_id, seq): ordered by seq alone,
+        # PostgreSQL may walk the whole table's seq backward to reach a quiet agent.
+        key = (m.c.seq,) if agent_id is None else (m.c.agent_id, m.c.seq)
+        stmt = stmt.order_by(*(c.asc() if order == "asc" else c.desc() for c in key))
+        stmt = stmt.limit(limit)
         return await self._runner.read(
             lambda conn: [rows.message_from_row(row) for row in conn.execute(stmt)])
 

@@ -93,15 +93,16 @@ def search_texts(message: Message) -> tuple[str, str | None]:
 
 
 MESSAGE_COLUMNS = ("id", "agent_id", "run_id", "step_id", "role", "created_at", "token_count",
-                   "text", "tool_text", "data", "step")
+                   "text", "tool_text", "data", "step", "step_at")
 
 
 def message_row(agent_id: str, message: Message, run_id: str | None, step_id: str | None,
-                step: str | None = None) -> tuple[Any, ...]:
+                step: StepRecord | None = None) -> tuple[Any, ...]:
     """A messages row in ``MESSAGE_COLUMNS`` order, JSON already encoded: ``data`` is the
-    message's body (revision 0007; rows stored before also repeat the columns in it), and
-    ``step`` the step record (``step_json``) on the step's last row. Lone surrogates, which
-    neither JSON nor the database takes, are stored as U+FFFD."""
+    message's body (revision 0007; rows stored before also repeat the columns in it); on
+    the step's last row, ``step`` the step record (``step_json``) and ``step_at`` its time,
+    the order steps are listed in. Lone surrogates, which neither JSON nor the database
+    takes, are stored as U+FFFD."""
     text, tool_text = search_texts(message)
     body = message.body()
     try:
@@ -111,7 +112,8 @@ def message_row(agent_id: str, message: Message, run_id: str | None, step_id: st
         text, tool_text = replace_lone_surrogates_in([text, tool_text])
         data = to_json(body)
     return (message.id, agent_id, run_id, step_id, message.role, message.created_at,
-            message.token_count, text, tool_text, data, step)
+            message.token_count, text, tool_text, data,
+            None if step is None else step_json(step), None if step is None else step.created_at)
 
 
 def message_from_row(row: Any) -> Message:

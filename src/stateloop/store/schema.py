@@ -17,6 +17,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 metadata = MetaData()
@@ -105,8 +106,18 @@ messages = Table(
     Column("data", Json, nullable=False),  # the message less its columns (rows.message_row)
     Column("step", Json),  # on a step's last row, the step's record (rows.step_json)
     Column("conversation_id", String),  # revision 0013: NULL in the agent's default thread
+    Column("step_at", Float),  # revision 0021: on a step's last row, the step's created_at
     Index("ix_messages_agent_seq", "agent_id", "seq"),
-    Index("ix_messages_conversation_seq", "conversation_id", "seq"),
+    Index("ix_messages_conversation_seq", "conversation_id", "seq",  # revision 0022: partial
+          sqlite_where=text("conversation_id IS NOT NULL"),
+          postgresql_where=text("conversation_id IS NOT NULL")),
+    # revision 0021: steps listed in SQL; only the rows that carry a step are indexed
+    Index("ix_messages_steps", "step_at", "step_id",
+          sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
+    Index("ix_messages_agent_steps", "agent_id", "step_at", "step_id",
+          sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
+    Index("ix_messages_step_id", "step_id",
+          sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
     sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
 )
 # What a message is read back from (rows.message_from_row).
@@ -157,6 +168,8 @@ steps = Table(
     Column("metadata", Json, nullable=False),
     Column("created_at", Float, nullable=False),
     Index("ix_steps_run", "run_id", "step_index"),
+    Index("ix_steps_created", "created_at", "id"),  # revision 0021: step lists
+    Index("ix_steps_agent_created", "agent_id", "created_at", "id"),
 )
 
 passages = Table(

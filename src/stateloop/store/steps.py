@@ -8,19 +8,24 @@ row in ``steps``. Every read here looks in both places.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, Select, delete, or_, select, update
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
+from stateloop.store.dialect import json_array_has_any
 from stateloop.store.errors import NotFoundError
-from stateloop.store.records import StepRecord
+from stateloop.store.paging import between
+from stateloop.store.records import Page, StepRecord
 from stateloop.store.runner import Runner
 
 m, r, s = schema.messages, schema.runs, schema.steps
 
-_CARRIED = select(m.c.step_id, m.c.step, m.c.run_id, m.c.agent_id).where(m.c.step.is_not(None))
+# A step's record rides on the row with its time (revision 0021; partial indexes hold them).
+_CARRIED = select(m.c.step_id, m.c.step, m.c.run_id, m.c.agent_id).where(m.c.step_at.is_not(None))
 _METADATA = rows.STEP_RECORD_FIELDS.index("metadata")
 
 
@@ -28,18 +33,36 @@ class StepsMixin:
     """Step reads and feedback, and run deletion, of ``SqlStore``."""
 
     _runner: Runner
+    dialect: str
 
-    async def list_all_steps(self, agent_id: str | None = None) -> list[StepRecord]:
-        """Every step (of this agent), oldest first."""
-        carried, separate = _CARRIED, select(s)
-        if agent_id is not None:
-            carried, separate = (carried.where(m.c.agent_id == agent_id),
-                                 separate.where(s.c.agent_id == agent_id))
+    async def page_steps(self, page: Page, *, agent_id: str | None = None,
+                         model: str | None = None, start: float | None = None,
+                         end: float | None = None, feedback: str | None = None,
+                         has_feedback: bool | None = None,
+                         tags: Sequence[str] | None = None) -> list[StepRecord]:
+        """The steps on ``page`` (on ``(created_at, id)``), of this agent, model (its name
+        or its handle), time range (inclusive), feedback, any of these tags, read in SQL:
+        each of the two places a step is kept gives at most a page, and the two merge."""
+        wanted = _Wanted(agent_id, model, start, end, feedback, has_feedback, tags,
+                         self.dialect)
+        carried = (m.c.step_at, m.c.step_id)
+        separate = (s.c.created_at, s.c.id)
+        carried_stmt = _where(select(m.c.step_id, m.c.step, m.c.run_id, m.c.agent_id,
+                                     m.c.step_at).where(m.c.step_at.is_not(None)),
+                              m.c.agent_id, m.c.step_at, m.c.step[1].as_string(), m.c.step,
+                              (_METADATA,), wanted)
+        separate_stmt = _where(select(s), s.c.agent_id, s.c.created_at, s.c.model,
+                               s.c.metadata, (), wanted)
 
         def txn(conn: Connection) -> list[StepRecord]:
-            found = [_carried(row) for row in conn.execute(carried)]
-            found += [rows.step_from_row(row) for row in conn.execute(separate)]
-            return sorted(found, key=lambda step: (step.created_at, step.index, step.id))
+            after, before = (None if cursor is None else _position(conn, cursor)
+                             for cursor in (page.after, page.before))
+            found = [(row.step_at, row.step_id, _carried(row)) for row in conn.execute(
+                between(carried_stmt, carried, page, after, before))]
+            found += [(row.created_at, row.id, rows.step_from_row(row)) for row in conn.execute(
+                between(separate_stmt, separate, page, after, before))]
+            found.sort(key=lambda item: item[:2], reverse=page.order == "desc")
+            return [step for *_, step in found[:page.limit]]
 
         return await self._runner.read(txn)
 
@@ -74,7 +97,7 @@ class StepsMixin:
                 record = list(row.step)
                 record[_METADATA] = step.metadata
                 conn.execute(update(m).where(m.c.step_id == step_id)
-                             .where(m.c.step.is_not(None)).values(step=record))
+                             .where(m.c.step_at.is_not(None)).values(step=record))
             return step
 
         return await self._runner.write(txn)
@@ -93,6 +116,54 @@ class StepsMixin:
 
 def _carried(row: Any) -> StepRecord:
     return rows.step_from_json(row.step, row.step_id, row.run_id, row.agent_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """Which steps a list keeps (None: any)."""
+
+    agent_id: str | None
+    model: str | None
+    start: float | None
+    end: float | None
+    feedback: str | None
+    has_feedback: bool | None
+    tags: Sequence[str] | None
+    dialect: str
+
+
+def _where(stmt: Select[Any], agent: Any, at: Any, model_of: Any, metadata: Any,
+           path: tuple[int, ...], wanted: _Wanted) -> Select[Any]:
+    """``stmt`` over one place steps are kept, narrowed to the ``wanted`` steps: its agent
+    column, time, model and metadata (a JSON document; ``path`` leads to it)."""
+    agent_id, model, feedback, has_feedback, tags = (
+        wanted.agent_id, wanted.model, wanted.feedback, wanted.has_feedback, wanted.tags)
+    given = metadata[(*path, "feedback")].as_string()
+    if agent_id is not None:
+        stmt = stmt.where(agent == agent_id)
+    if model is not None:
+        stmt = stmt.where(or_(model_of == model,
+                              model_of.endswith(f"/{model}", autoescape=True)))
+    if wanted.start is not None:
+        stmt = stmt.where(at >= wanted.start)
+    if wanted.end is not None:
+        stmt = stmt.where(at <= wanted.end)
+    if feedback is not None:
+        stmt = stmt.where(given == feedback)
+    if has_feedback is not None:
+        stmt = stmt.where(given.is_not(None) if has_feedback else given.is_(None))
+    if tags:
+        stmt = stmt.where(json_array_has_any(metadata, (*path, "tags"), tags, wanted.dialect))
+    return stmt
+
+
+def _position(conn: Connection, step_id: str) -> tuple[float, str] | None:
+    """Where the step with this id stands in a list of steps: ``(created_at, id)``."""
+    row = conn.execute(select(m.c.step_at, m.c.step_id).where(m.c.step_id == step_id)
+                       .where(m.c.step_at.is_not(None))).first()
+    if row is None:
+        row = conn.execute(select(s.c.created_at, s.c.id).where(s.c.id == step_id)).first()
+    return None if row is None else (row[0], row[1])
 
 
 def _load_step(conn: Connection, step_id: str) -> StepRecord:

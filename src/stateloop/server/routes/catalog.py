@@ -31,14 +31,8 @@ async def list_tags(runtime: RuntimeDep, before: str | None = None, after: str |
                     name: str | None = None) -> list[str]:
     """Tags in use by agents, alphabetically; ``after``/``before`` are tags, as in Letta
     (blocks carry no tags here)."""
-    tags = await runtime.store.list_tags(name or query_text)
-    if order == "desc":
-        tags.reverse()
-    if after is not None:
-        tags = [t for t in tags if (t > after if order == "asc" else t < after)]
-    if before is not None:
-        tags = [t for t in tags if (t < before if order == "asc" else t > before)]
-    return tags[:limit] if limit is not None else tags
+    return await runtime.store.list_tags(
+        name or query_text, Page(after=after, before=before, limit=limit, order=order))
 
 
 @router.get("/v1/models", tags=["models"], response_model=list[Model])

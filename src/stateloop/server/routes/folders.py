@@ -276,10 +276,10 @@ async def list_folder_files(id: str, runtime: RuntimeDep, before: str | None = N
                             include_content: bool = False,
                             check_status_updates: bool = True) -> list[dict[str, Any]]:
     """The folder's files."""
-    found = await runtime.store.list_files(id, content=include_content)
-    return [file_view(f, content=include_content)
-            for f in page(found, key=lambda f: f.id, after=after, before=before, limit=limit,
-                          order=order)]
+    found = await runtime.store.list_files(
+        id, content=include_content,
+        page=Page(after=after, before=before, limit=limit, order=order))
+    return [file_view(f, content=include_content) for f in found]
 
 
 @_both("GET", "/{id}/files/{file_id}", responses=errors(404), response_model=FileMetadata)
@@ -310,11 +310,10 @@ async def list_folder_passages(id: str, runtime: RuntimeDep, before: str | None 
     """The folder's passages (its files' chunks), in the order they were stored, with their
     vectors and the folder's ``embedding_config``."""
     folder = await runtime.store.get_folder(id)
-    names = {f.id: f.file_name for f in await runtime.store.list_files(id)}
-    chunks = await runtime.store.list_chunks(id, limit=1_000_000)
-    return [_passage_view(c, names, folder.embedding_config)
-            for c in page(chunks, key=lambda c: c.id, after=after, before=before, limit=limit,
-                          order=order)]
+    chunks = await runtime.store.list_chunks(
+        id, Page(after=after, before=before, limit=limit, order=order))
+    names = await runtime.store.file_names_by_id([c.file_id for c in chunks])
+    return [_passage_view(c, names, folder.embedding_config) for c in chunks]
 
 
 @_both("GET", "/{id}/agents", responses=errors(404), response_model=list[str],

@@ -14,7 +14,7 @@ from ...store.groups import GroupMessage, GroupRecord
 from ..deps import RuntimeDep
 from ..models.requests import INT64_MAX, Lenient, errors
 from ..models.responses import Group
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.messages import Frame, iso
 from ..services.runtime import Runtime
 from ..services.sleeptime import end_group, follow_group
@@ -224,9 +224,8 @@ async def list_group_messages(
     """The group's conversation: what was sent to it and what each member said (named,
     with its agent id). As for an agent's messages, ``order`` picks which end the page comes
     from; the page reads oldest first."""
-    messages = await runtime.store.list_group_messages(group_id)
-    chosen = page(messages, key=lambda m: m.id, after=after, before=before, limit=limit,
-                  order=order)
+    chosen = await runtime.store.list_group_messages(
+        group_id, page=Page(after=after, before=before, limit=limit, order=order))
     if order == "desc":
         chosen.reverse()
     frames = [message_frame(m) for m in chosen]

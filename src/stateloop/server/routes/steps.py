@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
-from ...store import StepRecord
+from ...store import Page
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..models.requests import Lenient, errors
@@ -36,22 +36,16 @@ async def list_steps(runtime: RuntimeDep, before: str | None = None, after: str 
                      tags: Annotated[list[str] | None, Query()] = None
                      ) -> list[dict[str, Any]]:
     """Steps, newest first by default, filtered by agent, model (name or handle), time,
-    feedback and tags. Steps here carry no trace id, so ``trace_ids`` matches none."""
+    feedback and tags, paged in the database. Steps here carry no trace id, so
+    ``trace_ids`` matches none."""
     start, end = _epoch("start_date", start_date), _epoch("end_date", end_date)
-
-    def matches(step: StepRecord) -> bool:
-        given = step.metadata.get("feedback")
-        return ((model is None or model in (step.model, (step.model or "").partition("/")[2]))
-                and (start is None or step.created_at >= start)
-                and (end is None or step.created_at <= end)
-                and (feedback is None or given == feedback)
-                and (has_feedback is None or (given is not None) == has_feedback)
-                and (not tags or bool(set(tags) & set(step.metadata.get("tags", []))))
-                and trace_ids is None)
-
-    found = [s for s in await runtime.store.list_all_steps(agent_id) if matches(s)]
-    return [step_view(s) for s in page(found, key=lambda s: s.id, after=after, before=before,
-                                       limit=limit, order=order)]
+    if trace_ids is not None:
+        return []
+    found = await runtime.store.page_steps(
+        Page(after=after, before=before, limit=limit, order=order), agent_id=agent_id,
+        model=model, start=start, end=end, feedback=feedback, has_feedback=has_feedback,
+        tags=tags)
+    return [step_view(step) for step in found]
 
 
 @router.get("/{step_id}", responses=errors(404), response_model=Step)
