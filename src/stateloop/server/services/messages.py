@@ -16,6 +16,7 @@ from ...store.records import step_record_id
 from ..models.content import image_view
 
 if TYPE_CHECKING:
+    from ...agent import Agent
     from ...store.sql import SqlStore
 
 Frame = dict[str, Any]
@@ -271,6 +272,14 @@ def ping_frame(run_id: str | None) -> Frame:
 
 
 _BETWEEN_RESULTS = frozenset({"tool_execution_start", "tool_execution_end"})
+
+
+def approval_names(agent: Agent) -> set[str]:
+    """Tools whose calls pause for a human on this agent."""
+    names = {name for name, tool in agent.tools.items() if tool.requires_approval}
+    names.update(getattr(rule, "tool_name", "") for rule in agent.tool_rules
+                 if getattr(rule, "type", None) == "requires_approval")
+    return names
 
 
 class StreamConverter:
