@@ -37,7 +37,7 @@ def _field_error(response: httpx.Response, *loc: str) -> dict[str, Any]:
 
 
 def test_errors_are_declared_for_every_route_that_answers_them(server: Server) -> None:
-    spec = httpx.get(f"{server.url}/openapi.json").json()
+    spec = httpx.get(f"{server.url}/openapi.json", timeout=60).json()
     paths = spec["paths"]
     assert set(paths["/v1/agents/{agent_id}"]["get"]["responses"]) >= {"200", "404", "422"}
     assert set(paths["/v1/agents"]["post"]["responses"]) >= {"404", "409", "422"}
@@ -93,7 +93,7 @@ def test_archival_search_with_a_bad_date_names_the_parameter(server: Server,
 
 
 def test_response_shapes_are_declared_with_lettas_names(server: Server) -> None:
-    spec = httpx.get(f"{server.url}/openapi.json").json()
+    spec = httpx.get(f"{server.url}/openapi.json", timeout=60).json()
     ok = spec["paths"]["/v1/blocks/{block_id}"]["get"]["responses"]["200"]
     assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Block"}
     agent = spec["components"]["schemas"]["AgentState"]
@@ -118,7 +118,7 @@ BEYOND_LETTA = {("post", "/v1/agents/{agent_id}/messages/steer"),
 def test_served_operations_are_lettas_with_its_parameter_names(server: Server) -> None:
     """Every operation served is one of Letta's document, at its path (less the trailing
     slash) with the method it has there, and takes no parameter Letta's does not name."""
-    served = httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    served = httpx.get(f"{server.url}/openapi.json", timeout=60).json()["paths"]
     problems = []
     for path, item in served.items():
         for method, operation in item.items():

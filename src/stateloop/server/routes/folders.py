@@ -32,9 +32,9 @@ from ..models.folders import (
     SourceUpdate,
 )
 from ..models.requests import errors
+from ..models.responses import iso
 from ..pagination import Limit, Order, page
 from ..services.agent_fields import embedding_config
-from ..services.messages import iso
 from ..services.runtime import Runtime
 
 router = APIRouter(tags=["folders"])

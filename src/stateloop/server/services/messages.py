@@ -6,7 +6,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ...events import AnyEvent, RunEnd, StepStart
@@ -14,6 +13,7 @@ from ...messages import ImagePart, Message, TextPart, ToolCall
 from ...persistence import run_status
 from ...store.records import step_record_id
 from ..models.content import image_view
+from ..models.responses import iso
 
 if TYPE_CHECKING:
     from ...agent import Agent
@@ -22,13 +22,6 @@ if TYPE_CHECKING:
 Frame = dict[str, Any]
 
 SEND_MESSAGE = "send_message"  # memgpt agents answer through this tool: shown as text
-
-
-def iso(timestamp: float | None) -> str | None:
-    """An epoch time as the ISO-8601 string Letta sends."""
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
