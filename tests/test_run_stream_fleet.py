@@ -18,7 +18,7 @@ from letta_client import Letta
 
 from conftest import raw_sql
 from fake_script import Script
-from stateloop.server import run_frames
+from stateloop.server.services import run_frames
 from stateloop.server.services.run_frames import FrameLog, follow_stored
 from stateloop.store import AgentRecord, RunRecord, open_store
 from stateloop.store.sql import SqlStore

@@ -3,12 +3,6 @@
 
 from __future__ import annotations
 
-
-def main() -> None:
-    """Run the ``stateloop`` command."""
-    from .app import main as run
-
-    run()
-
+from .app import main
 
 __all__ = ["main"]

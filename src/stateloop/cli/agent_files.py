@@ -91,7 +91,7 @@ def export_file(
 def _import_local(backend: LocalBackend, path: Path, name: str | None, strict: bool,
                   strip_messages: bool, secrets: dict[str, str] | None,
                   model: str | None) -> dict[str, Any]:
-    from ..agent_file import ImportOptions, import_agents
+    from ..agent_file import ImportOptions, import_agents  # lazy: SQLAlchemy costs 0.25 s
 
     async def go() -> dict[str, Any]:
         result = await import_agents(path, store=await backend.store(), options=ImportOptions(
@@ -115,7 +115,7 @@ def _import_remote(backend: RemoteBackend, path: Path, name: str | None, strict:
                        ("secrets", json.dumps(secrets) if secrets else None)):
         if value is not None:
             form[key] = value
-    from .remote import check
+    from .remote import check  # lazy: httpx costs 0.05 s; only server mode uses it
 
     response = backend.http.post("/v1/agents/import", data=form,
                                  files={"file": (path.name, data)})
@@ -128,7 +128,7 @@ def _import_remote(backend: RemoteBackend, path: Path, name: str | None, strict:
 
 def _export_local(backend: LocalBackend, agent: str, include_secrets: bool,
                   strip_messages: bool) -> dict[str, Any]:
-    from ..agent_file import export_agents
+    from ..agent_file import export_agents  # lazy: SQLAlchemy costs 0.25 s
 
     async def go() -> dict[str, Any]:
         db = await backend.store()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from .. import __version__
 from ..surrogates import first_lone_surrogate
 from . import agent_files, agents, db, options
 from .backend import Backend, open_backend
+from .chat import Chat
 from .console import call_text, err, out
 from .exits import (
     AWAITING_APPROVAL,
@@ -28,6 +30,7 @@ from .exits import (
     handled,
 )
 from .items import Decision, Session, TurnEnd, failed
+from .local import LocalBackend
 from .render import TurnPrinter
 from .spec import DEFAULT_MODEL, AgentSpec
 from .windows import warn_if_unknown
@@ -89,10 +92,6 @@ def chat(
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """Talk to an agent: text streams as it arrives; /memory, /context, /reset, /quit."""
-    import os
-
-    from .chat import Chat
-
     name = agent or os.environ.get("STATELOOP_AGENT") or DEFAULT_AGENT
     with open_backend(db, server, token) as backend:
         if agent is None and ensure_agent(backend, name, model, context_window):
@@ -100,7 +99,7 @@ def chat(
         with open_session(backend, name, model=model, base_url=base_url,
                           context_window=context_window) as session:
             try:
-                import readline  # noqa: F401  (line editing and history for input())
+                import readline  # noqa: F401  # lazy: optional; line editing for input()
             except ImportError:
                 pass
             Chat(session).run()
@@ -110,8 +109,6 @@ def ensure_agent(backend: Backend, name: str, model: str | None,
                  context_window: int | None = None) -> bool:
     """Create agent ``name`` unless it exists (on ``model``, else ``STATELOOP_MODEL``, else
     the default); whether it was created."""
-    import os
-
     try:
         backend.show_agent(name)
         return False
@@ -289,7 +286,13 @@ def serve(
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Run the HTTP server (Letta's REST API) on the local database."""
-    from .serving import bind, check_database, provider_ready, server_settings, start_server
+    from .serving import (  # lazy: the server's settings (pydantic-settings) cost 0.03 s
+        bind,
+        check_database,
+        provider_ready,
+        server_settings,
+        start_server,
+    )
 
     settings = server_settings(host, port, db, insecure=insecure, model=model,
                                base_url=base_url)
@@ -313,8 +316,7 @@ def up(
     db: options.Db = None, insecure: Insecure = False,
 ) -> None:
     """Make an agent ready on the local database, say how to talk to it, and serve."""
-    from .local import LocalBackend
-    from .serving import (
+    from .serving import (  # lazy: the server's settings (pydantic-settings) cost 0.03 s
         bind,
         client_url,
         listens_everywhere,

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from .console import err
 from .items import Session
+from .local import LocalBackend, database_url, holding_server
 from .spec import AgentSpec
 
 
@@ -36,8 +37,6 @@ def open_backend(db: str | None, server: str | None,
                  token: str | None = None) -> Iterator[Backend]:
     """The server at ``server`` if given, else the database ``db`` (or the default one) or,
     when a stateloop server holds that database, that server; closed when the block ends."""
-    from .local import LocalBackend, database_url, holding_server
-
     backend: Backend
     if not server:
         url = database_url(db)
@@ -46,7 +45,7 @@ def open_backend(db: str | None, server: str | None,
             err.print(f"note: the stateloop server at {escape(server)} has this database open: "
                       "talking to it (as with --server)")
     if server:
-        from .remote import RemoteBackend
+        from .remote import RemoteBackend  # lazy: httpx costs 0.05 s; only server mode uses it
 
         backend = RemoteBackend(server, token)
     else:

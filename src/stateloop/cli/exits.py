@@ -7,7 +7,10 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import typer
+from rich.markup import escape
 
+from ..errors import ConfigError, StateloopError
+from ..store.errors import DatabaseOpenError, DuplicateError, NotFoundError
 from .console import err
 
 OK = 0
@@ -58,23 +61,14 @@ def fail(message: str, code: int = USAGE, *hints: str) -> NoReturn:
 
 def report(error: CliError) -> None:
     """Print ``error`` on stderr: one ``error:`` line, then any hints indented."""
-    err.print(f"[bold red]error:[/] {_escape(error.message)}")
+    err.print(f"[bold red]error:[/] {escape(error.message)}")
     for hint in error.hints:
-        err.print(f"  {_escape(hint)}")
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+        err.print(f"  {escape(hint)}")
 
 
 def classify(exc: BaseException) -> CliError | None:
     """The ``CliError`` for an exception the user caused or can fix; None for a bug."""
-    import httpx
-
-    from ..errors import ConfigError, StateloopError
-    from ..store.errors import DatabaseOpenError, DuplicateError, NotFoundError
+    import httpx  # lazy: httpx costs 0.05 s; only server mode loads it
 
     if isinstance(exc, CliError):
         return exc

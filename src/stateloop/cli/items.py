@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..persistence import run_status
+
 
 @dataclass(slots=True)
 class Text:
@@ -75,8 +77,6 @@ RawSink = Callable[[dict[str, Any]], None]
 
 def failed(stop_reason: str) -> bool:
     """Whether a run that stopped for ``stop_reason`` failed (exit code 1)."""
-    from ..persistence import run_status
-
     return run_status(stop_reason) == "failed"  # type: ignore[arg-type]
 
 

@@ -8,7 +8,24 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..agent import Agent
+from ..approvals import Approval
+from ..events import (
+    AnyEvent,
+    Compaction,
+    ReasoningDelta,
+    RunEnd,
+    TextDelta,
+    ToolCallEnd,
+    ToolExecutionEnd,
+)
 from ..live_agents import library_agents
+from ..memory.blocks import Block
+from ..memory.window import context_rows
+from ..store import open_store, serving
+from ..store.records import Page
+from ..store.url import configured_url, default_path, hide_password, resolve_url
+from .context_view import local_messages_text, overview_text
 from .exits import USAGE, AmbiguousName, fail
 from .items import (
     Decision,
@@ -28,8 +45,6 @@ from .spec import AgentSpec
 from .windows import resolved, warn_if_unknown
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..events import AnyEvent, RunEnd
     from ..server.services.messages import StreamConverter
     from ..store.records import AgentRecord, BlockRecord
     from ..store.sql import SqlStore
@@ -41,8 +56,6 @@ def database_url(db: str | None) -> str:
     """``--db`` as given, else the environment's (``STATELOOP_DATABASE_URL`` or the file
     ``STATELOOP_DATABASE_URL_FILE`` names), else the default file (whose directory is made on
     first use; a given one's must exist)."""
-    from ..store.url import configured_url, default_path
-
     given = db or configured_url()
     if given:
         check_database_dir(given)
@@ -53,15 +66,11 @@ def holding_server(url: str | None) -> str | None:
     """The URL of the stateloop server that has the database at ``url`` (None: the default)
     open, if one does:
     the CLI talks to it, since an agent run here as well would fork its history."""
-    from ..store import serving
-
     return serving(url)
 
 
 def check_database_dir(url: str) -> None:
     """Refuse a database whose directory does not exist: a typo must not make directories."""
-    from ..store.url import hide_password, resolve_url
-
     path = resolve_url(url).path
     if path is None:  # a server, not a file
         return
@@ -109,8 +118,6 @@ class LocalBackend:
     async def store(self) -> SqlStore:
         """The database, opened (and migrated) on first use; closed with the backend."""
         if self._store is None:
-            from ..store import open_store
-
             self._store = await open_store(self.url)
         return self._store
 
@@ -135,8 +142,6 @@ class LocalBackend:
                     after: str | None = None) -> list[dict[str, Any]]:
         """At most ``limit`` agents (with any of ``tags``) after the one with id ``after``,
         oldest first: a page, read in a few queries however many agents there are."""
-        from ..store.records import Page
-
         async def go() -> list[dict[str, Any]]:
             db = await self.store()
             records = await db.list_agents(tags=tags or None,
@@ -158,9 +163,6 @@ class LocalBackend:
 
     def create_agent(self, spec: AgentSpec) -> dict[str, Any]:
         """Create and persist an agent."""
-        from ..agent import Agent
-        from ..memory.blocks import Block
-
         async def go() -> dict[str, Any]:
             db = await self.store()
             agent = await library_agents(db, Agent).create(
@@ -209,8 +211,6 @@ class LocalBackend:
                 context_window: int | None = None, check: bool = True) -> LocalSession:
         """Load the agent to talk to it; ``check`` first verifies a provider is configured.
         A ``context_window`` is stored with the agent."""
-        from ..agent import Agent
-
         async def go() -> Agent:
             db = await self.store()
             record = await self.record(name)
@@ -246,9 +246,6 @@ class LocalSession:
 
     async def _turn(self, text: str | None, decisions: list[Decision] | None, on_item: Sink,
                     on_raw: RawSink | None) -> TurnEnd:
-        from ..approvals import Approval
-        from ..events import RunEnd
-
         approvals = [Approval(d.tool_call_id, approve=d.approve, reason=d.reason)
                      for d in decisions or ()]
         loop = asyncio.get_running_loop()
@@ -293,9 +290,6 @@ class LocalSession:
 
     def context_view(self) -> str:
         """Letta's figures, then the assembled context message by message with tokens."""
-        from ..memory.window import context_rows
-        from .context_view import local_messages_text, overview_text
-
         data = self.context_data()
         rows = context_rows(self.agent.messages, self.agent.model.name)
         return overview_text(data) + "\n\n" + local_messages_text(data, rows)
@@ -314,22 +308,16 @@ class LocalSession:
 def letta_frames(agent: Agent) -> StreamConverter:
     """What turns the run's events into the frames a server streams (``--json`` prints the
     same objects with or without ``--server``)."""
-    from ..server.services.messages import StreamConverter
-    from ..server.services.runs import approval_names
+    from ..server.services.messages import (  # lazy: the server package costs 0.05 s; --json only
+        StreamConverter,
+        approval_names,
+    )
 
     return StreamConverter(stream_tokens=True, approval_names=approval_names(agent))
 
 
 def as_item(event: AnyEvent) -> Item | None:
     """What the user sees of one event (None: nothing)."""
-    from ..events import (
-        Compaction,
-        ReasoningDelta,
-        TextDelta,
-        ToolCallEnd,
-        ToolExecutionEnd,
-    )
-
     if isinstance(event, TextDelta):
         return Text(event.delta)
     if isinstance(event, ReasoningDelta):

@@ -3,10 +3,19 @@ Imported only when asked for."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
 from rich.markup import escape
 
+from ..errors import ConfigError
+from ..server import bind as bind_socket
+from ..server import serve
+from ..server.exposure import EVERYWHERE, check_exposure
+from ..server.exposure import client_url as url
+from ..server.settings import ServerSettings
+from ..store import open_store
 from ..store.url import configured_url
 from .console import err
 from .exits import NOT_CONFIGURED, USAGE, CliError, fail
@@ -18,21 +27,11 @@ if TYPE_CHECKING:
 
     from pydantic_core import ErrorDetails
 
-    from ..server.settings import ServerSettings
-
 def server_settings(host: str | None, port: int | None, db: str | None, *, insecure: bool,
                     model: str | None = None, base_url: str | None = None) -> ServerSettings:
     """The settings the server will run with (flags over ``STATELOOP_*`` variables), checked
     before anything starts: a misset variable, or a bind off loopback without
     authentication, is one line and an exit code."""
-    try:
-        from pydantic import ValidationError
-
-        from ..errors import ConfigError
-        from ..server.exposure import check_exposure
-        from ..server.settings import ServerSettings
-    except ImportError as exc:
-        fail(f"the HTTP server is not available in this install ({exc})", NOT_CONFIGURED)
     try:
         # --db already holds STATELOOP_DATABASE_URL when only the environment sets it.
         settings = ServerSettings(database_url=db)
@@ -61,10 +60,6 @@ def server_settings(host: str | None, port: int | None, db: str | None, *, insec
 def check_database(settings: ServerSettings) -> None:
     """Open the database (migrating it) and close it again: a wrong URL, password or role is
     one line and exit code 3 before the server starts, not its startup traceback."""
-    import asyncio
-
-    from ..store import open_store
-
     async def check() -> None:
         await (await open_store(settings.database_url)).close()
 
@@ -73,21 +68,15 @@ def check_database(settings: ServerSettings) -> None:
 
 def client_url(settings: ServerSettings) -> str:
     """The URL a client on this machine uses to reach the server."""
-    from ..server.exposure import client_url as url
-
     return url(settings.host, settings.port)
 
 
 def listens_everywhere(settings: ServerSettings) -> bool:
-    from ..server.exposure import EVERYWHERE
-
     return settings.host in EVERYWHERE
 
 
 def bind(settings: ServerSettings) -> socket.socket:
     """The server's socket, bound now: a port in use is an error before anything else."""
-    from ..server import bind as bind_socket
-
     return bind_socket(settings.host, settings.port)
 
 
@@ -106,8 +95,6 @@ def provider_ready(settings: ServerSettings, model: str) -> bool:
 
 def start_server(settings: ServerSettings, sock: socket.socket) -> None:
     """Run the server on ``sock`` until interrupted, after printing the web page's address."""
-    from ..server import serve
-
     err.print(f"web page: {escape(client_url(settings))}/  (agents, memory, context, runs)")
     serve(settings.host, settings.port, settings=settings, insecure=True,  # checked already
           sock=sock)

@@ -7,9 +7,8 @@ from typing import Any
 from pydantic import Field
 
 from ...store.conversations import ConversationRecord
-from ..services.views import iso
 from .requests import Lenient, LettaStreamingRequest, RetrieveStreamRequest
-from .responses import Response
+from .responses import Response, iso
 
 
 class Conversation(Response):

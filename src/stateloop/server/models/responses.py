@@ -1,5 +1,5 @@
 """Letta's response objects as pydantic models (``response_model=``), so the OpenAPI document
-declares the shapes the views in ``views.py`` produce, with Letta's names and field types.
+declares the shapes the views in ``services/views.py`` produce, with Letta's names and field types.
 
 Each model has exactly its view's fields. Enumerations Letta declares (a run's status, a
 tool's type) are plain strings here: the document promises the type, the values are Letta's.
@@ -7,9 +7,17 @@ tool's type) are plain strings here: the document promises the type, the values 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+
+def iso(timestamp: float | None) -> str | None:
+    """An epoch time as the ISO-8601 string Letta sends."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 class Response(BaseModel):

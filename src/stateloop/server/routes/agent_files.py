@@ -12,9 +12,8 @@ from ...files import attach_folder, detach_folder
 from ..deps import RuntimeDep
 from ..models.folders import PaginatedAgentFiles, Source
 from ..models.requests import errors
-from ..models.responses import AgentState
+from ..models.responses import AgentState, iso
 from ..pagination import Limit, Order, page
-from ..services.messages import iso
 from ..services.runtime import Runtime
 from .agents import agent_record, agent_state
 from .folders import folder_view, folders

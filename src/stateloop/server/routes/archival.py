@@ -11,9 +11,8 @@ from ...store import PassageRecord
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..models.requests import CreateArchivalMemory, errors
-from ..models.responses import ArchivalMemorySearchResponse, Passage
+from ..models.responses import ArchivalMemorySearchResponse, Passage, iso
 from ..pagination import Limit
-from ..services.messages import iso
 from ..services.runtime import Runtime
 from .agents import agent_record
 from .archives import passage_views

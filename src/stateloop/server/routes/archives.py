@@ -28,10 +28,9 @@ from ..models.archives import (
     PassageCreateRequest,
 )
 from ..models.requests import errors
-from ..models.responses import AgentState, Passage
+from ..models.responses import AgentState, Passage, iso
 from ..pagination import Limit, Order, page
 from ..services.agent_fields import embedding_config
-from ..services.messages import iso
 from ..services.runtime import Runtime
 from ..services.views import passage_view
 from .agents import agent_record, agent_state

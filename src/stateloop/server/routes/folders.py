@@ -9,6 +9,8 @@ Each operation is one handler registered under both path families; the fixed pat
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 from weakref import WeakKeyDictionary
@@ -30,9 +32,9 @@ from ..models.folders import (
     SourceUpdate,
 )
 from ..models.requests import errors
+from ..models.responses import iso
 from ..pagination import Limit, Order, page
 from ..services.agent_fields import embedding_config
-from ..services.messages import iso
 from ..services.runtime import Runtime
 
 router = APIRouter(tags=["folders"])
@@ -129,9 +131,6 @@ def _both(method: str, path: str, *, drop: dict[str, set[str]] | None = None,
 
 def _renamed(handler: Any, param: str, drop: set[str]) -> Any:
     """The handler with its ``id`` parameter named as the path names it, less ``drop``."""
-    import functools
-    import inspect
-
     signature = inspect.signature(handler)
     params = [p.replace(name=param) if p.name == "id" else p
               for p in signature.parameters.values() if p.name not in drop]

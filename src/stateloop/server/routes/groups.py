@@ -13,9 +13,9 @@ from ...store import Page
 from ...store.groups import GroupMessage, GroupRecord
 from ..deps import RuntimeDep
 from ..models.requests import INT64_MAX, Lenient, errors
-from ..models.responses import Group
+from ..models.responses import Group, iso
 from ..pagination import Limit, Order
-from ..services.messages import Frame, iso
+from ..services.messages import Frame
 from ..services.runtime import Runtime
 from ..services.sleeptime import end_group, follow_group
 from ..services.views import group_view

@@ -30,8 +30,9 @@ from ..models.archives import (
     SearchAllMessagesRequest,
 )
 from ..models.requests import errors
+from ..models.responses import iso
 from ..pagination import Order
-from ..services.messages import history_frames, iso, to_letta
+from ..services.messages import history_frames, to_letta
 from ..services.runtime import Runtime
 from ..sse import wanted
 from .agents import agent_record

@@ -1,1 +1,2 @@
-"""What the routes call: the live agents and runs, and store records shown as Letta's objects."""
+"""What the routes call: live agents and their runs, and Letta's bodies and objects turned to
+and from the store's records."""

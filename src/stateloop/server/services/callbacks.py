@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 import httpx2
 
 from ...addresses import DEFAULT_PORTS, GuardedTransport, RefusedAddress, public_address
+from ..models.responses import iso
 from .agent_fields import unprocessable
-from .messages import Frame, iso
+from .messages import Frame
 from .runs import RunChannel
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import httpx2
 from fastapi import HTTPException
 
 from ...addresses import DEFAULT_PORTS, RefusedAddress, public_address
-from ...mcp import MCPConnectionError, MCPTools
+from ...mcp import MCPConnectionError, MCPTools, session
 from ...mcp.tools import call_tool
 from ...store.errors import DuplicateError
 from ...store.mcp_servers import MCPServerRecord
@@ -179,8 +179,6 @@ def tools_of(record: MCPServerRecord, policy: MCPPolicy) -> MCPTools:
 async def listed_tools(record: MCPServerRecord, policy: MCPPolicy) -> list[ListedTool]:
     """The tools the server lists now; a server the operator does not allow is a 403, one
     that cannot be reached a 424."""
-    from ...mcp import session
-
     refused = refusal(record, policy)
     if refused is not None:
         raise HTTPException(REFUSED, detail=refused)

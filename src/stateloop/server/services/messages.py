@@ -6,7 +6,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ...events import AnyEvent, RunEnd, StepStart
@@ -14,20 +13,15 @@ from ...messages import ImagePart, Message, TextPart, ToolCall
 from ...persistence import run_status
 from ...store.records import step_record_id
 from ..models.content import image_view
+from ..models.responses import iso
 
 if TYPE_CHECKING:
+    from ...agent import Thread
     from ...store.sql import SqlStore
 
 Frame = dict[str, Any]
 
 SEND_MESSAGE = "send_message"  # memgpt agents answer through this tool: shown as text
-
-
-def iso(timestamp: float | None) -> str | None:
-    """An epoch time as the ISO-8601 string Letta sends."""
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -271,6 +265,14 @@ def ping_frame(run_id: str | None) -> Frame:
 
 
 _BETWEEN_RESULTS = frozenset({"tool_execution_start", "tool_execution_end"})
+
+
+def approval_names(agent: Thread) -> set[str]:
+    """Tools whose calls pause for a human on this agent."""
+    names = {name for name, tool in agent.tools.items() if tool.requires_approval}
+    names.update(getattr(rule, "tool_name", "") for rule in agent.tool_rules
+                 if getattr(rule, "type", None) == "requires_approval")
+    return names
 
 
 class StreamConverter:

@@ -15,7 +15,7 @@ from ...approvals import Approval
 from ...events import AnyEvent, RunEnd
 from ...messages import Message
 from ...tools import Tool
-from .messages import Frame, StreamConverter
+from .messages import Frame, StreamConverter, approval_names
 from .run_frames import FrameLog
 
 if TYPE_CHECKING:
@@ -189,11 +189,3 @@ class RunRegistry:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._log is not None:
             await self._log.close()
-
-
-def approval_names(agent: Thread) -> set[str]:
-    """Tools whose calls pause for a human on this agent."""
-    names = {name for name, tool in agent.tools.items() if tool.requires_approval}
-    names.update(getattr(rule, "tool_name", "") for rule in agent.tool_rules
-                 if getattr(rule, "type", None) == "requires_approval")
-    return names

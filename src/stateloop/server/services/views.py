@@ -17,8 +17,9 @@ from ...store import (
     ToolRecord,
 )
 from ...store.groups import GroupRecord
+from ..models.responses import iso
 from .callbacks import CALLBACK_KEY, callback_fields
-from .messages import SEND_MESSAGE, call_frame, iso
+from .messages import SEND_MESSAGE, call_frame
 from .tool_env import stored_env
 
 _ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
