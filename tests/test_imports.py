@@ -1,6 +1,7 @@
 """Imports point down: the import graph of ``src/stateloop``, read from the source, has no
-cycle, and an import inside a function is there only for a dependency that is optional or
-slow to load, with the reason on its line (``# lazy: <why>``).
+cycle; the server's folders are layered (models under services under routes); an import
+inside a function is there only for a dependency that is optional or slow to load, with the
+reason on its line (``# lazy: <why>``); and every module's docstring names its job.
 
 The graph counts imports made inside functions (they are dependencies all the same) and
 leaves out those under ``if TYPE_CHECKING:`` (annotations only). ``from pkg import name`` is
@@ -17,11 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "stateloop"
 LAZY = "# lazy:"
-# server/ and cli/ are being reorganised on their own: their function-level imports are not
-# checked yet (their edges are, for cycles).
-UNCHECKED_FUNCTION_IMPORTS = ("stateloop.server", "stateloop.cli")
 
 
 @dataclass(frozen=True)
@@ -193,8 +193,7 @@ def test_the_package_has_no_import_cycle() -> None:
 
 def test_every_function_level_import_says_why_it_is_lazy() -> None:
     _, every = import_graph()
-    checked = [found for found in every if found.in_function
-               and not found.module.startswith(UNCHECKED_FUNCTION_IMPORTS)]
+    checked = [found for found in every if found.in_function]
     assert checked, "no function-level import at all: the reader missed them"
     unexplained = [f"{found.module}:{found.line}: {found.text}"
                    for found in checked if not found.lazy]
@@ -227,3 +226,35 @@ def test_the_reader_finds_cycles_and_unexplained_imports(tmp_path: Path) -> None
     assert cycles(edges) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.leaf"]]
     inner = {found.line: found.lazy for found in every if found.in_function}
     assert inner == {5: False, 4: True}  # a.py's dodge, b.py's reasoned lazy import
+
+
+# What each folder of the server may not import: models are the bottom layer, services
+# use models, routes use both, and only the app factory assembles the routes.
+SERVER = "stateloop.server"
+FORBIDDEN = {
+    f"{SERVER}.models": (f"{SERVER}.services", f"{SERVER}.routes", f"{SERVER}.app",
+                         f"{SERVER}.deps", "stateloop.cli"),
+    f"{SERVER}.services": (f"{SERVER}.routes", f"{SERVER}.app", f"{SERVER}.deps",
+                           "stateloop.cli"),
+    f"{SERVER}.routes": (f"{SERVER}.app", "stateloop.cli"),
+}
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(f"{prefix}.")
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_server_folders_import_only_downwards(layer: str) -> None:
+    edges, _ = import_graph()
+    modules = [module for module in edges if _within(module, layer)]
+    assert modules, layer
+    upward = [(module, target) for module in modules for target in sorted(edges[module])
+              if any(_within(target, forbidden) for forbidden in FORBIDDEN[layer])]
+    assert upward == []
+
+
+def test_every_module_names_its_job() -> None:
+    missing = [name for name, (path, _) in module_names(PACKAGE).items()
+               if not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))]
+    assert missing == []
