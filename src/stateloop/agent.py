@@ -171,9 +171,9 @@ class Agent(AgentRuns):
         return agent
 
     async def _create_in(self, store: str | SqlStore) -> None:
-        first = self._transcript[0]
+        first = self.state.transcript[0]
         message_tokens(first, self._model.name)
-        self._persist = await Persistence.create(store, self._record(), self.blocks, first)
+        self.state.persist = await Persistence.create(store, self._record(), self.blocks, first)
         if self._sleeptime_wanted:
             self.sleeptime = await sleeptime.Sleeptime.create(self, self._sleeptime_wanted)
 
@@ -212,7 +212,7 @@ class Agent(AgentRuns):
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
                        "model_settings": stored_settings(record.llm_config), **settings})
         agent.id = record.id
-        agent._persist = Persistence(db, record.id)
+        agent.state.persist = Persistence(db, record.id)
         await agent._use_stored(messages, pending)
         agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
@@ -227,7 +227,7 @@ class Agent(AgentRuns):
         live = self._conversations.get(id) if id is not None else None
         if live is not None:
             return live
-        if self._persist is None:  # nothing to read or write
+        if self.state.persist is None:  # nothing to read or write
             if id is not None:
                 raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
             return in_memory(self, summary, list(isolated_block_labels), model, [])
@@ -242,7 +242,7 @@ class Agent(AgentRuns):
             live = self._conversations.get(id)
             if live is not None:
                 return live
-            if self._persist is None:
+            if self.state.persist is None:
                 raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
             return await Conversation.open_stored(self, id)
         return await Conversation.start(self, summary=summary, model=model,
@@ -264,8 +264,8 @@ class Agent(AgentRuns):
         live = self._conversations.get(id)
         if live is not None and live.running:
             raise AgentBusyError(f"conversation {id!r} is running; cancel it first")
-        if self._persist is not None:
-            await self._persist.store.delete_conversation(id)
+        if self.state.persist is not None:
+            await self.state.persist.store.delete_conversation(id)
         elif live is None:
             raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
         self._conversations.pop(id, None)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .memory.embedding_models import Embedders
     from .memory.embeddings import Embedder
     from .memory.window import ContextWindowOverview
-    from .persistence import Persistence
+    from .thread_state import ThreadState
     from .tools import Tool
     from .tools.rules import BaseToolRule, ToolRulesSolver
 
@@ -48,12 +48,8 @@ class AgentMemory:
     archival_count: int
     _model: Model
     _context_window: int | None
-    _transcript: list[Message]
-    _persist: Persistence | None
-    _evicted: list[Message]
-    _window: ContextManager | None
     _archival: ArchivalMemory | None
-    _compiled: tuple[Any, ...] | None
+    state: ThreadState  # this thread's own (thread_state.py)
     directories: str = ""  # open files and their folders (memory/directories.py)
     conversation_id: str | None  # None: the agent's default thread
     timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
@@ -85,7 +81,7 @@ class AgentMemory:
         naming the three)."""
         window = window or self.context_window
         model = self._model.name
-        fixed = message_tokens(self._transcript[0], model) + tool_tokens(self._tool_specs(),
+        fixed = message_tokens(self.state.transcript[0], model) + tool_tokens(self._tool_specs(),
                                                                           model)
         reserve = self._reserve(window)
         if fixed + reserve > window:
@@ -98,57 +94,57 @@ class AgentMemory:
         value holding a lone surrogate is refused (``ValueError``)."""
         if block is not None:
             check(block.value, f"block {block.label!r}: value")
-        if block is not None and self._persist is not None:
-            self._persist.dirty_blocks[block.id] = block.value
+        if block is not None and self.state.persist is not None:
+            self.state.persist.dirty_blocks[block.id] = block.value
         self._refresh_system()
 
     async def recompile(self, *, dry_run: bool = False) -> str:
         """The system prompt compiled now, from the instructions, the tool rules and the blocks
         as the store holds them (edits made through it are read first); unless ``dry_run`` it
         becomes the agent's first message, stored with the next step or ``save()``."""
-        if self._persist is not None:
-            await self._persist.flush()
+        if self.state.persist is not None:
+            await self.state.persist.flush()
             await self._sync_blocks()
         if dry_run:
-            compiled = self._compiled
+            compiled = self.state.compiled
             text = self._compile_system().text
-            self._compiled = compiled
+            self.state.compiled = compiled
             return text
-        self._compiled = None  # compile even when the key matches: the store may be behind
+        self.state.compiled = None  # compile even when the key matches: the store may be behind
         self._refresh_system()
-        return self._transcript[0].text
+        return self.state.transcript[0].text
 
     def recall_messages(self) -> list[Message]:
         """Every message of an agent without a store: evicted ones, then those in context."""
-        return [*self._evicted, *(m for m in self._transcript[1:] if not is_summary(m))]
+        return [*self.state.evicted, *(m for m in self.state.transcript[1:] if not is_summary(m))]
 
     def context_overview(self) -> ContextWindowOverview:
         """How the context window is used, as Letta reports it."""
         solver = self._rules_solver(None)
         return overview(
-            window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
+            window=self.context_window, transcript=self.state.transcript, tools=self._tool_specs(),
             instructions=self.system,
             core_memory="\n\n".join(p for p in (render_blocks(self.blocks), self.directories) if p),
             memory_metadata=self._memory_metadata()
-            if self.blocks or self._persist is not None else "",
+            if self.blocks or self.state.persist is not None else "",
             rules=solver.render_prompt() if solver is not None else "",
             recall_count=self.recall_count, archival_count=self.archival_count,
             model=self._model.name)
 
     def context_view(self) -> str:
         """The assembled context, message by message with token counts (for debugging)."""
-        return format_context(context_rows(self._transcript, self._model.name),
+        return format_context(context_rows(self.state.transcript, self._model.name),
                               self.context_window)
 
     def archival(self) -> ArchivalMemory:
         """The archival store of a persisted agent (passages searched by meaning)."""
-        if self._persist is None:
+        if self.state.persist is None:
             raise ConfigError("archival memory needs a persisted agent: "
                               "Agent(..., store='sqlite:///PATH')")
         if self._archival is None:
             from .memory.archival import ArchivalMemory  # lazy: its vector index loads numpy
 
-            self._archival = ArchivalMemory(self._persist.store,
+            self._archival = ArchivalMemory(self.state.persist.store,
                                             self.embedder or default_embedder(), self.embedders)
         return self._archival
 
@@ -158,9 +154,9 @@ class AgentMemory:
     def _context_manager(self) -> ContextManager | None:
         if self.compaction is None:
             return None
-        if self._window is None or self._window.window != self.context_window:
-            self._window = self._new_context_manager(self.compaction)
-        return self._window
+        if self.state.window is None or self.state.window.window != self.context_window:
+            self.state.window = self._new_context_manager(self.compaction)
+        return self.state.window
 
     def _new_context_manager(self, strategy: Strategy) -> ContextManager:
         return ContextManager(window=self.context_window, reserve=self.output_reserve,
@@ -169,30 +165,30 @@ class AgentMemory:
                               threshold=self.compaction_threshold, on_evict=self._evict)
 
     def _evict(self, messages: list[Message]) -> None:
-        if self._persist is None:
-            self._evicted.extend(messages)  # the store keeps them otherwise
-        self._compiled = None  # the memory metadata counts them: recompile
+        if self.state.persist is None:
+            self.state.evicted.extend(messages)  # the store keeps them otherwise
+        self.state.compiled = None  # the memory metadata counts them: recompile
         self._refresh_system()
 
     def _prepare_step(self) -> Awaitable[None] | None:
         """Before a step: earlier steps are committed (a crash may lose the step in flight,
         not earlier) and shared blocks brought up to date; something to await only when that
         needs the database."""
-        persist = self._persist
+        persist = self.state.persist
         assert persist is not None
         if not persist.committed():
             return self._flush_and_sync_blocks()
         return self._sync_blocks() if persist.blocks_may_have_changed() else None
 
     async def _flush_and_sync_blocks(self) -> None:
-        assert self._persist is not None
-        await self._persist.flush()
-        if self._persist.blocks_may_have_changed():
+        assert self.state.persist is not None
+        await self.state.persist.flush()
+        if self.state.persist.blocks_may_have_changed():
             await self._sync_blocks()
 
     async def _sync_blocks(self) -> None:
-        assert self._persist is not None
-        await self._persist.sync_blocks(self.blocks)
+        assert self.state.persist is not None
+        await self.state.persist.sync_blocks(self.blocks)
         # Another thread of this agent may have brought the shared blocks up to date already.
         self._refresh_system()
 
@@ -202,10 +198,10 @@ class AgentMemory:
                 self.directories)
 
     def _compile_system(self) -> Message:
-        self._compiled = self._compile_key()
+        self.state.compiled = self._compile_key()
         solver = self._rules_solver(None)
         sections = [self.system, render_blocks(self.blocks), self.directories]
-        if self.blocks or self._persist is not None:
+        if self.blocks or self.state.persist is not None:
             sections.append(self._memory_metadata())
         sections.append(solver.render_prompt() if solver is not None else "")
         return system("\n\n".join(section for section in sections if section))
@@ -217,15 +213,16 @@ class AgentMemory:
 
     def _refresh_system(self) -> None:
         """Recompile the system prompt only when what it renders has changed."""
-        if self._compile_key() == self._compiled:
+        if self._compile_key() == self.state.compiled:
             return
         compiled = self._compile_system()
         # The same message with the new text, as Letta rebuilds it: one system message in the
         # history however often memory changes.
-        compiled.id, compiled.created_at = self._transcript[0].id, self._transcript[0].created_at
-        self._transcript[0] = compiled
-        if self._persist is not None:
-            self._persist.system_changed(compiled)
+        first = self.state.transcript[0]
+        compiled.id, compiled.created_at = first.id, first.created_at
+        self.state.transcript[0] = compiled
+        if self.state.persist is not None:
+            self.state.persist.system_changed(compiled)
 
     def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
         if not self.tool_rules:

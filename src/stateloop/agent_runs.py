@@ -29,6 +29,7 @@ from .surrogates import check
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from .approvals import PendingApproval
     from .hooks import Hooks
     from .llm.base import Model, ModelSettings
     from .llm.retry import RetryPolicy
@@ -63,13 +64,27 @@ class AgentRuns(AgentThreads):
         self._model = resolve_model(model, **self._model_options)
 
     @property
+    def pending_approval(self) -> PendingApproval | None:
+        """The step paused for approval of some of its tool calls (``run(approvals=...)``)."""
+        return self.state.pending_approval
+
+    @pending_approval.setter
+    def pending_approval(self, pending: PendingApproval | None) -> None:
+        self.state.pending_approval = pending
+
+    @property
+    def last_result(self) -> RunResult | None:
+        """How the last run of this thread ended."""
+        return self.state.last_result
+
+    @property
     def messages(self) -> list[Message]:
         """The in-context transcript, system prompt first."""
-        return list(self._transcript)
+        return list(self.state.transcript)
 
     @property
     def store(self) -> SqlStore | None:
-        return self._persist.store if self._persist is not None else None
+        return self.state.persist.store if self.state.persist is not None else None
 
     # -- running -------------------------------------------------------------------------
 
@@ -136,23 +151,23 @@ class AgentRuns(AgentThreads):
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
         run_model = resolve_model(model, **self._model_options) if model is not None else None
-        options.check_fits(new_input, system=self._transcript[0], tools=self._tool_specs(),
+        options.check_fits(new_input, system=self.state.transcript[0], tools=self._tool_specs(),
                            window=self.context_window, reserve=self.output_reserve,
                            model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         typed = options.typed_output(output_type or self.output_type, self.output_retries)
         async with self._turn():  # runs of one thread queue here, across processes too
-            if self._stale:
+            if self.state.stale:
                 await self._reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield Running.ended(resume)
                 return
             self._refresh_system()
-            persist = self._persist
+            persist = self.state.persist
             run_id = persist.start_run() if persist is not None else new_id("run")
-            scope = self._scope = CancelScope()
+            scope = self.state.scope = CancelScope()
             running: Running | None = None
             try:
                 config = self._loop_config(resume)
@@ -172,11 +187,11 @@ class AgentRuns(AgentThreads):
                 config.on_end = ended
                 if typed is not None:
                     typed.apply(config)
-                running = Running(run_loop(self._transcript, new_input, config, run_id=run_id,
+                running = Running(run_loop(self.state.transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running
             finally:
-                self._scope = None
+                self.state.scope = None
                 if persist is not None and persist.run_open:  # it ended without a RunEnd
                     try:
                         await shielded(self._end_unfinished(persist))
@@ -189,11 +204,11 @@ class AgentRuns(AgentThreads):
     # -- internals -----------------------------------------------------------------------
 
     def _loop_config(self, resume: Resume | None) -> LoopConfig:
-        persist = self._persist
+        persist = self.state.persist
         return LoopConfig(
             model=self._model,
             tools=self.tools,
-            build_context=self._context.build,
+            build_context=self.state.context.build,
             continuation=self.agent_type.continuation(),
             hooks=self.hooks,
             checkpoint=self._checkpoint if persist is not None else None,
@@ -208,7 +223,7 @@ class AgentRuns(AgentThreads):
             model_settings=self.model_settings,
             rules=self._rules_solver(resume),
             context=self._context_manager(),
-            steering=self._steering,
+            steering=self.state.steering,
             resume=resume,
             agent=self,
         )

@@ -5,14 +5,13 @@ conversations is ``Agent``'s (``conversation.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .agent_control import AgentControl
 from .errors import ConfigError
 from .memory.context import ContextBuilder
 from .steering import Delivery, SteeringQueue
+from .thread_state import ThreadState
 
 if TYPE_CHECKING:
 
@@ -30,20 +29,9 @@ class AgentThreads(AgentControl):
 
     def _init_thread(self, delivery: Delivery) -> None:
         """The state of one thread, empty: its system prompt compiled from the blocks."""
-        self.pending_approval = None
-        self.last_result = None
-        self._steering = SteeringQueue(delivery)
-        self._persist = None
-        self._compiled = None
-        self._transcript = [self._compile_system()]
-        self._context = ContextBuilder(self.context_window)
-        self._lock = None
-        self._scope = None
-        self._resumed = OrderedDict()  # call id -> its resume's end
-        self._background: set[asyncio.Task[Any]] = set()
-        self._evicted = []  # out of context, kept for recall (no store)
-        self._window = None
-        self._stale = False  # a write failed and what the store holds could not be read yet
+        self.state = ThreadState(transcript=[], steering=SteeringQueue(delivery),
+                                 context=ContextBuilder(self.context_window))
+        self.state.transcript.append(self._compile_system())
 
     def _owner(self) -> Agent:
         """The agent whose thread this is (itself, for its default thread)."""
@@ -62,11 +50,11 @@ class AgentThreads(AgentControl):
         if owner.sleeptime is not None and owner.sleeptime.busy:
             return False
         for thread in self._threads():
-            lock = thread._lock
-            steering = thread._steering
-            if (thread.running or (lock is not None and lock[1].locked()) or thread._background
+            lock = thread.state.lock
+            steering = thread.state.steering
+            if (thread.running or (lock is not None and lock[1].locked()) or thread.state.background
                     or steering.steering or steering.follow_ups
-                    or (thread._persist is not None and not thread._persist.settled())
+                    or (thread.state.persist is not None and not thread.state.persist.settled())
                     # a timer answers it on this object (AgentControl._after_run)
                     or (thread.pending_approval is not None
                         and thread.approval_timeout is not None)):
@@ -83,7 +71,7 @@ class AgentThreads(AgentControl):
                 thread._refresh_system()
 
     def _history(self, up_to: str | None) -> list[Message]:
-        messages = self._transcript[1:]
+        messages = self.state.transcript[1:]
         if up_to is None:
             return messages
         ids = [message.id for message in messages]

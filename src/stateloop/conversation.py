@@ -43,7 +43,7 @@ class Conversation(AgentRuns):
         self._own_model = model
         if model is not None:
             self.model = model
-        self._init_thread(agent._steering.delivery)
+        self._init_thread(agent.state.steering.delivery)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_agent":  # not set yet
@@ -93,7 +93,7 @@ class Conversation(AgentRuns):
         isolated = [dataclasses.replace(known[label], id=new_id("block")) for label in labels]
         conversation = cls(agent, conversation_id or new_record_id("conv"), summary=summary,
                            isolated=isolated, model=model)
-        conversation._transcript.extend(dataclasses.replace(m, id=new_id("message"))
+        conversation.state.transcript.extend(dataclasses.replace(m, id=new_id("message"))
                                         for m in history)
         conversation._repair(None)  # a fork cut inside a step: its open calls are answered
         return conversation
@@ -106,9 +106,9 @@ class Conversation(AgentRuns):
         """``new``, then stored (with its isolated blocks) when the agent is."""
         conversation = cls.new(agent, summary=summary, model=model, history=history,
                                isolated_block_labels=isolated_block_labels)
-        persist = agent._persist
+        persist = agent.state.persist
         if persist is not None:
-            transcript = conversation._transcript
+            transcript = conversation.state.transcript
             for message in transcript:
                 message_tokens(message, conversation._model.name)
             record = ConversationRecord(
@@ -117,7 +117,7 @@ class Conversation(AgentRuns):
             await persist.store.create_conversation(
                 record, [block_record(b) for b in conversation._isolated.values()],
                 transcript)
-            conversation._persist = Persistence(persist.store, agent.id, conversation.key,
+            conversation.state.persist = Persistence(persist.store, agent.id, conversation.key,
                                                 list(transcript))
         agent._conversations[conversation.key] = conversation
         return conversation
@@ -125,8 +125,8 @@ class Conversation(AgentRuns):
     @classmethod
     async def open_stored(cls, agent: Agent, conversation_id: str) -> Conversation:
         """A stored conversation of ``agent``, as the store holds it."""
-        assert agent._persist is not None
-        store = agent._persist.store
+        assert agent.state.persist is not None
+        store = agent.state.persist.store
         record = await store.get_conversation(conversation_id)
         if record.agent_id != agent.id:
             raise ConfigError(f"conversation {conversation_id!r} is not agent "
@@ -135,22 +135,22 @@ class Conversation(AgentRuns):
                     for i in record.isolated_block_ids]
         conversation = cls(agent, record.id, summary=record.summary, isolated=isolated,
                            model=record.model)
-        conversation._persist = Persistence(store, agent.id, record.id)
+        conversation.state.persist = Persistence(store, agent.id, record.id)
         await conversation._use_stored(*await _stored(conversation, record))
         agent._conversations[record.id] = conversation
         return conversation
 
     async def _reload(self) -> None:
         """Go back to what the store holds (after a write failed)."""
-        persist = self._persist
+        persist = self.state.persist
         assert persist is not None
         record = await persist.store.get_conversation(self.key)
         await self._sync_blocks()
         await self._use_stored(*await _stored(self, record))
-        self._stale = False
+        self.state.stale = False
 
     async def _sync_blocks(self) -> None:
-        persist = self._persist
+        persist = self.state.persist
         assert persist is not None
         await persist.sync_blocks(self._agent.blocks)
         for label, block in self._isolated.items():
@@ -163,8 +163,8 @@ class Conversation(AgentRuns):
 
 async def _stored(conversation: Conversation, record: ConversationRecord
                   ) -> tuple[list[Message], PendingApproval | None]:
-    assert conversation._persist is not None
-    messages = await conversation._persist.store.get_messages(record.in_context_message_ids)
+    assert conversation.state.persist is not None
+    messages = await conversation.state.persist.store.get_messages(record.in_context_message_ids)
     pending = (PendingApproval.from_dict(record.pending_approval)
                if record.pending_approval else None)
     return messages, pending
@@ -184,7 +184,7 @@ def fork(thread: Agent | Conversation, up_to: str | None, *,
     """A new conversation of ``thread``'s agent that starts from copies of ``thread``'s
     in-context messages through ``up_to``, with its isolated blocks and model."""
     agent = thread._owner()
-    if agent._persist is None:
+    if agent.state.persist is None:
         return in_memory(agent, summary, list(getattr(thread, "_isolated", {})),
                          getattr(thread, "_own_model", None), thread._history(up_to))
     return run_blocking(lambda: afork(thread, up_to, summary=summary))
