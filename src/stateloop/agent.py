@@ -30,6 +30,7 @@ from .llm.tokens import message_tokens
 from .mcp.agent import offer_tools
 from .mcp.config import MCPTools
 from .memory.blocks import Block
+from .memory.embeddings import default_embedder
 from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery
 from .store.records import AgentRecord
@@ -316,6 +317,18 @@ class Agent(AgentRuns):
         """Close the sessions of this agent's MCP servers (a later run reopens them)."""
         for server in self.mcp_servers:
             await server.close()
+
+    def archival(self) -> ArchivalMemory:
+        """The archival store of a persisted agent (passages searched by meaning)."""
+        if self.state.persist is None:
+            raise ConfigError("archival memory needs a persisted agent: "
+                              "Agent(..., store='sqlite:///PATH')")
+        if self._archival is None:
+            from .memory.archival import ArchivalMemory  # lazy: its vector index loads numpy
+
+            self._archival = ArchivalMemory(self.state.persist.store,
+                                            self.embedder or default_embedder(), self.embedders)
+        return self._archival
 
     # -- internals -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import agent_options as options
+from .agent_memory import ThreadMemory, output_reserve, rules_solver
 from .agent_options import Input
 from .agent_threads import AgentThreads
 from .approvals import Approval
@@ -23,9 +24,12 @@ from .errors import ConfigError
 from .events import AnyEvent, RunEnd
 from .llm.registry import resolve_model
 from .loop import LoopConfig, Resume, run_loop
+from .memory.context import ContextBuilder
 from .messages import Message, new_id
 from .run_result import Running, RunResult
+from .steering import Delivery, SteeringQueue
 from .surrogates import check
+from .thread_state import ThreadState
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -33,7 +37,10 @@ if TYPE_CHECKING:
     from .hooks import Hooks
     from .llm.base import Model, ModelSettings
     from .llm.retry import RetryPolicy
+    from .memory.compaction import Strategy
+    from .memory.window import ContextWindowOverview
     from .store.sql import SqlStore
+    from .tools.rules import BaseToolRule
 
 logger = logging.getLogger("stateloop")
 
@@ -52,6 +59,24 @@ class AgentRuns(AgentThreads):
     output_type: Any
     output_retries: int
     _model_options: dict[str, Any]  # base_url, api_key: how model names are resolved
+    # The settings its memory reads too (agent_memory.MemorySettings).
+    system: str
+    tools: dict[str, Tool]
+    tool_rules: list[BaseToolRule]
+    max_tokens: int | None
+    compaction: Strategy | None
+    compaction_threshold: float
+    summarizer: Model | None
+    timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
+    _model: Model
+    _context_window: int | None
+
+    def _init_thread(self, delivery: Delivery) -> None:
+        """The state of one thread, empty: its system prompt compiled from the blocks."""
+        state = self.state = ThreadState(transcript=[], steering=SteeringQueue(delivery),
+                                         context=ContextBuilder(self.context_window))
+        self.memory = ThreadMemory(self, state)
+        state.transcript.append(self.memory.compile())
 
     # -- configuration -------------------------------------------------------------------
 
@@ -62,6 +87,46 @@ class AgentRuns(AgentThreads):
     @model.setter
     def model(self, model: str | Model) -> None:
         self._model = resolve_model(model, **self._model_options)
+
+    @property
+    def context_window(self) -> int:
+        return self._context_window or self._model.context_window
+
+    @context_window.setter
+    def context_window(self, window: int | None) -> None:
+        """A limit of the agent's own (None: the model's window)."""
+        self._context_window = window
+
+    @property
+    def output_reserve(self) -> int:
+        """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
+        window, else the model's output limit up to an eighth of it (a 3,000-token window
+        keeps 375, not 4,096)."""
+        return output_reserve(self.context_window, self.max_tokens, self._model)
+
+    def check_window(self, window: int | None = None) -> None:
+        """Refuse a context window (the agent's, or ``window``) that cannot hold the system
+        prompt, the tool definitions and the answer's reserve (``SystemPromptTooLarge``,
+        naming the three)."""
+        self.memory.check_window(window)
+
+    async def recompile(self, *, dry_run: bool = False) -> str:
+        """The system prompt compiled now, from the instructions, the tool rules and the blocks
+        as the store holds them (edits made through it are read first); unless ``dry_run`` it
+        becomes the agent's first message, stored with the next step or ``save()``."""
+        return await self.memory.recompile(dry_run=dry_run)
+
+    def recall_messages(self) -> list[Message]:
+        """Every message of an agent without a store: evicted ones, then those in context."""
+        return self.memory.recall_messages()
+
+    def context_overview(self) -> ContextWindowOverview:
+        """How the context window is used, as Letta reports it."""
+        return self.memory.overview()
+
+    def context_view(self) -> str:
+        """The assembled context, message by message with token counts (for debugging)."""
+        return self.memory.view()
 
     @property
     def pending_approval(self) -> PendingApproval | None:
@@ -151,7 +216,8 @@ class AgentRuns(AgentThreads):
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
         run_model = resolve_model(model, **self._model_options) if model is not None else None
-        options.check_fits(new_input, system=self.state.transcript[0], tools=self._tool_specs(),
+        options.check_fits(new_input, system=self.state.transcript[0],
+                           tools=self.memory.tool_specs(),
                            window=self.context_window, reserve=self.output_reserve,
                            model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
@@ -164,7 +230,7 @@ class AgentRuns(AgentThreads):
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield Running.ended(resume)
                 return
-            self._refresh_system()
+            self.memory.refresh()
             persist = self.state.persist
             run_id = persist.start_run() if persist is not None else new_id("run")
             scope = self.state.scope = CancelScope()
@@ -212,7 +278,7 @@ class AgentRuns(AgentThreads):
             continuation=self.agent_type.continuation(),
             hooks=self.hooks,
             checkpoint=self._checkpoint if persist is not None else None,
-            prepare_step=self._prepare_step if persist is not None else None,
+            prepare_step=self.memory.prepare_step if persist is not None else None,
             record_end=self._record_end if persist is not None else None,
             max_steps=self.max_steps,
             error_threshold=self.error_threshold,
@@ -221,8 +287,8 @@ class AgentRuns(AgentThreads):
             max_tokens=self.max_tokens,
             parallel_tool_calls=self.parallel_tool_calls,
             model_settings=self.model_settings,
-            rules=self._rules_solver(resume),
-            context=self._context_manager(),
+            rules=rules_solver(self.tool_rules, resume),
+            context=self.memory.context_manager(),
             steering=self.state.steering,
             resume=resume,
             agent=self,

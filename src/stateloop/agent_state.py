@@ -14,6 +14,7 @@ from .eager import shielded
 from .errors import AgentBusyError, CheckpointError, ConfigError
 from .events import Compaction
 from .hooks import StepRecord
+from .llm.base import Model
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message
@@ -24,6 +25,8 @@ class AgentState(AgentStore):
     flight."""
 
     busy: Literal["queue", "reject"]
+    context_window: int
+    _model: Model
     conversation_id: str | None
 
     @property
@@ -35,7 +38,7 @@ class AgentState(AgentStore):
         if self.running:
             raise AgentBusyError(f"agent {self.name!r} is running; cancel it before reset()")
         self.state.compiled = None
-        self.state.transcript[:] = [self._compile_system()]
+        self.state.transcript[:] = [self.memory.compile()]
         self.state.pending_approval = None
         if self.state.persist is not None:  # a stored pending approval is cleared with it
             self.state.persist.unsaved.append(self.state.transcript[0])
@@ -87,7 +90,7 @@ class AgentState(AgentStore):
         pending = state.get("pending_approval")
         self.state.pending_approval = PendingApproval.from_dict(pending) if pending else None
         self.state.transcript[:] = messages
-        self.state.compiled = self._compile_key()
+        self.state.compiled = self.memory.compile_key()
 
     async def compact(self, *, everything: bool = False) -> Compaction | None:
         """Compact now (waiting for a run in flight): the oldest turns, or with
@@ -95,8 +98,9 @@ class AgentState(AgentStore):
         async with self._turn():
             if self.state.stale:
                 await self._reload()
-            manager = self._context_manager() or self._new_context_manager("sliding_window")
-            result = await manager.compact(self.state.transcript, self._tool_specs(),
+            manager = (self.memory.context_manager()
+                       or self.memory.new_context_manager("sliding_window"))
+            result = await manager.compact(self.state.transcript, self.memory.tool_specs(),
                                            everything=everything)
             if result is None:
                 return None

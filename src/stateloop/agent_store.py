@@ -6,27 +6,38 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .agent_memory import AgentMemory
 from .errors import CheckpointError
 from .events import RunEnd
-from .memory.blocks import render_blocks
+from .memory.blocks import Block, render_blocks
 from .memory.directories import stored_directories
 from .messages import Message, tool_result, unanswered_calls
 from .persistence import stored_state
 
 if TYPE_CHECKING:
+    from .agent_memory import ThreadMemory
+    from .agent_types import AgentType
     from .approvals import PendingApproval
     from .persistence import Persistence
     from .sleeptime import Sleeptime
+    from .thread_state import ThreadState
 
 logger = logging.getLogger("stateloop")
 INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."
 
 
-class AgentStore(AgentMemory):
+class AgentStore:
     """Loading, reloading after a failed write, and storing runs' ends."""
 
+    id: str
     name: str
+    agent_type: AgentType
+    blocks: list[Block]
+    directories: str = ""  # open files and their folders (memory/directories.py)
+    conversation_id: str | None = None  # None: the agent's default thread
+    recall_count: int
+    archival_count: int
+    state: ThreadState  # this thread's own (thread_state.py)
+    memory: ThreadMemory  # its system prompt, window and blocks (agent_memory.py)
     sleeptime: Sleeptime | None
 
     def _repair(self, pending: PendingApproval | None) -> None:
@@ -49,9 +60,9 @@ class AgentStore(AgentMemory):
         self.directories = await stored_directories(persist.store, self.id)
         if messages and messages[0].role == "system":
             self.state.transcript[:] = messages
-            self.state.compiled = self._compile_key()
+            self.state.compiled = self.memory.compile_key()
         else:  # its system message was lost: compile one (stored with the next step)
-            self.state.transcript[:] = [self._compile_system(), *messages]
+            self.state.transcript[:] = [self.memory.compile(), *messages]
             persist.unsaved.append(self.state.transcript[0])
         self.state.pending_approval = pending
         persist.pending_saved = pending is not None
@@ -60,7 +71,7 @@ class AgentStore(AgentMemory):
         if not all(part in self.state.transcript[0].text
                    for part in (render_blocks(self.blocks), self.directories)):
             self.state.compiled = None  # blocks changed while no agent had this one loaded
-            self._refresh_system()
+            self.memory.refresh()
         self._repair(pending)
 
     async def _reload(self) -> None:

@@ -9,9 +9,6 @@ from typing import TYPE_CHECKING
 
 from .agent_control import AgentControl
 from .errors import ConfigError
-from .memory.context import ContextBuilder
-from .steering import Delivery, SteeringQueue
-from .thread_state import ThreadState
 
 if TYPE_CHECKING:
 
@@ -24,14 +21,7 @@ if TYPE_CHECKING:
 class AgentThreads(AgentControl):
     """Per-thread state; whether the agent is idle in all its threads."""
 
-    conversation_id: str | None = None  # None: the agent's default thread
     _conversations: dict[str, Conversation]
-
-    def _init_thread(self, delivery: Delivery) -> None:
-        """The state of one thread, empty: its system prompt compiled from the blocks."""
-        self.state = ThreadState(transcript=[], steering=SteeringQueue(delivery),
-                                 context=ContextBuilder(self.context_window))
-        self.state.transcript.append(self._compile_system())
 
     def _owner(self) -> Agent:
         """The agent whose thread this is (itself, for its default thread)."""
@@ -65,10 +55,10 @@ class AgentThreads(AgentControl):
         """A block changed: recompile the system prompt now, so the next step sees it (in
         every thread of the agent that shares it). A value holding a lone surrogate is
         refused (``ValueError``)."""
-        super().memory_changed(block)
+        self.memory.block_changed(block)
         for thread in self._threads():
             if thread is not self:
-                thread._refresh_system()
+                thread.memory.refresh()
 
     def _history(self, up_to: str | None) -> list[Message]:
         messages = self.state.transcript[1:]

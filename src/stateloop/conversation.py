@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .agent_memory import MemorySettings, ThreadMemory
 from .agent_runs import AgentRuns
 from .approvals import PendingApproval
 from .errors import ConfigError
@@ -25,6 +26,7 @@ from .store.records import ConversationRecord, new_record_id
 if TYPE_CHECKING:
     from .agent import Agent
     from .llm.base import Model
+    from .thread_state import ThreadState
 
 
 class Conversation(AgentRuns):
@@ -44,6 +46,7 @@ class Conversation(AgentRuns):
         if model is not None:
             self.model = model
         self._init_thread(agent.state.steering.delivery)
+        self.memory = ConversationMemory(self, self.state, agent, self._isolated)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_agent":  # not set yet
@@ -145,20 +148,31 @@ class Conversation(AgentRuns):
         persist = self.state.persist
         assert persist is not None
         record = await persist.store.get_conversation(self.key)
-        await self._sync_blocks()
+        await self.memory.sync_blocks()
         await self._use_stored(*await _stored(self, record))
         self.state.stale = False
 
-    async def _sync_blocks(self) -> None:
+
+class ConversationMemory(ThreadMemory):
+    """A conversation's memory: the agent's shared blocks and its own isolated ones, each
+    kept in step with the store."""
+
+    def __init__(self, settings: MemorySettings, state: ThreadState, agent: Agent,
+                 isolated: dict[str, Block]) -> None:
+        super().__init__(settings, state)
+        self.agent = agent
+        self.isolated = isolated
+
+    async def sync_blocks(self) -> None:
         persist = self.state.persist
         assert persist is not None
-        await persist.sync_blocks(self._agent.blocks)
-        for label, block in self._isolated.items():
+        await persist.sync_blocks(self.agent.blocks)
+        for label, block in self.isolated.items():
             stored = await persist.store.get_block(block.id)
             if stored.value != block.value:
                 block.value = stored.value
-            self._isolated[label] = block
-        self._refresh_system()
+            self.isolated[label] = block
+        self.refresh()
 
 
 async def _stored(conversation: Conversation, record: ConversationRecord
