@@ -214,7 +214,7 @@ class Agent(AgentRuns):
                        "model_settings": stored_settings(record.llm_config), **settings})
         agent.id = record.id
         agent.state.persist = Persistence(db, record.id)
-        await agent._use_stored(messages, pending)
+        await agent.storage.use_stored(messages, pending)
         agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
 

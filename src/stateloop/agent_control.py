@@ -142,7 +142,7 @@ class AgentControl(AgentState):
         assert pending is not None
         for call in pending.calls:
             text = denial_text(reason) if call.id in pending.requested else CANCELLED_NOTICE
-            self._append_outside_run(tool_result(call, text, is_error=True))
+            self.storage.append_outside_run(tool_result(call, text, is_error=True))
 
     def _start_background(self, message: Message | None) -> asyncio.Task[RunResult]:
         try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import agent_options as options
 from .agent_memory import ThreadMemory, output_reserve, rules_solver
 from .agent_options import Input
+from .agent_store import ThreadStorage
 from .agent_threads import AgentThreads
 from .approvals import Approval
 from .cancellation import CancelScope
@@ -75,8 +76,15 @@ class AgentRuns(AgentThreads):
         """The state of one thread, empty: its system prompt compiled from the blocks."""
         state = self.state = ThreadState(transcript=[], steering=SteeringQueue(delivery),
                                          context=ContextBuilder(self.context_window))
-        self.memory = ThreadMemory(self, state)
+        self.memory = self._memory(state)
+        self.storage = self._storage(state)
         state.transcript.append(self.memory.compile())
+
+    def _memory(self, state: ThreadState) -> ThreadMemory:
+        return ThreadMemory(self, state)
+
+    def _storage(self, state: ThreadState) -> ThreadStorage:
+        return ThreadStorage(self, state, self.memory)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -225,7 +233,7 @@ class AgentRuns(AgentThreads):
         typed = options.typed_output(output_type or self.output_type, self.output_retries)
         async with self._turn():  # runs of one thread queue here, across processes too
             if self.state.stale:
-                await self._reload()  # raises while the store cannot be read
+                await self.storage.reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield Running.ended(resume)
@@ -260,7 +268,7 @@ class AgentRuns(AgentThreads):
                 self.state.scope = None
                 if persist is not None and persist.run_open:  # it ended without a RunEnd
                     try:
-                        await shielded(self._end_unfinished(persist))
+                        await shielded(self.storage.end_unfinished(persist))
                     except Exception:
                         # What stopped the run is already on its way and says more than
                         # this failure to record it.
@@ -279,7 +287,7 @@ class AgentRuns(AgentThreads):
             hooks=self.hooks,
             checkpoint=self._checkpoint if persist is not None else None,
             prepare_step=self.memory.prepare_step if persist is not None else None,
-            record_end=self._record_end if persist is not None else None,
+            record_end=self.storage.record_end if persist is not None else None,
             max_steps=self.max_steps,
             error_threshold=self.error_threshold,
             timeout=self.timeout,

@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .agent_store import AgentStore
 from .approvals import PendingApproval
 from .eager import shielded
 from .errors import AgentBusyError, CheckpointError, ConfigError
@@ -19,15 +18,31 @@ from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message
 
+if TYPE_CHECKING:
+    from .agent_memory import ThreadMemory
+    from .agent_store import ThreadStorage
+    from .agent_types import AgentType
+    from .thread_state import ThreadState
 
-class AgentState(AgentStore):
+
+class AgentState:
     """``reset``, ``save``, ``export_state``/``import_state``, ``compact``; whether a run is in
     flight."""
 
+    id: str
+    name: str
+    agent_type: AgentType
+    blocks: list[Block]
+    directories: str = ""  # open files and their folders (memory/directories.py)
+    recall_count: int
+    archival_count: int
+    conversation_id: str | None = None  # None: the agent's default thread
+    state: ThreadState  # this thread's own (thread_state.py)
+    memory: ThreadMemory  # its system prompt, window and blocks (agent_memory.py)
+    storage: ThreadStorage  # going on from the store, runs' ends (agent_store.py)
     busy: Literal["queue", "reject"]
     context_window: int
     _model: Model
-    conversation_id: str | None
 
     @property
     def running(self) -> bool:
@@ -53,7 +68,7 @@ class AgentState(AgentStore):
                                             pending_approval=self.state.pending_approval))
             except CheckpointError:
                 pass  # raised by the flush, which recovers first
-            await self._flush()
+            await self.storage.flush()
 
     def replace_message(self, message: Message) -> bool:
         """Put an edited message in place of the in-context one with its id (the caller
@@ -97,7 +112,7 @@ class AgentState(AgentStore):
         ``everything`` all of them, leave for a summary; None when nothing can be evicted."""
         async with self._turn():
             if self.state.stale:
-                await self._reload()
+                await self.storage.reload()
             manager = (self.memory.context_manager()
                        or self.memory.new_context_manager("sliding_window"))
             result = await manager.compact(self.state.transcript, self.memory.tool_specs(),
@@ -110,7 +125,7 @@ class AgentState(AgentStore):
                                                 pending_approval=self.state.pending_approval))
                 except CheckpointError:
                     pass  # raised by the flush, which recovers first
-                await self._flush()
+                await self.storage.flush()
             return result.event
 
     @contextlib.asynccontextmanager

@@ -1,10 +1,13 @@
-"""The store side of ``Agent``: going on from what the store holds (at load, and after a
-write failed), and recording how a run ended."""
+"""A thread's storage: going on from what the store holds (at load, and after a write
+failed), and recording how a run ended.
+
+``ThreadStorage`` is held by each thread (``thread.storage``). It writes the thread's
+``ThreadState`` and the counts and blocks named by ``StoredSettings``."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import CheckpointError
 from .events import RunEnd
@@ -25,39 +28,51 @@ logger = logging.getLogger("stateloop")
 INTERRUPTED_NOTICE = "Tool call was interrupted (the process stopped) before it finished."
 
 
-class AgentStore:
-    """Loading, reloading after a failed write, and storing runs' ends."""
+class StoredSettings(Protocol):
+    """What a thread's storage reads of its thread, and the four things it sets from the
+    store: the blocks, the open files' section, and the message and passage counts."""
 
-    id: str
-    name: str
-    agent_type: AgentType
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def agent_type(self) -> AgentType: ...
+    @property
+    def sleeptime(self) -> Sleeptime | None: ...
     blocks: list[Block]
-    directories: str = ""  # open files and their folders (memory/directories.py)
-    conversation_id: str | None = None  # None: the agent's default thread
+    directories: str
     recall_count: int
     archival_count: int
-    state: ThreadState  # this thread's own (thread_state.py)
-    memory: ThreadMemory  # its system prompt, window and blocks (agent_memory.py)
-    sleeptime: Sleeptime | None
 
-    def _repair(self, pending: PendingApproval | None) -> None:
+
+class ThreadStorage:
+    """Loading, reloading after a failed write, and storing runs' ends."""
+
+    def __init__(self, thread: StoredSettings, state: ThreadState,
+                 memory: ThreadMemory) -> None:
+        self.thread = thread
+        self.state = state
+        self.memory = memory
+
+    def repair(self, pending: PendingApproval | None) -> None:
         """Answer calls a crash left open (invariant 1); a pending approval's stay open."""
         if pending is not None:
             return  # its step's calls are answered when it resumes
         for call in unanswered_calls(self.state.transcript):
-            self._append_outside_run(tool_result(call, INTERRUPTED_NOTICE, is_error=True))
+            self.append_outside_run(tool_result(call, INTERRUPTED_NOTICE, is_error=True))
 
-    def _append_outside_run(self, message: Message) -> None:
+    def append_outside_run(self, message: Message) -> None:
         self.state.transcript.append(message)
         if self.state.persist is not None:
             self.state.persist.unsaved.append(message)  # written with the next checkpoint
 
-    async def _use_stored(self, messages: list[Message],
+    async def use_stored(self, messages: list[Message],
                           pending: PendingApproval | None) -> None:
         """Go on from the transcript and pending approval the store holds."""
         persist = self.state.persist
         assert persist is not None
-        self.directories = await stored_directories(persist.store, self.id)
+        self.thread.directories = await stored_directories(persist.store, self.thread.id)
         if messages and messages[0].role == "system":
             self.state.transcript[:] = messages
             self.state.compiled = self.memory.compile_key()
@@ -66,75 +81,75 @@ class AgentStore:
             persist.unsaved.append(self.state.transcript[0])
         self.state.pending_approval = pending
         persist.pending_saved = pending is not None
-        self.recall_count = await persist.store.count_messages(self.id)
-        self.archival_count = await persist.store.count_passages(self.id)
+        self.thread.recall_count = await persist.store.count_messages(self.thread.id)
+        self.thread.archival_count = await persist.store.count_passages(self.thread.id)
         if not all(part in self.state.transcript[0].text
-                   for part in (render_blocks(self.blocks), self.directories)):
+                   for part in (render_blocks(self.thread.blocks), self.thread.directories)):
             self.state.compiled = None  # blocks changed while no agent had this one loaded
             self.memory.refresh()
-        self._repair(pending)
+        self.repair(pending)
 
-    async def _reload(self) -> None:
+    async def reload(self) -> None:
         """Go back to what the store holds (after a write failed)."""
         persist = self.state.persist
         assert persist is not None
-        record = await persist.store.get_agent(self.id)
+        record = await persist.store.get_agent(self.thread.id)
         blocks, messages, pending = await stored_state(persist.store, record)
-        self.blocks = blocks
-        await self._use_stored(messages, pending)
-        if self.sleeptime is not None:  # its turns may have been counted elsewhere
-            await self.sleeptime.reread()
+        self.thread.blocks = blocks
+        await self.use_stored(messages, pending)
+        if self.thread.sleeptime is not None:  # its turns may have been counted elsewhere
+            await self.thread.sleeptime.reread()
         self.state.stale = False
 
-    async def _record_end(self, end: RunEnd) -> RunEnd:
+    async def record_end(self, end: RunEnd) -> RunEnd:
         """Store how the run ended, in one transaction with its last steps. If a step could
         not be stored, the run ends failed and the agent goes on from what the store holds."""
         persist = self.state.persist
         assert persist is not None
         try:
             persist.finish_run(end)  # queued: one transaction with the last steps
-            if self.agent_type.clear_after_run and end.pending_approval is None:
+            if self.thread.agent_type.clear_after_run and end.pending_approval is None:
                 self.state.transcript[1:] = []
                 persist.queue_context(self.state.transcript)
             await persist.flush()
             return end
         except CheckpointError as exc:
             error = str(exc)
-        await self._store_failed(error)
+        await self.store_failed(error)
         stored = {message.id for message in self.state.transcript}
         kept = [m for m in end.messages if m.id in stored]
-        self.recall_count -= len(kept)  # counted as stored already; _after_run adds them
+        self.thread.recall_count -= len(kept)  # counted as stored already; _after_run adds them
         return RunEnd(end.run_id, "error", end.steps, end.usage, end.output, error, kept,
                       self.state.pending_approval)
 
-    async def _end_unfinished(self, persist: Persistence) -> None:
+    async def end_unfinished(self, persist: Persistence) -> None:
         """Store the end of a run stopped from outside (cancelled)."""
         try:
             persist.finish_run(None)
             await persist.flush()
         except CheckpointError as exc:
-            await self._store_failed(str(exc))
+            await self.store_failed(str(exc))
 
-    async def _store_failed(self, error: str) -> None:
+    async def store_failed(self, error: str) -> None:
         """A write failed: record the run as failed and reload what the store holds (at
         the next run, if it cannot be read now)."""
         persist = self.state.persist
         assert persist is not None
-        logger.warning("agent %s: %s", self.name, error)
+        logger.warning("agent %s: %s", self.thread.name, error)
         await persist.recover(error)
         self.state.stale = True
         try:
-            await self._reload()
+            await self.reload()
         except Exception as exc:
             logger.warning("agent %s: cannot read its stored state yet (%s); it is read "
-                           "again before the next run", self.name, exc)
+                           "again before the next run", self.thread.name, exc)
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
         """Commit what is queued outside a run; after a failed write, go back to what the
         store holds and raise."""
         assert self.state.persist is not None
         try:
             await self.state.persist.flush()
         except CheckpointError as exc:
-            await self._store_failed(str(exc))
+            await self.store_failed(str(exc))
             raise

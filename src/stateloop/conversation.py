@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent_memory import MemorySettings, ThreadMemory
 from .agent_runs import AgentRuns
+from .agent_store import StoredSettings, ThreadStorage
 from .approvals import PendingApproval
 from .errors import ConfigError
 from .llm.tokens import message_tokens
@@ -46,7 +47,6 @@ class Conversation(AgentRuns):
         if model is not None:
             self.model = model
         self._init_thread(agent.state.steering.delivery)
-        self.memory = ConversationMemory(self, self.state, agent, self._isolated)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_agent":  # not set yet
@@ -70,6 +70,12 @@ class Conversation(AgentRuns):
 
     def _owner(self) -> Agent:
         return self._agent
+
+    def _memory(self, state: ThreadState) -> ThreadMemory:
+        return ConversationMemory(self, state, self._agent, self._isolated)
+
+    def _storage(self, state: ThreadState) -> ThreadStorage:
+        return ConversationStorage(self, state, self.memory, self.key)
 
     def fork(self, up_to: str | None = None, *, summary: str | None = None) -> Conversation:
         """A new conversation of the agent that starts from copies of this one's in-context
@@ -98,7 +104,7 @@ class Conversation(AgentRuns):
                            isolated=isolated, model=model)
         conversation.state.transcript.extend(dataclasses.replace(m, id=new_id("message"))
                                         for m in history)
-        conversation._repair(None)  # a fork cut inside a step: its open calls are answered
+        conversation.storage.repair(None)  # a fork cut inside a step: its open calls are answered
         return conversation
 
     @classmethod
@@ -139,17 +145,28 @@ class Conversation(AgentRuns):
         conversation = cls(agent, record.id, summary=record.summary, isolated=isolated,
                            model=record.model)
         conversation.state.persist = Persistence(store, agent.id, record.id)
-        await conversation._use_stored(*await _stored(conversation, record))
+        await conversation.storage.use_stored(*await _stored(conversation.state.persist,
+                                                              record))
         agent._conversations[record.id] = conversation
         return conversation
 
-    async def _reload(self) -> None:
+
+
+class ConversationStorage(ThreadStorage):
+    """A conversation's storage: it goes back to its own record after a failed write."""
+
+    def __init__(self, thread: StoredSettings, state: ThreadState, memory: ThreadMemory,
+                 key: str) -> None:
+        super().__init__(thread, state, memory)
+        self.key = key
+
+    async def reload(self) -> None:
         """Go back to what the store holds (after a write failed)."""
         persist = self.state.persist
         assert persist is not None
         record = await persist.store.get_conversation(self.key)
         await self.memory.sync_blocks()
-        await self._use_stored(*await _stored(self, record))
+        await self.use_stored(*await _stored(persist, record))
         self.state.stale = False
 
 
@@ -175,10 +192,9 @@ class ConversationMemory(ThreadMemory):
         self.refresh()
 
 
-async def _stored(conversation: Conversation, record: ConversationRecord
+async def _stored(persist: Persistence, record: ConversationRecord
                   ) -> tuple[list[Message], PendingApproval | None]:
-    assert conversation.state.persist is not None
-    messages = await conversation.state.persist.store.get_messages(record.in_context_message_ids)
+    messages = await persist.store.get_messages(record.in_context_message_ids)
     pending = (PendingApproval.from_dict(record.pending_approval)
                if record.pending_approval else None)
     return messages, pending
