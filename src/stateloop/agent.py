@@ -2,9 +2,10 @@
 
 This module owns making an agent (``Agent(...)``, ``load``), its settings, and its runs:
 ``run``, ``stream``, ``run_sync``, the queue of runs and the ``LoopConfig`` each is given.
-The rest of ``Agent`` comes from its bases, one job each: ``agent_control`` (steering,
-cancel, approvals), ``agent_state`` (reset, export, save, compact), ``agent_store`` (the
-store), ``agent_memory`` (prompt, context window, recall and archival).
+A thread's own state is ``thread_state.ThreadState`` (``agent.state``); its memory and
+storage are collaborators (``agent_memory.ThreadMemory``, ``agent_store.ThreadStorage``).
+The rest comes from its bases: ``agent_threads`` (idle, block edits), ``agent_control``
+(steering, cancel, approvals), ``agent_state`` (reset, export, save, compact).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class Agent(AgentRuns):
         self.archival_count = 0
         self._archival: ArchivalMemory | None = None
         self._conversations = {}  # id -> the conversation, once opened
-        self._init_thread(steering_delivery)  # the default thread's state (agent_threads)
+        self._init_thread(steering_delivery)  # the default thread's state (thread_state.py)
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
         self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
         register(self)  # other agents' tools find it (stateloop.live_agents)

@@ -1,7 +1,7 @@
-"""An agent's threads: the state one conversation keeps (transcript, pending approval, run
-lock, steering, compaction), made fresh for the agent's default thread and for each
-``Conversation``; and block edits reaching every thread. Opening, forking and deleting
-conversations is ``Agent``'s (``conversation.py``)."""
+"""An agent's threads: whether the agent is idle in all of them, and block edits reaching
+every thread. Each thread's own state is a ``ThreadState`` (``thread_state.py``), made by
+``AgentRuns._init_thread``; opening, forking and deleting conversations is ``Agent``'s
+(``conversation.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class AgentThreads(AgentControl):
-    """Per-thread state; whether the agent is idle in all its threads."""
+    """Whether the agent is idle in all its threads; block edits reaching each."""
 
     _conversations: dict[str, Conversation]
 
