@@ -68,7 +68,7 @@ def history(count: int) -> list[Message]:
 def make_agent(model: Model, count: int) -> Agent:
     agent = Agent(model, system="You are a helpful assistant.", include_base_tools=False,
                   context_window=WINDOW)
-    agent._transcript += history(count)  # seeded in memory: nothing to persist or compact
+    agent.state.transcript += history(count)  # seeded in memory: nothing to persist or compact
     return agent
 
 
@@ -131,13 +131,13 @@ def run_sync_against_run(rounds: int) -> None:
                                        context_window=WINDOW), 0)
 
         async def one_run() -> float:
-            del agent._transcript[1:], fake.requests[:]
+            del agent.state.transcript[1:], fake.requests[:]
             started = time.perf_counter()
             await agent.run("How are you?")
             return time.perf_counter() - started
 
         def one_sync() -> float:
-            del agent._transcript[1:], fake.requests[:]
+            del agent.state.transcript[1:], fake.requests[:]
             started = time.perf_counter()
             agent.run_sync("How are you?")
             return time.perf_counter() - started

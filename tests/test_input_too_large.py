@@ -40,7 +40,7 @@ def agent_with(window: int, **options: object) -> tuple[Agent, ScriptedModel]:
 def room_of(agent: Agent) -> int:
     """What the window leaves for input, as a caller can work it out."""
     fixed = (message_tokens(agent.messages[0], MODEL)
-             + tool_tokens(agent._tool_specs(), MODEL))
+             + tool_tokens(agent.memory.tool_specs(), MODEL))
     return agent.context_window - agent.output_reserve - fixed
 
 

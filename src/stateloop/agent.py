@@ -2,9 +2,10 @@
 
 This module owns making an agent (``Agent(...)``, ``load``), its settings, and its runs:
 ``run``, ``stream``, ``run_sync``, the queue of runs and the ``LoopConfig`` each is given.
-The rest of ``Agent`` comes from its bases, one job each: ``agent_control`` (steering,
-cancel, approvals), ``agent_state`` (reset, export, save, compact), ``agent_store`` (the
-store), ``agent_memory`` (prompt, context window, recall and archival).
+A thread's own state is ``thread_state.ThreadState`` (``agent.state``); its memory and
+storage are collaborators (``agent_memory.ThreadMemory``, ``agent_store.ThreadStorage``).
+The rest comes from its bases: ``agent_threads`` (idle, block edits), ``agent_control``
+(steering, cancel, approvals), ``agent_state`` (reset, export, save, compact).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .llm.tokens import message_tokens
 from .mcp.agent import offer_tools
 from .mcp.config import MCPTools
 from .memory.blocks import Block
+from .memory.embeddings import default_embedder
 from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery
 from .store.records import AgentRecord
@@ -150,7 +152,7 @@ class Agent(AgentRuns):
         self.archival_count = 0
         self._archival: ArchivalMemory | None = None
         self._conversations = {}  # id -> the conversation, once opened
-        self._init_thread(steering_delivery)  # the default thread's state (agent_threads)
+        self._init_thread(steering_delivery)  # the default thread's state (thread_state.py)
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
         self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
         register(self)  # other agents' tools find it (stateloop.live_agents)
@@ -171,9 +173,9 @@ class Agent(AgentRuns):
         return agent
 
     async def _create_in(self, store: str | SqlStore) -> None:
-        first = self._transcript[0]
+        first = self.state.transcript[0]
         message_tokens(first, self._model.name)
-        self._persist = await Persistence.create(store, self._record(), self.blocks, first)
+        self.state.persist = await Persistence.create(store, self._record(), self.blocks, first)
         if self._sleeptime_wanted:
             self.sleeptime = await sleeptime.Sleeptime.create(self, self._sleeptime_wanted)
 
@@ -212,8 +214,8 @@ class Agent(AgentRuns):
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
                        "model_settings": stored_settings(record.llm_config), **settings})
         agent.id = record.id
-        agent._persist = Persistence(db, record.id)
-        await agent._use_stored(messages, pending)
+        agent.state.persist = Persistence(db, record.id)
+        await agent.storage.use_stored(messages, pending)
         agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
 
@@ -227,7 +229,7 @@ class Agent(AgentRuns):
         live = self._conversations.get(id) if id is not None else None
         if live is not None:
             return live
-        if self._persist is None:  # nothing to read or write
+        if self.state.persist is None:  # nothing to read or write
             if id is not None:
                 raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
             return in_memory(self, summary, list(isolated_block_labels), model, [])
@@ -242,7 +244,7 @@ class Agent(AgentRuns):
             live = self._conversations.get(id)
             if live is not None:
                 return live
-            if self._persist is None:
+            if self.state.persist is None:
                 raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
             return await Conversation.open_stored(self, id)
         return await Conversation.start(self, summary=summary, model=model,
@@ -264,8 +266,8 @@ class Agent(AgentRuns):
         live = self._conversations.get(id)
         if live is not None and live.running:
             raise AgentBusyError(f"conversation {id!r} is running; cancel it first")
-        if self._persist is not None:
-            await self._persist.store.delete_conversation(id)
+        if self.state.persist is not None:
+            await self.state.persist.store.delete_conversation(id)
         elif live is None:
             raise ConfigError(f"agent {self.name!r} has no conversation {id!r}")
         self._conversations.pop(id, None)
@@ -316,6 +318,18 @@ class Agent(AgentRuns):
         """Close the sessions of this agent's MCP servers (a later run reopens them)."""
         for server in self.mcp_servers:
             await server.close()
+
+    def archival(self) -> ArchivalMemory:
+        """The archival store of a persisted agent (passages searched by meaning)."""
+        if self.state.persist is None:
+            raise ConfigError("archival memory needs a persisted agent: "
+                              "Agent(..., store='sqlite:///PATH')")
+        if self._archival is None:
+            from .memory.archival import ArchivalMemory  # lazy: its vector index loads numpy
+
+            self._archival = ArchivalMemory(self.state.persist.store,
+                                            self.embedder or default_embedder(), self.embedders)
+        return self._archival
 
     # -- internals -----------------------------------------------------------------------
 

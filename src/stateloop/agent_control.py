@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import agent_options as options
 from .agent_state import AgentState
@@ -15,7 +14,7 @@ from .events import RunEnd
 from .loop import CANCELLED_NOTICE, Resume
 from .messages import Message, tool_result, user
 from .run_result import RunResult
-from .steering import SteeringQueue, SteerMode
+from .steering import SteerMode
 from .surrogates import check
 
 if TYPE_CHECKING:
@@ -37,10 +36,6 @@ class AgentControl(AgentState):
     """``steer``, ``follow_up``, ``cancel``; pending approvals, from request to resume."""
 
     approval_timeout: float | None
-    last_result: RunResult | None
-    _steering: SteeringQueue
-    _resumed: OrderedDict[str, RunEnd]  # call id -> the end of the run that resumed it
-    _background: set[asyncio.Task[Any]]
     sleeptime: Sleeptime | None
 
     if TYPE_CHECKING:
@@ -58,7 +53,7 @@ class AgentControl(AgentState):
         message = options.as_messages(text)[0]
         check(message.text, "steering text")
         if self.running:
-            self._steering.steer(message, mode)
+            self.state.steering.steer(message, mode)
             return None
         return self._start_background(message)
 
@@ -67,7 +62,7 @@ class AgentControl(AgentState):
         message = options.as_messages(text)[0]
         check(message.text, "follow-up text")
         if self.running:
-            self._steering.follow_ups.append(message)
+            self.state.steering.follow_ups.append(message)
             return None
         return self._start_background(message)
 
@@ -76,21 +71,21 @@ class AgentControl(AgentState):
 
         Safe to call from any thread while a run is in flight.
         """
-        scope = self._scope
+        scope = self.state.scope
         if scope is not None:
             scope.cancel()
-        elif self.pending_approval is not None:
+        elif self.state.pending_approval is not None:
             self._answer_pending("the run was cancelled")
 
     def _take_pending(self, new_input: list[Message],
                       approvals: list[Approval]) -> Resume | RunEnd | None:
         """What the run must finish first: approvals applied to the pending step, a timed-out
         approval denied, or (for approvals already applied) the earlier result."""
-        pending = self.pending_approval
+        pending = self.state.pending_approval
         if pending is None:
             if not approvals:
                 return None
-            ends = [self._resumed.get(a.tool_call_id) for a in approvals]
+            ends = [self.state.resumed.get(a.tool_call_id) for a in approvals]
             first = ends[0]
             if first is not None and all(end is first for end in ends):
                 return first  # the same approvals again: nothing runs twice
@@ -111,43 +106,43 @@ class AgentControl(AgentState):
                 f"{', '.join(pending.requested)}; send approvals=[...] or cancel()"
                 + (" before sending a new message" if new_input else ""))
         decisions = pending.check(approvals)
-        self.pending_approval = None
+        self.state.pending_approval = None
         return Resume(pending, decisions)
 
     def _after_run(self, end: RunEnd, resume: Resume | None) -> None:
-        self.last_result = RunResult.from_event(end)
+        self.state.last_result = RunResult.from_event(end)
         if self.sleeptime is not None:  # counts the turn; may start the memory agent
             self.sleeptime.after_turn(end)
-        self.pending_approval = end.pending_approval
+        self.state.pending_approval = end.pending_approval
         self.recall_count += len(end.messages)
         if (self.agent_type.clear_after_run and end.pending_approval is None
-                and self._persist is None):  # else cleared as the run's end is stored
-            self._transcript[1:] = []
+                and self.state.persist is None):  # else cleared as the run's end is stored
+            self.state.transcript[1:] = []
         if resume is not None:
             for call_id in resume.decisions:
-                self._resumed[call_id] = end
-            while len(self._resumed) > 1000:
-                self._resumed.popitem(last=False)
+                self.state.resumed[call_id] = end
+            while len(self.state.resumed) > 1000:
+                self.state.resumed.popitem(last=False)
         if end.pending_approval is not None and self.approval_timeout is not None:
             asyncio.get_running_loop().call_later(self.approval_timeout, self._expire,
                                                   end.pending_approval)
 
     def _expire(self, pending: PendingApproval) -> None:
-        if self.pending_approval is pending:
+        if self.state.pending_approval is pending:
             self._start_background(None)  # the run denies the timed-out calls, then goes on
 
     def _answered(self, approvals: Sequence[Approval]) -> bool:
         """Whether each of these calls has its result among the last messages in context."""
-        answered = {m.tool_call_id for m in self._transcript[-RECENT:] if m.role == "tool"}
+        answered = {m.tool_call_id for m in self.state.transcript[-RECENT:] if m.role == "tool"}
         return all(a.tool_call_id in answered for a in approvals)
 
     def _answer_pending(self, reason: str) -> None:
         """Deny the pending calls (the others are cancelled) without running the model."""
-        pending, self.pending_approval = self.pending_approval, None
+        pending, self.state.pending_approval = self.state.pending_approval, None
         assert pending is not None
         for call in pending.calls:
             text = denial_text(reason) if call.id in pending.requested else CANCELLED_NOTICE
-            self._append_outside_run(tool_result(call, text, is_error=True))
+            self.storage.append_outside_run(tool_result(call, text, is_error=True))
 
     def _start_background(self, message: Message | None) -> asyncio.Task[RunResult]:
         try:
@@ -156,6 +151,6 @@ class AgentControl(AgentState):
             raise RuntimeError("an idle agent starts a run here, which needs a running event "
                                "loop; use 'await agent.run(...)' or run_sync()") from None
         task = loop.create_task(self.run(message))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.state.background.add(task)
+        task.add_done_callback(self.state.background.discard)
         return task

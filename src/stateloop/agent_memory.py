@@ -1,237 +1,258 @@
-"""The memory side of ``Agent``: the system prompt it compiles, the context window it keeps,
-and the recall and archival stores its tools reach."""
+"""A thread's memory: the system prompt it compiles from the agent's settings and blocks,
+the context window it keeps (size, compaction, overview), and its blocks kept in step with
+the store.
+
+``ThreadMemory`` is held by each thread (``thread.memory``). It reads the settings named by
+``MemorySettings`` and writes only the thread's ``ThreadState`` (its transcript's first
+message, what that was compiled from, compaction and evicted messages)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .agent_types import AgentType
-from .errors import ConfigError
-from .llm.base import Model, ToolSpec
 from .llm.tokens import message_tokens
 from .memory.blocks import Block, render_blocks, render_memory_metadata
 from .memory.compaction import ContextManager, SystemPromptTooLarge, is_summary, tool_tokens
-from .memory.embeddings import default_embedder
 from .memory.window import context_rows, format_context, overview
 from .messages import Message, system
 from .surrogates import check
 
 if TYPE_CHECKING:
+    from .agent_types import AgentType
+    from .llm.base import Model, ToolSpec
     from .loop import Resume
-    from .memory.archival import ArchivalMemory
-    from .memory.compaction import ContextManager, Strategy
-    from .memory.embedding_models import Embedders
-    from .memory.embeddings import Embedder
+    from .memory.compaction import Strategy
     from .memory.window import ContextWindowOverview
-    from .persistence import Persistence
+    from .thread_state import ThreadState
     from .tools import Tool
     from .tools.rules import BaseToolRule, ToolRulesSolver
 
 
-class AgentMemory:
-    """System prompt compilation, compaction, context overview, recall and archival."""
-
-    id: str
-    system: str
-    blocks: list[Block]
-    tools: dict[str, Tool]
-    tool_rules: list[BaseToolRule]
-    agent_type: AgentType
-    max_tokens: int | None
-    compaction: Strategy | None
-    compaction_threshold: float
-    summarizer: Model | None
-    embedder: Embedder | None
-    embedders: Embedders | None
-    recall_count: int
-    archival_count: int
-    _model: Model
-    _context_window: int | None
-    _transcript: list[Message]
-    _persist: Persistence | None
-    _evicted: list[Message]
-    _window: ContextManager | None
-    _archival: ArchivalMemory | None
-    _compiled: tuple[Any, ...] | None
-    directories: str = ""  # open files and their folders (memory/directories.py)
-    conversation_id: str | None  # None: the agent's default thread
-    timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
+class MemorySettings(Protocol):
+    """What a thread's memory reads of its thread: the agent's settings, as that thread
+    sees them (a conversation's isolated blocks and own model in place of the agent's)."""
 
     @property
-    def context_window(self) -> int:
-        return self._context_window or self._model.context_window
-
-    @context_window.setter
-    def context_window(self, window: int | None) -> None:
-        """A limit of the agent's own (None: the model's window)."""
-        self._context_window = window
-
+    def id(self) -> str: ...
     @property
-    def output_reserve(self) -> int:
-        """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
-        window, else the model's output limit up to an eighth of it (a 3,000-token window
-        keeps 375, not 4,096)."""
-        return self._reserve(self.context_window)
+    def conversation_id(self) -> str | None: ...
+    @property
+    def system(self) -> str: ...
+    @property
+    def blocks(self) -> list[Block]: ...
+    @property
+    def directories(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def tools(self) -> dict[str, Tool]: ...
+    @property
+    def tool_rules(self) -> list[BaseToolRule]: ...
+    @property
+    def agent_type(self) -> AgentType: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def compaction(self) -> Strategy | None: ...
+    @property
+    def compaction_threshold(self) -> float: ...
+    @property
+    def summarizer(self) -> Model | None: ...
+    @property
+    def recall_count(self) -> int: ...
+    @property
+    def archival_count(self) -> int: ...
 
-    def _reserve(self, window: int) -> int:
-        if self.max_tokens:
-            return min(self.max_tokens, window // 2)
-        return min(self._model.max_output_tokens or 4096, window // 8)
+
+def output_reserve(window: int, max_tokens: int | None, model: Model) -> int:
+    """Tokens of the window kept free for the answer: ``max_tokens`` up to half the window,
+    else the model's output limit up to an eighth of it (a 3,000-token window keeps 375, not
+    4,096)."""
+    if max_tokens:
+        return min(max_tokens, window // 2)
+    return min(model.max_output_tokens or 4096, window // 8)
+
+
+def rules_solver(rules: list[BaseToolRule], resume: Resume | None) -> ToolRulesSolver | None:
+    """The solver of a run's tool rules (None: no rules), from a resumed step's state."""
+    if not rules:
+        return None
+    from .tools.rules import ToolRulesSolver  # lazy: builds pydantic models
+
+    if resume is not None and resume.pending.rules_state is not None:
+        return ToolRulesSolver.from_state(rules, resume.pending.rules_state)
+    return ToolRulesSolver(rules)
+
+
+class ThreadMemory:
+    """System prompt compilation, compaction, context overview, and blocks kept in step with
+    the store, for one thread."""
+
+    def __init__(self, settings: MemorySettings, state: ThreadState) -> None:
+        self.settings = settings
+        self.state = state
+
+    def reserve(self, window: int | None = None) -> int:
+        """The answer's reserve in ``window`` (the thread's by default)."""
+        s = self.settings
+        return output_reserve(window or s.context_window, s.max_tokens, s.model)
 
     def check_window(self, window: int | None = None) -> None:
-        """Refuse a context window (the agent's, or ``window``) that cannot hold the system
+        """Refuse a context window (the thread's, or ``window``) that cannot hold the system
         prompt, the tool definitions and the answer's reserve (``SystemPromptTooLarge``,
         naming the three)."""
-        window = window or self.context_window
-        model = self._model.name
-        fixed = message_tokens(self._transcript[0], model) + tool_tokens(self._tool_specs(),
-                                                                          model)
-        reserve = self._reserve(window)
+        window = window or self.settings.context_window
+        model = self.settings.model.name
+        fixed = message_tokens(self.state.transcript[0], model) + tool_tokens(self.tool_specs(),
+                                                                              model)
+        reserve = self.reserve(window)
         if fixed + reserve > window:
             raise SystemPromptTooLarge(
                 f"context_window of {window:,} tokens cannot hold the system prompt and tool "
                 f"definitions ({fixed:,} tokens) and the answer's reserve ({reserve:,})")
 
-    def memory_changed(self, block: Block | None = None) -> None:
-        """A block changed: recompile the system prompt now, so the next step sees it. A
-        value holding a lone surrogate is refused (``ValueError``)."""
+    def block_changed(self, block: Block | None) -> None:
+        """A block changed: refuse a lone surrogate, queue its value to be written, and
+        recompile the system prompt."""
         if block is not None:
             check(block.value, f"block {block.label!r}: value")
-        if block is not None and self._persist is not None:
-            self._persist.dirty_blocks[block.id] = block.value
-        self._refresh_system()
+        if block is not None and self.state.persist is not None:
+            self.state.persist.dirty_blocks[block.id] = block.value
+        self.refresh()
 
     async def recompile(self, *, dry_run: bool = False) -> str:
-        """The system prompt compiled now, from the instructions, the tool rules and the blocks
-        as the store holds them (edits made through it are read first); unless ``dry_run`` it
-        becomes the agent's first message, stored with the next step or ``save()``."""
-        if self._persist is not None:
-            await self._persist.flush()
-            await self._sync_blocks()
+        """The system prompt compiled now from what the store holds; unless ``dry_run`` it
+        becomes the transcript's first message."""
+        if self.state.persist is not None:
+            await self.state.persist.flush()
+            await self.sync_blocks()
         if dry_run:
-            compiled = self._compiled
-            text = self._compile_system().text
-            self._compiled = compiled
+            compiled = self.state.compiled
+            text = self.compile().text
+            self.state.compiled = compiled
             return text
-        self._compiled = None  # compile even when the key matches: the store may be behind
-        self._refresh_system()
-        return self._transcript[0].text
+        self.state.compiled = None  # compile even when the key matches: the store may be behind
+        self.refresh()
+        return self.state.transcript[0].text
 
     def recall_messages(self) -> list[Message]:
-        """Every message of an agent without a store: evicted ones, then those in context."""
-        return [*self._evicted, *(m for m in self._transcript[1:] if not is_summary(m))]
+        """Every message of a thread without a store: evicted ones, then those in context."""
+        return [*self.state.evicted,
+                *(m for m in self.state.transcript[1:] if not is_summary(m))]
 
-    def context_overview(self) -> ContextWindowOverview:
+    def overview(self) -> ContextWindowOverview:
         """How the context window is used, as Letta reports it."""
-        solver = self._rules_solver(None)
+        s = self.settings
+        solver = rules_solver(s.tool_rules, None)
         return overview(
-            window=self.context_window, transcript=self._transcript, tools=self._tool_specs(),
-            instructions=self.system,
-            core_memory="\n\n".join(p for p in (render_blocks(self.blocks), self.directories) if p),
-            memory_metadata=self._memory_metadata()
-            if self.blocks or self._persist is not None else "",
+            window=s.context_window, transcript=self.state.transcript, tools=self.tool_specs(),
+            instructions=s.system,
+            core_memory="\n\n".join(p for p in (render_blocks(s.blocks), s.directories) if p),
+            memory_metadata=self.metadata()
+            if s.blocks or self.state.persist is not None else "",
             rules=solver.render_prompt() if solver is not None else "",
-            recall_count=self.recall_count, archival_count=self.archival_count,
-            model=self._model.name)
+            recall_count=s.recall_count, archival_count=s.archival_count, model=s.model.name)
 
-    def context_view(self) -> str:
+    def view(self) -> str:
         """The assembled context, message by message with token counts (for debugging)."""
-        return format_context(context_rows(self._transcript, self._model.name),
-                              self.context_window)
+        return format_context(context_rows(self.state.transcript, self.settings.model.name),
+                              self.settings.context_window)
 
-    def archival(self) -> ArchivalMemory:
-        """The archival store of a persisted agent (passages searched by meaning)."""
-        if self._persist is None:
-            raise ConfigError("archival memory needs a persisted agent: "
-                              "Agent(..., store='sqlite:///PATH')")
-        if self._archival is None:
-            from .memory.archival import ArchivalMemory  # lazy: its vector index loads numpy
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tool definitions the model is sent, as the agent type offers them."""
+        return self.settings.agent_type.continuation().tool_specs(
+            [t.spec() for t in self.settings.tools.values()])
 
-            self._archival = ArchivalMemory(self._persist.store,
-                                            self.embedder or default_embedder(), self.embedders)
-        return self._archival
+    # -- compaction ----------------------------------------------------------------------
 
-    def _tool_specs(self) -> list[ToolSpec]:
-        return self.agent_type.continuation().tool_specs([t.spec() for t in self.tools.values()])
-
-    def _context_manager(self) -> ContextManager | None:
-        if self.compaction is None:
+    def context_manager(self) -> ContextManager | None:
+        """The thread's compaction (None: the agent compacts nothing), remade when the
+        window changed."""
+        strategy = self.settings.compaction
+        if strategy is None:
             return None
-        if self._window is None or self._window.window != self.context_window:
-            self._window = self._new_context_manager(self.compaction)
-        return self._window
+        window = self.state.window
+        if window is None or window.window != self.settings.context_window:
+            window = self.state.window = self.new_context_manager(strategy)
+        return window
 
-    def _new_context_manager(self, strategy: Strategy) -> ContextManager:
-        return ContextManager(window=self.context_window, reserve=self.output_reserve,
-                              strategy=strategy,
-                              model=lambda: self.summarizer or self._model,
-                              threshold=self.compaction_threshold, on_evict=self._evict)
+    def new_context_manager(self, strategy: Strategy) -> ContextManager:
+        s = self.settings
+        return ContextManager(window=s.context_window, reserve=self.reserve(),
+                              strategy=strategy, model=lambda: s.summarizer or s.model,
+                              threshold=s.compaction_threshold, on_evict=self._evict)
 
     def _evict(self, messages: list[Message]) -> None:
-        if self._persist is None:
-            self._evicted.extend(messages)  # the store keeps them otherwise
-        self._compiled = None  # the memory metadata counts them: recompile
-        self._refresh_system()
+        if self.state.persist is None:
+            self.state.evicted.extend(messages)  # the store keeps them otherwise
+        self.state.compiled = None  # the memory metadata counts them: recompile
+        self.refresh()
 
-    def _prepare_step(self) -> Awaitable[None] | None:
+    # -- the store -----------------------------------------------------------------------
+
+    def prepare_step(self) -> Awaitable[None] | None:
         """Before a step: earlier steps are committed (a crash may lose the step in flight,
         not earlier) and shared blocks brought up to date; something to await only when that
         needs the database."""
-        persist = self._persist
+        persist = self.state.persist
         assert persist is not None
         if not persist.committed():
             return self._flush_and_sync_blocks()
-        return self._sync_blocks() if persist.blocks_may_have_changed() else None
+        return self.sync_blocks() if persist.blocks_may_have_changed() else None
 
     async def _flush_and_sync_blocks(self) -> None:
-        assert self._persist is not None
-        await self._persist.flush()
-        if self._persist.blocks_may_have_changed():
-            await self._sync_blocks()
+        persist = self.state.persist
+        assert persist is not None
+        await persist.flush()
+        if persist.blocks_may_have_changed():
+            await self.sync_blocks()
 
-    async def _sync_blocks(self) -> None:
-        assert self._persist is not None
-        await self._persist.sync_blocks(self.blocks)
+    async def sync_blocks(self) -> None:
+        """Bring the blocks up to date with the store, and the system prompt with them."""
+        assert self.state.persist is not None
+        await self.state.persist.sync_blocks(self.settings.blocks)
         # Another thread of this agent may have brought the shared blocks up to date already.
-        self._refresh_system()
+        self.refresh()
 
-    def _compile_key(self) -> tuple[Any, ...]:
-        return (self.system, [(b.label, b.value, b.description, b.limit, b.read_only)
-                              for b in self.blocks], [r.model_dump() for r in self.tool_rules],
-                self.directories)
+    # -- the system prompt ---------------------------------------------------------------
 
-    def _compile_system(self) -> Message:
-        self._compiled = self._compile_key()
-        solver = self._rules_solver(None)
-        sections = [self.system, render_blocks(self.blocks), self.directories]
-        if self.blocks or self._persist is not None:
-            sections.append(self._memory_metadata())
+    def compile_key(self) -> tuple[Any, ...]:
+        """What the system prompt renders: it is compiled again when this changes."""
+        s = self.settings
+        return (s.system, [(b.label, b.value, b.description, b.limit, b.read_only)
+                           for b in s.blocks], [r.model_dump() for r in s.tool_rules],
+                s.directories)
+
+    def compile(self) -> Message:
+        """The system message compiled now (and its key noted as compiled)."""
+        s = self.settings
+        self.state.compiled = self.compile_key()
+        solver = rules_solver(s.tool_rules, None)
+        sections = [s.system, render_blocks(s.blocks), s.directories]
+        if s.blocks or self.state.persist is not None:
+            sections.append(self.metadata())
         sections.append(solver.render_prompt() if solver is not None else "")
         return system("\n\n".join(section for section in sections if section))
 
-    def _memory_metadata(self) -> str:
-        return render_memory_metadata(self.recall_count, self.archival_count, agent_id=self.id,
-                                      conversation_id=self.conversation_id,
-                                      timezone=self.timezone)
+    def metadata(self) -> str:
+        s = self.settings
+        return render_memory_metadata(s.recall_count, s.archival_count, agent_id=s.id,
+                                      conversation_id=s.conversation_id, timezone=s.timezone)
 
-    def _refresh_system(self) -> None:
+    def refresh(self) -> None:
         """Recompile the system prompt only when what it renders has changed."""
-        if self._compile_key() == self._compiled:
+        if self.compile_key() == self.state.compiled:
             return
-        compiled = self._compile_system()
+        compiled = self.compile()
         # The same message with the new text, as Letta rebuilds it: one system message in the
         # history however often memory changes.
-        compiled.id, compiled.created_at = self._transcript[0].id, self._transcript[0].created_at
-        self._transcript[0] = compiled
-        if self._persist is not None:
-            self._persist.system_changed(compiled)
-
-    def _rules_solver(self, resume: Resume | None) -> ToolRulesSolver | None:
-        if not self.tool_rules:
-            return None
-        from .tools.rules import ToolRulesSolver  # lazy: builds pydantic models
-
-        if resume is not None and resume.pending.rules_state is not None:
-            return ToolRulesSolver.from_state(self.tool_rules, resume.pending.rules_state)
-        return ToolRulesSolver(self.tool_rules)
+        first = self.state.transcript[0]
+        compiled.id, compiled.created_at = first.id, first.created_at
+        self.state.transcript[0] = compiled
+        if self.state.persist is not None:
+            self.state.persist.system_changed(compiled)

@@ -14,7 +14,9 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import agent_options as options
+from .agent_memory import ThreadMemory, output_reserve, rules_solver
 from .agent_options import Input
+from .agent_store import ThreadStorage
 from .agent_threads import AgentThreads
 from .approvals import Approval
 from .cancellation import CancelScope
@@ -23,16 +25,23 @@ from .errors import ConfigError
 from .events import AnyEvent, RunEnd
 from .llm.registry import resolve_model
 from .loop import LoopConfig, Resume, run_loop
+from .memory.context import ContextBuilder
 from .messages import Message, new_id
 from .run_result import Running, RunResult
+from .steering import Delivery, SteeringQueue
 from .surrogates import check
+from .thread_state import ThreadState
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from .approvals import PendingApproval
     from .hooks import Hooks
     from .llm.base import Model, ModelSettings
     from .llm.retry import RetryPolicy
+    from .memory.compaction import Strategy
+    from .memory.window import ContextWindowOverview
     from .store.sql import SqlStore
+    from .tools.rules import BaseToolRule
 
 logger = logging.getLogger("stateloop")
 
@@ -51,6 +60,31 @@ class AgentRuns(AgentThreads):
     output_type: Any
     output_retries: int
     _model_options: dict[str, Any]  # base_url, api_key: how model names are resolved
+    # The settings its memory reads too (agent_memory.MemorySettings).
+    system: str
+    tools: dict[str, Tool]
+    tool_rules: list[BaseToolRule]
+    max_tokens: int | None
+    compaction: Strategy | None
+    compaction_threshold: float
+    summarizer: Model | None
+    timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
+    _model: Model
+    _context_window: int | None
+
+    def _init_thread(self, delivery: Delivery) -> None:
+        """The state of one thread, empty: its system prompt compiled from the blocks."""
+        state = self.state = ThreadState(transcript=[], steering=SteeringQueue(delivery),
+                                         context=ContextBuilder(self.context_window))
+        self.memory = self._memory(state)
+        self.storage = self._storage(state)
+        state.transcript.append(self.memory.compile())
+
+    def _memory(self, state: ThreadState) -> ThreadMemory:
+        return ThreadMemory(self, state)
+
+    def _storage(self, state: ThreadState) -> ThreadStorage:
+        return ThreadStorage(self, state, self.memory)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -63,13 +97,67 @@ class AgentRuns(AgentThreads):
         self._model = resolve_model(model, **self._model_options)
 
     @property
+    def context_window(self) -> int:
+        return self._context_window or self._model.context_window
+
+    @context_window.setter
+    def context_window(self, window: int | None) -> None:
+        """A limit of the agent's own (None: the model's window)."""
+        self._context_window = window
+
+    @property
+    def output_reserve(self) -> int:
+        """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
+        window, else the model's output limit up to an eighth of it (a 3,000-token window
+        keeps 375, not 4,096)."""
+        return output_reserve(self.context_window, self.max_tokens, self._model)
+
+    def check_window(self, window: int | None = None) -> None:
+        """Refuse a context window (the agent's, or ``window``) that cannot hold the system
+        prompt, the tool definitions and the answer's reserve (``SystemPromptTooLarge``,
+        naming the three)."""
+        self.memory.check_window(window)
+
+    async def recompile(self, *, dry_run: bool = False) -> str:
+        """The system prompt compiled now, from the instructions, the tool rules and the blocks
+        as the store holds them (edits made through it are read first); unless ``dry_run`` it
+        becomes the agent's first message, stored with the next step or ``save()``."""
+        return await self.memory.recompile(dry_run=dry_run)
+
+    def recall_messages(self) -> list[Message]:
+        """Every message of an agent without a store: evicted ones, then those in context."""
+        return self.memory.recall_messages()
+
+    def context_overview(self) -> ContextWindowOverview:
+        """How the context window is used, as Letta reports it."""
+        return self.memory.overview()
+
+    def context_view(self) -> str:
+        """The assembled context, message by message with token counts (for debugging)."""
+        return self.memory.view()
+
+    @property
+    def pending_approval(self) -> PendingApproval | None:
+        """The step paused for approval of some of its tool calls (``run(approvals=...)``)."""
+        return self.state.pending_approval
+
+    @pending_approval.setter
+    def pending_approval(self, pending: PendingApproval | None) -> None:
+        self.state.pending_approval = pending
+
+    @property
+    def last_result(self) -> RunResult | None:
+        """How the last run of this thread ended."""
+        return self.state.last_result
+
+    @property
     def messages(self) -> list[Message]:
         """The in-context transcript, system prompt first."""
-        return list(self._transcript)
+        return list(self.state.transcript)
 
     @property
     def store(self) -> SqlStore | None:
-        return self._persist.store if self._persist is not None else None
+        return self.state.persist.store if self.state.persist is not None else None
 
     # -- running -------------------------------------------------------------------------
 
@@ -136,23 +224,24 @@ class AgentRuns(AgentThreads):
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
         run_model = resolve_model(model, **self._model_options) if model is not None else None
-        options.check_fits(new_input, system=self._transcript[0], tools=self._tool_specs(),
+        options.check_fits(new_input, system=self.state.transcript[0],
+                           tools=self.memory.tool_specs(),
                            window=self.context_window, reserve=self.output_reserve,
                            model=(run_model or self._model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         typed = options.typed_output(output_type or self.output_type, self.output_retries)
         async with self._turn():  # runs of one thread queue here, across processes too
-            if self._stale:
-                await self._reload()  # raises while the store cannot be read
+            if self.state.stale:
+                await self.storage.reload()  # raises while the store cannot be read
             resume = self._take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield Running.ended(resume)
                 return
-            self._refresh_system()
-            persist = self._persist
+            self.memory.refresh()
+            persist = self.state.persist
             run_id = persist.start_run() if persist is not None else new_id("run")
-            scope = self._scope = CancelScope()
+            scope = self.state.scope = CancelScope()
             running: Running | None = None
             try:
                 config = self._loop_config(resume)
@@ -172,14 +261,14 @@ class AgentRuns(AgentThreads):
                 config.on_end = ended
                 if typed is not None:
                     typed.apply(config)
-                running = Running(run_loop(self._transcript, new_input, config, run_id=run_id,
+                running = Running(run_loop(self.state.transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running
             finally:
-                self._scope = None
+                self.state.scope = None
                 if persist is not None and persist.run_open:  # it ended without a RunEnd
                     try:
-                        await shielded(self._end_unfinished(persist))
+                        await shielded(self.storage.end_unfinished(persist))
                     except Exception:
                         # What stopped the run is already on its way and says more than
                         # this failure to record it.
@@ -189,16 +278,16 @@ class AgentRuns(AgentThreads):
     # -- internals -----------------------------------------------------------------------
 
     def _loop_config(self, resume: Resume | None) -> LoopConfig:
-        persist = self._persist
+        persist = self.state.persist
         return LoopConfig(
             model=self._model,
             tools=self.tools,
-            build_context=self._context.build,
+            build_context=self.state.context.build,
             continuation=self.agent_type.continuation(),
             hooks=self.hooks,
             checkpoint=self._checkpoint if persist is not None else None,
-            prepare_step=self._prepare_step if persist is not None else None,
-            record_end=self._record_end if persist is not None else None,
+            prepare_step=self.memory.prepare_step if persist is not None else None,
+            record_end=self.storage.record_end if persist is not None else None,
             max_steps=self.max_steps,
             error_threshold=self.error_threshold,
             timeout=self.timeout,
@@ -206,9 +295,9 @@ class AgentRuns(AgentThreads):
             max_tokens=self.max_tokens,
             parallel_tool_calls=self.parallel_tool_calls,
             model_settings=self.model_settings,
-            rules=self._rules_solver(resume),
-            context=self._context_manager(),
-            steering=self._steering,
+            rules=rules_solver(self.tool_rules, resume),
+            context=self.memory.context_manager(),
+            steering=self.state.steering,
             resume=resume,
             agent=self,
         )

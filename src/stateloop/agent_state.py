@@ -6,74 +6,89 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .agent_store import AgentStore
 from .approvals import PendingApproval
-from .cancellation import CancelScope
 from .eager import shielded
 from .errors import AgentBusyError, CheckpointError, ConfigError
 from .events import Compaction
 from .hooks import StepRecord
+from .llm.base import Model
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message
 
+if TYPE_CHECKING:
+    from .agent_memory import ThreadMemory
+    from .agent_store import ThreadStorage
+    from .agent_types import AgentType
+    from .thread_state import ThreadState
 
-class AgentState(AgentStore):
+
+class AgentState:
     """``reset``, ``save``, ``export_state``/``import_state``, ``compact``; whether a run is in
     flight."""
 
-    _scope: CancelScope | None
-    _lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None
-    _context: ContextBuilder
+    id: str
+    name: str
+    agent_type: AgentType
+    blocks: list[Block]
+    directories: str = ""  # open files and their folders (memory/directories.py)
+    recall_count: int
+    archival_count: int
+    conversation_id: str | None = None  # None: the agent's default thread
+    state: ThreadState  # this thread's own (thread_state.py)
+    memory: ThreadMemory  # its system prompt, window and blocks (agent_memory.py)
+    storage: ThreadStorage  # going on from the store, runs' ends (agent_store.py)
     busy: Literal["queue", "reject"]
-    conversation_id: str | None
+    context_window: int
+    _model: Model
 
     @property
     def running(self) -> bool:
-        return self._scope is not None
+        return self.state.scope is not None
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt and memory blocks stay)."""
         if self.running:
             raise AgentBusyError(f"agent {self.name!r} is running; cancel it before reset()")
-        self._compiled = None
-        self._transcript[:] = [self._compile_system()]
-        self.pending_approval = None
-        if self._persist is not None:  # a stored pending approval is cleared with it
-            self._persist.unsaved.append(self._transcript[0])
+        self.state.compiled = None
+        self.state.transcript[:] = [self.memory.compile()]
+        self.state.pending_approval = None
+        if self.state.persist is not None:  # a stored pending approval is cleared with it
+            self.state.persist.unsaved.append(self.state.transcript[0])
 
     async def save(self) -> None:
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
-        if self._persist is not None and not self.running:
+        if self.state.persist is not None and not self.running:
             try:
                 # The pending approval as it is now: saving must not clear a stored one.
-                self._checkpoint(StepRecord("", 0, [], pending_approval=self.pending_approval))
+                self._checkpoint(StepRecord("", 0, [],
+                                            pending_approval=self.state.pending_approval))
             except CheckpointError:
                 pass  # raised by the flush, which recovers first
-            await self._flush()
+            await self.storage.flush()
 
     def replace_message(self, message: Message) -> bool:
         """Put an edited message in place of the in-context one with its id (the caller
         stores it); the next request sends it. False when no message in context has it."""
         if self.running:
             raise AgentBusyError(f"agent {self.name!r} is running; edit messages when it ends")
-        for index, current in enumerate(self._transcript):
+        for index, current in enumerate(self.state.transcript):
             if current.id == message.id:
-                self._transcript[index] = message
+                self.state.transcript[index] = message
                 # Prepared request messages are kept by position: start them again.
-                self._context = ContextBuilder(self.context_window)
+                self.state.context = ContextBuilder(self.context_window)
                 return True
         return False
 
     def export_state(self) -> dict[str, Any]:
         """The conversation as JSON-able data: transcript and any pending approval."""
         return {
-            "messages": [m.to_dict() for m in self._transcript],
-            "pending_approval": (self.pending_approval.to_dict()
-                                 if self.pending_approval else None),
+            "messages": [m.to_dict() for m in self.state.transcript],
+            "pending_approval": (self.state.pending_approval.to_dict()
+                                 if self.state.pending_approval else None),
             "blocks": [{"label": b.label, "value": b.value, "description": b.description,
                         "limit": b.limit, "read_only": b.read_only, "id": b.id}
                        for b in self.blocks],
@@ -88,28 +103,29 @@ class AgentState(AgentStore):
             raise ConfigError("state.messages must start with the system message")
         self.blocks = [Block(**b) for b in state.get("blocks", [])]
         pending = state.get("pending_approval")
-        self.pending_approval = PendingApproval.from_dict(pending) if pending else None
-        self._transcript[:] = messages
-        self._compiled = self._compile_key()
+        self.state.pending_approval = PendingApproval.from_dict(pending) if pending else None
+        self.state.transcript[:] = messages
+        self.state.compiled = self.memory.compile_key()
 
     async def compact(self, *, everything: bool = False) -> Compaction | None:
         """Compact now (waiting for a run in flight): the oldest turns, or with
         ``everything`` all of them, leave for a summary; None when nothing can be evicted."""
         async with self._turn():
-            if self._stale:
-                await self._reload()
-            manager = self._context_manager() or self._new_context_manager("sliding_window")
-            result = await manager.compact(self._transcript, self._tool_specs(),
+            if self.state.stale:
+                await self.storage.reload()
+            manager = (self.memory.context_manager()
+                       or self.memory.new_context_manager("sliding_window"))
+            result = await manager.compact(self.state.transcript, self.memory.tool_specs(),
                                            everything=everything)
             if result is None:
                 return None
-            if self._persist is not None:
+            if self.state.persist is not None:
                 try:
                     self._checkpoint(StepRecord("", 0, [result.summary],
-                                                pending_approval=self.pending_approval))
+                                                pending_approval=self.state.pending_approval))
                 except CheckpointError:
                     pass  # raised by the flush, which recovers first
-                await self._flush()
+                await self.storage.flush()
             return result.event
 
     @contextlib.asynccontextmanager
@@ -121,7 +137,7 @@ class AgentState(AgentStore):
         if self.busy == "reject" and lock.locked():
             raise AgentBusyError(f"agent {self.name!r} is already running; try again when "
                                  f"its run ends")
-        fleet = self._persist.store.fleet if self._persist is not None else None
+        fleet = self.state.persist.store.fleet if self.state.persist is not None else None
         if fleet is None:
             async with lock:
                 yield
@@ -131,18 +147,18 @@ class AgentState(AgentStore):
         try:
             async with lock:
                 await fleet.wait(turn, reject=self.busy == "reject")
-                self._stale = self._stale or turn.stale
+                self.state.stale = self.state.stale or turn.stale
                 yield
         finally:
             await shielded(fleet.leave(turn))
 
     def _run_lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
-        if self._lock is None or self._lock[0] is not loop:
-            self._lock = (loop, asyncio.Lock())
-        return self._lock[1]
+        if self.state.lock is None or self.state.lock[0] is not loop:
+            self.state.lock = (loop, asyncio.Lock())
+        return self.state.lock[1]
 
     def _checkpoint(self, record: StepRecord) -> None:
         """Queue what changed (in a step, or outside a run) to be written."""
-        assert self._persist is not None
-        self._persist.checkpoint(record, self._transcript, self._model.name)
+        assert self.state.persist is not None
+        self.state.persist.checkpoint(record, self.state.transcript, self._model.name)

@@ -1,18 +1,14 @@
-"""An agent's threads: the state one conversation keeps (transcript, pending approval, run
-lock, steering, compaction), made fresh for the agent's default thread and for each
-``Conversation``; and block edits reaching every thread. Opening, forking and deleting
-conversations is ``Agent``'s (``conversation.py``)."""
+"""An agent's threads: whether the agent is idle in all of them, and block edits reaching
+every thread. Each thread's own state is a ``ThreadState`` (``thread_state.py``), made by
+``AgentRuns._init_thread``; opening, forking and deleting conversations is ``Agent``'s
+(``conversation.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .agent_control import AgentControl
 from .errors import ConfigError
-from .memory.context import ContextBuilder
-from .steering import Delivery, SteeringQueue
 
 if TYPE_CHECKING:
 
@@ -23,27 +19,9 @@ if TYPE_CHECKING:
 
 
 class AgentThreads(AgentControl):
-    """Per-thread state; whether the agent is idle in all its threads."""
+    """Whether the agent is idle in all its threads; block edits reaching each."""
 
-    conversation_id: str | None = None  # None: the agent's default thread
     _conversations: dict[str, Conversation]
-
-    def _init_thread(self, delivery: Delivery) -> None:
-        """The state of one thread, empty: its system prompt compiled from the blocks."""
-        self.pending_approval = None
-        self.last_result = None
-        self._steering = SteeringQueue(delivery)
-        self._persist = None
-        self._compiled = None
-        self._transcript = [self._compile_system()]
-        self._context = ContextBuilder(self.context_window)
-        self._lock = None
-        self._scope = None
-        self._resumed = OrderedDict()  # call id -> its resume's end
-        self._background: set[asyncio.Task[Any]] = set()
-        self._evicted = []  # out of context, kept for recall (no store)
-        self._window = None
-        self._stale = False  # a write failed and what the store holds could not be read yet
 
     def _owner(self) -> Agent:
         """The agent whose thread this is (itself, for its default thread)."""
@@ -62,11 +40,11 @@ class AgentThreads(AgentControl):
         if owner.sleeptime is not None and owner.sleeptime.busy:
             return False
         for thread in self._threads():
-            lock = thread._lock
-            steering = thread._steering
-            if (thread.running or (lock is not None and lock[1].locked()) or thread._background
+            lock = thread.state.lock
+            steering = thread.state.steering
+            if (thread.running or (lock is not None and lock[1].locked()) or thread.state.background
                     or steering.steering or steering.follow_ups
-                    or (thread._persist is not None and not thread._persist.settled())
+                    or (thread.state.persist is not None and not thread.state.persist.settled())
                     # a timer answers it on this object (AgentControl._after_run)
                     or (thread.pending_approval is not None
                         and thread.approval_timeout is not None)):
@@ -77,13 +55,13 @@ class AgentThreads(AgentControl):
         """A block changed: recompile the system prompt now, so the next step sees it (in
         every thread of the agent that shares it). A value holding a lone surrogate is
         refused (``ValueError``)."""
-        super().memory_changed(block)
+        self.memory.block_changed(block)
         for thread in self._threads():
             if thread is not self:
-                thread._refresh_system()
+                thread.memory.refresh()
 
     def _history(self, up_to: str | None) -> list[Message]:
-        messages = self._transcript[1:]
+        messages = self.state.transcript[1:]
         if up_to is None:
             return messages
         ids = [message.id for message in messages]

@@ -13,7 +13,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .agent_memory import MemorySettings, ThreadMemory
 from .agent_runs import AgentRuns
+from .agent_store import StoredSettings, ThreadStorage
 from .approvals import PendingApproval
 from .errors import ConfigError
 from .llm.tokens import message_tokens
@@ -25,6 +27,7 @@ from .store.records import ConversationRecord, new_record_id
 if TYPE_CHECKING:
     from .agent import Agent
     from .llm.base import Model
+    from .thread_state import ThreadState
 
 
 class Conversation(AgentRuns):
@@ -43,7 +46,7 @@ class Conversation(AgentRuns):
         self._own_model = model
         if model is not None:
             self.model = model
-        self._init_thread(agent._steering.delivery)
+        self._init_thread(agent.state.steering.delivery)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_agent":  # not set yet
@@ -67,6 +70,12 @@ class Conversation(AgentRuns):
 
     def _owner(self) -> Agent:
         return self._agent
+
+    def _memory(self, state: ThreadState) -> ThreadMemory:
+        return ConversationMemory(self, state, self._agent, self._isolated)
+
+    def _storage(self, state: ThreadState) -> ThreadStorage:
+        return ConversationStorage(self, state, self.memory, self.key)
 
     def fork(self, up_to: str | None = None, *, summary: str | None = None) -> Conversation:
         """A new conversation of the agent that starts from copies of this one's in-context
@@ -93,9 +102,9 @@ class Conversation(AgentRuns):
         isolated = [dataclasses.replace(known[label], id=new_id("block")) for label in labels]
         conversation = cls(agent, conversation_id or new_record_id("conv"), summary=summary,
                            isolated=isolated, model=model)
-        conversation._transcript.extend(dataclasses.replace(m, id=new_id("message"))
+        conversation.state.transcript.extend(dataclasses.replace(m, id=new_id("message"))
                                         for m in history)
-        conversation._repair(None)  # a fork cut inside a step: its open calls are answered
+        conversation.storage.repair(None)  # a fork cut inside a step: its open calls are answered
         return conversation
 
     @classmethod
@@ -106,9 +115,9 @@ class Conversation(AgentRuns):
         """``new``, then stored (with its isolated blocks) when the agent is."""
         conversation = cls.new(agent, summary=summary, model=model, history=history,
                                isolated_block_labels=isolated_block_labels)
-        persist = agent._persist
+        persist = agent.state.persist
         if persist is not None:
-            transcript = conversation._transcript
+            transcript = conversation.state.transcript
             for message in transcript:
                 message_tokens(message, conversation._model.name)
             record = ConversationRecord(
@@ -117,7 +126,7 @@ class Conversation(AgentRuns):
             await persist.store.create_conversation(
                 record, [block_record(b) for b in conversation._isolated.values()],
                 transcript)
-            conversation._persist = Persistence(persist.store, agent.id, conversation.key,
+            conversation.state.persist = Persistence(persist.store, agent.id, conversation.key,
                                                 list(transcript))
         agent._conversations[conversation.key] = conversation
         return conversation
@@ -125,8 +134,8 @@ class Conversation(AgentRuns):
     @classmethod
     async def open_stored(cls, agent: Agent, conversation_id: str) -> Conversation:
         """A stored conversation of ``agent``, as the store holds it."""
-        assert agent._persist is not None
-        store = agent._persist.store
+        assert agent.state.persist is not None
+        store = agent.state.persist.store
         record = await store.get_conversation(conversation_id)
         if record.agent_id != agent.id:
             raise ConfigError(f"conversation {conversation_id!r} is not agent "
@@ -135,36 +144,57 @@ class Conversation(AgentRuns):
                     for i in record.isolated_block_ids]
         conversation = cls(agent, record.id, summary=record.summary, isolated=isolated,
                            model=record.model)
-        conversation._persist = Persistence(store, agent.id, record.id)
-        await conversation._use_stored(*await _stored(conversation, record))
+        conversation.state.persist = Persistence(store, agent.id, record.id)
+        await conversation.storage.use_stored(*await _stored(conversation.state.persist,
+                                                              record))
         agent._conversations[record.id] = conversation
         return conversation
 
-    async def _reload(self) -> None:
+
+
+class ConversationStorage(ThreadStorage):
+    """A conversation's storage: it goes back to its own record after a failed write."""
+
+    def __init__(self, thread: StoredSettings, state: ThreadState, memory: ThreadMemory,
+                 key: str) -> None:
+        super().__init__(thread, state, memory)
+        self.key = key
+
+    async def reload(self) -> None:
         """Go back to what the store holds (after a write failed)."""
-        persist = self._persist
+        persist = self.state.persist
         assert persist is not None
         record = await persist.store.get_conversation(self.key)
-        await self._sync_blocks()
-        await self._use_stored(*await _stored(self, record))
-        self._stale = False
+        await self.memory.sync_blocks()
+        await self.use_stored(*await _stored(persist, record))
+        self.state.stale = False
 
-    async def _sync_blocks(self) -> None:
-        persist = self._persist
+
+class ConversationMemory(ThreadMemory):
+    """A conversation's memory: the agent's shared blocks and its own isolated ones, each
+    kept in step with the store."""
+
+    def __init__(self, settings: MemorySettings, state: ThreadState, agent: Agent,
+                 isolated: dict[str, Block]) -> None:
+        super().__init__(settings, state)
+        self.agent = agent
+        self.isolated = isolated
+
+    async def sync_blocks(self) -> None:
+        persist = self.state.persist
         assert persist is not None
-        await persist.sync_blocks(self._agent.blocks)
-        for label, block in self._isolated.items():
+        await persist.sync_blocks(self.agent.blocks)
+        for label, block in self.isolated.items():
             stored = await persist.store.get_block(block.id)
             if stored.value != block.value:
                 block.value = stored.value
-            self._isolated[label] = block
-        self._refresh_system()
+            self.isolated[label] = block
+        self.refresh()
 
 
-async def _stored(conversation: Conversation, record: ConversationRecord
+async def _stored(persist: Persistence, record: ConversationRecord
                   ) -> tuple[list[Message], PendingApproval | None]:
-    assert conversation._persist is not None
-    messages = await conversation._persist.store.get_messages(record.in_context_message_ids)
+    messages = await persist.store.get_messages(record.in_context_message_ids)
     pending = (PendingApproval.from_dict(record.pending_approval)
                if record.pending_approval else None)
     return messages, pending
@@ -184,7 +214,7 @@ def fork(thread: Agent | Conversation, up_to: str | None, *,
     """A new conversation of ``thread``'s agent that starts from copies of ``thread``'s
     in-context messages through ``up_to``, with its isolated blocks and model."""
     agent = thread._owner()
-    if agent._persist is None:
+    if agent.state.persist is None:
         return in_memory(agent, summary, list(getattr(thread, "_isolated", {})),
                          getattr(thread, "_own_model", None), thread._history(up_to))
     return run_blocking(lambda: afork(thread, up_to, summary=summary))
