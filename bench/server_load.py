@@ -70,6 +70,20 @@ def wait_healthy(url: str) -> None:
     raise RuntimeError(f"the server at {url} did not start")
 
 
+def serve(db_url: str, fake_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``stateloop serve`` on ``db_url`` with the fake as its model, answering: the process and
+    its URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "STATELOOP_DATABASE_URL": db_url,
+             "STATELOOP_MODEL_BASE_URL": fake_url, "STATELOOP_MODEL_API_KEY": "test"})
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url)
+    return server, url
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -168,7 +182,7 @@ def report(label: str, times: list[float], elapsed: float, base_p50: float,
 
 async def main(agents: int, rounds: int, model_latency: float) -> None:
     fake = spawn(FAKE, str(model_latency), read_first_line=True)
-    server: subprocess.Popen[str] | None = None
+    server: subprocess.Popen[bytes] | None = None
     try:
         assert fake.stdout is not None
         fake_url = fake.stdout.readline().strip()
@@ -178,14 +192,7 @@ async def main(agents: int, rounds: int, model_latency: float) -> None:
               f"p99 {percentile(base, 0.99) * 1000:7.1f} ms   "
               f"(simulated model latency {model_latency * 1000:.0f} ms)")
         db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "STATELOOP_DATABASE_URL": db_url,
-                 "STATELOOP_MODEL_BASE_URL": fake_url, "STATELOOP_MODEL_API_KEY": "test"})
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url)
+        server, url = serve(db_url, fake_url)
         await load(url, db_url, agents, rounds, base_p50, server.pid)
     finally:
         for process in (server, fake):

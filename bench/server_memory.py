@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from server_load import FAKE, free_port, message_all, rss_mb, spawn, wait_healthy
+from server_load import FAKE, message_all, rss_mb, serve, spawn
 from stateloop.store import open_store
 
 # Shared objects whose presence in the process's maps says the library was imported.
@@ -60,21 +59,14 @@ async def main(agents: int, bound: float | None, new_database: bool) -> int:
     wall, cpu = import_time()
     print(f"import stateloop: {wall:.0f} ms, {cpu:.0f} ms of CPU (medians of 5 interpreters)")
     fake = spawn(FAKE, "0", read_first_line=True)
-    server: subprocess.Popen[str] | None = None
+    server: subprocess.Popen[bytes] | None = None
     try:
         assert fake.stdout is not None
         fake_url = fake.stdout.readline().strip()
         db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
         if not new_database:
             await (await open_store(db_url)).close()
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "STATELOOP_DATABASE_URL": db_url,
-                 "STATELOOP_MODEL_BASE_URL": fake_url, "STATELOOP_MODEL_API_KEY": "test"})
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url)
+        server, url = serve(db_url, fake_url)
         time.sleep(0.5)
         idle = rss_mb(server.pid)
         print(f"idle:                 {idle:6.1f} MB  libraries: "
