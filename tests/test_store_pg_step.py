@@ -88,7 +88,8 @@ async def test_each_further_step_costs_one_round_trip_and_no_read(
     agent = Agent(model=ScriptedModel([]), tools=[add], system="You add.", store=url,
                   name="adder", blocks=[Block(label="human", value="likes sums")],
                   max_steps=40)
-    store = agent._persist.store  # type: ignore[union-attr]
+    assert agent.store is not None
+    store = agent.store
     # What a step's commit read stays fresh for a second: a busy machine may take more than
     # the default's milliseconds from a commit to the next step.
     monkeypatch.setattr("stateloop.persistence.CROSS_PROCESS_LAG", 1.0)
