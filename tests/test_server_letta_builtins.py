@@ -1,19 +1,14 @@
 """Letta's built-in tools (web_search, fetch_webpage, run_code, run_code_with_tools) through
-the server with letta-client: listed and created as Letta's, attached by name and called by a
-scripted model. Search services and web pages are fakes on loopback; run_code runs in the
-real bubblewrap sandbox. Nothing here reaches beyond this machine."""
+the server with letta-client: listed and created as Letta's, attached by name, and the web
+tools called by a scripted model (run_code's calls: test_server_run_code.py). Search services
+and web pages are fakes on loopback. Nothing here reaches beyond this machine."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,82 +16,14 @@ import pytest
 from letta_client import Letta
 
 from af_support import minimal_file
+from builtins_support import Site, call_tool, html_answer, json_answer, redirect_to
 from stateloop import addresses
 from stateloop.testing.scripted import call, reply
-from stateloop.tools.worker import CHILD_SCRIPT
 from test_server_support import Script, new_agent
 
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+pytest_plugins = ["test_server_support", "builtins_support"]  # fake, server, client, script, site
 
 BUILTINS = {"web_search", "fetch_webpage", "run_code", "run_code_with_tools"}
-
-
-class Site:
-    """A threaded HTTP server on a loopback address; ``routes`` maps a path to a function of
-    the request giving (status, headers, body); every request is recorded."""
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes]]]
-        self.routes = {}
-        self.requests: list[dict[str, Any]] = []
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                path, _, query = self.path.partition("?")
-                request = {"method": self.command, "path": path, "query": query,
-                           "headers": {k.lower(): v for k, v in self.headers.items()},
-                           "body": self.rfile.read(length) if length else b""}
-                site.requests.append(request)
-                route = site.routes.get(path)
-                status, headers, body = route(request) if route else (404, {}, b"no")
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client stopped reading (a size cap)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{host}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Site:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def json_answer(payload: Any) -> Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes]]:
-    return lambda request: (200, {"content-type": "application/json"},
-                            json.dumps(payload).encode())
-
-
-def html_answer(html: str) -> Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes]]:
-    return lambda request: (200, {"content-type": "text/html; charset=utf-8"}, html.encode())
-
-
-def redirect_to(url: str) -> Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes]]:
-    return lambda request: (302, {"location": url}, b"")
-
-
-@pytest.fixture
-def site() -> Iterator[Site]:
-    with Site() as running:
-        yield running
 
 
 @pytest.fixture(autouse=True)
@@ -109,17 +36,6 @@ def no_web_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def call_tool(client: Letta, script: Script, tool: str, **arguments: Any) -> Any:
-    """The tool_return_message of one call of ``tool`` by the scripted model, through the
-    server; the model is shown the same text in its next request."""
-    agent = new_agent(client, tools=[tool])
-    script.set(call(tool, **arguments), reply("done"))
-    response = client.agents.messages.create(agent.id, input="go")
-    returns = [m for m in response.messages if m.message_type == "tool_return_message"]
-    assert len(returns) == 1, response.messages
-    seen = [m for m in script.requests[-1].messages if m.role == "tool"]
-    assert seen and seen[-1].text == returns[0].tool_return
-    return returns[0]
 
 
 # -- listing, creating, attaching ------------------------------------------------------------
@@ -394,131 +310,3 @@ def test_fetch_webpage_refuses_other_schemes(client: Letta, script: Script) -> N
     returned = call_tool(client, script, "fetch_webpage", url="file:///etc/passwd")
     assert returned.status == "error"
     assert "Only 'http' and 'https' URLs are supported" in returned.tool_return
-
-
-# -- run_code --------------------------------------------------------------------------------
-
-def test_run_code_python_reports_as_lettas_interpreter(client: Letta, script: Script) -> None:
-    code = "import sys\nprint('hello')\nprint('careful', file=sys.stderr)\nsum(range(10))"
-    returned = call_tool(client, script, "run_code", code=code, language="python")
-    assert returned.status == "success"
-    assert json.loads(returned.tool_return) == {
-        "results": ["45"], "logs": {"stdout": ["hello\n"], "stderr": ["careful\n"]}}
-
-
-def test_run_code_python_error_names_the_exception(client: Letta, script: Script) -> None:
-    returned = call_tool(client, script, "run_code", code="x = 1\nx / 0", language="python")
-    report = json.loads(returned.tool_return)
-    assert report["error"]["name"] == "ZeroDivisionError"
-    assert "division by zero" in report["error"]["value"]
-    assert "ZeroDivisionError" in report["logs"]["stderr"][0]
-
-
-@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
-def test_run_code_javascript(client: Letta, script: Script) -> None:
-    returned = call_tool(client, script, "run_code",
-                         code="console.log([1, 2, 3].map(x => x * 2).join(','))",
-                         language="js")
-    assert json.loads(returned.tool_return) == {
-        "results": [], "logs": {"stdout": ["2,4,6\n"], "stderr": []}}
-
-
-@pytest.mark.parametrize(("language", "runtimes", "named"), [
-    ("ts", ("tsx", "ts-node", "deno", "bun"), "TypeScript runtime"),
-    ("r", ("Rscript",), "R (Rscript)"),
-])
-def test_run_code_names_a_missing_runtime(client: Letta, script: Script, language: str,
-                                          runtimes: tuple[str, ...], named: str) -> None:
-    if any(shutil.which(runtime) for runtime in runtimes):
-        pytest.skip(f"{named} is installed here")
-    returned = call_tool(client, script, "run_code", code="1", language=language)
-    assert returned.status == "error"
-    assert f"cannot run '{language}' code: " in returned.tool_return
-    assert named in returned.tool_return and "not installed" in returned.tool_return
-
-
-def test_run_code_has_no_network(client: Letta, script: Script, site: Site) -> None:
-    site.routes["/x"] = html_answer("reached")
-    code = ("import urllib.request\n"
-            f"urllib.request.urlopen({site.url + '/x'!r}, timeout=5).read()")
-    returned = call_tool(client, script, "run_code", code=code, language="python")
-    report = json.loads(returned.tool_return)
-    assert report["error"]["name"] == "URLError"
-    assert site.requests == []
-
-
-def test_run_code_sees_no_server_file_or_variable(client: Letta, script: Script,
-                                                 tmp_path: Any,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = tmp_path / "secret.txt"
-    secret.write_text("s3cret")
-    monkeypatch.setenv("STATELOOP_TEST_SECRET", "s3cret")  # the server's process has it
-    code = f"import os\nprint(sorted(os.environ))\nopen({str(secret)!r}).read()"
-    returned = call_tool(client, script, "run_code", code=code, language="python")
-    report = json.loads(returned.tool_return)
-    assert "STATELOOP_TEST_SECRET" not in report["logs"]["stdout"][0]
-    assert report["error"]["name"] == "FileNotFoundError"
-    assert "s3cret" not in returned.tool_return
-
-
-def test_run_code_stops_a_program_at_its_time_limit(client: Letta, script: Script) -> None:
-    start = time.monotonic()
-    returned = call_tool(client, script, "run_code", code="print('started')\nwhile True: pass",
-                         language="python")
-    assert time.monotonic() - start < 30  # the test server's tool timeout is 6 s
-    report = json.loads(returned.tool_return)
-    assert report["error"]["name"] == "TimeoutError"
-    assert "stopped" in report["error"]["value"]
-
-
-def _my_workers() -> set[int]:
-    """The sandbox zygotes descending from this test process."""
-    parents: dict[int, int] = {}
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
-        if CHILD_SCRIPT.encode() in cmdline:
-            found.add(int(entry.name))
-    mine = set()
-    for pid in found:
-        ancestor = pid
-        while ancestor > 1 and ancestor != os.getpid():
-            ancestor = parents.get(ancestor, 0)
-        if ancestor == os.getpid():
-            mine.add(pid)
-    return mine
-
-
-def test_run_code_workers_stay_warm_and_stop_when_their_agent_is_deleted(
-        client: Letta, script: Script) -> None:
-    before = _my_workers()
-    agent = new_agent(client, tools=["run_code"])
-    seen = []
-    for value in (1, 2):
-        script.set(call("run_code", code=f"{value} * 10", language="python"), reply("done"))
-        response = client.agents.messages.create(agent.id, input="go")
-        returned = next(m for m in response.messages
-                        if m.message_type == "tool_return_message")
-        assert json.loads(returned.tool_return)["results"] == [str(value * 10)]
-        seen.append(_my_workers() - before)
-    assert seen[0] and seen[0] & seen[1]  # the second call ran in the first one's sandbox
-    warm = seen[1]
-    client.agents.delete(agent.id)
-    deadline = time.monotonic() + 60
-    while _my_workers() & warm and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _my_workers() & warm
-
-
-def test_run_code_with_tools_is_refused_with_the_reason(client: Letta, script: Script) -> None:
-    returned = call_tool(client, script, "run_code_with_tools", code="print(1)")
-    assert returned.status == "error"
-    assert "run_code_with_tools is not available on this server" in returned.tool_return
-    assert "run_code" in returned.tool_return
