@@ -13,7 +13,7 @@ from sqlalchemy import create_engine
 from stateloop.messages import Usage, user
 from stateloop.store import AgentRecord, StepRecord, open_store, pgvector
 from stateloop.store.migrate import HEAD, known_revisions, upgrade
-from stateloop.store.records import APPEND
+from stateloop.store.records import APPEND, ToolRecord
 from stateloop.store.schema import metadata
 from stateloop.store.url import resolve_url
 
@@ -138,6 +138,25 @@ async def test_processes_opening_a_new_database_together_migrate_it_once(
     try:
         agent = await stores[0].create_agent(AgentRecord(name="shared"))
         assert (await stores[2].get_agent("shared")).id == agent.id
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_processes_starting_together_register_the_same_tools_once(
+        pg_database: Factory) -> None:
+    url = pg_database()
+    stores = await asyncio.gather(*(open_store(url) for _ in range(3)))
+    names = [f"tool_{n:02d}" for n in range(40)]
+    try:
+        # Each process writes every tool, as a server does with the built-in ones at start.
+        saved = await asyncio.gather(*(
+            store.upsert_tool(ToolRecord(name=name, description=f"from {i}"))
+            for name in names for i, store in enumerate(stores)))
+        listed = await stores[0].list_tools()
+        assert sorted(tool.name for tool in listed) == names
+        ids = {tool.name: tool.id for tool in listed}
+        assert all(tool.id == ids[tool.name] for tool in saved)  # each answered the stored id
     finally:
         for store in stores:
             await store.close()

@@ -16,8 +16,10 @@ from sqlalchemy import (
     ARRAY,
     ColumnElement,
     Connection,
+    Row,
     Select,
     String,
+    Table,
     any_,
     bindparam,
     column,
@@ -29,6 +31,7 @@ from sqlalchemy import (
     select,
     table,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 
 from stateloop.store import schema
 
@@ -98,6 +101,18 @@ class _PostgresTx:
 
 
 SQLITE_TX, POSTGRES_TX = _SqliteTx(), _PostgresTx()
+
+
+def upsert(conn: Connection, target: Table, values: dict[str, Any], key: str,
+           keep: Sequence[str]) -> Row[Any]:
+    """Insert ``values``, or update the row whose ``key`` they share, in one statement (two
+    processes writing the same key at once both succeed); ``keep``'s columns stay as the
+    row had them and are returned."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(target).values(values)
+    changed = {name: stmt.excluded[name] for name in values if name != key and name not in keep}
+    stmt = stmt.on_conflict_do_update(index_elements=[key], set_=changed)
+    return conn.execute(stmt.returning(*(target.c[name] for name in keep))).one()
 
 
 # --- full-text recall (SQLite FTS5; the table and triggers are made in migration 0001) ---

@@ -7,9 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, delete, func, or_, select, update
 
 from stateloop.store import rows, schema
+from stateloop.store.dialect import upsert
 from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.paging import keyset
 from stateloop.store.records import EVERYTHING, Page, ToolRecord
@@ -28,15 +29,9 @@ class ToolRegistryMixin:
         """Register a tool by name, replacing an earlier one of that name (its id is kept)."""
 
         def txn(conn: Connection) -> ToolRecord:
-            old = conn.execute(select(t.c.id, t.c.created_at).where(t.c.name == tool.name)).first()
-            if old is None:
-                conn.execute(insert(t), rows.tool_values(tool))
-                return tool
-            new = dataclasses.replace(tool, id=old.id, created_at=old.created_at,
-                                      updated_at=time.time())
-            values = rows.tool_values(new)
-            conn.execute(update(t).where(t.c.id == old.id).values(**values))
-            return new
+            new = dataclasses.replace(tool, updated_at=time.time())
+            kept = upsert(conn, t, rows.tool_values(new), "name", ("id", "created_at"))
+            return dataclasses.replace(new, id=kept.id, created_at=kept.created_at)
 
         return await self._runner.write(txn)
 
