@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
-from stateloop.store.block_changes import BlockChangesMixin, agent_blocks, block_records
+from stateloop.store.block_changes import BlockChangesMixin, block_records
 from stateloop.store.catalog import CatalogMixin, agents_where, identities_linked
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.conversations import ConversationsMixin
@@ -277,12 +277,15 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
                           identity_id: str | None = None,
                           identifier_keys: Sequence[str] | None = None,
                           page: Page = EVERYTHING) -> list[BlockRecord]:
-        """An agent's blocks in attach order; or the blocks on ``page`` (default: all,
-        oldest first) with this label, linked to this identity and/or to an identity with
-        one of these keys, read in SQL."""
+        """The blocks on ``page`` (default: all, oldest first): an agent's, in attach order;
+        or those with this label, linked to this identity and/or to an identity with one of
+        these keys; read in SQL."""
         if agent_id is not None:
-            return await self._runner.read(
-                lambda conn: block_records(conn, agent_blocks(agent_id)))
+            mine = (ba.c.agent_id == agent_id,)
+            attached = select(b).join(ba, ba.c.block_id == b.c.id).where(*mine)
+            return await self._runner.read(lambda conn: block_records(conn, keyset(
+                conn, attached, ba, page, key=(ba.c.position, ba.c.block_id),
+                ident=ba.c.block_id, scope=mine)))
         stmt = select(b)
         if label is not None:
             stmt = stmt.where(b.c.label == label)

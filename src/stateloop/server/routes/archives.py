@@ -29,7 +29,7 @@ from ..models.archives import (
 )
 from ..models.requests import errors
 from ..models.responses import AgentState, Passage, iso
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.agent_fields import embedding_config
 from ..services.runtime import Runtime
 from ..services.views import passage_view
@@ -122,8 +122,8 @@ async def list_agents_for_archive(
         include: Annotated[list[str] | None, Query()] = None) -> list[dict[str, Any]]:
     """The agents attached to an archive (``include`` is accepted: every relationship is
     always included)."""
-    ids = await runtime.store.archive_agent_ids(archive_id)
-    chosen = page(ids, key=lambda i: i, after=after, before=before, limit=limit, order=order)
+    chosen = await runtime.store.archive_agent_ids(
+        archive_id, Page(after=after, before=before, limit=limit, order=order))
     return [await agent_state(runtime, await agent_record(runtime, i)) for i in chosen]
 
 
