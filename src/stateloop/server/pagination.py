@@ -7,9 +7,11 @@ from typing import Annotated, Literal
 
 from fastapi import Query
 
-from .models.requests import INT64_MAX
-
 Order = Literal["asc", "desc"]
 
-# A page size: the store passes it to SQL, whose integers are 64-bit.
-Limit = Annotated[int | None, Query(ge=1, le=INT64_MAX)]
+# The most rows one page holds: a larger ``limit`` is refused (422, naming the bound), so
+# no request reads a whole table. Letta documents no maximum on most lists.
+MAX_PAGE = 10_000
+Limit = Annotated[int | None, Query(ge=1, le=MAX_PAGE)]
+# Runs: Letta's own bound on ``GET /v1/runs``.
+RunsLimit = Annotated[int | None, Query(ge=1, le=1_000)]

@@ -193,7 +193,7 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
                           match_all_tags: bool = False, limit: int | None = None,
                           query_text: str | None = None, identity_id: str | None = None,
                           identifier_keys: Sequence[str] | None = None,
-                          block_id: str | None = None,
+                          block_id: str | None = None, archive_id: str | None = None,
                           page: Page = EVERYTHING) -> list[AgentRecord]:
         """Agents on ``page`` (default: all, oldest first; ``limit`` caps it), filtered as
         ``agents_where`` says, read in SQL: a page reads its own rows only."""
@@ -201,7 +201,8 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
             page = dataclasses.replace(page, limit=limit)
         stmt = agents_where(select(a), name=name, tags=tags, match_all_tags=match_all_tags,
                             query_text=query_text, identity_id=identity_id,
-                            identifier_keys=identifier_keys, block_id=block_id)
+                            identifier_keys=identifier_keys, block_id=block_id,
+                            archive_id=archive_id)
 
         return await self._runner.read(
             lambda conn: _agents_from_rows(conn, conn.execute(keyset(conn, stmt, a, page)).all()))

@@ -12,7 +12,7 @@ from ...store import Page
 from ..deps import RuntimeDep
 from ..models.requests import RetrieveStreamRequest, errors, streamed
 from ..models.responses import Run, Step, UsageStatistics
-from ..pagination import Limit, Order
+from ..pagination import Limit, Order, RunsLimit
 from ..services.messages import Frame, history_frames
 from ..services.run_frames import follow_stored, stored_end
 from ..services.views import run_view, step_view, usage_view
@@ -25,7 +25,7 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     agent_ids: Annotated[list[str] | None, Query()] = None,
                     statuses: Annotated[list[str] | None, Query()] = None,
                     active: bool = False, after: str | None = None, before: str | None = None,
-                    limit: Limit = 100,
+                    limit: RunsLimit = 100,
                     order: Order = "desc") -> list[dict[str, Any]]:
     """Runs, newest first by default; filter by agent(s) and status."""
     ids = ([agent_id] if agent_id else []) + list(agent_ids or [])
