@@ -31,7 +31,7 @@ from ..models.requests import errors
 from ..models.responses import AgentState, Passage, iso
 from ..pagination import Limit, Order
 from ..services.agent_fields import embedding_config
-from ..services.relationships import EVERY, Relationships
+from ..services.relationships import EVERY, Included
 from ..services.runtime import Runtime
 from ..services.views import passage_view
 from .agents import agent_record, agent_states
@@ -120,7 +120,7 @@ async def delete_archive(archive_id: str, runtime: RuntimeDep) -> Response:
 async def list_agents_for_archive(
         archive_id: str, runtime: RuntimeDep, before: str | None = None,
         after: str | None = None, limit: Limit = 50, order: Order = "desc",
-        relationships: Relationships = EVERY) -> list[dict[str, Any]]:
+        relationships: Included = EVERY) -> list[dict[str, Any]]:
     """The agents attached to an archive, newest first by default (as Letta orders them: by
     their creation), with the relationships asked for (``include``)."""
     await runtime.store.get_archive(archive_id)  # 404 for an archive that is not there

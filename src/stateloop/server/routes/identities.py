@@ -18,7 +18,7 @@ from ..models.requests import IdentityCreate, IdentityProperty, IdentityType, Id
 from ..models.requests import IdentityUpsert as IdentityUpsertBody
 from ..models.responses import AgentState, Block, Identity
 from ..pagination import Limit, Order
-from ..services.relationships import EVERY, Relationships
+from ..services.relationships import EVERY, Included
 from ..services.views import block_view, identity_view
 from .agents import agent_record, agent_states
 
@@ -114,7 +114,7 @@ async def list_agents_for_identity(identity_id: str, runtime: RuntimeDep,
                                    before: str | None = None, after: str | None = None,
                                    limit: Limit = 50, order: Order = "desc",
                                    order_by: OrderBy = "created_at",
-                                   relationships: Relationships = EVERY,
+                                   relationships: Included = EVERY,
                                    ) -> list[dict[str, Any]]:
     """The identity's agents, newest first unless ``order=asc``, with the relationships
     asked for (``include``)."""

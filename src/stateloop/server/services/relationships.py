@@ -56,5 +56,14 @@ def wanted(request: Request,
     return frozenset(named | set(include or ()))
 
 
+def included(request: Request,
+             include: Annotated[list[AgentRelationship] | None, Query(
+                 description="Relationships to include: none by default for a 1.x SDK")] = None,
+             ) -> frozenset[str]:
+    """``wanted``, for the routes where Letta takes ``include`` only."""
+    return wanted(request, include)
+
+
 # A route's parameter: the relationships of an AgentState its request asks for.
 Relationships = Annotated[frozenset[str], Depends(wanted)]
+Included = Annotated[frozenset[str], Depends(included)]
