@@ -4,8 +4,8 @@ This module owns making an agent (``Agent(...)``, ``load``), its settings, and i
 ``run``, ``stream``, ``run_sync``, the queue of runs and the ``LoopConfig`` each is given.
 A thread's own state is ``thread_state.ThreadState`` (``agent.state``); its memory and
 storage are collaborators (``agent_memory.ThreadMemory``, ``agent_store.ThreadStorage``).
-The rest comes from its bases: ``agent_threads`` (idle, block edits), ``agent_control``
-(steering, cancel, approvals), ``agent_state`` (reset, export, save, compact).
+The rest of a thread's face is ``agent_runs.AgentRuns``, which delegates to the thread's
+collaborators (steering and approvals, state outside a run, the run lock).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class Agent(AgentRuns):
         self.recall_count = 0  # messages stored so far, in context or not
         self.archival_count = 0
         self._archival: ArchivalMemory | None = None
-        self._conversations = {}  # id -> the conversation, once opened
+        self._conversations: dict[str, Conversation] = {}  # id -> one opened here
         self._init_thread(steering_delivery)  # the default thread's state (thread_state.py)
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
         self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
@@ -218,6 +218,19 @@ class Agent(AgentRuns):
         await agent.storage.use_stored(messages, pending)
         agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
+
+    # -- threads -------------------------------------------------------------------------
+
+    @property
+    def agent(self) -> Agent:
+        """The agent whose thread this is: itself (a ``Conversation``'s is its agent)."""
+        return self
+
+    @property
+    def threads(self) -> list[Thread]:
+        """The agent's live threads: its own first, then each conversation opened in this
+        process."""
+        return [self, *self._conversations.values()]
 
     # -- conversations -------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .agent_memory import MemorySettings, ThreadMemory
 from .agent_runs import AgentRuns
 from .agent_store import StoredSettings, ThreadStorage
+from .agent_threads import history
 from .approvals import PendingApproval
 from .errors import ConfigError
 from .llm.tokens import message_tokens
@@ -67,9 +68,6 @@ class Conversation(AgentRuns):
         for block in blocks:  # shared ones are the agent's to set
             if block.label in self._isolated:
                 self._isolated[block.label] = block
-
-    def _owner(self) -> Agent:
-        return self._agent
 
     def _memory(self, state: ThreadState) -> ThreadMemory:
         return ConversationMemory(self, state, self._agent, self._isolated)
@@ -213,10 +211,11 @@ def fork(thread: Agent | Conversation, up_to: str | None, *,
          summary: str | None) -> Conversation:
     """A new conversation of ``thread``'s agent that starts from copies of ``thread``'s
     in-context messages through ``up_to``, with its isolated blocks and model."""
-    agent = thread._owner()
+    agent = thread.agent
     if agent.state.persist is None:
         return in_memory(agent, summary, list(getattr(thread, "_isolated", {})),
-                         getattr(thread, "_own_model", None), thread._history(up_to))
+                         getattr(thread, "_own_model", None),
+                         history(thread.state.transcript, up_to))
     return run_blocking(lambda: afork(thread, up_to, summary=summary))
 
 
@@ -224,6 +223,6 @@ async def afork(thread: Agent | Conversation, up_to: str | None, *,
                 summary: str | None) -> Conversation:
     """``fork`` for async code."""
     return await Conversation.start(
-        thread._owner(), summary=summary, history=thread._history(up_to),
+        thread.agent, summary=summary, history=history(thread.state.transcript, up_to),
         isolated_block_labels=list(getattr(thread, "_isolated", {})),
         model=getattr(thread, "_own_model", None))

@@ -51,7 +51,7 @@ def live_agents_of(agent: Agent) -> LiveAgents:
     bound = _bound.get(agent)
     if bound is not None:
         return bound
-    return library_agents(agent.store, type(agent._owner()))
+    return library_agents(agent.store, type(agent.agent))
 
 
 def library_agents(store: SqlStore | None, kind: type[Agent]) -> LiveAgents:
