@@ -22,6 +22,7 @@ from . import agent_state, agent_threads
 from .agent_control import ThreadControl
 from .agent_memory import ThreadMemory, output_reserve, rules_solver
 from .agent_options import Input
+from .agent_settings import AgentSettings, setting
 from .agent_state import ThreadTurn
 from .agent_store import ThreadStorage
 from .approvals import Approval
@@ -29,7 +30,6 @@ from .cancellation import CancelScope
 from .eager import shielded
 from .errors import ConfigError
 from .events import AnyEvent, RunEnd
-from .llm.registry import resolve_model
 from .loop import LoopConfig, Resume, run_loop
 from .memory.context import ContextBuilder
 from .messages import Message, new_id
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .llm.retry import RetryPolicy
     from .memory.blocks import Block
     from .memory.compaction import Strategy
+    from .memory.embedding_models import Embedders
     from .memory.window import ContextWindowOverview
     from .sleeptime import Sleeptime
     from .store.sql import SqlStore
@@ -61,40 +62,41 @@ class AgentRuns:
     """One thread: ``run``, ``stream`` and ``run_sync``, queued in arrival order; steering,
     cancel, approvals; its state outside a run (reset, save, export, compact)."""
 
-    # Who the agent is, and what it shares across its threads.
-    id: str
-    name: str
-    agent_type: AgentType
+    settings: AgentSettings  # the agent's, shared by all its threads (agent_settings.py)
+
+    # Who the agent is, and what it keeps across runs: the thread's own or the agent's.
     blocks: list[Block]
     directories: str = ""  # open files and their folders (memory/directories.py)
     recall_count: int
     archival_count: int
     sleeptime: Sleeptime | None
     conversation_id: str | None = None  # None: the agent's default thread
-    # The settings each run reads (set by ``Agent``; a conversation reads its agent's).
-    busy: Literal["queue", "reject"]
-    approval_timeout: float | None
-    hooks: Hooks | None
-    retry: RetryPolicy
-    max_steps: int
-    error_threshold: int | None
-    timeout: float | None
-    parallel_tool_calls: bool
-    model_settings: ModelSettings
-    output_type: Any
-    output_retries: int
-    _model_options: dict[str, Any]  # base_url, api_key: how model names are resolved
-    # The settings its memory reads too (agent_memory.MemorySettings).
-    system: str
-    tools: dict[str, Tool]
-    tool_rules: list[BaseToolRule]
-    max_tokens: int | None
-    compaction: Strategy | None
-    compaction_threshold: float
-    summarizer: Model | None
-    timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
-    _model: Model
-    _context_window: int | None
+
+    # The agent's settings, read (and on ``Agent`` set) as attributes.
+    id: setting[str] = setting()
+    name: setting[str] = setting()
+    agent_type: setting[AgentType] = setting()
+    system: setting[str] = setting()
+    tools: setting[dict[str, Tool]] = setting()
+    tool_rules: setting[list[BaseToolRule]] = setting()
+    max_steps: setting[int] = setting()
+    error_threshold: setting[int | None] = setting()
+    timeout: setting[float | None] = setting()
+    max_tokens: setting[int | None] = setting()
+    parallel_tool_calls: setting[bool] = setting()
+    model_settings: setting[ModelSettings] = setting()
+    output_type: setting[Any] = setting()
+    output_retries: setting[int] = setting()
+    hooks: setting[Hooks | None] = setting()
+    retry: setting[RetryPolicy] = setting()
+    approval_timeout: setting[float | None] = setting()
+    busy: setting[Literal["queue", "reject"]] = setting()
+    compaction: setting[Strategy | None] = setting()
+    compaction_threshold: setting[float] = setting()
+    summarizer: setting[Model | None] = setting()
+    tags: setting[list[str]] = setting()
+    timezone: setting[str] = setting()
+    embedders: setting[Embedders | None] = setting()
 
     def _init_thread(self, delivery: Delivery) -> None:
         """The state of one thread, empty, and its collaborators: its system prompt compiled
@@ -122,27 +124,28 @@ class AgentRuns:
 
     @property
     def model(self) -> Model:
-        return self._model
+        """The model this thread's runs call."""
+        return self.settings.model
 
     @model.setter
     def model(self, model: str | Model) -> None:
-        self._model = resolve_model(model, **self._model_options)
+        self.settings.model = self.settings.resolve(model)
 
     @property
     def context_window(self) -> int:
-        return self._context_window or self._model.context_window
+        return self.settings.window(self.model)
 
     @context_window.setter
     def context_window(self, window: int | None) -> None:
         """A limit of the agent's own (None: the model's window)."""
-        self._context_window = window
+        self.settings.context_window = window
 
     @property
     def output_reserve(self) -> int:
         """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
         window, else the model's output limit up to an eighth of it (a 3,000-token window
         keeps 375, not 4,096)."""
-        return output_reserve(self.context_window, self.max_tokens, self._model)
+        return output_reserve(self.context_window, self.max_tokens, self.model)
 
     def check_window(self, window: int | None = None) -> None:
         """Refuse a context window (the agent's, or ``window``) that cannot hold the system
@@ -219,7 +222,7 @@ class AgentRuns:
     async def save(self) -> None:
         """Write what changed outside a run (a reset, a cancelled approval) to the store now;
         otherwise it is written with the next step."""
-        await agent_state.save(self.state, self.storage, self._model.name)
+        await agent_state.save(self.state, self.storage, self.model.name)
 
     def replace_message(self, message: Message) -> bool:
         """Put an edited message in place of the in-context one with its id (the caller
@@ -242,7 +245,7 @@ class AgentRuns:
         """Compact now (waiting for a run in flight): the oldest turns, or with
         ``everything`` all of them, leave for a summary; None when nothing can be evicted."""
         return await agent_state.compact(self.state, self.memory, self.storage, self.turn,
-                                         self._model.name, everything=everything)
+                                         self.model.name, everything=everything)
 
     # -- control of a run ----------------------------------------------------------------
 
@@ -330,11 +333,11 @@ class AgentRuns:
         await self.agent._before_run()  # may raise (MCP servers) before anything is stored
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
-        run_model = resolve_model(model, **self._model_options) if model is not None else None
+        run_model = self.settings.resolve(model) if model is not None else None
         options.check_fits(new_input, system=self.state.transcript[0],
                            tools=self.memory.tool_specs(),
                            window=self.context_window, reserve=self.output_reserve,
-                           model=(run_model or self._model).name)
+                           model=(run_model or self.model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         typed = options.typed_output(output_type or self.output_type, self.output_retries)
@@ -387,7 +390,7 @@ class AgentRuns:
     def _loop_config(self, resume: Resume | None) -> LoopConfig:
         persist = self.state.persist
         return LoopConfig(
-            model=self._model,
+            model=self.model,
             tools=self.tools,
             build_context=self.state.context.build,
             continuation=self.agent_type.continuation(),
@@ -410,4 +413,4 @@ class AgentRuns:
         )
 
     def _checkpoint(self, record: StepRecord) -> None:
-        agent_state.checkpoint(self.state, record, self._model.name)
+        agent_state.checkpoint(self.state, record, self.model.name)
