@@ -172,7 +172,7 @@ class Agent(AgentRuns):
     async def _create_in(self, store: str | SqlStore) -> None:
         first = self.state.transcript[0]
         message_tokens(first, self.model.name)
-        self.state.persist = await Persistence.create(store, self._record(), self.blocks, first)
+        self.state.persist = await Persistence.create(store, self.to_record(), self.blocks, first)
         if self._sleeptime_wanted:
             self.sleeptime = await sleeptime.Sleeptime.create(self, self._sleeptime_wanted)
 
@@ -351,9 +351,9 @@ class Agent(AgentRuns):
         self.settings.embedder = embedder
         self._archival = None  # made again, with this embedder, when next asked for
 
-    # -- internals -----------------------------------------------------------------------
-
-    def _record(self) -> AgentRecord:
+    def to_record(self) -> AgentRecord:
+        """The agent's row as the store keeps it, from its settings now (agent files
+        export it)."""
         return AgentRecord(
             name=self.name, id=self.id, agent_type=self.agent_type.name, system=self.system,
             model=self.model.name,

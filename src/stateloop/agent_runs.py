@@ -354,7 +354,7 @@ class AgentRuns:
             scope = self.state.scope = CancelScope()
             running: Running | None = None
             try:
-                config = self._loop_config(resume)
+                config = self.loop_config(resume)
                 if max_steps is not None:
                     config.max_steps = max_steps
                 if run_model is not None:
@@ -387,7 +387,11 @@ class AgentRuns:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _loop_config(self, resume: Resume | None) -> LoopConfig:
+    def loop_config(self, resume: Resume | None = None) -> LoopConfig:
+        """What a run of this thread is handed now (``loop.LoopConfig``: its model, tools,
+        rules, hooks, limits, context and store callbacks), ``resume`` going on from a
+        paused step. Building one changes nothing: a run adjusts its own copy, and a
+        preview of the next request (the server's) is built from one."""
         persist = self.state.persist
         return LoopConfig(
             model=self.model,

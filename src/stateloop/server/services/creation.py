@@ -253,7 +253,6 @@ async def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent
                                                              body.embedding, None)
         # An archive the agent makes from now on is embedded with this model.
         live["embedder"] = runtime.embedders.get(changes["embedding_config"])
-        live["_archival"] = None
 
 
 def _asked(body: CreateAgent | UpdateAgent, settings: dict[str, Any]) -> dict[str, Any]:
