@@ -322,7 +322,7 @@ class Agent(AgentRuns):
 
     async def _before_run(self) -> None:
         if len(self._mcp_listed) < len(self.mcp_servers):
-            await offer_tools(self)  # raises MCPConnectionError
+            await offer_tools(self.mcp_servers, self.tools, self._mcp_listed)  # may raise
 
     async def aclose(self) -> None:
         """Close the sessions of this agent's MCP servers (a later run reopens them)."""
