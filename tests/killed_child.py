@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from patience import STOPS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,7 +30,7 @@ def hanging(code: str, marker: Path) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         if child.poll() is None:
             child.kill()
-        child.wait(10)
+        child.wait(STOPS)
 
 
 def kill_when_hanging(code: str, marker: Path) -> None:
@@ -36,4 +38,4 @@ def kill_when_hanging(code: str, marker: Path) -> None:
     tool has written ``marker``."""
     with hanging(code, marker) as child:
         child.kill()
-        child.wait(10)
+        child.wait(STOPS)

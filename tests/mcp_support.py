@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from patience import STARTS, STOPS
 from stateloop.mcp import MCPTools
 
 DEMO = str(Path(__file__).with_name("mcp_demo_server.py"))
@@ -83,7 +84,7 @@ def http_demo(marks: Path | None = None, **env: str) -> Iterator[str]:
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTS
         while True:
             try:
                 httpx.get(url, timeout=1)
@@ -95,4 +96,4 @@ def http_demo(marks: Path | None = None, **env: str) -> Iterator[str]:
         yield url
     finally:
         process.terminate()
-        process.wait(10)
+        process.wait(STOPS)

@@ -10,10 +10,11 @@ import sys
 import threading
 import time
 
+from patience import STARTS
 from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import ScriptItem, call, error, reply
-from test_cli_support import STARTUP, Cli, Script, console_script
+from test_cli_support import Cli, Script, console_script
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
 
@@ -148,7 +149,7 @@ def test_run_json_streams_one_message_a_line_as_they_happen(cli: Cli, script: Sc
     release = threading.Event()
 
     def held_reply(request: ModelRequest) -> ScriptItem:
-        release.wait(10)  # until the test has read the first step's messages
+        release.wait(STARTS)  # until the test has read the first step's messages
         return reply("Done.")
 
     script.set(call("memory_insert", label="human", new_string="x"), held_reply)
@@ -158,7 +159,7 @@ def test_run_json_streams_one_message_a_line_as_they_happen(cli: Cli, script: Sc
     try:
         assert process.stdout is not None
         seen: list[str] = []
-        deadline = time.monotonic() + STARTUP  # the process starts first
+        deadline = time.monotonic() + STARTS  # the process starts first
         while "tool_return_message" not in seen and time.monotonic() < deadline:
             seen.append(json.loads(process.stdout.readline())["message_type"])
         assert "tool_return_message" in seen and not release.is_set()  # the run is not over

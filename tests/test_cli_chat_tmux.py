@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from patience import ANSWERS
 from stateloop.testing.scripted import call, reply
 from test_cli_support import Cli, Script, console_script
 
@@ -28,7 +29,7 @@ class Tmux:
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, timeout=10)
+                              text=True, timeout=ANSWERS)
         return done.stdout
 
     def start(self, command: str) -> None:
@@ -41,7 +42,7 @@ class Tmux:
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", "chat", "-S", "-200")
 
-    def wait_for(self, text: str, timeout: float = 10) -> str:
+    def wait_for(self, text: str, timeout: float = ANSWERS) -> str:
         """Poll the screen until ``text`` shows (bounded), returning the screen."""
         deadline = time.monotonic() + timeout
         while True:
@@ -55,7 +56,7 @@ class Tmux:
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
-                       timeout=10)
+                       timeout=ANSWERS)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from letta_client import Letta
 from sqlalchemy import make_url
 
+from patience import STARTS, STOPS
 from stateloop.store.url import hide_password, resolve_url
 from test_cli_support import Cli, console_script, free_port
 
@@ -87,7 +88,7 @@ def test_the_url_comes_from_a_file_and_ps_shows_no_password(
                               env=cli.environment(env), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTS
         while server.poll() is None and time.monotonic() < deadline:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/v1/ready", timeout=5).is_success:
@@ -100,7 +101,7 @@ def test_the_url_comes_from_a_file_and_ps_shows_no_password(
         assert [a.name for a in client.agents.list().items] == ["ada"]
     finally:
         server.terminate()
-        output, _ = server.communicate(timeout=30)
+        output, _ = server.communicate(timeout=STOPS)
     assert PASSWORD not in output
 
 

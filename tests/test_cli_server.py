@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from patience import ANSWERS, STARTS, STOPS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_cli_support import STARTUP, Cli, Script, console_script, free_port, serving
+from test_cli_support import Cli, Script, console_script, free_port, serving
 
 pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
 
@@ -85,22 +86,22 @@ def up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
                                stderr=subprocess.STDOUT, text=True)
     running = Up(f"http://127.0.0.1:{port}")
     try:
-        deadline = time.monotonic() + STARTUP
+        deadline = time.monotonic() + STARTS
         while True:
             try:
-                httpx.get(f"{running.url}/v1/agents/", timeout=5).raise_for_status()
+                httpx.get(f"{running.url}/v1/agents/", timeout=ANSWERS).raise_for_status()
                 break
             except httpx.HTTPError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     process.kill()  # else reading its output waits for it forever
                     raise AssertionError(
-                        f"up did not serve: {process.communicate(timeout=10)[0]}") from None
+                        f"up did not serve: {process.communicate(timeout=STOPS)[0]}") from None
                 time.sleep(0.1)
         yield running
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            running.output, _ = process.communicate(timeout=10)
+            running.output, _ = process.communicate(timeout=STOPS)
         finally:
             process.kill()
 
@@ -109,7 +110,8 @@ def run_up(cli: Cli, *args: str, env: dict[str, str | None] | None = None,
            port: int | None = None) -> tuple[list[dict[str, Any]], str]:
     """``stateloop up ARGS`` until its agents are listed; (agents, its output)."""
     with up(cli, *args, env=env, port=port) as running:
-        agents: list[dict[str, Any]] = httpx.get(f"{running.url}/v1/agents/", timeout=5).json()
+        agents: list[dict[str, Any]] = httpx.get(f"{running.url}/v1/agents/",
+                                                 timeout=ANSWERS).json()
     return agents, running.output
 
 

@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from fake_script import Script
+from patience import ANSWERS, STARTS, STOPS
 from stateloop.testing.fake_openai import FakeOpenAI
 
 _OURS = ("STATELOOP_", "OPENAI_", "ANTHROPIC_")  # the variables the CLI reads
@@ -96,9 +97,6 @@ def free_port() -> int:
         return port
 
 
-STARTUP = 90  # seconds a starting server may take: imports alone take 20 s on a loaded machine
-
-
 @contextmanager
 def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> Iterator[str]:
     """``stateloop serve ARGS`` running; yields its URL on loopback."""
@@ -108,10 +106,10 @@ def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> I
                                stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTUP
+        deadline = time.monotonic() + STARTS
         while True:
             try:
-                if httpx.get(f"{url}/v1/health", timeout=5).status_code == 200:
+                if httpx.get(f"{url}/v1/health", timeout=ANSWERS).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -124,7 +122,7 @@ def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> I
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            process.wait(10)
+            process.wait(STOPS)
         finally:
             process.kill()
             process.wait()

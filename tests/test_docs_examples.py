@@ -35,6 +35,7 @@ import click
 import pytest
 import typer
 
+from patience import STARTS, STOPS
 from stateloop.cli.app import app
 from stateloop.llm.base import ModelRequest
 from stateloop.server.settings import ServerSettings
@@ -143,7 +144,7 @@ def serving(provider: FakeOpenAI, home: Path) -> Iterator[str]:
             cwd=home, env=_environment(provider, home), stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + STARTS
             while True:
                 try:
                     urllib.request.urlopen(f"{url}/v1/health", timeout=2).close()
@@ -157,7 +158,7 @@ def serving(provider: FakeOpenAI, home: Path) -> Iterator[str]:
         finally:
             process.terminate()
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=STOPS)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

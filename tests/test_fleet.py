@@ -32,6 +32,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from patience import ANSWERS, STARTS, STOPS
 from stateloop.llm.base import ModelRequest
 from stateloop.messages import Message
 from stateloop.store import open_store
@@ -118,12 +119,12 @@ class Server:
                 [*console_script(), "serve", "--port", str(self.port)], env=self.env,
                 stdout=out, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 90) -> None:
+    def wait_ready(self, timeout: float = STARTS) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None and self.process.poll() is None, self.log.read_text()
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=5).status_code == 200:
+                if httpx.get(f"{self.url}/v1/health", timeout=ANSWERS).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -139,7 +140,7 @@ class Server:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
-                self.process.wait(10)
+                self.process.wait(STOPS)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from patience import STARTS, STOPS
 from sandbox_support import new_marker, processes_with
 from stateloop.tools import confinement
 from stateloop.tools.bwrap import bwrap_problem, uses_own_uid
@@ -283,7 +284,7 @@ def test_the_start_log_names_the_memory_bound(tmp_path: Path) -> None:
     reader = threading.Thread(target=lambda: said.extend(server.stderr or ()), daemon=True)
     reader.start()
     try:
-        deadline = time.time() + 60
+        deadline = time.time() + STARTS
         while not any("Application startup complete" in line for line in said):
             assert time.time() < deadline and server.poll() is None, said
             time.sleep(0.1)
@@ -294,4 +295,4 @@ def test_the_start_log_names_the_memory_bound(tmp_path: Path) -> None:
             assert "bounded to 300 MB (a memory cgroup per sandbox" in named[0]
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        server.wait(timeout=STOPS)

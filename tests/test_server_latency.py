@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from patience import STARTS
+
 # `stateloop serve` run by the CLI's own entry point in a thread, in a process that can then
 # look at its own sockets: each line on stdin asks for the TCP_NODELAY of every connection
 # the server accepted on its port, answered as a line "nodelay: " and the distinct values.
@@ -58,7 +60,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subp
                                text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STARTS
     while True:
         try:
             if httpx.get(f"{url}/v1/health").status_code == 200:

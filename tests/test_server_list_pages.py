@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import event, insert
 from sqlalchemy.engine import Engine
 
+from patience import ANSWERS
 from stateloop.messages import assistant
 from stateloop.store import (
     AgentRecord,
@@ -140,9 +141,11 @@ def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     agents, runs, shared, group = asyncio.run(_fill(f"sqlite:///{db}"))
     with Server(settings_for(fake, db)) as running:
         for n in range(OTHERS):  # as a user makes them: the server picks the embedder
-            made = httpx.post(f"{running.url}/v1/folders", json={"name": f"folder-{n}"})
+            made = httpx.post(f"{running.url}/v1/folders", json={"name": f"folder-{n}"},
+                              timeout=ANSWERS)
             assert made.status_code == 200, made.text
-        folder = httpx.get(f"{running.url}/v1/folders?limit=1&order=asc").json()[0]["id"]
+        folder = httpx.get(f"{running.url}/v1/folders?limit=1&order=asc",
+                           timeout=ANSWERS).json()[0]["id"]
         asyncio.run(_add_files(f"sqlite:///{db}", folder))
         yield Filled(running, agents, runs, shared, group, folder)
 
@@ -174,7 +177,7 @@ class RowCount:
 def _read(server: Server, path: str, headers: dict[str, str] | None = None
           ) -> tuple[Any, RowCount]:
     with RowCount() as counted:
-        response = httpx.get(server.url + path, headers=headers, timeout=60)
+        response = httpx.get(server.url + path, headers=headers, timeout=ANSWERS)
     assert response.status_code == 200, response.text
     return response.json(), counted
 

@@ -14,6 +14,7 @@ import uvicorn
 from letta_client import Letta
 
 from fake_script import Script
+from patience import STARTS, STOPS
 from stateloop.server import bind, create_app
 from stateloop.server.settings import ServerSettings
 from stateloop.testing.fake_openai import FakeOpenAI
@@ -38,7 +39,7 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        deadline = time.time() + 90  # a loaded machine starts slowly
+        deadline = time.time() + STARTS
         while not self.server.started:
             if time.time() > deadline or not self.thread.is_alive():
                 raise RuntimeError("the server did not start")
@@ -47,7 +48,7 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=STOPS)
         self.socket.close()
 
 

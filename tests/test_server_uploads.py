@@ -28,6 +28,7 @@ from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from file_support import processed
+from patience import STARTS, STOPS
 from test_cli_support import free_port
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -118,10 +119,10 @@ class Served:
 
 
 def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STARTS
     while True:
         try:
-            if httpx.get(url, timeout=1).status_code < 500:
+            if httpx.get(url, timeout=5).status_code < 500:
                 return
         except httpx.HTTPError:
             pass
@@ -216,7 +217,7 @@ def test_a_5_mb_text_upload_completes_and_health_answers(client: Letta,
 
 
 def _worker_of(served: Served) -> psutil.Process:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STARTS
     while not (found := served.workers()):
         assert time.monotonic() < deadline, "no upload worker started"
         time.sleep(0.05)
@@ -236,7 +237,7 @@ def test_deleting_while_processing_kills_the_worker(client: Letta, served: Serve
         client.folders.files.delete(file.id, folder_id=folder.id)
     else:
         client.folders.delete(folder.id)
-    worker.wait(10)  # psutil.TimeoutExpired if it still runs
+    worker.wait(STOPS)  # psutil.TimeoutExpired if it still runs
     assert not worker.is_running() and served.workers() == []
     gone = httpx.get(f"{served.url}/v1/folders/{folder.id}/files/{file.id}")
     assert gone.status_code == 404
@@ -249,7 +250,7 @@ def test_a_killed_server_takes_its_worker_along(tmp_path: Path) -> None:
         client.folders.files.upload(folder.id, file=("bomb.pdf", bomb_pdf()))
         worker = _worker_of(doomed)
         doomed.process.kill()
-        worker.wait(10)  # psutil.TimeoutExpired if it outlives the server
+        worker.wait(STOPS)  # psutil.TimeoutExpired if it outlives the server
         assert not worker.is_running()
 
 

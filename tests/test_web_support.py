@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fake_script import Script
+from patience import ANSWERS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.tools import tool
 from test_server_support import Server, settings_for
@@ -70,7 +71,8 @@ def page(browser: Any, server: Server, script: Script) -> Iterator[Any]:
     script.set()
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(ANSWERS * 1000)  # a hang guard: what a user waits for is
+    playwright.expect.set_options(timeout=ANSWERS * 1000)  # asserted in each test
     errors: list[str] = []
     elsewhere: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
