@@ -18,6 +18,7 @@ from letta_client import Letta
 
 from conftest import raw_sql
 from fake_script import Script
+from patience import ANSWERS
 from stateloop.server.services import run_frames
 from stateloop.server.services.run_frames import FrameLog, follow_stored
 from stateloop.store import AgentRecord, RunRecord, open_store
@@ -33,14 +34,26 @@ LONG = " ".join(f"word{i}" for i in range(80))  # ~60 chunks of 8 characters
 
 @pytest.fixture(scope="module")
 def fake(script: Script) -> Iterator[FakeOpenAI]:
-    # Each chunk of a reply a little later: a run stays in flight for about two seconds.
-    with FakeOpenAI(script, chunk_delay=0.03) as server:
+    with FakeOpenAI(script) as server:
         yield server
+
+
+@pytest.fixture
+def held(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """The fake with a streamed reply paused after its tenth chunk until ``release`` is set:
+    a run stays in flight until the test has seen what it needs."""
+    fake.hold_after = 10
+    fake.release.clear()
+    try:
+        yield fake
+    finally:
+        fake.release.set()
+        fake.hold_after = None
 
 
 def sse(url: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The frames of a streamed POST, as sent (until ``[DONE]``)."""
-    with httpx.stream("POST", url, json=body, timeout=30) as response:
+    with httpx.stream("POST", url, json=body, timeout=ANSWERS) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
@@ -48,7 +61,7 @@ def sse(url: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def test_a_run_is_followed_mid_run_and_replayed_on_another_process(
-        cli: Cli, script: Script, pg_database: Callable[..., str]) -> None:
+        cli: Cli, script: Script, held: FakeOpenAI, pg_database: Callable[..., str]) -> None:
     cli.env["STATELOOP_DATABASE_URL"] = pg_database()
     with serving(cli) as first, serving(cli) as second:
         agent = Letta(base_url=first, api_key="x").agents.create(
@@ -65,18 +78,20 @@ def test_a_run_is_followed_mid_run_and_replayed_on_another_process(
 
         thread = threading.Thread(target=stream_on_first)
         thread.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + ANSWERS
         while len(original) < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
         run_id, cursor = original[2]["run_id"], original[2]["seq_id"]
-        assert httpx.get(f"{second}/v1/runs/{run_id}").json()["status"] == "running"
+        assert httpx.get(f"{second}/v1/runs/{run_id}",
+                         timeout=ANSWERS).json()["status"] == "running"
 
         followed, live = [], False
         for frame in sse(f"{second}/v1/runs/{run_id}/stream", {"starting_after": cursor}):
             if not followed:
                 live = not ended.is_set()  # the first frame came while the run went on
+                held.release.set()
             followed.append(frame)
-        thread.join(10)
+        thread.join(ANSWERS)
         assert live
         assert followed == [f for f in original if f["seq_id"] > cursor]
         assert [f["seq_id"] for f in followed] == list(range(cursor + 1, cursor + 1

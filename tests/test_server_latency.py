@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -97,16 +98,22 @@ def test_accepted_connections_have_tcp_nodelay(
 
 def test_keep_alive_requests_do_not_wait_for_delayed_acks(
         served: tuple[str, subprocess.Popen[str]]) -> None:
-    """20 requests on one connection: the fastest quarter far under the 40 ms a delayed ACK
-    adds to every one of them. A loaded machine slows some requests, never all: the bound is
-    about ten times the usual figure, on the requests the machine let through at once."""
+    """20 keep-alive GET /v1/health through one client have a median under 15 ms, far under
+    the 40 ms a delayed ACK adds to every one of them. A loaded machine slows whole stretches
+    of time, never every request for ever: batches of 20 are tried until one the machine let
+    through passes. A delayed-ACK stall is in every request of every batch, so none passes."""
     url, _ = served
-    took = []
+    medians = []
+    deadline = time.monotonic() + 60
     with httpx.Client() as client:
         client.get(f"{url}/v1/health")
-        for _ in range(20):
-            started = time.perf_counter()
-            assert client.get(f"{url}/v1/health").status_code == 200
-            took.append(time.perf_counter() - started)
-    fastest_quarter = sorted(took)[len(took) // 4]
-    assert fastest_quarter < 0.015, [f"{t * 1000:.1f} ms" for t in took]
+        while len(medians) < 10 and time.monotonic() < deadline:
+            took = []
+            for _ in range(20):
+                started = time.perf_counter()
+                assert client.get(f"{url}/v1/health").status_code == 200
+                took.append(time.perf_counter() - started)
+            medians.append(statistics.median(took))
+            if medians[-1] < 0.015:
+                break
+    assert min(medians) < 0.015, [f"{m * 1000:.1f} ms" for m in medians]

@@ -20,6 +20,7 @@ from .scripted import Call, Calls, ErrorReply, Reply, reply
 if TYPE_CHECKING:
     from .fake_openai import FakeOpenAI
 
+HOLD_AT_MOST = 300  # seconds a held stream waits for its release: a test that forgot it ends
 
 class Server(ThreadingHTTPServer):
     """One thread a connection; ``fake`` is the ``FakeOpenAI`` whose script it plays."""
@@ -188,6 +189,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._chunk(_event(name, '{"choices": [{"delta": {"content": "tr'))
                 self._chunk(b"0\r\n\r\n", raw=True)
                 return
+            if number == self.fake.hold_after:
+                self.fake.release.wait(HOLD_AT_MOST)
             self._chunk(_event(name, json.dumps(data)))
             if self.fake.chunk_delay:
                 time.sleep(self.fake.chunk_delay)

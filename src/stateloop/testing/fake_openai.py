@@ -67,17 +67,21 @@ class FakeOpenAI:
     SDK, which adds ``/v1`` itself. Embeddings have ``embedding_dimensions`` values (unset:
     OpenAI's size for its own models, such as 1536 for text-embedding-3-small, else 64).
     ``faults`` are served one per model request, before the script moves on (``None`` serves
-    the script normally). Every request lands in ``requests``.
+    the script normally). A streamed reply pauses after ``hold_after`` chunks until
+    ``release`` is set, so a test sees a run in flight for as long as it needs, however slow
+    the machine. Every request lands in ``requests``.
     """
 
     def __init__(self, script: FakeScript = (), *, latency: float = 0.0, chunk_delay: float = 0.0,
                  chunk_size: int = 8, faults: Iterable[Fault | ErrorReply | None] = (),
                  api_key: str | None = None, embedding_dimensions: int | None = None,
                  reject_roles: Sequence[str] = (), reject_fields: Sequence[str] = (),
-                 context_window: int | None = None,
+                 context_window: int | None = None, hold_after: int | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         self.latency = latency
         self.chunk_delay = chunk_delay
+        self.hold_after = hold_after
+        self.release = threading.Event()
         self.chunk_size = chunk_size
         self.api_key = api_key
         self.embedding_dimensions = embedding_dimensions
