@@ -3,10 +3,11 @@ messages for 20 agents, each message through a process picked at random, while o
 is SIGKILLed mid-run (as its model hands out a tool call) and started again on its port.
 
 Each agent first gets messages one after another (the next once the last was answered,
-each to any process), then a burst: five sends, each to the next process, BURST_GAP apart
-(so they arrive in the order they were sent), whose runs take long enough to be in flight
-together and queue across processes. A send whose process died is sent again to
-another process only if its text is not stored yet, as a client's idempotent retry would.
+each to any process), then a burst: five sends, each to the next process, each once the one
+before was taken (its process numbered it in ``fleet_tickets``: the order of arrival), whose
+runs take long enough to be in flight together and queue across processes. A send whose
+process died is sent again to another process only if its text is not stored yet, as a
+client's idempotent retry would.
 Afterwards the database must show: every message stored once, each agent's messages in the
 order they arrived, every answer right after the message it answers, every tool call
 answered by one result right after it, each agent's memory block holding exactly the edits
@@ -28,8 +29,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from patience import ANSWERS, STARTS, STOPS
@@ -46,11 +49,9 @@ SEQUENTIAL = 20  # per agent: one after another, each to a process picked at ran
 BURST = 5  # per agent, then: in flight together, each to the next process
 # A send's place in its agent's queue is taken as its process takes the request: the order
 # is the order of intake, which trails the client's sends by the time a busy event loop
-# takes to reach a request (over 0.6 s at times here, on 2 cores shared by three servers,
-# their providers and this test). So the sends of a burst go BURST_GAP apart, each to
-# another process, and its answers are streamed slowly enough (chunks CHUNK_DELAY apart) to
-# keep several of its runs in flight together.
-BURST_GAP = 1.2  # seconds between the sends of a burst
+# takes to reach a request (over 1.2 s on a loaded machine). So a burst's next send waits
+# for the ticket of the one before, and its answers are streamed slowly enough (chunks
+# CHUNK_DELAY apart) to keep several of its runs in flight together.
 BURST_REPLY = 3200  # characters of a burst answer: 400 chunks, about 2 s
 CHUNK_DELAY = 0.005  # seconds between the chunks of a streamed answer
 KILL_AFTER = 150  # answers before the victim is killed
@@ -233,25 +234,53 @@ async def send(http: httpx.AsyncClient, traffic: Traffic, agent_id: str, text: s
     traffic.answered.add(text)
 
 
-async def burst(http: httpx.AsyncClient, traffic: Traffic, agent_id: str, texts: list[str]
-                ) -> None:
-    """Send ``texts`` BURST_GAP apart, each to the next process, without waiting for the
-    answers; return once all are answered."""
+class Intake:
+    """The fleet's tickets (store/fleet.py): a send has arrived once its process numbered it."""
+
+    def __init__(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        self._connection = connection
+        self._lock = asyncio.Lock()  # one statement at a time on the connection
+
+    async def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        async with self._lock:
+            row = await (await self._connection.execute(sql, params)).fetchone()
+        return row[0] if row else None
+
+    async def last(self) -> int:
+        """The newest ticket now (every later one is numbered higher)."""
+        return int(await self._one("SELECT coalesce(max(ticket), 0) FROM fleet_tickets"))
+
+    async def taken(self, agent_id: str, after: int) -> bool:
+        """Whether a send to this agent was numbered after ``after``."""
+        return bool(await self._one("SELECT 1 FROM fleet_tickets WHERE agent_id = %s AND "
+                                    "ticket > %s LIMIT 1", (agent_id, after)))
+
+
+async def burst(http: httpx.AsyncClient, traffic: Traffic, intake: Intake, agent_id: str,
+                texts: list[str]) -> None:
+    """Send ``texts``, each to the next process, without waiting for the answers: each once
+    the one before has arrived (its ticket numbered, or it was answered); return once all
+    are answered."""
     traffic.expected[agent_id] += texts
     first = random.randrange(len(traffic.urls))
+    sends = []
+    for i, text in enumerate(texts):
+        after = await intake.last()
+        url = traffic.urls[(first + i) % len(traffic.urls)]
+        sending = asyncio.create_task(send(http, traffic, agent_id, text, url))
+        sends.append(sending)
+        deadline = time.monotonic() + ANSWERS
+        while not (sending.done() or await intake.taken(agent_id, after)):
+            assert time.monotonic() < deadline, f"{text} never arrived"
+            await asyncio.sleep(0.05)
+    await asyncio.gather(*sends)
 
-    async def one(i: int, text: str) -> None:
-        await asyncio.sleep(i * BURST_GAP)
-        await send(http, traffic, agent_id, text, traffic.urls[(first + i) % len(traffic.urls)])
 
-    await asyncio.gather(*(one(i, text) for i, text in enumerate(texts)))
-
-
-async def client(http: httpx.AsyncClient, traffic: Traffic, number: int, agent_id: str,
-                 model: Model) -> None:
+async def client(http: httpx.AsyncClient, traffic: Traffic, intake: Intake, number: int,
+                 agent_id: str, model: Model) -> None:
     """One agent's traffic: the sequential sends, then the burst. The first send after the
     victim's restart goes to it, as a load balancer hands a new process work (and so the
-    burst never meets a process that has not loaded the agent yet; see BURST_GAP)."""
+    burst never meets a process that has not loaded the agent yet)."""
     order = traffic.expected.setdefault(agent_id, [])
     welcomed = False
     for n in range(SEQUENTIAL):
@@ -265,7 +294,7 @@ async def client(http: httpx.AsyncClient, traffic: Traffic, number: int, agent_i
         await send(http, traffic, agent_id, text, url)
         if len(traffic.answered) >= KILL_AFTER:
             model.armed.set()
-    await burst(http, traffic, agent_id,
+    await burst(http, traffic, intake, agent_id,
                 [text_of(number, n) for n in range(SEQUENTIAL, SEQUENTIAL + BURST)])
 
 
@@ -353,7 +382,9 @@ def test_three_processes_keep_every_message_once_in_order_through_a_sigkill(
 
     async def drive() -> list[str]:
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=60)
-        async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+        async with (httpx.AsyncClient(timeout=ANSWERS, limits=limits) as http,
+                    await psycopg.AsyncConnection.connect(url, autocommit=True) as tickets):
+            intake = Intake(tickets)
             ids = []
             for number in range(AGENTS):
                 made = await http.post(random.choice(traffic.urls) + "/v1/agents", json={
@@ -363,7 +394,8 @@ def test_three_processes_keep_every_message_once_in_order_through_a_sigkill(
                 ids.append(made.json()["id"])
             await asyncio.gather(
                 kill_and_restart(servers[0], model, url, kill, traffic.restarted),
-                *(client(http, traffic, n, agent_id, model) for n, agent_id in enumerate(ids)))
+                *(client(http, traffic, intake, n, agent_id, model)
+                  for n, agent_id in enumerate(ids)))
             # every agent still answers, through any process
             await asyncio.gather(*(send(http, traffic, agent_id, f"final-{n}")
                                    for n, agent_id in enumerate(ids)))
