@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from patience import STOPS
 from stateloop.llm.base import ModelRequest
 from stateloop.testing import call, error, raw_call, reply
 from stateloop.testing.fake_openai import FakeOpenAI, dropped_connection, rate_limited
@@ -177,7 +178,7 @@ def test_runs_as_a_module(tmp_path) -> None:  # type: ignore[no-untyped-def]
         assert body["choices"][0]["message"]["content"] == "scripted hello"
     finally:
         process.terminate()
-        process.wait(timeout=5)
+        process.wait(timeout=STOPS)
 
 
 def test_the_package_exports_the_fake_on_first_use() -> None:

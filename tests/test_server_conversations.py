@@ -17,6 +17,7 @@ import letta_client
 import pytest
 from letta_client import Letta
 
+from patience import ANSWERS
 from stateloop import tool
 from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
@@ -280,7 +281,7 @@ def test_a_run_streams_only_through_its_own_conversation(client: Letta, server: 
 
     def stream(conversation_id: str, **body: Any) -> httpx.Response:
         return httpx.post(f"{server.url}/v1/conversations/{conversation_id}/stream",
-                          json={"run_id": run_id, **body}, timeout=10)
+                          json={"run_id": run_id, **body}, timeout=ANSWERS)
 
     own = stream(ours)
     assert own.status_code == 200 and "the secret is quokka" in own.text

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from letta_client import Letta
 
+from patience import ANSWERS, STOPS
 from stateloop.testing.scripted import call, reply
 from test_cli_support import Cli, Script, console_script, free_port, serving
 
@@ -91,7 +92,7 @@ def test_steering_sent_to_one_process_reaches_the_run_in_another(
             run = one.agents.messages.create_async(agent, input="find the way")
             until(lambda: len(script.requests) == 1, "the model is called")
             delivered = httpx.post(f"{url(two)}/v1/agents/{agent}/messages/steer",
-                                   json={"content": "turn left"}, timeout=10)
+                                   json={"content": "turn left"}, timeout=ANSWERS)
             assert delivered.status_code == 202, delivered.text
             assert delivered.json()["status"] == "delivered"
             time.sleep(0.3)  # the word reaches the other process before the model answers
@@ -132,7 +133,7 @@ def process(cli: Cli, port: int) -> Iterator[subprocess.Popen[str]]:
         if child.poll() is None:
             child.send_signal(signal.SIGINT)
             try:
-                child.wait(10)
+                child.wait(STOPS)
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
@@ -191,7 +192,7 @@ def test_a_conversations_run_is_streamed_again_by_the_other_process(
         # a finished run is streamed again by its id (without one: only a run in flight)
         [run_id] = {getattr(frame, "run_id", None) for frame in frames} - {None}
         replay = httpx.post(f"{url(two)}/v1/conversations/{conversation}/stream",
-                            json={"run_id": run_id}, timeout=10)
+                            json={"run_id": run_id}, timeout=ANSWERS)
         assert replay.status_code == 200, replay.text
         data = [line[6:] for line in replay.text.splitlines() if line.startswith("data: ")]
         assert '"you said hello"' in replay.text and data[-1] == "[DONE]"

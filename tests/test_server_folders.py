@@ -18,6 +18,7 @@ from letta_client import Letta
 
 from file_support import BAD, GOOD, REFUSED_AT_ONCE, processed
 from letta_spec import assert_letta_shape
+from patience import ANSWERS
 from stateloop.store import open_store
 from stateloop.store.folders import FolderRecord
 from stateloop.testing.fake_openai import FakeOpenAI
@@ -109,7 +110,7 @@ def test_a_200_mb_upload_is_refused_before_it_is_read(client: Letta, server: Ser
     folder = _folder(client, "huge")
     size = 200 * 1024 * 1024
     # Only the head is sent: the server answers from Content-Length, reading none of the body.
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=ANSWERS) as conn:
         conn.sendall(f"POST /v1/folders/{folder.id}/upload HTTP/1.1\r\nHost: test\r\n"
                      "X-Requested-With: test\r\nContent-Type: multipart/form-data; boundary=b\r\n"
                      f"Content-Length: {size}\r\n\r\n".encode())

@@ -12,6 +12,7 @@ import httpx
 from letta_client import Letta
 
 from fake_script import Script
+from patience import ANSWERS
 from stateloop.messages import new_call_id
 from stateloop.store import AgentRecord
 from stateloop.store.conversations import ConversationRecord
@@ -56,7 +57,7 @@ def test_ids_of_consecutive_creations_are_random(client: Letta, server: Server,
                                                                "assistant_message"))
     assert_unguessable("message", user, answer)
 
-    identities = [httpx.post(f"{server.url}/v1/identities", timeout=10, json={
+    identities = [httpx.post(f"{server.url}/v1/identities", timeout=ANSWERS, json={
         "identifier_key": f"key-{n}-{uuid.uuid4().hex}", "name": "Ada",
         "identity_type": "user"}).json()["id"] for n in range(2)]  # not in letta-client
     assert_unguessable("identity", *identities)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from patience import STOPS
 from stateloop.testing.fake_openai import load_script
 from test_server_support import Script, Server
 
@@ -93,7 +94,7 @@ def test_letta_client_1_7_walks_every_item(letta17: Path, server: Server,
             elif line.strip() == "DONE":
                 passed.append("DONE")
         errors = walk.stderr.read()
-        code = walk.wait(timeout=10)
+        code = walk.wait(timeout=STOPS)
     finally:
         watchdog.cancel()
         walk.kill()

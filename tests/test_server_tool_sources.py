@@ -17,6 +17,7 @@ import pytest
 from letta_client import Letta
 
 from fake_script import Script
+from patience import ANSWERS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from stateloop.tools.worker import CHILD_SCRIPT
@@ -173,7 +174,7 @@ def test_a_source_too_deep_to_parse_is_a_4xx(server: str, source: str, path: str
     detail = response.text
     assert ("nests" in detail or "does not compile" in detail
             or "could not be parsed" in detail), detail
-    assert httpx.get(server + "/v1/health", timeout=10).status_code == 200
+    assert httpx.get(server + "/v1/health", timeout=ANSWERS).status_code == 200
 
 
 # -- workers start with a call and stop with their agent ----------------------------------
