@@ -21,6 +21,7 @@ import pytest
 from letta_client import Letta
 
 from fake_script import Script
+from patience import STARTS, STOPS
 from sandbox_support import new_marker, processes_with
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
@@ -35,7 +36,7 @@ SECRET = "sk-escape-" + uuid.uuid4().hex
 
 def _gone(marker: str) -> bool:
     """True once no process carries ``marker`` (bounded: the sandbox's teardown is async)."""
-    deadline = time.time() + 10
+    deadline = time.time() + STOPS
     while processes_with(marker):
         if time.time() > deadline:
             return False
@@ -241,14 +242,14 @@ def test_cancelled_call_leaves_no_process(leftovers: list[str]) -> None:
 
     async def cancel_once_started() -> None:
         call_ = asyncio.ensure_future(run_source(source, "stall", {}, SandboxLimits(60.0)))
-        deadline = time.time() + 20
+        deadline = time.time() + STARTS
         while not processes_with(marker):
             assert time.time() < deadline and not call_.done(), "the tool never started"
             await asyncio.sleep(0.05)
         call_.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call_
-        deadline = time.time() + 10  # the loop runs on, as a server's does, while it reaps
+        deadline = time.time() + STOPS  # the loop runs on, as a server's does, while it reaps
         while len(asyncio.all_tasks()) > 1 and time.time() < deadline:
             await asyncio.sleep(0.05)
 
@@ -267,7 +268,7 @@ def test_server_crash_takes_the_call_with_it(leftovers: list[str], tmp_path: Pat
     process = subprocess.Popen([sys.executable, str(server)],
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        deadline = time.time() + 20
+        deadline = time.time() + STARTS
         while not processes_with(marker):
             assert time.time() < deadline and process.poll() is None, "the tool never started"
             time.sleep(0.05)
