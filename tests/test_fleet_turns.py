@@ -11,21 +11,40 @@ from typing import Any
 
 import pytest
 
+from conftest import raw_sql
+from patience import ANSWERS
 from stateloop import Agent, Block
 from stateloop.errors import AgentBusyError
+from stateloop.llm.base import ModelRequest, StreamItem
 from stateloop.store import open_store
 from stateloop.store.fleet import Fleet
 from stateloop.store.sql import SqlStore
-from stateloop.testing.scripted import ScriptedModel, call, reply
+from stateloop.testing.scripted import ScriptedModel, ScriptItem, call, reply
+
+
+def _saw(request: ModelRequest) -> ScriptItem:
+    """What it saw: the user texts in its context, in order."""
+    return reply("saw " + "|".join(m.text for m in request.messages if m.role == "user"))
 
 
 def echo(latency: float = 0.0) -> ScriptedModel:
-    """Answers each message with what it saw: the user texts in its context, in order."""
-    def answer(request: Any) -> Any:
-        said = [m.text for m in request.messages if m.role == "user"]
-        return reply("saw " + "|".join(said))
+    """Answers each message with what it saw."""
+    return ScriptedModel(_saw, latency=latency)
 
-    return ScriptedModel(answer, latency=latency)
+
+class HeldEcho(ScriptedModel):
+    """``echo`` that answers only once ``gate`` is set (``called`` is set at the request):
+    a run stays in flight for as long as the test needs, however slow the machine."""
+
+    def __init__(self) -> None:
+        super().__init__(_saw)
+        self.called, self.gate = asyncio.Event(), asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        self.called.set()
+        await asyncio.wait_for(self.gate.wait(), ANSWERS)
+        async for item in super().stream(request):
+            yield item
 
 
 @pytest.fixture
@@ -39,14 +58,32 @@ async def stores(pg_database: Callable[..., str]) -> AsyncIterator[list[SqlStore
         await store.close()
 
 
+async def newest_ticket(store: SqlStore) -> int:
+    """The newest turn ticket now: every later one is numbered higher."""
+    [(newest,)] = await asyncio.to_thread(
+        raw_sql, store, "SELECT coalesce(max(ticket), 0) FROM fleet_tickets")
+    return int(newest)
+
+
+async def arrived(store: SqlStore, agent_id: str, after: int, run: asyncio.Task[Any]) -> None:
+    """Until a ticket of this agent numbered after ``after`` is there (or ``run`` ended)."""
+    deadline = asyncio.get_running_loop().time() + ANSWERS
+    while not run.done() and not await asyncio.to_thread(
+            raw_sql, store, "SELECT 1 FROM fleet_tickets WHERE agent_id = ? AND ticket > ?",
+            (agent_id, after)):
+        assert asyncio.get_running_loop().time() < deadline, "the run never took a ticket"
+        await asyncio.sleep(0.01)
+
+
 def fleet(store: SqlStore) -> Fleet:
     assert store.fleet is not None
     return store.fleet
 
 
-async def twins(stores: list[SqlStore], latency: float = 0.0, **settings: Any
+async def twins(stores: list[SqlStore], latency: float = 0.0,
+                first_model: ScriptedModel | None = None, **settings: Any
                 ) -> tuple[Agent, Agent]:
-    first = await Agent.acreate(echo(latency), store=stores[0], name="twin",
+    first = await Agent.acreate(first_model or echo(latency), store=stores[0], name="twin",
                                 blocks=[Block(label="human", value="")], **settings)
     second = await Agent.aload(first.id, store=stores[1], model=echo(latency), **settings)
     return first, second
@@ -67,8 +104,9 @@ async def test_runs_in_two_processes_take_turns_in_arrival_order(
     runs = []
     for index in range(6):  # sent alternately to each process, each while others wait
         agent = (one, two)[index % 2]
+        after = await newest_ticket(stores[2])
         runs.append(asyncio.create_task(agent.run(f"m{index}")))
-        await asyncio.sleep(0.05)  # arrival order: the order of the sends
+        await arrived(stores[2], one.id, after, runs[-1])  # arrival order: as sent
     results = await asyncio.gather(*runs)
     sent = [f"m{index}" for index in range(6)]
     for index, result in enumerate(results):  # each saw exactly the sends before it
@@ -79,11 +117,13 @@ async def test_runs_in_two_processes_take_turns_in_arrival_order(
 
 async def test_a_busy_agent_in_another_process_is_refused_when_asked(
         stores: list[SqlStore]) -> None:
-    one, two = await twins(stores, latency=0.3, busy="reject")
+    model = HeldEcho()
+    one, two = await twins(stores, first_model=model, busy="reject")
     running = asyncio.create_task(one.run("slow"))
-    await asyncio.sleep(0.15)
+    await asyncio.wait_for(model.called.wait(), ANSWERS)  # its turn taken, its model called
     with pytest.raises(AgentBusyError, match="another process"):
         await two.run("too soon")
+    model.gate.set()
     assert (await running).output == "saw slow"
     assert (await two.run("now")).output == "saw slow|now"
 
