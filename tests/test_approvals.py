@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
+from patience import ANSWERS
 from stateloop import Agent, Hooks, tool
 from stateloop.approvals import Approval, ApprovalError
 from stateloop.testing import ScriptedModel, assert_transcript_valid, call, calls, reply
@@ -203,8 +205,10 @@ async def test_approval_timeout_denies_automatically():
     model = ScriptedModel([call("wire_money", amount=1, to="a"), reply("Timed out, sorry.")])
     agent = Agent(model=model, tools=[wire_money], approval_timeout=0.1)
     await agent.run("pay")
-    await asyncio.sleep(0.3)  # the timer resumes the run with a denial
-    assert agent.pending_approval is None
+    deadline = time.monotonic() + ANSWERS
+    while agent.last_result is None or agent.last_result.output != "Timed out, sorry.":
+        assert time.monotonic() < deadline, "the timer never resumed the run"
+        await asyncio.sleep(0.01)  # the timer resumes the run with a denial
     assert agent.last_result is not None and agent.last_result.output == "Timed out, sorry."
     denial = agent.messages[-2]
     assert denial.text == "request to call tool denied. User reason: no approval within 0.1 s"
