@@ -36,7 +36,6 @@ from schemathesis.specs.openapi.checks import (
 from af_support import minimal_file
 from fake_script import Script
 from mcp_support import demo_command
-from patience import ANSWERS
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
 
@@ -152,9 +151,8 @@ def served(request: pytest.FixtureRequest, fake: FakeOpenAI, script: Script,
     with Server(settings_for(fake, db, mcp_stdio_commands=[demo])) as server:
         client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
         known = {**_known_ids(client, demo), "demo": [demo]}
-        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG,
-                                               timeout=ANSWERS)  # built at the first request
-        yield schema, known, request.param
+        yield (schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG),
+               known, request.param)
 
 
 def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Case]:
