@@ -167,7 +167,10 @@ def served(request: pytest.FixtureRequest, fake: FakeOpenAI, script: Script,
     with Server(settings_for(fake, db, mcp_stdio_commands=[demo])) as server:
         client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
         known = {**_known_ids(client, demo), "demo": [demo]}
-        yield (schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG),
+        # The document is built on its first request (about a second of CPU): on a loaded
+        # machine, with the other parts building theirs, past schemathesis's 10 s.
+        yield (schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG,
+                                             timeout=120),
                known, request.param)
 
 
