@@ -11,10 +11,9 @@ from typing import Any
 from fastapi import HTTPException
 
 from ...agent import Thread
-from ...cancellation import CancelScope
 from ...errors import ModelError
 from ...llm.base import Model, ModelRequest, ModelResponse, ToolSpec
-from ...loop import _Run
+from ...loop import first_request
 from ...memory.context import ContextBuilder
 from ...messages import Message, Usage, system, user
 from ...tools import Tool
@@ -28,12 +27,11 @@ def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[To
     """The request the agent's next step would make for ``new_input``: its context, tools
     (``tools`` added, as a run's client tools are) and rules, as a run builds it. Nothing of
     the agent changes."""
-    config = agent._loop_config(None)
+    config = agent.loop_config()
     config.build_context = ContextBuilder(agent.context_window).build  # its own cache
     if tools:
         config.tools = {**config.tools, **{tool.name: tool for tool in tools}}
-    run = _Run([*agent.messages, *new_input], [], config, "preview", CancelScope())
-    return run._request()
+    return first_request([*agent.messages, *new_input], config)
 
 
 def provider_body(model: Model, request: ModelRequest) -> dict[str, Any]:
