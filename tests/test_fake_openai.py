@@ -8,13 +8,14 @@ import math
 import struct
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
 import httpx
 import pytest
 
-from patience import STOPS
+from patience import ANSWERS, STOPS
 from stateloop.llm.base import ModelRequest
 from stateloop.testing import call, error, raw_call, reply
 from stateloop.testing.fake_openai import FakeOpenAI, dropped_connection, rate_limited
@@ -26,6 +27,30 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 def sse_data(text: str) -> list[dict[str, Any]]:
     return [json.loads(line[6:]) for line in text.splitlines()
             if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def test_a_held_stream_pauses_after_its_chunks_until_released() -> None:
+    with FakeOpenAI([reply("x" * 80)], hold_after=3) as fake:
+        lines: list[str] = []
+
+        def read() -> None:
+            with httpx.stream("POST", f"{fake.base_url}/chat/completions",
+                              json={**CHAT, "stream": True}, timeout=ANSWERS) as response:
+                lines.extend(line for line in response.iter_lines() if line)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        deadline = time.monotonic() + ANSWERS
+        while len(lines) < 3:
+            assert time.monotonic() < deadline and reader.is_alive(), lines
+            time.sleep(0.01)
+        time.sleep(0.5)
+        assert len(lines) == 3 and reader.is_alive()  # held: nothing more comes
+        fake.release.set()
+        reader.join(ANSWERS)
+    assert len(lines) > 3 and lines[-1] == "data: [DONE]"
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in
+                   sse_data("\n".join(lines)) if c["choices"]) == "x" * 80
 
 
 def test_streaming_chat_completion_is_openai_sse() -> None:

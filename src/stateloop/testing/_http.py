@@ -20,7 +20,8 @@ from .scripted import Call, Calls, ErrorReply, Reply, reply
 if TYPE_CHECKING:
     from .fake_openai import FakeOpenAI
 
-HOLD_AT_MOST = 300  # seconds a held stream waits for its release: a test that forgot it ends
+HOLD_AT_MOST = 300  # seconds a held stream waits for its release at most
+
 
 class Server(ThreadingHTTPServer):
     """One thread a connection; ``fake`` is the ``FakeOpenAI`` whose script it plays."""
