@@ -1,0 +1,238 @@
+"""Each agent's memory repository, written inside the transaction that changes its blocks:
+``commit_agents`` turns the agents' blocks as they now stand into one git commit each
+(Letta's files, memory_files.py), objects made by dulwich and kept in the store's tables
+(schema ``memory_*``), so every process of a fleet serves the same history.
+
+The head row holds the files of the head's tree (path -> mode and blob sha), so a commit
+reads one row and writes only what is new: the changed blobs, the trees above them, the
+commit, its row in ``memory_commits`` and the head. The head row is locked first
+(``FOR UPDATE`` on PostgreSQL; SQLite has one writer), so two transactions changing one
+agent's blocks commit one after the other, each on the other's commit.
+
+A block shared by several agents is a file in each agent's repository (as in Letta, where
+the repository is the agent's), so a change to it is a commit in every one of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from dulwich.objects import Blob, Commit, ShaFile, Tree
+from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from stateloop.store import memory_files, schema
+
+heads, objects = schema.memory_heads, schema.memory_objects
+commits, commit_paths = schema.memory_commits, schema.memory_commit_paths
+b, ba = schema.blocks, schema.blocks_agents
+
+BRANCH = b"refs/heads/main"
+FILE_MODE = 0o100644
+DIR_MODE = 0o040000
+
+
+@dataclass(frozen=True, slots=True)
+class Author:
+    """Who made a change: ``kind`` is Letta's author type (``agent``, ``user``, ``system``),
+    ``id`` the agent's or caller's id, ``name`` what a reader sees (a tool, a key's name)."""
+
+    kind: str
+    id: str
+    name: str | None = None
+
+    def signature(self) -> bytes:
+        """The author line of a git commit: ``name <kind:id>``."""
+        name = _clean(self.name or self.id)
+        return f"{name} <{_clean(self.kind)}:{_clean(self.id)}>".encode()
+
+
+SYSTEM = Author("system", "stateloop", "stateloop")
+# Who is changing memory in this context (an API caller, a memory agent...); the store's
+# block writes read it when they are called, and SYSTEM stands in when nobody set it.
+changed_by: ContextVar[Author | None] = ContextVar("memory_author", default=None)
+
+
+def current_author() -> Author:
+    """The author set for this context, else ``SYSTEM``."""
+    return changed_by.get() or SYSTEM
+
+
+def _clean(text: str) -> str:
+    return "".join(ch for ch in text if ch not in "<>\n\r\0").strip() or "-"
+
+
+@dataclass(slots=True)
+class NewCommit:
+    """A commit about to be stored: its objects and the row describing it."""
+
+    agent_id: str
+    parent: str | None
+    commit: Commit
+    made: list[ShaFile]  # the objects it adds (trees, blobs and the commit)
+    files: dict[str, list[Any]]  # path -> [mode, blob sha] of its tree
+    changes: dict[str, list[str | None]]  # path -> [old blob sha, new blob sha]
+    author: Author
+    message: str
+
+
+def block_files(blocks: Iterable[Row[Any] | Any]) -> dict[str, str]:
+    """Path -> file text of blocks (rows or records with label, value, description,
+    read_only, metadata)."""
+    return {memory_files.path_of(row.label): memory_files.render(
+        row.value, row.description, bool(row.read_only), _json(row.metadata))
+        for row in blocks}
+
+
+def _json(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+def build_commit(agent_id: str, parent: str | None, old: Mapping[str, list[Any]],
+                 texts: Mapping[str, str], author: Author, message: str | None,
+                 now: float, *, keep_other: bool = True) -> NewCommit | None:
+    """The commit whose tree holds ``texts`` (path -> text) and, with ``keep_other``, the
+    files of ``old`` that are not blocks; None when that is ``old`` exactly."""
+    files: dict[str, list[Any]] = {}
+    if keep_other:
+        files = {p: e for p, e in old.items() if memory_files.label_of(p) is None}
+    made: list[ShaFile] = []
+    known = {entry[1] for entry in old.values()}
+    for path, text in texts.items():
+        blob = Blob.from_string(text.encode())
+        sha = blob.id.decode()
+        if sha not in known:
+            made.append(blob)
+            known.add(sha)
+        files[path] = [FILE_MODE, sha]
+    changes: dict[str, list[str | None]] = {}
+    for path in old.keys() | files.keys():
+        before, after = old.get(path), files.get(path)
+        if before != after:
+            changes[path] = [before and before[1], after and after[1]]
+    if not changes and parent is not None:
+        return None
+    root = _trees(files, made)
+    commit = Commit()
+    commit.tree = root
+    commit.parents = [parent.encode()] if parent else []
+    commit.author = commit.committer = author.signature()
+    commit.author_time = commit.commit_time = int(now)
+    commit.author_timezone = commit.commit_timezone = 0
+    text = message or summary(changes)
+    commit.message = text.encode() + (b"" if text.endswith("\n") else b"\n")
+    made.append(commit)
+    return NewCommit(agent_id, parent, commit, made, dict(sorted(files.items())), changes,
+                     author, text.rstrip("\n"))
+
+
+def summary(changes: Mapping[str, Sequence[str | None]]) -> str:
+    """A commit message naming what changed: ``Update human, system/persona``."""
+    verbs: dict[str, list[str]] = {}
+    for path in sorted(changes):
+        before, after = changes[path]
+        verb = "Add" if before is None else "Delete" if after is None else "Update"
+        verbs.setdefault(verb, []).append(memory_files.label_of(path) or path)
+    return "; ".join(f"{verb} {', '.join(names)}" for verb, names in verbs.items()) or "Commit"
+
+
+def _trees(files: Mapping[str, list[Any]], made: list[ShaFile]) -> bytes:
+    """The root tree's sha for ``files``, appending every tree to ``made``."""
+    nested: dict[str, Any] = {}
+    for path, entry in files.items():
+        *dirs, name = path.split("/")
+        node = nested
+        for part in dirs:
+            node = node.setdefault(part, {})
+        node[name] = entry
+    return _tree(nested, made)
+
+
+def _tree(node: Mapping[str, Any], made: list[ShaFile]) -> bytes:
+    tree = Tree()
+    for name, entry in node.items():
+        if isinstance(entry, dict):
+            tree.add(name.encode(), DIR_MODE, _tree(entry, made))
+        else:
+            tree.add(name.encode(), entry[0], entry[1].encode())
+    made.append(tree)
+    return tree.id
+
+
+def _insert_ignore(conn: Connection, table: Any) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(table).on_conflict_do_nothing()
+
+
+def lock_heads(conn: Connection, agent_ids: Sequence[str]) -> dict[str, tuple[str | None,
+                                                                            dict[str, Any]]]:
+    """The agents' heads (sha and files), each row locked until the transaction ends."""
+    conn.execute(_insert_ignore(conn, heads), [{"agent_id": a, "sha": None, "files": {}}
+                                                for a in agent_ids])
+    stmt = (select(heads.c.agent_id, heads.c.sha, heads.c.files)
+            .where(heads.c.agent_id.in_(agent_ids)).order_by(heads.c.agent_id)
+            .with_for_update())
+    return {row.agent_id: (row.sha, _json(row.files) or {}) for row in conn.execute(stmt)}
+
+
+def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> None:
+    """Write new commits: their objects, rows, paths, and the heads that now point at them
+    (the heads were locked by ``lock_heads``)."""
+    if not made:
+        return
+    conn.execute(_insert_ignore(conn, objects), [
+        {"agent_id": c.agent_id, "sha": obj.id.decode(), "type": obj.type_num,
+         "data": obj.as_raw_string()} for c in made for obj in c.made])
+    seqs = conn.execute(insert(commits).returning(commits.c.seq, sort_by_parameter_order=True), [
+        {"agent_id": c.agent_id, "sha": c.commit.id.decode(), "parent_sha": c.parent,
+         "author_type": c.author.kind, "author_id": c.author.id,
+         "author_name": c.author.name, "message": c.message, "created_at": now,
+         "changes": c.changes} for c in made]).scalars().all()
+    paths = [{"agent_id": c.agent_id, "path": path, "seq": seq}
+             for c, seq in zip(made, seqs, strict=True) for path in c.changes]
+    if paths:
+        conn.execute(insert(commit_paths), paths)
+    for c in made:
+        conn.execute(update(heads).where(heads.c.agent_id == c.agent_id)
+                     .values(sha=c.commit.id.decode(), files=c.files))
+
+
+def commit_agents(conn: Connection, agent_ids: Iterable[str] = (), *,
+                  block_ids: Iterable[str] = (), author: Author | None = None,
+                  message: str | None = None, now: float | None = None) -> dict[str, str]:
+    """Commit the blocks of ``agent_ids`` and of every agent a block in ``block_ids`` is
+    attached to, as they stand in this transaction; agent id -> new commit sha (agents
+    whose files did not change get none)."""
+    wanted = set(agent_ids)
+    block_ids = list(block_ids)
+    if block_ids:
+        wanted.update(conn.execute(select(ba.c.agent_id).where(ba.c.block_id.in_(block_ids))
+                                   ).scalars())
+    if not wanted:
+        return {}
+    agents = sorted(wanted)
+    found = lock_heads(conn, agents)
+    rows = conn.execute(
+        select(ba.c.agent_id, ba.c.label, b.c.value, b.c.description, b.c.read_only,
+               b.c.metadata).join(b, b.c.id == ba.c.block_id)
+        .where(ba.c.agent_id.in_(agents)))
+    by_agent: dict[str, list[Any]] = {agent: [] for agent in agents}
+    for row in rows:
+        by_agent[row.agent_id].append(row)
+    now = time.time() if now is None else now
+    who = author or current_author()
+    made = []
+    for agent in agents:
+        if agent not in found:  # deleted in this transaction
+            continue
+        parent, old = found[agent]
+        new = build_commit(agent, parent, old, block_files(by_agent[agent]), who, message, now)
+        if new is not None:
+            made.append(new)
+    store_commits(conn, made, now)
+    return {c.agent_id: c.commit.id.decode() for c in made}
