@@ -23,10 +23,11 @@ from typing import Any
 
 import orjson
 from dulwich.objects import Blob, Commit, ShaFile, Tree
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, String, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from stateloop.store import memory_files, schema
+from stateloop.store.fastpath import FastStatement
 
 heads, objects = schema.memory_heads, schema.memory_objects
 commits, commit_paths = schema.memory_commits, schema.memory_commit_paths
@@ -164,20 +165,59 @@ def _tree(node: Mapping[str, Any], made: list[ShaFile]) -> bytes:
     return tree.id
 
 
-def _insert_ignore(conn: Connection, table: Any) -> Any:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table).on_conflict_do_nothing()
+def _ignoring(table: Any, json_params: Sequence[str] = ()) -> dict[str, FastStatement]:
+    """An insert of whole rows that skips rows whose key is taken, per dialect."""
+    values = {col.name: bindparam(col.name) for col in table.columns
+              if not (col.primary_key and col.autoincrement is True)}
+    return {name: FastStatement(dialect.insert(table).values(values).on_conflict_do_nothing(),
+                                json_params)
+            for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
+
+
+# Statements on the DBAPI connection (fastpath.py), so the step path's group commit can run
+# them inside its own transaction.
+_NEW_HEAD = _ignoring(heads, ["files"])
+_NEW_OBJECT = _ignoring(objects)
+_LOCK_HEAD = FastStatement(select(heads.c.sha, heads.c.files)
+                           .where(heads.c.agent_id == bindparam("agent_id")).with_for_update())
+_SET_HEAD = FastStatement(update(heads).where(heads.c.agent_id == bindparam("agent"))
+                          .values(sha=bindparam("sha"), files=bindparam("files")), ["files"])
+_INSERT_COMMIT = FastStatement.for_insert(commits)
+_INSERT_PATH = FastStatement(insert(commit_paths).from_select(
+    ["agent_id", "path", "seq"],
+    select(bindparam("agent", type_=String), bindparam("path", type_=String), commits.c.seq)
+    .where(commits.c.agent_id == bindparam("agent2")).where(commits.c.sha == bindparam("sha"))))
+_AGENTS_OF_BLOCK = FastStatement(select(ba.c.agent_id).where(ba.c.block_id == bindparam("block")))
+_AGENT_BLOCKS = FastStatement(
+    select(ba.c.label, b.c.value, b.c.description, b.c.read_only, b.c.metadata)
+    .join(b, b.c.id == ba.c.block_id).where(ba.c.agent_id == bindparam("agent"))
+    .order_by(ba.c.position))
+
+
+@dataclass(slots=True)
+class _BlockRow:
+    label: str
+    value: str
+    description: str | None
+    read_only: bool
+    metadata: Any
 
 
 def lock_heads(conn: Connection, agent_ids: Sequence[str]) -> dict[str, tuple[str | None,
                                                                             dict[str, Any]]]:
     """The agents' heads (sha and files), each row locked until the transaction ends."""
-    conn.execute(_insert_ignore(conn, heads), [{"agent_id": a, "sha": None, "files": {}}
-                                                for a in agent_ids])
-    stmt = (select(heads.c.agent_id, heads.c.sha, heads.c.files)
-            .where(heads.c.agent_id.in_(agent_ids)).order_by(heads.c.agent_id)
-            .with_for_update())
-    return {row.agent_id: (row.sha, _json(row.files) or {}) for row in conn.execute(stmt)}
+    dialect = conn.dialect.name
+    found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+    for agent_id in sorted(agent_ids):  # one order everywhere: no deadlock between two
+        _NEW_HEAD[dialect].execute(conn, {"agent_id": agent_id, "sha": None, "files": {}})
+        for sha, files in _LOCK_HEAD.fetch(conn, {"agent_id": agent_id}):
+            found[agent_id] = (sha, _json(files) or {})
+    return found
+
+
+def agent_block_rows(conn: Connection, agent_id: str) -> list[_BlockRow]:
+    """An agent's blocks, as the fields its files are made of."""
+    return [_BlockRow(*row) for row in _AGENT_BLOCKS.fetch(conn, {"agent": agent_id})]
 
 
 def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> None:
@@ -185,21 +225,21 @@ def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> No
     (the heads were locked by ``lock_heads``)."""
     if not made:
         return
-    conn.execute(_insert_ignore(conn, objects), [
+    _NEW_OBJECT[conn.dialect.name].execute_many(conn, [
         {"agent_id": c.agent_id, "sha": obj.id.decode(), "type": obj.type_num,
          "data": obj.as_raw_string()} for c in made for obj in c.made])
-    seqs = conn.execute(insert(commits).returning(commits.c.seq, sort_by_parameter_order=True), [
+    _INSERT_COMMIT.execute_many(conn, [
         {"agent_id": c.agent_id, "sha": c.commit.id.decode(), "parent_sha": c.parent,
          "author_type": c.author.kind, "author_id": c.author.id,
          "author_name": c.author.name, "message": c.message, "created_at": now,
-         "changes": c.changes} for c in made]).scalars().all()
-    paths = [{"agent_id": c.agent_id, "path": path, "seq": seq}
-             for c, seq in zip(made, seqs, strict=True) for path in c.changes]
+         "changes": c.changes} for c in made])
+    paths = [{"agent": c.agent_id, "agent2": c.agent_id, "path": path,
+              "sha": c.commit.id.decode()} for c in made for path in c.changes]
     if paths:
-        conn.execute(insert(commit_paths), paths)
+        _INSERT_PATH.execute_many(conn, paths)
     for c in made:
-        conn.execute(update(heads).where(heads.c.agent_id == c.agent_id)
-                     .values(sha=c.commit.id.decode(), files=c.files))
+        _SET_HEAD.execute(conn, {"agent": c.agent_id, "sha": c.commit.id.decode(),
+                                 "files": c.files})
 
 
 def commit_agents(conn: Connection, agent_ids: Iterable[str] = (), *,
@@ -209,29 +249,17 @@ def commit_agents(conn: Connection, agent_ids: Iterable[str] = (), *,
     attached to, as they stand in this transaction; agent id -> new commit sha (agents
     whose files did not change get none)."""
     wanted = set(agent_ids)
-    block_ids = list(block_ids)
-    if block_ids:
-        wanted.update(conn.execute(select(ba.c.agent_id).where(ba.c.block_id.in_(block_ids))
-                                   ).scalars())
+    for block_id in block_ids:
+        wanted.update(row[0] for row in _AGENTS_OF_BLOCK.fetch(conn, {"block": block_id}))
     if not wanted:
         return {}
-    agents = sorted(wanted)
-    found = lock_heads(conn, agents)
-    rows = conn.execute(
-        select(ba.c.agent_id, ba.c.label, b.c.value, b.c.description, b.c.read_only,
-               b.c.metadata).join(b, b.c.id == ba.c.block_id)
-        .where(ba.c.agent_id.in_(agents)))
-    by_agent: dict[str, list[Any]] = {agent: [] for agent in agents}
-    for row in rows:
-        by_agent[row.agent_id].append(row)
+    found = lock_heads(conn, list(wanted))
     now = time.time() if now is None else now
     who = author or current_author()
     made = []
-    for agent in agents:
-        if agent not in found:  # deleted in this transaction
-            continue
-        parent, old = found[agent]
-        new = build_commit(agent, parent, old, block_files(by_agent[agent]), who, message, now)
+    for agent, (parent, old) in found.items():
+        texts = block_files(agent_block_rows(conn, agent))
+        new = build_commit(agent, parent, old, texts, who, message, now)
         if new is not None:
             made.append(new)
     store_commits(conn, made, now)
