@@ -1,0 +1,87 @@
+"""An agent's memory history over REST: its commits (all, or a block's), the memory files
+as of a commit, a diff between two commits, and a revert that is itself a commit."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from ...store import memory_files
+from ...store.memory_files import MemoryFileError
+from ...store.memory_history import MAX_PAGE, unified_diff
+from ..deps import RuntimeDep
+from ..models.memory_history import (
+    MemoryCommit,
+    MemoryDiff,
+    MemorySnapshot,
+    RevertMemory,
+    RevertResult,
+)
+from ..models.requests import errors
+from ..services.memory_history import commit_view
+from .agents import agent_record
+
+router = APIRouter(tags=["memory history"])
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+
+
+@router.get("/v1/agents/{agent_id}/memory/commits", responses=errors(404),
+            response_model=list[MemoryCommit])
+async def list_memory_commits(agent_id: str, runtime: RuntimeDep, label: str | None = None,
+                              limit: PageLimit = 50, before: int | None = None
+                              ) -> list[dict[str, Any]]:
+    """The agent's memory commits, newest first; only those that changed ``label``'s block
+    if given; ``before`` (a commit's ``seq``) pages."""
+    return [commit_view(c) for c in await runtime.store.memory_commits(
+        agent_id, label=label, limit=limit, before=before)]
+
+
+@router.get("/v1/agents/{agent_id}/memory/commits/{sha}", responses=errors(404),
+            response_model=MemorySnapshot)
+async def memory_at_commit(agent_id: str, sha: str, runtime: RuntimeDep,
+                           label: str | None = None) -> dict[str, Any]:
+    """The memory files as of a commit (a sha, a prefix of 4+ digits, or HEAD); only
+    ``label``'s block if given."""
+    found, files = await runtime.store.memory_files(agent_id, sha)
+    listed = []
+    for path, text in sorted(files.items()):
+        name = memory_files.label_of(path)
+        if label is not None and name != label:
+            continue
+        try:
+            value = None if name is None else memory_files.parse(path, text).value
+        except MemoryFileError:
+            value = None
+        listed.append({"path": path, "label": name, "value": value, "content": text})
+    if label is not None and not listed:
+        raise HTTPException(404, f"agent {agent_id!r} had no block {label!r} at {found[:12]}")
+    return {"sha": found, "files": listed}
+
+
+@router.get("/v1/agents/{agent_id}/memory/diff", responses=errors(404),
+            response_model=MemoryDiff)
+async def memory_diff(agent_id: str, runtime: RuntimeDep,
+                      from_commit: Annotated[str, Query(alias="from")],
+                      to_commit: Annotated[str, Query(alias="to")] = "HEAD") -> dict[str, Any]:
+    """A unified diff of the memory files from one commit to another (default: HEAD)."""
+    old, before = await runtime.store.memory_files(agent_id, from_commit)
+    new, after = await runtime.store.memory_files(agent_id, to_commit)
+    return {"from_sha": old, "to_sha": new, "diff": unified_diff(before, after)}
+
+
+@router.post("/v1/agents/{agent_id}/memory/revert", responses=errors(404, 422),
+             response_model=RevertResult)
+async def revert_memory(agent_id: str, body: RevertMemory, runtime: RuntimeDep
+                        ) -> dict[str, Any]:
+    """Set the agent's blocks (or one) back to a commit, as a new commit by the caller; a
+    live agent sees the blocks before its next step."""
+    await agent_record(runtime, agent_id)
+    try:
+        sha = await runtime.store.revert_memory(agent_id, body.commit, label=body.label)
+    except MemoryFileError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    if sha is None:
+        return {"commit": None}
+    made = await runtime.store.memory_commits(agent_id, limit=1)
+    return {"commit": commit_view(made[0])}
