@@ -209,9 +209,12 @@ def lock_heads(conn: Connection, agent_ids: Sequence[str]) -> dict[str, tuple[st
     dialect = conn.dialect.name
     found: dict[str, tuple[str | None, dict[str, Any]]] = {}
     for agent_id in sorted(agent_ids):  # one order everywhere: no deadlock between two
-        _NEW_HEAD[dialect].execute(conn, {"agent_id": agent_id, "sha": None, "files": {}})
-        for sha, files in _LOCK_HEAD.fetch(conn, {"agent_id": agent_id}):
-            found[agent_id] = (sha, _json(files) or {})
+        head = _LOCK_HEAD.fetch(conn, {"agent_id": agent_id})
+        if not head:  # its first commit: a row to lock (another transaction may add it first)
+            _NEW_HEAD[dialect].execute(conn, {"agent_id": agent_id, "sha": None, "files": {}})
+            head = _LOCK_HEAD.fetch(conn, {"agent_id": agent_id})
+        sha, files = head[0]
+        found[agent_id] = (sha, _json(files) or {})
     return found
 
 

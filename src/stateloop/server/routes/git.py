@@ -70,7 +70,7 @@ async def memory_diff(agent_id: str, runtime: RuntimeDep,
     return {"from_sha": old, "to_sha": new, "diff": unified_diff(before, after)}
 
 
-@router.post("/v1/agents/{agent_id}/memory/revert", responses=errors(404, 422),
+@router.post("/v1/agents/{agent_id}/memory/revert", responses=errors(404),
              response_model=RevertResult)
 async def revert_memory(agent_id: str, body: RevertMemory, runtime: RuntimeDep
                         ) -> dict[str, Any]:
