@@ -105,7 +105,6 @@ async def main() -> None:
         while await commits(agent) < 10_000:
             await run(agent, counter, FILL_RUN)
         await report(agent, counter)
-        await agent.close()
     sys.stdout.flush()
 
 

@@ -12,6 +12,7 @@ from dulwich.repo import Repo
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import raw_sql as raw_rows
 from stateloop import Agent, Block
 from stateloop.errors import ConfigError
 from stateloop.store import NotFoundError, open_store
@@ -19,7 +20,6 @@ from stateloop.store.memory_files import MemoryFileError, label_of, parse, path_
 from stateloop.store.memory_repo import Author, changed_by
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.testing import ScriptedModel, call, reply
-from conftest import raw_sql as raw_rows
 
 
 def new_agent(url: str, *script: object, name: str = "ada") -> Agent:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 from dulwich.objects import Commit, ShaFile, Tree
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Text, cast, delete, insert, select, update
 
 from stateloop.store import memory_files, rows, schema
 from stateloop.store.errors import BlockLimitError, NotFoundError
@@ -21,8 +21,7 @@ from stateloop.store.memory_repo import Author, commit_agents, current_author
 from stateloop.store.records import BlockRecord
 from stateloop.store.runner import Runner
 
-mc, mp, mo, mh = (schema.memory_commits, schema.memory_commit_paths, schema.memory_objects,
-                  schema.memory_heads)
+mc, mo, mh = schema.memory_commits, schema.memory_objects, schema.memory_heads
 b, ba = schema.blocks, schema.blocks_agents
 MAX_PAGE = 1000
 
@@ -115,12 +114,20 @@ def list_commits(conn: Connection, agent_id: str, *, path: str | None = None,
     """The agent's commits newest first (those that changed ``path``, if given), below seq
     ``before``; each with its changed files and lines added and removed."""
     stmt = select(mc).where(mc.c.agent_id == agent_id)
-    if path is not None:
-        stmt = stmt.where(mc.c.seq.in_(select(mp.c.seq).where(mp.c.agent_id == agent_id)
-                                       .where(mp.c.path == path)))
     if before is not None:
         stmt = stmt.where(mc.c.seq < before)
-    found = conn.execute(stmt.order_by(mc.c.seq.desc()).limit(min(limit, MAX_PAGE))).all()
+    limit = min(limit, MAX_PAGE)
+    if path is None:
+        found = conn.execute(stmt.order_by(mc.c.seq.desc()).limit(limit)).all()
+    else:  # the commits whose changes name the file (as JSON text), then exactly
+        needle = orjson.dumps(path).decode()
+        stmt = stmt.where(cast(mc.c.changes, Text).contains(needle, autoescape=True))
+        found = []
+        for row in conn.execute(stmt.order_by(mc.c.seq.desc())):
+            if path in _decode(row.changes):
+                found.append(row)
+                if len(found) == limit:
+                    break
     changes = [(row, _decode(row.changes)) for row in found]
     wanted = {sha for _, change in changes for pair in change.values() for sha in pair if sha}
     texts: dict[str, str] = {}

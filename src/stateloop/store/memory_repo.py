@@ -5,9 +5,9 @@
 
 The head row holds the files of the head's tree (path -> mode and blob sha), so a commit
 reads one row and writes only what is new: the changed blobs, the trees above them, the
-commit, its row in ``memory_commits`` and the head. The head row is locked first
-(``FOR UPDATE`` on PostgreSQL; SQLite has one writer), so two transactions changing one
-agent's blocks commit one after the other, each on the other's commit.
+commit, its row in ``memory_commits`` (with the files it changed) and the head. The head
+row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite has one writer), so two
+transactions changing one agent's blocks commit one after the other, each on the other's.
 
 A block shared by several agents is a file in each agent's repository (as in Letta, where
 the repository is the agent's), so a change to it is a commit in every one of them.
@@ -23,14 +23,14 @@ from typing import Any
 
 import orjson
 from dulwich.objects import Blob, Commit, ShaFile, Tree
-from sqlalchemy import Connection, Row, String, bindparam, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from stateloop.store import memory_files, schema
 from stateloop.store.fastpath import FastStatement
 
 heads, objects = schema.memory_heads, schema.memory_objects
-commits, commit_paths = schema.memory_commits, schema.memory_commit_paths
+commits = schema.memory_commits
 b, ba = schema.blocks, schema.blocks_agents
 
 BRANCH = b"refs/heads/main"
@@ -183,10 +183,6 @@ _LOCK_HEAD = FastStatement(select(heads.c.sha, heads.c.files)
 _SET_HEAD = FastStatement(update(heads).where(heads.c.agent_id == bindparam("agent"))
                           .values(sha=bindparam("sha"), files=bindparam("files")), ["files"])
 _INSERT_COMMIT = FastStatement.for_insert(commits)
-_INSERT_PATH = FastStatement(insert(commit_paths).from_select(
-    ["agent_id", "path", "seq"],
-    select(bindparam("agent", type_=String), bindparam("path", type_=String), commits.c.seq)
-    .where(commits.c.agent_id == bindparam("agent2")).where(commits.c.sha == bindparam("sha"))))
 _AGENTS_OF_BLOCK = FastStatement(select(ba.c.agent_id).where(ba.c.block_id == bindparam("block")))
 _AGENT_BLOCKS = FastStatement(
     select(ba.c.label, b.c.value, b.c.description, b.c.read_only, b.c.metadata)
@@ -224,7 +220,7 @@ def agent_block_rows(conn: Connection, agent_id: str) -> list[_BlockRow]:
 
 
 def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> None:
-    """Write new commits: their objects, rows, paths, and the heads that now point at them
+    """Write new commits: their objects, rows, and the heads that now point at them
     (the heads were locked by ``lock_heads``)."""
     if not made:
         return
@@ -236,10 +232,6 @@ def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> No
          "author_type": c.author.kind, "author_id": c.author.id,
          "author_name": c.author.name, "message": c.message, "created_at": now,
          "changes": c.changes} for c in made])
-    paths = [{"agent": c.agent_id, "agent2": c.agent_id, "path": path,
-              "sha": c.commit.id.decode()} for c in made for path in c.changes]
-    if paths:
-        _INSERT_PATH.execute_many(conn, paths)
     for c in made:
         _SET_HEAD.execute(conn, {"agent": c.agent_id, "sha": c.commit.id.decode(),
                                  "files": c.files})

@@ -461,8 +461,10 @@ run_frames = Table(
 )
 
 # Each agent's memory repository (memory_repo.py; revision 0024): git objects by sha, the
-# head of its one branch with the files it holds, and every commit in order with the paths
-# it changed, so history lists without walking the object graph.
+# head of its one branch with the files it holds, and every commit in order with the files
+# it changed, so history lists without walking the object graph. A step that edits memory
+# writes these in its transaction, so they keep few indexes (each is pages to write): the
+# objects are one B-tree on SQLite (WITHOUT ROWID), the commits are found by agent and seq.
 memory_heads = Table(
     "memory_heads", metadata,
     Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
@@ -476,6 +478,7 @@ memory_objects = Table(
     Column("sha", String, primary_key=True),
     Column("type", Integer, nullable=False),  # git's type number: 1 commit, 2 tree, 3 blob
     Column("data", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 memory_commits = Table(
@@ -491,13 +494,5 @@ memory_commits = Table(
     Column("message", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("changes", Json, nullable=False),  # path -> [old blob sha, new blob sha]
-    UniqueConstraint("agent_id", "sha", name="uq_memory_commits_sha"),
     Index("ix_memory_commits_agent", "agent_id", "seq"),
-)
-
-memory_commit_paths = Table(
-    "memory_commit_paths", metadata,
-    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
-    Column("path", String, primary_key=True),
-    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
 )

@@ -1,5 +1,5 @@
 """Memory repositories: each agent's git objects, the head of its branch, and its commits
-with the paths each changed (memory_repo.py).
+with the files each changed (memory_repo.py).
 
 Revision ID: 0024
 Revises: 0022
@@ -36,6 +36,7 @@ def upgrade() -> None:
         sa.Column("sha", sa.String, primary_key=True),
         sa.Column("type", sa.Integer, nullable=False),
         sa.Column("data", sa.LargeBinary, nullable=False),
+        sqlite_with_rowid=False,
     )
     op.create_table(
         "memory_commits",
@@ -49,19 +50,11 @@ def upgrade() -> None:
         sa.Column("message", sa.Text, nullable=False),
         sa.Column("created_at", sa.Float, nullable=False),
         sa.Column("changes", sa.JSON, nullable=False),
-        sa.UniqueConstraint("agent_id", "sha", name="uq_memory_commits_sha"),
     )
     op.create_index("ix_memory_commits_agent", "memory_commits", ["agent_id", "seq"])
-    op.create_table(
-        "memory_commit_paths",
-        _agent(True),
-        sa.Column("path", sa.String, primary_key=True),
-        sa.Column("seq", _SEQ, primary_key=True),
-    )
 
 
 def downgrade() -> None:
-    op.drop_table("memory_commit_paths")
     op.drop_index("ix_memory_commits_agent", table_name="memory_commits")
     op.drop_table("memory_commits")
     op.drop_table("memory_objects")
