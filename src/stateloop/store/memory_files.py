@@ -22,6 +22,7 @@ import yaml
 MAX_FRONTMATTER = 64 * 1024  # bytes of YAML a pushed file may open with
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_\-()+,=@~][A-Za-z0-9_\-. ()+,=@~]*\Z")
 _OPEN, _CLOSE = "---\n", "\n---\n"
+_LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")  # memory.blocks.Block's rule for labels
 
 
 class MemoryFileError(ValueError):
@@ -75,6 +76,12 @@ def label_of(path: str) -> str | None:
         return None
     parts[-1] = parts[-1][:-3]
     return "/".join(_segment_label(part) for part in parts)
+
+
+def legal_label(label: str) -> bool:
+    """Whether a block may have this label (``memory.blocks.Block``'s rule: letters,
+    digits, ``_-/.``, as Letta allows)."""
+    return bool(label) and label.translate(_LABEL_PUNCTUATION).isalnum()
 
 
 @functools.lru_cache(maxsize=4096)

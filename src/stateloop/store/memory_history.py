@@ -231,6 +231,25 @@ class MemoryHistoryMixin:
 
         return await self._runner.read(txn)
 
+    async def memory_repository(self, agent_id: str) -> tuple[str, list[tuple[int, bytes]]]:
+        """The agent's head commit and every object of its repository (type number, raw
+        data); an agent with no commit yet (made before history was kept) gets its first."""
+
+        def read(conn: Connection) -> tuple[str | None, list[tuple[int, bytes]]]:
+            _known(conn, agent_id)
+            head = conn.execute(select(mh.c.sha).where(mh.c.agent_id == agent_id)).scalar()
+            found = conn.execute(select(mo.c.type, mo.c.data).where(mo.c.agent_id == agent_id))
+            return head, [(kind, bytes(data)) for kind, data in found]
+
+        head, found = await self._runner.read(read)
+        if head is None:
+            who = current_author()
+            await self._runner.write(lambda conn: commit_agents(
+                conn, [agent_id], author=who, message="Start memory history"))
+            head, found = await self._runner.read(read)
+        assert head is not None
+        return head, found
+
     async def revert_memory(self, agent_id: str, ref: str, *, label: str | None = None
                             ) -> str | None:
         """Set the agent's blocks (or one) back to commit ``ref``, as a new commit (its sha;

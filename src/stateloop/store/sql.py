@@ -36,6 +36,7 @@ from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.memory_history import MemoryHistoryMixin
+from stateloop.store.memory_push import MemoryPushMixin
 from stateloop.store.memory_repo import Author, commit_agents, current_author
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
@@ -101,7 +102,7 @@ def _check_limit(block: BlockRecord) -> None:
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
-               MemoryHistoryMixin):
+               MemoryHistoryMixin, MemoryPushMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -1,15 +1,18 @@
-"""An agent's memory history over REST: its commits (all, or a block's), the memory files
-as of a commit, a diff between two commits, and a revert that is itself a commit."""
+"""An agent's memory history over HTTP: over REST its commits (all, or a block's), the
+memory files as of a commit, a diff between two commits, and a revert that is itself a
+commit; and the repository itself for the git program (services/git_http.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from ...store import memory_files
 from ...store.memory_files import MemoryFileError
 from ...store.memory_history import MAX_PAGE, unified_diff
+from ...store.memory_push import PushRefused, read_push
 from ..deps import RuntimeDep
 from ..models.memory_history import (
     MemoryCommit,
@@ -19,7 +22,16 @@ from ..models.memory_history import (
     RevertResult,
 )
 from ..models.requests import errors
-from ..services.memory_history import commit_view
+from ..services.git_http import (
+    RECEIVE,
+    UPLOAD,
+    advertise,
+    receive_pack,
+    repository,
+    request_body,
+    upload_pack,
+)
+from ..services.memory_history import commit_view, git_limits
 from .agents import agent_record
 
 router = APIRouter(tags=["memory history"])
@@ -85,3 +97,66 @@ async def revert_memory(agent_id: str, body: RevertMemory, runtime: RuntimeDep
         return {"commit": None}
     made = await runtime.store.memory_commits(agent_id, limit=1)
     return {"commit": commit_view(made[0])}
+
+
+# --- git's smart HTTP: clone, fetch, pull and push of /v1/git/{agent_id}/state.git ---
+
+_REPO = "/v1/git/{agent_id}/state.git"
+
+
+@router.get(f"{_REPO}/info/refs", include_in_schema=False)
+async def git_refs(agent_id: str, runtime: RuntimeDep, service: str = "") -> Response:
+    """The refs of the agent's memory repository, for the service git asks for."""
+    if service not in (UPLOAD, RECEIVE):
+        raise HTTPException(403, "only git's smart HTTP is served: ask for "
+                            "info/refs?service=git-upload-pack or git-receive-pack")
+    head, objects = await runtime.store.memory_repository(agent_id)
+    data = await asyncio.to_thread(lambda: advertise(repository(head, objects), service))
+    return Response(data, media_type=f"application/x-{service}-advertisement",
+                    headers=_NO_CACHE)
+
+
+@router.post(f"{_REPO}/git-upload-pack", include_in_schema=False)
+async def git_upload_pack(agent_id: str, request: Request, runtime: RuntimeDep) -> Response:
+    """A pack of what a clone or fetch wants."""
+    body = await _git_body(request, UPLOAD, runtime.settings.max_body_bytes)
+    head, objects = await runtime.store.memory_repository(agent_id)
+    data = await asyncio.to_thread(lambda: upload_pack(repository(head, objects), body))
+    return Response(data, media_type=f"application/x-{UPLOAD}-result", headers=_NO_CACHE)
+
+
+@router.post(f"{_REPO}/git-receive-pack", include_in_schema=False)
+async def git_receive_pack(agent_id: str, request: Request, runtime: RuntimeDep) -> Response:
+    """A push: checked whole, then stored as the agent's blocks and history, or refused
+    with a message git prints."""
+    body = await _git_body(request, RECEIVE, runtime.settings.max_body_bytes)
+    head, objects = await runtime.store.memory_repository(agent_id)
+    loop = asyncio.get_running_loop()
+    known: set[bytes] = set()
+
+    def on_push(repo: Any, old: str, new: str) -> None:  # in the worker thread
+        store = repo.object_store
+        push = read_push({sha: store[sha] for sha in store}, known, old, new, head)
+        asyncio.run_coroutine_threadsafe(runtime.store.push_memory(agent_id, push),
+                                         loop).result()
+
+    def serve() -> bytes:
+        repo = repository(head, objects)
+        known.update(repo.object_store)
+        return receive_pack(repo, body, on_push, git_limits(runtime.settings))
+
+    data = await asyncio.to_thread(serve)
+    return Response(data, media_type=f"application/x-{RECEIVE}-result", headers=_NO_CACHE)
+
+
+_NO_CACHE = {"Cache-Control": "no-cache, max-age=0, must-revalidate"}
+
+
+async def _git_body(request: Request, service: str, limit: int) -> bytes:
+    if request.headers.get("content-type") != f"application/x-{service}-request":
+        raise HTTPException(415, f"a {service} request is application/x-{service}-request")
+    try:
+        return request_body(await request.body(), request.headers.get("content-encoding"),
+                            limit)
+    except PushRefused as exc:
+        raise HTTPException(400, str(exc)) from exc

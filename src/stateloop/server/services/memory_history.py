@@ -9,6 +9,8 @@ from typing import Any
 from ...store.memory_history import MemoryCommitRecord
 from ...store.memory_repo import Author, changed_by
 from ..middleware import ASGIApp, Receive, Scope, Send
+from ..settings import ServerSettings
+from .git_http import GitLimits
 
 API_CALLER = Author("user", "api", "REST API")
 
@@ -22,6 +24,13 @@ def commit_view(record: MemoryCommitRecord) -> dict[str, Any]:
             "timestamp": datetime.fromtimestamp(record.timestamp, UTC),
             "files_changed": record.files_changed, "additions": record.additions,
             "deletions": record.deletions, "seq": record.seq}
+
+
+def git_limits(config: ServerSettings) -> GitLimits:
+    """What one push may hold, from the server's settings."""
+    return GitLimits(max_objects=config.git_max_objects,
+                     max_object_bytes=config.git_max_object_bytes,
+                     max_total_bytes=config.git_max_unpacked_bytes)
 
 
 class MemoryAuthor:
