@@ -1,6 +1,8 @@
 """What memory history adds to a step that edits memory: a persisted agent on SQLite whose
 every step calls ``memory_replace`` (so every step is a commit in its memory repository),
-with history written and with the commit left out, at about 100 and 10,000 commits.
+with history written and with the commit left out, from the agent's first commits and again
+past 10,000; and how long ``git clone`` of that agent takes from a served stateloop once it
+has 1,000 commits (the real git program, over loopback).
 
 Rounds alternate the two (each follows the other, so both see the same machine); the median
 round's difference per step is reported, with its ratio. On a loaded machine that difference
@@ -11,13 +13,21 @@ directly too (the median over the rounds' steps).
 from __future__ import annotations
 
 import asyncio
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+
 from stateloop import Agent, Block
+from stateloop.server import bind, create_app
+from stateloop.server.settings import ServerSettings
 from stateloop.store import checkpoints
 from stateloop.testing import ScriptedModel, call, reply
 
@@ -87,10 +97,35 @@ async def commits(agent: Agent) -> int:
 
 
 async def report(agent: Agent, counter: Counter) -> None:
+    before = await commits(agent)
     extra, bare, ratio, commit = await measure(agent, counter)
-    print(f"~{await commits(agent)} commits: +{extra:.3f} ms per memory-editing step "
-          f"({bare:.3f} ms without history, ratio {ratio:.2f}); writing the commit "
+    print(f"{before} to {await commits(agent)} commits: +{extra:.3f} ms per memory-editing "
+          f"step ({bare:.3f} ms without history, ratio {ratio:.2f}); writing the commit "
           f"{commit:.3f} ms (median)")
+
+
+def clone_seconds(db: Path, agent_id: str, folder: Path) -> float:
+    """The median of three ``git clone``s of the agent from a server on this database."""
+    sock = bind("127.0.0.1", 0)
+    app = create_app(ServerSettings(database_url=f"sqlite:///{db}"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/git/{agent_id}/state.git"
+    times = []
+    try:
+        for i in range(3):
+            started = time.perf_counter()
+            subprocess.run(["git", "clone", "-q", url, str(folder / f"clone{i}")], check=True,
+                           env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+            times.append(time.perf_counter() - started)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+    return statistics.median(times)
 
 
 async def main() -> None:
@@ -102,6 +137,11 @@ async def main() -> None:
                       name="historian")
         counter = Counter()
         await report(agent, counter)
+        while await commits(agent) < 1_000:
+            await run(agent, counter, 100)
+        seconds = await asyncio.to_thread(clone_seconds, Path(folder) / "h.db", agent.id,
+                                          Path(folder))
+        print(f"git clone of {await commits(agent)} commits: {seconds:.2f} s (median of 3)")
         while await commits(agent) < 10_000:
             await run(agent, counter, FILL_RUN)
         await report(agent, counter)

@@ -214,5 +214,5 @@ class MemoryPushMixin:
 
     async def push_memory(self, agent_id: str, push: Push) -> None:
         """Store a push ``read_push`` checked, or refuse it (``PushRefused``) unchanged."""
-        await self._runner.write(lambda conn: apply_push(conn, agent_id, push))
+        await self._runner.write(lambda conn: apply_push(conn, agent_id, push), offload=True)
         self._block_writes += 1
