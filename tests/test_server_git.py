@@ -96,6 +96,10 @@ def commit_file(repo: Path, path: str, text: str, message: str = "edit") -> None
 def test_clone_push_and_pull_round_trip(server: Server, fake: FakeOpenAI, script: Script,
                                         tmp_path: Path) -> None:
     agent_id = new_agent(server)
+    script.set("hello")
+    warm = httpx.post(f"{server.url}/v1/agents/{agent_id}/messages", headers=HEADERS,
+                      timeout=60, json={"messages": [{"role": "user", "content": "hi"}]})
+    assert warm.status_code == 200, warm.text  # the agent is live before the push
     repo = clone(server, agent_id, tmp_path / "memory")
     assert (repo / "human.md").read_text() == "---\ndescription: null\n---\nName: Ann"
     assert (repo / "persona.md").read_text() == (
@@ -223,3 +227,37 @@ def test_a_push_bomb_stops_at_its_declared_sizes() -> None:
     lying = b"PACK" + struct.pack(">II", 2, 1) + bytes([0x35]) + data  # declares 5 bytes
     with pytest.raises(PushRefused, match="larger than it declares"):
         check_pack(lying, GitLimits())
+
+
+def test_two_processes_on_postgresql_serve_one_history(
+        fake: FakeOpenAI, script: Script, pg_database: Any, tmp_path: Path) -> None:
+    url = pg_database()
+    with Server(settings_for(fake, tmp_path / "unused.db", database_url=url,
+                             server_password=PASSWORD)) as one, \
+            Server(settings_for(fake, tmp_path / "unused.db", database_url=url,
+                                server_password=PASSWORD)) as two:
+        agent_id = new_agent(one)
+        script.set("ok")
+        warm = httpx.post(f"{one.url}/v1/agents/{agent_id}/messages", headers=HEADERS,
+                          timeout=60, json={"messages": [{"role": "user", "content": "hi"}]})
+        assert warm.status_code == 200, warm.text  # the agent is live in process one
+        first = clone(one, agent_id, tmp_path / "first")
+        second = clone(two, agent_id, tmp_path / "second")
+        commit_file(first, "human.md", "---\ndescription: null\n---\nName: Via two")
+        git("push", "-q", repo_url(two, agent_id), "main", cwd=first)
+        assert block(one, agent_id, "human")["value"] == "Name: Via two"
+        commit_file(second, "human.md", "---\ndescription: null\n---\nName: Stale")
+        stale = git("push", repo_url(one, agent_id), "main", cwd=second, check=False)
+        assert stale.returncode != 0 and "fetch first" in stale.stderr, stale.stderr
+        git("pull", "-q", "--rebase=false", "-X", "theirs", repo_url(one, agent_id), "main",
+            cwd=second, check=False)
+        git("reset", "-q", "--hard", "FETCH_HEAD", cwd=second)
+        assert (second / "human.md").read_text().endswith("Name: Via two")
+        script.set("ok")  # process one's live agent sees the push made through two
+        sent = httpx.post(f"{one.url}/v1/agents/{agent_id}/messages", headers=HEADERS,
+                          timeout=60, json={"messages": [{"role": "user", "content": "hi"}]})
+        assert sent.status_code == 200, sent.text
+        assert "Name: Via two" in str(fake.requests[-1].body["messages"][0]["content"])
+        history = httpx.get(f"{one.url}/v1/agents/{agent_id}/memory/commits",
+                            headers=HEADERS, timeout=30).json()
+        assert [c["message"] for c in history] == ["edit", "Create agent"]
