@@ -156,7 +156,7 @@ def revert(conn: Connection, agent_id: str, sha: str, *, label: str | None,
     old = {path: memory_files.parse(path, text) for path, text in files_at(conn, agent_id,
                                                                           sha).items()
            if memory_files.label_of(path) is not None}
-    by_label = {memory_files.label_of(path): parsed for path, parsed in old.items()}
+    by_label = {str(memory_files.label_of(path)): parsed for path, parsed in old.items()}
     current = {row.label: rows.block_from_row(row) for row in conn.execute(
         select(b).join(ba, ba.c.block_id == b.c.id).where(ba.c.agent_id == agent_id))}
     if label is not None:
@@ -218,8 +218,12 @@ class MemoryHistoryMixin:
                              ) -> list[MemoryCommitRecord]:
         """The agent's memory commits, newest first; those that changed ``label``'s file."""
         path = None if label is None else memory_files.path_of(label)
-        return await self._runner.read(lambda conn: _known(conn, agent_id) or list_commits(
-            conn, agent_id, path=path, limit=limit, before=before))
+
+        def read(conn: Connection) -> list[MemoryCommitRecord]:
+            _known(conn, agent_id)
+            return list_commits(conn, agent_id, path=path, limit=limit, before=before)
+
+        return await self._runner.read(read)
 
     async def memory_files(self, agent_id: str, ref: str = "HEAD") -> tuple[str, dict[str, str]]:
         """The commit ``ref`` names (a sha, a prefix, ``HEAD``) and its files."""

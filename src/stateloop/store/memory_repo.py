@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from dulwich.objects import Blob, Commit, ShaFile, Tree
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from sqlalchemy import Connection, Row, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -115,13 +115,14 @@ def build_commit(agent_id: str, parent: str | None, old: Mapping[str, list[Any]]
     for path in old.keys() | files.keys():
         before, after = old.get(path), files.get(path)
         if before != after:
-            changes[path] = [before and before[1], after and after[1]]
+            changes[path] = [None if before is None else before[1],
+                             None if after is None else after[1]]
     if not changes and parent is not None:
         return None
     root = _trees(files, made)
     commit = Commit()
     commit.tree = root
-    commit.parents = [parent.encode()] if parent else []
+    commit.parents = [ObjectID(parent.encode())] if parent else []
     commit.author = commit.committer = author.signature()
     commit.author_time = commit.commit_time = int(now)
     commit.author_timezone = commit.commit_timezone = 0
@@ -158,16 +159,16 @@ def _tree(node: Mapping[str, Any], made: list[ShaFile]) -> bytes:
     tree = Tree()
     for name, entry in node.items():
         if isinstance(entry, dict):
-            tree.add(name.encode(), DIR_MODE, _tree(entry, made))
+            tree.add(name.encode(), DIR_MODE, ObjectID(_tree(entry, made)))
         else:
-            tree.add(name.encode(), entry[0], entry[1].encode())
+            tree.add(name.encode(), entry[0], ObjectID(entry[1].encode()))
     made.append(tree)
     return tree.id
 
 
 def _ignoring(table: Any, json_params: Sequence[str] = ()) -> dict[str, FastStatement]:
     """An insert of whole rows that skips rows whose key is taken, per dialect."""
-    values = {col.name: bindparam(col.name) for col in table.columns
+    values: dict[str, Any] = {col.name: bindparam(col.name) for col in table.columns
               if not (col.primary_key and col.autoincrement is True)}
     return {name: FastStatement(dialect.insert(table).values(values).on_conflict_do_nothing(),
                                 json_params)

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dulwich.objects import ShaFile
+from dulwich.objects import ObjectID, ShaFile
 from dulwich.protocol import ReceivableProtocol
+from dulwich.refs import Ref
 from dulwich.repo import MemoryRepo
 from dulwich.server import DictBackend, ReceivePackHandler, UploadPackHandler
 
@@ -42,10 +43,10 @@ class GitLimits:
 def repository(head: str, objects: Iterable[tuple[int, bytes]]) -> MemoryRepo:
     """An in-memory repository holding these objects, its branch ``main`` at ``head``."""
     repo = MemoryRepo()
-    repo.object_store.add_objects((ShaFile.from_raw_string(kind, data), None)
-                                  for kind, data in objects)
-    repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
-    repo.refs[BRANCH] = head.encode()
+    repo.object_store.add_objects([(ShaFile.from_raw_string(kind, data), None)
+                                   for kind, data in objects])
+    repo.refs.set_symbolic_ref(Ref(b"HEAD"), Ref(BRANCH))
+    repo.refs[Ref(BRANCH)] = ObjectID(head.encode())
     return repo
 
 
@@ -55,7 +56,7 @@ def advertise(repo: MemoryRepo, service: str) -> bytes:
     proto = ReceivableProtocol(io.BytesIO().read, out.write)
     proto.write_pkt_line(b"# service=" + service.encode() + b"\n")
     proto.write_pkt_line(None)
-    handler_for(service)(DictBackend({"/": repo}), ["/"], proto, stateless_rpc=True,
+    handler_for(service)(_backend(repo), ["/"], proto, stateless_rpc=True,
                          advertise_refs=True).handle()
     return out.getvalue()
 
@@ -64,7 +65,7 @@ def upload_pack(repo: MemoryRepo, body: bytes) -> bytes:
     """The answer to a ``git-upload-pack`` request: the pack of what the client wants."""
     out = io.BytesIO()
     proto = ReceivableProtocol(io.BytesIO(body).read, out.write)
-    UploadPackHandler(DictBackend({"/": repo}), ["/"], proto, stateless_rpc=True).handle()
+    UploadPackHandler(_backend(repo), ["/"], proto, stateless_rpc=True).handle()
     return out.getvalue()
 
 
@@ -82,7 +83,7 @@ def receive_pack(repo: MemoryRepo, body: bytes, on_push: PushFn, limits: GitLimi
         refused = str(exc)
     out = io.BytesIO()
     proto = ReceivableProtocol(io.BytesIO(body).read, out.write)
-    _Receiver(DictBackend({"/": repo}), ["/"], proto, stateless_rpc=True,
+    _Receiver(_backend(repo), ["/"], proto, stateless_rpc=True,
               on_push=on_push, refused=refused).handle()
     return out.getvalue()
 
@@ -111,6 +112,10 @@ class _Receiver(ReceivePackHandler):
         except PushRefused as exc:
             return str(exc).replace("\n", " ").encode()[:1000]
         return None
+
+
+def _backend(repo: MemoryRepo) -> DictBackend:
+    return DictBackend({"/": repo})  # type: ignore[arg-type]  # a MemoryRepo serves as one
 
 
 def handler_for(service: str) -> Any:
