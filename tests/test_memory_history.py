@@ -208,3 +208,34 @@ def test_every_label_has_one_path_and_back(label: str) -> None:
 def test_bad_frontmatter_is_refused_naming_the_file(text: str, fault: str) -> None:
     with pytest.raises(MemoryFileError, match=f"notes.md: .*{fault}"):
         parse("notes.md", text)
+
+
+def test_an_imported_agent_file_starts_its_history(tmp_path: Path) -> None:
+    source = new_agent(f"sqlite:///{tmp_path / 'a.db'}")
+    exported = source.export_file()
+    imported = Agent.import_file(exported, store=f"sqlite:///{tmp_path / 'b.db'}",
+                                 model=ScriptedModel([]))
+    history = imported.memory_history()
+    assert history and history[-1].message == "Create agent"
+    assert imported.memory_at() == {"human": "Name: Ann", "system/persona": "Careful."}
+
+
+async def test_a_block_a_group_shares_is_a_commit_in_each_member(tmp_path: Path) -> None:
+    from stateloop.store.records import GroupRecord
+
+    store = await open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    try:
+        ada, bob = AgentRecord(name="ada"), AgentRecord(name="bob")
+        await store.create_agent(ada)
+        await store.create_agent(bob)
+        shared = await store.create_block(BlockRecord(label="plan", value="v"))
+        group = await store.create_group(GroupRecord(agent_ids=[ada.id, bob.id],
+                                                     manager_type="round_robin"))
+        await store.share_group_block(group.id, shared.id, attach=True)
+        for agent in (ada, bob):
+            newest = (await store.memory_commits(agent.id))[0]
+            assert newest.files_changed == ["plan.md"]
+        await store.share_group_block(group.id, shared.id, attach=False)
+        assert (await store.memory_commits(ada.id))[0].message == "Delete plan"
+    finally:
+        await store.close()
