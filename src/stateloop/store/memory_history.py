@@ -235,15 +235,20 @@ class MemoryHistoryMixin:
 
         return await self._runner.read(txn)
 
-    async def memory_repository(self, agent_id: str) -> tuple[str, list[tuple[int, bytes]]]:
-        """The agent's head commit and every object of its repository (type number, raw
-        data); an agent with no commit yet (made before history was kept) gets its first."""
+    async def memory_repository(self, agent_id: str, *, objects: bool = True
+                                ) -> tuple[str, list[tuple[bytes, int, bytes]]]:
+        """The agent's head commit and every object of its repository (sha, type number,
+        raw data), or without ``objects`` only the head's; an agent with no commit yet (made before history was
+        kept) gets its first."""
 
-        def read(conn: Connection) -> tuple[str | None, list[tuple[int, bytes]]]:
+        def read(conn: Connection) -> tuple[str | None, list[tuple[bytes, int, bytes]]]:
             _known(conn, agent_id)
             head = conn.execute(select(mh.c.sha).where(mh.c.agent_id == agent_id)).scalar()
-            found = conn.execute(select(mo.c.type, mo.c.data).where(mo.c.agent_id == agent_id))
-            return head, [(kind, bytes(data)) for kind, data in found]
+            stmt = select(mo.c.sha, mo.c.type, mo.c.data).where(mo.c.agent_id == agent_id)
+            if not objects:  # the head commit alone: what a ref advertisement reads
+                stmt = stmt.where(mo.c.sha == head)
+            found = conn.execute(stmt)
+            return head, [(sha.encode(), kind, bytes(data)) for sha, kind, data in found]
 
         head, found = await self._runner.read(read)
         if head is None:

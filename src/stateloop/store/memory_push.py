@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +50,11 @@ class Push:
     blocks: dict[str, memory_files.BlockFile]  # label -> the block its file describes
 
 
-def read_push(objects: Mapping[bytes, ShaFile], known: set[bytes], old: str, new: str,
-              head: str) -> Push:
-    """Check a push's objects (``objects`` holds the repository's and the pushed ones,
-    ``known`` the shas stored already) and describe what it changes."""
+def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
+              pushed: list[ShaFile], old: str, new: str, head: str) -> Push:
+    """Check a push (``objects`` holds the repository's objects and the pushed ones,
+    ``known`` the shas stored already, ``pushed`` the objects it brought) and describe what
+    it changes."""
     if old != head:
         raise PushRefused("the memory changed since your last fetch: pull, then push again")
     order: list[Commit] = []
@@ -108,11 +109,10 @@ def read_push(objects: Mapping[bytes, ShaFile], known: set[bytes], old: str, new
             blocks[label] = memory_files.parse(path, text)
         except memory_files.MemoryFileError as exc:
             raise PushRefused(str(exc)) from exc
-    new_objects = [obj for sha, obj in objects.items() if sha not in known]
-    return Push(old, new, made, new_objects, files, blocks)
+    return Push(old, new, made, pushed, files, blocks)
 
 
-def _descends(objects: Mapping[bytes, ShaFile], known: set[bytes], sha: bytes,
+def _descends(objects: Mapping[bytes, ShaFile], known: Container[bytes], sha: bytes,
               head: bytes) -> bool:
     """Whether ``head`` is among ``sha``'s ancestors (or is it), walking new commits."""
     stack, seen = [sha], set()

@@ -25,6 +25,7 @@ from ..models.requests import errors
 from ..services.git_http import (
     RECEIVE,
     UPLOAD,
+    StoredObjects,
     advertise,
     receive_pack,
     repository,
@@ -110,7 +111,7 @@ async def git_refs(agent_id: str, runtime: RuntimeDep, service: str = "") -> Res
     if service not in (UPLOAD, RECEIVE):
         raise HTTPException(403, "only git's smart HTTP is served: ask for "
                             "info/refs?service=git-upload-pack or git-receive-pack")
-    head, objects = await runtime.store.memory_repository(agent_id)
+    head, objects = await runtime.store.memory_repository(agent_id, objects=False)
     data = await asyncio.to_thread(lambda: advertise(repository(head, objects), service))
     return Response(data, media_type=f"application/x-{service}-advertisement",
                     headers=_NO_CACHE)
@@ -132,18 +133,16 @@ async def git_receive_pack(agent_id: str, request: Request, runtime: RuntimeDep)
     body = await _git_body(request, RECEIVE, runtime.settings.max_body_bytes)
     head, objects = await runtime.store.memory_repository(agent_id)
     loop = asyncio.get_running_loop()
-    known: set[bytes] = set()
 
     def on_push(repo: Any, old: str, new: str) -> None:  # in the worker thread
-        store = repo.object_store
-        push = read_push({sha: store[sha] for sha in store}, known, old, new, head)
+        store: StoredObjects = repo.object_store
+        push = read_push(store.view(), store.stored, store.pushed(), old, new, head)
         asyncio.run_coroutine_threadsafe(runtime.store.push_memory(agent_id, push),
                                          loop).result()
 
     def serve() -> bytes:
-        repo = repository(head, objects)
-        known.update(repo.object_store)
-        return receive_pack(repo, body, on_push, git_limits(runtime.settings))
+        return receive_pack(repository(head, objects), body, on_push,
+                            git_limits(runtime.settings))
 
     data = await asyncio.to_thread(serve)
     return Response(data, media_type=f"application/x-{RECEIVE}-result", headers=_NO_CACHE)

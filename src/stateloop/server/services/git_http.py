@@ -15,10 +15,11 @@ import gzip
 import io
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dulwich.object_store import MemoryObjectStore
 from dulwich.objects import ObjectID, ShaFile
 from dulwich.protocol import ReceivableProtocol
 from dulwich.refs import Ref
@@ -40,11 +41,66 @@ class GitLimits:
     max_total_bytes: int = 64 * 1024 * 1024
 
 
-def repository(head: str, objects: Iterable[tuple[int, bytes]]) -> MemoryRepo:
-    """An in-memory repository holding these objects, its branch ``main`` at ``head``."""
+class StoredObjects(MemoryObjectStore):
+    """The objects of a repository as the store holds them, parsed when first asked for
+    (a clone reads most as raw data only), and the objects a push adds."""
+
+    def __init__(self, objects: Iterable[tuple[bytes, int, bytes]]) -> None:
+        super().__init__()
+        self._raw = {sha: (kind, data) for sha, kind, data in objects}
+        self.stored = self._raw.keys()  # the shas the store holds already
+        self._parsed: dict[bytes, ShaFile] = {}
+
+    def contains_loose(self, sha: Any) -> bool:
+        return self._to_hexsha(sha) in self._raw or super().contains_loose(sha)
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from self._raw
+        yield from self._data
+
+    def get_raw(self, name: Any) -> tuple[int, bytes]:
+        found = self._raw.get(self._to_hexsha(name))
+        return found if found is not None else super().get_raw(name)
+
+    def __getitem__(self, name: Any) -> ShaFile:
+        sha = self._to_hexsha(name)
+        parsed = self._parsed.get(sha)
+        if parsed is not None:
+            return parsed
+        found = self._raw.get(sha)
+        if found is None:
+            return self._data[sha]  # never changed here: no copy needed
+        parsed = self._parsed[sha] = ShaFile.from_raw_string(found[0], found[1], sha=sha)
+        return parsed
+
+    def pushed(self) -> list[ShaFile]:
+        """The objects added since the store's were read."""
+        return [obj for sha, obj in self._data.items() if sha not in self._raw]
+
+    def view(self) -> Mapping[bytes, ShaFile]:
+        """Every object by sha, as a read-only mapping."""
+        return _View(self)
+
+
+class _View(Mapping[bytes, ShaFile]):
+    def __init__(self, store: StoredObjects) -> None:
+        self._store = store
+
+    def __getitem__(self, sha: bytes) -> ShaFile:
+        return self._store[sha]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._store)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._store)
+
+
+def repository(head: str, objects: Iterable[tuple[bytes, int, bytes]]) -> MemoryRepo:
+    """An in-memory repository holding these objects (sha, type, data), its branch ``main``
+    at ``head``."""
     repo = MemoryRepo()
-    repo.object_store.add_objects([(ShaFile.from_raw_string(kind, data), None)
-                                   for kind, data in objects])
+    repo.object_store = StoredObjects(objects)
     repo.refs.set_symbolic_ref(Ref(b"HEAD"), Ref(BRANCH))
     repo.refs[Ref(BRANCH)] = ObjectID(head.encode())
     return repo
