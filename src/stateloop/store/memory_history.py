@@ -238,8 +238,8 @@ class MemoryHistoryMixin:
     async def memory_repository(self, agent_id: str, *, objects: bool = True
                                 ) -> tuple[str, list[tuple[bytes, int, bytes]]]:
         """The agent's head commit and every object of its repository (sha, type number,
-        raw data), or without ``objects`` only the head's; an agent with no commit yet (made before history was
-        kept) gets its first."""
+        raw data), or without ``objects`` only the head's; an agent with no commit yet
+        (made before history was kept) gets its first."""
 
         def read(conn: Connection) -> tuple[str | None, list[tuple[bytes, int, bytes]]]:
             _known(conn, agent_id)
