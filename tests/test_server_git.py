@@ -5,9 +5,12 @@ large a push); on SQLite, and on PostgreSQL across two server processes."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import struct
 import subprocess
+import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +21,9 @@ import pytest
 
 from fake_script import Script
 from stateloop.server.services.git_http import GitLimits, check_pack
+from stateloop.store import open_store
 from stateloop.store.memory_push import PushRefused
+from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
 
@@ -261,3 +266,37 @@ def test_two_processes_on_postgresql_serve_one_history(
         history = httpx.get(f"{one.url}/v1/agents/{agent_id}/memory/commits",
                             headers=HEADERS, timeout=30).json()
         assert [c["message"] for c in history] == ["edit", "Create agent"]
+
+
+def test_health_answers_while_a_large_history_is_cloned(fake: FakeOpenAI,
+                                                        tmp_path: Path) -> None:
+    db = tmp_path / "big.db"
+    agent = AgentRecord(name="historian")
+    human = BlockRecord(label="human", value="n=0")
+
+    async def fill() -> None:
+        store = await open_store(f"sqlite:///{db}")
+        await store.create_agent(agent, [human])
+        for i in range(1, 1500):
+            await store.update_block(human.id, value=f"n={i}")
+        await store.close()
+
+    asyncio.run(fill())
+    with Server(settings_for(fake, db)) as running:
+        cloned: list[subprocess.CompletedProcess[str]] = []
+        url = f"{running.url}/v1/git/{agent.id}/state.git"
+        worker = threading.Thread(target=lambda: cloned.append(
+            git("clone", "-q", url, str(tmp_path / "big"), cwd=tmp_path, check=False)))
+        worker.start()
+        slowest = 0.0
+        with httpx.Client(base_url=running.url, timeout=30) as http:
+            while worker.is_alive():
+                started = time.perf_counter()
+                assert http.get("/v1/health").status_code == 200
+                slowest = max(slowest, time.perf_counter() - started)
+                time.sleep(0.02)
+        worker.join()
+    assert cloned[0].returncode == 0, cloned[0].stderr
+    count = git("rev-list", "--count", "HEAD", cwd=tmp_path / "big").stdout.strip()
+    assert count == "1500"
+    assert slowest < 5.0, slowest  # the pack is made off the event loop
