@@ -300,3 +300,18 @@ def test_health_answers_while_a_large_history_is_cloned(fake: FakeOpenAI,
     count = git("rev-list", "--count", "HEAD", cwd=tmp_path / "big").stdout.strip()
     assert count == "1500"
     assert slowest < 5.0, slowest  # the pack is made off the event loop
+
+
+def test_a_push_too_deep_or_with_a_symlink_is_refused(server: Server, tmp_path: Path) -> None:
+    agent_id = new_agent(server)
+    repo = clone(server, agent_id, tmp_path / "memory")
+    commit_file(repo, "/".join(["d"] * 40) + "/deep.md", "v")
+    deep = git("push", "origin", "main", cwd=repo, check=False)
+    assert deep.returncode != 0 and "nest at most 32 deep" in deep.stderr, deep.stderr
+    git("reset", "-q", "--hard", "origin/main", cwd=repo)
+    (repo / "link.md").symlink_to("/etc/passwd")
+    git("add", "link.md", cwd=repo)
+    git("commit", "-qm", "a link", cwd=repo)
+    link = git("push", "origin", "main", cwd=repo, check=False)
+    assert link.returncode != 0 and "only plain files and folders" in link.stderr, link.stderr
+    assert block(server, agent_id, "human")["value"] == "Name: Ann"

@@ -32,6 +32,7 @@ b, ba = schema.blocks, schema.blocks_agents
 _MODES = {FILE_MODE, 0o100755, DIR_MODE}
 MAX_LABEL = 200
 MAX_FILES = 1000
+MAX_DEPTH = 32
 
 
 class PushRefused(Exception):
@@ -131,6 +132,8 @@ def _descends(objects: Mapping[bytes, ShaFile], known: Container[bytes], sha: by
 
 def _files(objects: Mapping[bytes, ShaFile], tree_sha: bytes, prefix: str
            ) -> dict[str, list[Any]]:
+    if prefix.count("/") >= MAX_DEPTH:
+        raise PushRefused(f"{prefix}: folders nest at most {MAX_DEPTH} deep")
     tree = objects.get(tree_sha)
     if not isinstance(tree, Tree):
         raise PushRefused(f"tree {tree_sha.decode()} is missing from the push")
