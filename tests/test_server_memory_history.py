@@ -73,3 +73,10 @@ def test_bad_requests_are_refused_naming_the_problem(client: Letta, server: Serv
     assert too_many.status_code == 422
     assert [c["message"] for c in http.get(
         f"/v1/agents/{agent.id}/memory/commits").json()] == ["Create agent"]
+
+
+def test_a_page_cursor_beyond_64_bits_is_422(client: Letta, server: Server) -> None:
+    agent = new_agent(client)
+    answer = httpx.get(f"{server.url}/v1/agents/{agent.id}/memory/commits",
+                       params={"before": str(2**70)}, timeout=30)
+    assert answer.status_code == 422 and "before" in str(answer.json()["detail"])

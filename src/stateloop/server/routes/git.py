@@ -37,12 +37,13 @@ from .agents import agent_record
 
 router = APIRouter(tags=["memory history"])
 PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+Seq = Annotated[int | None, Query(ge=1, le=2**63 - 1)]
 
 
 @router.get("/v1/agents/{agent_id}/memory/commits", responses=errors(404),
             response_model=list[MemoryCommit])
 async def list_memory_commits(agent_id: str, runtime: RuntimeDep, label: str | None = None,
-                              limit: PageLimit = 50, before: int | None = None
+                              limit: PageLimit = 50, before: Seq = None
                               ) -> list[dict[str, Any]]:
     """The agent's memory commits, newest first; only those that changed ``label``'s block
     if given; ``before`` (a commit's ``seq``) pages."""
