@@ -239,3 +239,37 @@ async def test_a_block_a_group_shares_is_a_commit_in_each_member(tmp_path: Path)
         assert (await store.memory_commits(ada.id))[0].message == "Delete plan"
     finally:
         await store.close()
+
+
+def test_the_memory_and_patch_tools_are_commits(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tools.db'}"
+    agent = Agent(model=ScriptedModel([
+        call("memory", command="create", path="/memories/notes", description="notes",
+             file_text="first"),
+        call("memory_apply_patch", label="human", patch="-Name: Ann\n+Name: Ann Lee"),
+        reply("done")]), system="You remember.", name="ada", store=url,
+        tools=["memory", "memory_apply_patch"], blocks=[Block(label="human", value="Name: Ann")])
+    agent.run_sync("go")
+    newest, created, *_ = agent.memory_history()
+    assert (newest.author_name, newest.message) == ("memory_apply_patch", "Update human")
+    assert created.message == "Add notes" and created.files_changed == ["notes.md"]
+    assert agent.memory_at() == {"human": "Name: Ann Lee", "notes": "first"}
+
+
+async def test_a_memory_agents_edit_is_a_commit_naming_it(tmp_path: Path) -> None:
+    main_model = ScriptedModel(lambda request: reply("ok"))
+    agent = await Agent.acreate(main_model, store=f"sqlite:///{tmp_path / 's.db'}",
+                                name="ada", system="Chat.", enable_sleeptime=True,
+                                blocks=[Block("human", "Name: Ada")],
+                                sleeptime_agent_frequency=1)
+    assert agent.sleeptime is not None
+    agent.sleeptime.model = ScriptedModel([
+        call("memory_insert", label="human", new_string="Likes tea"),
+        call("memory_finish_edits")])
+    await agent.run("I like tea")
+    await agent.sleeptime.wait()
+    memory = await agent.sleeptime.memory_agent()
+    newest = (await agent.amemory_history())[0]
+    assert (newest.author_type, newest.author_id, newest.author_name) == (
+        "agent", memory.id, "memory_insert")
+    assert (await agent.amemory_at())["human"] == "Name: Ada\nLikes tea"
