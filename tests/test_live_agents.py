@@ -85,3 +85,37 @@ def test_the_library_owner_of_a_store_serves_its_agents_and_the_cli(tmp_path: Pa
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_maker_that_writes_the_store_itself_creates_through_the_owner(
+        tmp_path: Path) -> None:
+    """``create(write=...)``: the owner makes the agent (its settings checked) and hands it
+    to ``write``, which stores it; a bad setting reaches no ``write``; the stored agent is
+    loaded by the owner when first asked for, once."""
+    async def scenario() -> None:
+        store = await open_store(f"sqlite:///{tmp_path / 'write.db'}")
+        owner = LiveAgents(store, Agent)
+        written: list[Agent] = []
+
+        async def write(draft: Agent) -> None:
+            written.append(draft)
+            await store.create_agent(draft.to_record(), [])
+            await store.append_step(draft.id, [draft.messages[0]])
+
+        draft = await owner.create("openai/gpt-4o-mini", write=write, name="drafted",
+                                   system="Be brief.", api_key="unused")
+        assert written == [draft] and draft.store is None and owner.live(draft.id) is None
+        live = await owner.agent(draft.id)
+        assert live is not draft and live.store is store and live.name == "drafted"
+        assert live.system == "Be brief." and await owner.agent(draft.id) is live
+
+        try:
+            await owner.create("openai/gpt-4o-mini", write=write, max_steps=0)
+        except ValueError as exc:
+            assert "max_steps" in str(exc)
+        else:
+            raise AssertionError("max_steps=0 was accepted")
+        assert written == [draft]  # nothing reached the store
+        await store.close()
+
+    asyncio.run(scenario())

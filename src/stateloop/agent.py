@@ -4,8 +4,8 @@ This module owns making an agent (``Agent(...)``, ``load``), its settings, and i
 ``run``, ``stream``, ``run_sync``, the queue of runs and the ``LoopConfig`` each is given.
 A thread's own state is ``thread_state.ThreadState`` (``agent.state``); its memory and
 storage are collaborators (``agent_memory.ThreadMemory``, ``agent_store.ThreadStorage``).
-The rest comes from its bases: ``agent_threads`` (idle, block edits), ``agent_control``
-(steering, cancel, approvals), ``agent_state`` (reset, export, save, compact).
+The rest of a thread's face is ``agent_runs.AgentRuns``, which delegates to the thread's
+collaborators (steering and approvals, state outside a run, the run lock).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from . import agent_options as options
 from . import sleeptime
 from .agent_runs import AgentRuns
+from .agent_settings import AgentSettings
 from .agent_types import agent_type as lookup_agent_type
 from .conversation import Conversation, afork, fork, in_memory
 from .errors import AgentBusyError, ConfigError
@@ -104,58 +105,54 @@ class Agent(AgentRuns, MemoryHistory):
         if error_threshold is not None:
             options.require_positive("error_threshold", error_threshold)
         options.check_waits(timeout=timeout, approval_timeout=approval_timeout, busy=busy)
-        self.id = f"agent-{uuid.uuid4()}"
-        self.timezone = options.timezone(timezone)
-        self.name = name or self.id
-        self.agent_type = lookup_agent_type(agent_type)
-        self._model_options = {k: v for k, v in (("base_url", base_url), ("api_key", api_key))
-                               if v is not None}
-        self.model = model  # the setter resolves strings
-        self.system = system
+        agent_id = f"agent-{uuid.uuid4()}"
+        zone = options.timezone(timezone)
+        kind = lookup_agent_type(agent_type)
+        model_options = {k: v for k, v in (("base_url", base_url), ("api_key", api_key))
+                         if v is not None}
+        resolved = resolve_model(model, **model_options)
         self.blocks = list(blocks)
         options.check_unique_labels(self.blocks)
         defaults: list[str] = []
         if include_base_tools:
-            defaults += self.agent_type.base_tools
+            defaults += kind.base_tools
             if any(not block.read_only for block in self.blocks):  # a memory agent edits
-                defaults += sleeptime.main_memory_tools(self.agent_type, enable_sleeptime)
+                defaults += sleeptime.main_memory_tools(kind, enable_sleeptime)
             if store is not None:
-                defaults += self.agent_type.stored_memory_tools
+                defaults += kind.stored_memory_tools
         if include_multi_agent_tools:
             defaults += MULTI_AGENT_TOOL_NAMES  # any type, as in Letta
         tools = list(tools)
         self.mcp_servers = [item for item in tools if isinstance(item, MCPTools)]
         self._mcp_listed: set[int] = set()  # ids of the servers whose tools are in self.tools
-        self.tools = options.tool_map([*defaults, *(item for item in tools
-                                                    if not isinstance(item, MCPTools))])
-        self.max_steps = max_steps
-        self.error_threshold = error_threshold
-        self.timeout = timeout
-        self._context_window = options.count("context_window", context_window)
-        self.max_tokens = options.count("max_tokens", max_tokens)
-        self.parallel_tool_calls = parallel_tool_calls
-        self.model_settings = model_settings or NO_SETTINGS
-        self.output_type, self.output_retries = options.output_type(output_type, output_retries)
-        self.hooks = hooks
-        self.retry = retry or RetryPolicy()
-        self.tool_rules = options.parse_rules(tool_rules)
-        self.approval_timeout = approval_timeout
-        self.busy = busy
+        tool_map = options.tool_map([*defaults, *(item for item in tools
+                                                  if not isinstance(item, MCPTools))])
+        window = options.count("context_window", context_window)
+        max_tokens = options.count("max_tokens", max_tokens)
+        output_type, output_retries = options.output_type(output_type, output_retries)
+        rules = options.parse_rules(tool_rules)
         options.check_compaction(compaction, compaction_threshold)
-        self.compaction: Strategy | None = compaction
-        self.compaction_threshold = compaction_threshold
-        self.summarizer = (resolve_model(summarizer, **self._model_options)
-                           if summarizer is not None else None)
-        self.tags = list(tags)
-        self.embedder = embedder
-        self.embedders = embedders  # the embedders of archives embedded by other models
+        self.settings = AgentSettings(
+            id=agent_id, name=name or agent_id, agent_type=kind, model=resolved,
+            model_options=model_options, system=system, tools=tool_map, tool_rules=rules,
+            max_steps=max_steps, error_threshold=error_threshold, timeout=timeout,
+            context_window=window, max_tokens=max_tokens,
+            parallel_tool_calls=parallel_tool_calls,
+            model_settings=model_settings or NO_SETTINGS,
+            output_type=output_type, output_retries=output_retries,
+            hooks=hooks, retry=retry or RetryPolicy(), approval_timeout=approval_timeout,
+            busy=busy, compaction=compaction, compaction_threshold=compaction_threshold,
+            summarizer=(resolve_model(summarizer, **model_options)
+                        if summarizer is not None else None),
+            tags=list(tags), timezone=zone, embedder=embedder, embedders=embedders)
         self.recall_count = 0  # messages stored so far, in context or not
         self.archival_count = 0
         self._archival: ArchivalMemory | None = None
-        self._conversations = {}  # id -> the conversation, once opened
+        self._conversations: dict[str, Conversation] = {}  # id -> one opened here
         self._init_thread(steering_delivery)  # the default thread's state (thread_state.py)
         self._sleeptime_wanted = sleeptime.wanted(enable_sleeptime, sleeptime_agent_frequency)
-        self.sleeptime = sleeptime.Sleeptime.in_memory(self) if store is None else None
+        self.sleeptime = (sleeptime.Sleeptime.in_memory(self, self._sleeptime_wanted)
+                          if store is None else None)
         register(self)  # other agents' tools find it (stateloop.live_agents)
         if store is not None and not _creating_async.get():
             run_blocking(lambda: self._create_in(store))
@@ -175,8 +172,8 @@ class Agent(AgentRuns, MemoryHistory):
 
     async def _create_in(self, store: str | SqlStore) -> None:
         first = self.state.transcript[0]
-        message_tokens(first, self._model.name)
-        self.state.persist = await Persistence.create(store, self._record(), self.blocks, first)
+        message_tokens(first, self.model.name)
+        self.state.persist = await Persistence.create(store, self.to_record(), self.blocks, first)
         if self._sleeptime_wanted:
             self.sleeptime = await sleeptime.Sleeptime.create(self, self._sleeptime_wanted)
 
@@ -214,11 +211,24 @@ class Agent(AgentRuns, MemoryHistory):
                     **{"max_tokens": record.llm_config.get("max_tokens"),
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
                        "model_settings": stored_settings(record.llm_config), **settings})
-        agent.id = record.id
+        agent.settings.id = record.id
         agent.state.persist = Persistence(db, record.id)
         await agent.storage.use_stored(messages, pending)
         agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
         return agent
+
+    # -- threads -------------------------------------------------------------------------
+
+    @property
+    def agent(self) -> Agent:
+        """The agent whose thread this is: itself (a ``Conversation``'s is its agent)."""
+        return self
+
+    @property
+    def threads(self) -> list[Thread]:
+        """The agent's live threads: its own first, then each conversation opened in this
+        process."""
+        return [self, *self._conversations.values()]
 
     # -- conversations -------------------------------------------------------------------
 
@@ -313,7 +323,7 @@ class Agent(AgentRuns, MemoryHistory):
 
     async def _before_run(self) -> None:
         if len(self._mcp_listed) < len(self.mcp_servers):
-            await offer_tools(self)  # raises MCPConnectionError
+            await offer_tools(self.mcp_servers, self.tools, self._mcp_listed)  # may raise
 
     async def aclose(self) -> None:
         """Close the sessions of this agent's MCP servers (a later run reopens them)."""
@@ -332,14 +342,24 @@ class Agent(AgentRuns, MemoryHistory):
                                             self.embedder or default_embedder(), self.embedders)
         return self._archival
 
-    # -- internals -----------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder | None:
+        """What the agent's new archives are embedded with (None: the default embedder)."""
+        return self.settings.embedder
 
-    def _record(self) -> AgentRecord:
+    @embedder.setter
+    def embedder(self, embedder: Embedder | None) -> None:
+        self.settings.embedder = embedder
+        self._archival = None  # made again, with this embedder, when next asked for
+
+    def to_record(self) -> AgentRecord:
+        """The agent's row as the store keeps it, from its settings now (agent files
+        export it)."""
         return AgentRecord(
             name=self.name, id=self.id, agent_type=self.agent_type.name, system=self.system,
-            model=self._model.name,
-            llm_config={"model": self._model.name, "context_window": self.context_window,
-                        "context_window_override": self._context_window,
+            model=self.model.name,
+            llm_config={"model": self.model.name, "context_window": self.context_window,
+                        "context_window_override": self.settings.context_window,
                         "max_tokens": self.max_tokens,
                         "parallel_tool_calls": self.parallel_tool_calls,
                         "model_settings": settings_dict(self.model_settings)},

@@ -1,5 +1,9 @@
-"""Running one thread of an agent: ``run``, ``stream``, ``run_sync``, the queue of runs and
-the ``LoopConfig`` each is given; the model a thread runs with and its transcript.
+"""One thread of an agent, as its users see it: ``run``, ``stream``, ``run_sync``, the
+queue of runs and the ``LoopConfig`` each is given; the model a thread runs with and its
+transcript; and the rest of its public methods, each delegating to the thread's state
+(``thread_state.ThreadState``) and collaborators: ``memory`` (``agent_memory``),
+``storage`` (``agent_store``), ``turn`` and the functions of ``agent_state``, ``control``
+(``agent_control``), and ``agent_threads`` for what spans all the agent's threads.
 
 ``AgentRuns`` is what an agent's default thread (``Agent``) and each of its other threads
 (``Conversation``) share; it knows neither.
@@ -11,74 +15,104 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
+from . import agent_state, agent_threads
+from .agent_control import ThreadControl
 from .agent_memory import ThreadMemory, output_reserve, rules_solver
 from .agent_options import Input
+from .agent_settings import AgentSettings, setting
+from .agent_state import ThreadTurn
 from .agent_store import ThreadStorage
-from .agent_threads import AgentThreads
 from .approvals import Approval
 from .cancellation import CancelScope
 from .eager import shielded
 from .errors import ConfigError
 from .events import AnyEvent, RunEnd
-from .llm.registry import resolve_model
 from .loop import LoopConfig, Resume, run_loop
 from .memory.context import ContextBuilder
 from .messages import Message, new_id
 from .run_result import Running, RunResult
-from .steering import Delivery, SteeringQueue
+from .steering import Delivery, SteeringQueue, SteerMode
 from .surrogates import check
 from .thread_state import ThreadState
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from .agent import Agent
+    from .agent_types import AgentType
     from .approvals import PendingApproval
-    from .hooks import Hooks
+    from .events import Compaction
+    from .hooks import Hooks, StepRecord
     from .llm.base import Model, ModelSettings
     from .llm.retry import RetryPolicy
+    from .memory.blocks import Block
     from .memory.compaction import Strategy
+    from .memory.embedding_models import Embedders
     from .memory.window import ContextWindowOverview
+    from .sleeptime import Sleeptime
     from .store.sql import SqlStore
     from .tools.rules import BaseToolRule
 
 logger = logging.getLogger("stateloop")
 
 
-class AgentRuns(AgentThreads):
-    """``run``, ``stream`` and ``run_sync`` of one thread, queued in arrival order."""
+class AgentRuns:
+    """One thread: ``run``, ``stream`` and ``run_sync``, queued in arrival order; steering,
+    cancel, approvals; its state outside a run (reset, save, export, compact)."""
 
-    # The settings each run reads (set by ``Agent``; a conversation reads its agent's).
-    hooks: Hooks | None
-    retry: RetryPolicy
-    max_steps: int
-    error_threshold: int | None
-    timeout: float | None
-    parallel_tool_calls: bool
-    model_settings: ModelSettings
-    output_type: Any
-    output_retries: int
-    _model_options: dict[str, Any]  # base_url, api_key: how model names are resolved
-    # The settings its memory reads too (agent_memory.MemorySettings).
-    system: str
-    tools: dict[str, Tool]
-    tool_rules: list[BaseToolRule]
-    max_tokens: int | None
-    compaction: Strategy | None
-    compaction_threshold: float
-    summarizer: Model | None
-    timezone: str  # the dates of its system prompt (an IANA name, as in Letta)
-    _model: Model
-    _context_window: int | None
+    settings: AgentSettings  # the agent's, shared by all its threads (agent_settings.py)
+
+    # Who the agent is, and what it keeps across runs: the thread's own or the agent's.
+    blocks: list[Block]
+    directories: str = ""  # open files and their folders (memory/directories.py)
+    recall_count: int
+    archival_count: int
+    sleeptime: Sleeptime | None
+    conversation_id: str | None = None  # None: the agent's default thread
+
+    # The agent's settings, read (and on ``Agent`` set) as attributes.
+    id: setting[str] = setting()
+    name: setting[str] = setting()
+    agent_type: setting[AgentType] = setting()
+    system: setting[str] = setting()
+    tools: setting[dict[str, Tool]] = setting()
+    tool_rules: setting[list[BaseToolRule]] = setting()
+    max_steps: setting[int] = setting()
+    error_threshold: setting[int | None] = setting()
+    timeout: setting[float | None] = setting()
+    max_tokens: setting[int | None] = setting()
+    parallel_tool_calls: setting[bool] = setting()
+    model_settings: setting[ModelSettings] = setting()
+    output_type: setting[Any] = setting()
+    output_retries: setting[int] = setting()
+    hooks: setting[Hooks | None] = setting()
+    retry: setting[RetryPolicy] = setting()
+    approval_timeout: setting[float | None] = setting()
+    busy: setting[Literal["queue", "reject"]] = setting()
+    compaction: setting[Strategy | None] = setting()
+    compaction_threshold: setting[float] = setting()
+    summarizer: setting[Model | None] = setting()
+    tags: setting[list[str]] = setting()
+    timezone: setting[str] = setting()
+    embedders: setting[Embedders | None] = setting()
 
     def _init_thread(self, delivery: Delivery) -> None:
-        """The state of one thread, empty: its system prompt compiled from the blocks."""
+        """The state of one thread, empty, and its collaborators: its system prompt compiled
+        from the blocks."""
         state = self.state = ThreadState(transcript=[], steering=SteeringQueue(delivery),
                                          context=ContextBuilder(self.context_window))
         self.memory = self._memory(state)
         self.storage = self._storage(state)
+        self.turn = ThreadTurn(self, state)
+        self.control = ThreadControl(self, state, self.storage, self.run)
         state.transcript.append(self.memory.compile())
+
+    @property
+    def agent(self) -> Agent:
+        """The agent whose thread this is (for ``Agent``, itself)."""
+        raise NotImplementedError
 
     def _memory(self, state: ThreadState) -> ThreadMemory:
         return ThreadMemory(self, state)
@@ -90,27 +124,28 @@ class AgentRuns(AgentThreads):
 
     @property
     def model(self) -> Model:
-        return self._model
+        """The model this thread's runs call."""
+        return self.settings.model
 
     @model.setter
     def model(self, model: str | Model) -> None:
-        self._model = resolve_model(model, **self._model_options)
+        self.settings.model = self.settings.resolve(model)
 
     @property
     def context_window(self) -> int:
-        return self._context_window or self._model.context_window
+        return self.settings.window(self.model)
 
     @context_window.setter
     def context_window(self, window: int | None) -> None:
         """A limit of the agent's own (None: the model's window)."""
-        self._context_window = window
+        self.settings.context_window = window
 
     @property
     def output_reserve(self) -> int:
         """Tokens of the window kept free for the answer: ``max_tokens`` up to half the
         window, else the model's output limit up to an eighth of it (a 3,000-token window
         keeps 375, not 4,096)."""
-        return output_reserve(self.context_window, self.max_tokens, self._model)
+        return output_reserve(self.context_window, self.max_tokens, self.model)
 
     def check_window(self, window: int | None = None) -> None:
         """Refuse a context window (the agent's, or ``window``) that cannot hold the system
@@ -158,6 +193,81 @@ class AgentRuns(AgentThreads):
     @property
     def store(self) -> SqlStore | None:
         return self.state.persist.store if self.state.persist is not None else None
+
+    @property
+    def running(self) -> bool:
+        """Whether a run of this thread is in flight."""
+        return self.state.running
+
+    @property
+    def idle(self) -> bool:
+        """Whether the agent can be let go and read from the store again losing nothing: in
+        none of its threads a run in flight or queued, steering, a background run or
+        anything unwritten, and no memory run in flight."""
+        agent = self.agent
+        return agent_threads.idle(agent.threads, agent.sleeptime, agent.approval_timeout)
+
+    def memory_changed(self, block: Block | None = None) -> None:
+        """A block changed: recompile the system prompt now, so the next step sees it (in
+        every thread of the agent that shares it). A value holding a lone surrogate is
+        refused (``ValueError``)."""
+        agent_threads.memory_changed(self.memory, self.agent.threads, block)
+
+    # -- state outside a run -------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget the conversation (the system prompt and memory blocks stay)."""
+        agent_state.reset(self.state, self.memory, self.name)
+
+    async def save(self) -> None:
+        """Write what changed outside a run (a reset, a cancelled approval) to the store now;
+        otherwise it is written with the next step."""
+        await agent_state.save(self.state, self.storage, self.model.name)
+
+    def replace_message(self, message: Message) -> bool:
+        """Put an edited message in place of the in-context one with its id (the caller
+        stores it); the next request sends it. False when no message in context has it."""
+        return agent_state.replace_message(self.state, message, self.context_window,
+                                           self.name)
+
+    def export_state(self) -> dict[str, Any]:
+        """The conversation as JSON-able data: transcript and any pending approval."""
+        return agent_state.export_state(self.state, self.blocks)
+
+    def import_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``export_state()``'s data, e.g. in another process."""
+        agent_state.refuse_running(self.state, self.name, "cannot import state")
+        messages, blocks, pending = agent_state.read_exported(state)
+        self.blocks = blocks
+        agent_state.use_exported(self.state, self.memory, messages, pending)
+
+    async def compact(self, *, everything: bool = False) -> Compaction | None:
+        """Compact now (waiting for a run in flight): the oldest turns, or with
+        ``everything`` all of them, leave for a summary; None when nothing can be evicted."""
+        return await agent_state.compact(self.state, self.memory, self.storage, self.turn,
+                                         self.model.name, everything=everything)
+
+    # -- control of a run ----------------------------------------------------------------
+
+    def steer(self, text: str | Message, mode: SteerMode = "after_batch"
+              ) -> asyncio.Task[RunResult] | None:
+        """Deliver input to the run in flight before its next model call.
+
+        ``mode="interrupt"`` skips the calls of the current batch that have not started.
+        An idle agent starts a run (returned as a task).
+        """
+        return self.control.steer(text, mode)
+
+    def follow_up(self, text: str | Message) -> asyncio.Task[RunResult] | None:
+        """Queue input for when the run in flight would otherwise stop (idle: start a run)."""
+        return self.control.follow_up(text)
+
+    def cancel(self) -> None:
+        """Stop the run in flight with stop reason ``cancelled``, or deny a pending approval.
+
+        Safe to call from any thread while a run is in flight.
+        """
+        self.control.cancel()
 
     # -- running -------------------------------------------------------------------------
 
@@ -220,21 +330,21 @@ class AgentRuns(AgentThreads):
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
-        await self._owner()._before_run()  # may raise (MCP servers) before anything is stored
+        await self.agent._before_run()  # may raise (MCP servers) before anything is stored
         for index, message in enumerate(new_input):
             check(message.text, f"input message {index}: text")
-        run_model = resolve_model(model, **self._model_options) if model is not None else None
+        run_model = self.settings.resolve(model) if model is not None else None
         options.check_fits(new_input, system=self.state.transcript[0],
                            tools=self.memory.tool_specs(),
                            window=self.context_window, reserve=self.output_reserve,
-                           model=(run_model or self._model).name)
+                           model=(run_model or self.model).name)
         if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
             raise ConfigError(f"max_steps must be a positive integer, not {max_steps!r}")
         typed = options.typed_output(output_type or self.output_type, self.output_retries)
-        async with self._turn():  # runs of one thread queue here, across processes too
+        async with self.turn.hold():  # runs of one thread queue here, across processes too
             if self.state.stale:
                 await self.storage.reload()  # raises while the store cannot be read
-            resume = self._take_pending(new_input, list(approvals or ()))
+            resume = self.control.take_pending(new_input, list(approvals or ()))
             if isinstance(resume, RunEnd):  # these approvals were already applied
                 yield Running.ended(resume)
                 return
@@ -244,7 +354,7 @@ class AgentRuns(AgentThreads):
             scope = self.state.scope = CancelScope()
             running: Running | None = None
             try:
-                config = self._loop_config(resume)
+                config = self.loop_config(resume)
                 if max_steps is not None:
                     config.max_steps = max_steps
                 if run_model is not None:
@@ -256,7 +366,7 @@ class AgentRuns(AgentThreads):
                 def ended(end: RunEnd) -> None:
                     assert running is not None
                     running.end = end
-                    self._after_run(end, resume)
+                    self.control.after_run(end, resume)
 
                 config.on_end = ended
                 if typed is not None:
@@ -277,10 +387,14 @@ class AgentRuns(AgentThreads):
 
     # -- internals -----------------------------------------------------------------------
 
-    def _loop_config(self, resume: Resume | None) -> LoopConfig:
+    def loop_config(self, resume: Resume | None = None) -> LoopConfig:
+        """What a run of this thread is handed now (``loop.LoopConfig``: its model, tools,
+        rules, hooks, limits, context and store callbacks), ``resume`` going on from a
+        paused step. Building one changes nothing: a run adjusts its own copy, and a
+        preview of the next request (the server's) is built from one."""
         persist = self.state.persist
         return LoopConfig(
-            model=self._model,
+            model=self.model,
             tools=self.tools,
             build_context=self.state.context.build,
             continuation=self.agent_type.continuation(),
@@ -302,3 +416,5 @@ class AgentRuns(AgentThreads):
             agent=self,
         )
 
+    def _checkpoint(self, record: StepRecord) -> None:
+        agent_state.checkpoint(self.state, record, self.model.name)

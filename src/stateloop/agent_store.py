@@ -118,7 +118,7 @@ class ThreadStorage:
         await self.store_failed(error)
         stored = {message.id for message in self.state.transcript}
         kept = [m for m in end.messages if m.id in stored]
-        self.thread.recall_count -= len(kept)  # counted as stored already; _after_run adds them
+        self.thread.recall_count -= len(kept)  # counted as stored; the run's end adds them
         return RunEnd(end.run_id, "error", end.steps, end.usage, end.output, error, kept,
                       self.state.pending_approval)
 

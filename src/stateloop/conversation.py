@@ -1,7 +1,8 @@
 """``Conversation``: one thread of an agent besides its default one.
 
-A conversation is the agent in another thread: it runs with the agent's model, tools, rules,
-system prompt, blocks and archival memory (read from the agent as they are now), and keeps
+A conversation is the agent in another thread: it runs with the agent's settings (the same
+``AgentSettings``: model, tools, rules, system prompt...), blocks and archival memory, read
+as they are now, and keeps
 its own transcript, in-context list, compaction, pending approvals, steering and run lock, so
 two conversations of one agent run at the same time. Blocks named in
 ``isolated_block_labels`` are copies of its own. Its messages are stored with its id.
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from .agent_memory import MemorySettings, ThreadMemory
 from .agent_runs import AgentRuns
+from .agent_settings import own_setting
 from .agent_store import StoredSettings, ThreadStorage
+from .agent_threads import history
 from .approvals import PendingApproval
 from .errors import ConfigError
 from .llm.tokens import message_tokens
@@ -26,7 +29,10 @@ from .store.records import ConversationRecord, new_record_id
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .llm.base import Model
+    from .llm.base import Model, ModelSettings
+    from .memory.archival import ArchivalMemory
+    from .memory.embeddings import Embedder
+    from .sleeptime import Sleeptime
     from .thread_state import ThreadState
 
 
@@ -38,24 +44,73 @@ class Conversation(AgentRuns):
     def __init__(self, agent: Agent, conversation_id: str, *, summary: str | None,
                  isolated: list[Block], model: str | Model | None = None,
                  created_at: float | None = None) -> None:
-        # What is not set here is read from the agent.
         self._agent = agent
+        self.settings = agent.settings  # the agent's own object: its changes reach here
+        self.own_settings: dict[str, Any] = {}  # set here, over the agent's (own_setting)
         self.conversation_id = self.key = conversation_id
         self.summary = summary
         self._isolated = {block.label: block for block in isolated}
         self._own_model = model
-        if model is not None:
-            self.model = model
+        self._model = agent.settings.resolve(model) if model is not None else None
+        self._recall_count: int | None = None  # None: the agent's, until this one counts
+        self._archival_count: int | None = None
         self._init_thread(agent.state.steering.delivery)
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_agent":  # not set yet
-            raise AttributeError(name)
-        return getattr(self._agent, name)
+    # What a conversation may set for itself (Letta's conversation ``model_settings``).
+    max_tokens: own_setting[int | None] = own_setting()
+    parallel_tool_calls: own_setting[bool] = own_setting()
+    model_settings: own_setting[ModelSettings] = own_setting()
 
     @property
     def agent(self) -> Agent:
+        """The agent whose thread this is."""
         return self._agent
+
+    @property
+    def model(self) -> Model:
+        """The conversation's own model, else the agent's."""
+        return self._model or self.settings.model
+
+    @model.setter
+    def model(self, model: str | Model) -> None:
+        self._model = self.settings.resolve(model)
+
+    @property
+    def sleeptime(self) -> Sleeptime | None:
+        """The agent's memory agent: a turn of any of its threads counts."""
+        return self._agent.sleeptime
+
+    @sleeptime.setter
+    def sleeptime(self, sleeptime: Sleeptime | None) -> None:
+        raise AttributeError("the memory agent is the agent's: set it on the agent")
+
+    @property
+    def recall_count(self) -> int:
+        """Messages stored so far: the agent's, until this thread is read from the store or
+        runs."""
+        return self._agent.recall_count if self._recall_count is None else self._recall_count
+
+    @recall_count.setter
+    def recall_count(self, count: int) -> None:
+        self._recall_count = count
+
+    @property
+    def archival_count(self) -> int:
+        """Passages stored so far: the agent's, until this thread counts its own."""
+        return (self._agent.archival_count if self._archival_count is None
+                else self._archival_count)
+
+    @archival_count.setter
+    def archival_count(self, count: int) -> None:
+        self._archival_count = count
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._agent.embedder
+
+    def archival(self) -> ArchivalMemory:
+        """The agent's archival memory."""
+        return self._agent.archival()
 
     @property
     def blocks(self) -> list[Block]:
@@ -67,9 +122,6 @@ class Conversation(AgentRuns):
         for block in blocks:  # shared ones are the agent's to set
             if block.label in self._isolated:
                 self._isolated[block.label] = block
-
-    def _owner(self) -> Agent:
-        return self._agent
 
     def _memory(self, state: ThreadState) -> ThreadMemory:
         return ConversationMemory(self, state, self._agent, self._isolated)
@@ -119,10 +171,10 @@ class Conversation(AgentRuns):
         if persist is not None:
             transcript = conversation.state.transcript
             for message in transcript:
-                message_tokens(message, conversation._model.name)
+                message_tokens(message, conversation.model.name)
             record = ConversationRecord(
                 agent.id, conversation.key, summary=summary,
-                model=conversation._model.name if model is not None else None)
+                model=conversation.model.name if model is not None else None)
             await persist.store.create_conversation(
                 record, [block_record(b) for b in conversation._isolated.values()],
                 transcript)
@@ -213,10 +265,11 @@ def fork(thread: Agent | Conversation, up_to: str | None, *,
          summary: str | None) -> Conversation:
     """A new conversation of ``thread``'s agent that starts from copies of ``thread``'s
     in-context messages through ``up_to``, with its isolated blocks and model."""
-    agent = thread._owner()
+    agent = thread.agent
     if agent.state.persist is None:
         return in_memory(agent, summary, list(getattr(thread, "_isolated", {})),
-                         getattr(thread, "_own_model", None), thread._history(up_to))
+                         getattr(thread, "_own_model", None),
+                         history(thread.state.transcript, up_to))
     return run_blocking(lambda: afork(thread, up_to, summary=summary))
 
 
@@ -224,6 +277,6 @@ async def afork(thread: Agent | Conversation, up_to: str | None, *,
                 summary: str | None) -> Conversation:
     """``fork`` for async code."""
     return await Conversation.start(
-        thread._owner(), summary=summary, history=thread._history(up_to),
+        thread.agent, summary=summary, history=history(thread.state.transcript, up_to),
         isolated_block_labels=list(getattr(thread, "_isolated", {})),
         model=getattr(thread, "_own_model", None))

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .store.sql import SqlStore
 
 Load = Callable[[str], Awaitable["Agent"]]
+Write = Callable[["Agent"], Awaitable[None]]
 
 _made: weakref.WeakSet[Agent] = weakref.WeakSet()  # every Agent made in this process
 _bound: weakref.WeakKeyDictionary[Agent, LiveAgents] = weakref.WeakKeyDictionary()
@@ -51,7 +52,7 @@ def live_agents_of(agent: Agent) -> LiveAgents:
     bound = _bound.get(agent)
     if bound is not None:
         return bound
-    return library_agents(agent.store, type(agent._owner()))
+    return library_agents(agent.store, type(agent.agent))
 
 
 def library_agents(store: SqlStore | None, kind: type[Agent]) -> LiveAgents:
@@ -106,9 +107,19 @@ class LiveAgents:
 
     # -- making ----------------------------------------------------------------------------
 
-    async def create(self, model: Any, **settings: Any) -> Agent:
+    async def create(self, model: Any, *, write: Write | None = None,
+                     **settings: Any) -> Agent:
         """A new agent of this store (stored when there is one); it is found from now on
-        while its maker keeps it, and loaded again after."""
+        while its maker keeps it, and loaded again after.
+
+        With ``write``, the agent is made in memory (its settings checked, its system prompt
+        compiled) and handed to ``write``, which stores it its own way (the server writes
+        Letta's record fields with it); the agent returned is that draft, and the live one
+        is loaded from the store when first asked for."""
+        if write is not None:
+            draft = self.kind(model, **settings)
+            await write(draft)
+            return draft
         if self.store is None:
             return self.kind(model, **settings)
         return await self.kind.acreate(model, store=self.store, **settings)

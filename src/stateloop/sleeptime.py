@@ -168,14 +168,14 @@ class Sleeptime:
         self._saving: asyncio.Task[None] | None = None
 
     @classmethod
-    def in_memory(cls, main: Agent) -> Sleeptime | None:
-        """For an agent without a store (None unless it asked for one): the memory agent
-        holds the main agent's very blocks."""
-        if not main._sleeptime_wanted:
+    def in_memory(cls, main: Agent, frequency: int) -> Sleeptime | None:
+        """For an agent without a store (None unless it asked for one, with the
+        ``frequency`` of ``wanted``): the memory agent holds the main agent's very blocks."""
+        if not frequency:
             return None
         memory = type(main)(main.model,
                             **memory_agent_settings(main.name, main.blocks, stored=False))
-        return cls(main, SleeptimeLink(new_id("group"), memory.id, main._sleeptime_wanted),
+        return cls(main, SleeptimeLink(new_id("group"), memory.id, frequency),
                    memory)
 
     @classmethod
@@ -185,7 +185,7 @@ class Sleeptime:
         link, memory = await create_memory_agent(type(main), main.store, main.id, main.model,
                                                  frequency=frequency, embedder=main.embedder,
                                                  embedders=main.embedders,
-                                                 **main._model_options)
+                                                 **main.settings.model_options)
         return cls(main, link, memory)
 
     @classmethod
@@ -238,7 +238,7 @@ class Sleeptime:
         main = self.main
         return await live_agents_of(main).load(agent_id, model=main.model,
                                                embedder=main.embedder, embedders=main.embedders,
-                                               **main._model_options)
+                                               **main.settings.model_options)
 
     def after_turn(self, end: RunEnd) -> None:
         """A turn of the main agent ended: count it; past ``frequency`` turns, start a memory

@@ -74,3 +74,8 @@ class ThreadState:
     stale: bool = False
     """A write failed and what the store holds could not be read yet: read it before the
     next run."""
+
+    @property
+    def running(self) -> bool:
+        """Whether a run of this thread is in flight."""
+        return self.scope is not None

@@ -104,7 +104,7 @@ async def export_file(agent: Agent, *, include_secrets: bool = False,
         await agent.save()
         snapshot = await stored_snapshot(agent.store, agent.id)
     else:
-        record = agent._record()
+        record = agent.to_record()
         record.pending_approval = (agent.pending_approval.to_dict()
                                    if agent.pending_approval else None)
 

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 
+if TYPE_CHECKING:
+    from ..tools import Tool
+    from .config import MCPTools
 
-async def offer_tools(agent: Any) -> None:
-    """Add the tools of each of ``agent.mcp_servers`` not listed yet to ``agent.tools``."""
-    for server in agent.mcp_servers:
-        if id(server) in agent._mcp_listed:
+
+async def offer_tools(servers: Sequence[MCPTools], tools: dict[str, Tool],
+                      listed: set[int]) -> None:
+    """Add the tools of each of an agent's MCP ``servers`` whose id is not in ``listed`` yet
+    to the agent's ``tools``, and note it as listed."""
+    for server in servers:
+        if id(server) in listed:
             continue
         for tool in await server.list_tools():
-            held = agent.tools.get(tool.name)
+            held = tools.get(tool.name)
             if held is not None and getattr(held, "server", None) is not server:
                 raise ConfigError(f"MCP server {server.name!r} offers a tool named "
                                   f"{tool.name!r}, and the agent already has one; leave it "
                                   f"out with allowed_tools=[...]")
-            agent.tools[tool.name] = tool
-        agent._mcp_listed.add(id(server))
+            tools[tool.name] = tool
+        listed.add(id(server))

@@ -16,7 +16,7 @@ from .blocks import Block
 def _own(agent: Any, block: Block) -> list[Block]:
     """The list of blocks ``block`` belongs to: the agent's (a conversation's agent's). A
     conversation's isolated copy is refused: it is that conversation's alone."""
-    blocks: list[Block] = agent._owner().blocks
+    blocks: list[Block] = agent.agent.blocks
     if not any(b is block for b in blocks):
         raise ValueError(f"memory block {block.label!r} is isolated to this conversation; "
                          f"only its value can be edited here")
@@ -40,7 +40,7 @@ async def add_block(agent: Any, label: str, value: str = "",
                 agent_id=agent.id)
         except DuplicateError as exc:  # another process attached one meanwhile
             raise ValueError(f"Error: Memory block '{label}' already exists") from exc
-    agent._owner().blocks.append(block)
+    agent.agent.blocks.append(block)
     agent.memory_changed(block)
     return block
 

@@ -16,7 +16,7 @@ from ...llm.tokens import message_tokens
 from ...memory.blocks import DEFAULT_BLOCK_LIMIT, Block
 from ...memory.compaction import SystemPromptTooLarge
 from ...persistence import block_from_record, block_record
-from ...store import AgentRecord
+from ...store import AgentRecord, BlockRecord
 from ...tools import Tool
 from ...tools.builtin import builtin_names
 from ..models.requests import CreateAgent, LLMConfig, UpdateAgent
@@ -84,28 +84,50 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
             raise unprocessable(f"memory_blocks.{index}", exc) from exc
     config = body.llm_config
     endpoint = runtime.settings.model_options()
+    rules = with_default_approvals(body.tool_rules or [], await runtime.store.list_tools(names))
+    stored: list[str] = []  # the new agent's id, once its settings passed
+
+    async def write(draft: Agent) -> None:
+        """Store the checked agent as Letta describes it: its record with the request's
+        fields, its own blocks, the shared ones linked, its opening messages."""
+        stored.append(draft.id)
+        await _store_agent(runtime, body, draft, blocks=blocks, shared=shared, env=env,
+                           settings=settings, embedding=embedding)
+
     try:
-        draft = Agent(handle, tools=tools,
-                      system=body.system or DEFAULT_SYSTEM, name=body.name,
-                      # the shared blocks too, so the stored system prompt renders them
-                      blocks=[*blocks, *map(block_from_record, shared)],
-                      agent_type=body.agent_type, tool_rules=with_default_approvals(
-                          body.tool_rules or [], await runtime.store.list_tools(names)),
-                      include_base_tools=body.include_base_tools, tags=body.tags or (),
-                      timezone=body.timezone or "UTC",
-                      include_multi_agent_tools=body.include_multi_agent_tools,
-                      context_window=body.context_window_limit or (
-                          config.context_window if config else None),
-                      max_tokens=settings.get("max_tokens") or body.max_tokens or (
-                          config.max_tokens if config else None),
-                      parallel_tool_calls=_first_set(
-                          settings.get("parallel_tool_calls"), body.parallel_tool_calls,
-                          config.parallel_tool_calls if config else None, True),
-                      model_settings=settings.get("model_settings"),
-                      base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"),
-                      enable_sleeptime=bool(body.enable_sleeptime))
+        await runtime.agents.create(
+            handle, write=write, tools=tools, system=body.system or DEFAULT_SYSTEM,
+            name=body.name,
+            # the shared blocks too, so the stored system prompt renders them
+            blocks=[*blocks, *map(block_from_record, shared)],
+            agent_type=body.agent_type, tool_rules=rules,
+            include_base_tools=body.include_base_tools, tags=body.tags or (),
+            timezone=body.timezone or "UTC",
+            include_multi_agent_tools=body.include_multi_agent_tools,
+            context_window=body.context_window_limit or (
+                config.context_window if config else None),
+            max_tokens=settings.get("max_tokens") or body.max_tokens or (
+                config.max_tokens if config else None),
+            parallel_tool_calls=_first_set(
+                settings.get("parallel_tool_calls"), body.parallel_tool_calls,
+                config.parallel_tool_calls if config else None, True),
+            model_settings=settings.get("model_settings"),
+            base_url=endpoint.get("base_url"), api_key=endpoint.get("api_key"),
+            enable_sleeptime=bool(body.enable_sleeptime))
     except ConfigError as exc:
+        if stored:  # not a setting of the request: raised while storing it
+            raise
         raise unprocessable(_field_of(str(exc)), exc) from exc
+    return stored[0]
+
+
+async def _store_agent(runtime: Runtime, body: CreateAgent, draft: Agent, *,
+                       blocks: list[Block], shared: list[BlockRecord], env: dict[str, str],
+                       settings: dict[str, Any], embedding: dict[str, Any]) -> None:
+    """Write a new agent checked in memory: a 422 for a window too small for its system
+    prompt and tools, else its record, blocks and opening messages (all of it, or none)."""
+    store = runtime.store
+    config = body.llm_config
     try:
         draft.check_window()
     except SystemPromptTooLarge as exc:
@@ -141,7 +163,6 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     except BaseException:
         await store.delete_agent(record.id, delete_orphan_blocks=True)
         raise
-    return record.id
 
 
 async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> None:
@@ -253,7 +274,6 @@ async def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent
                                                              body.embedding, None)
         # An archive the agent makes from now on is embedded with this model.
         live["embedder"] = runtime.embedders.get(changes["embedding_config"])
-        live["_archival"] = None
 
 
 def _asked(body: CreateAgent | UpdateAgent, settings: dict[str, Any]) -> dict[str, Any]:

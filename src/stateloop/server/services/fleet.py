@@ -42,7 +42,7 @@ def _handle(runtime: Runtime, message: dict[str, Any]) -> None:
     if op == "changed":
         # Its settings may have changed: load it anew when next used (now, unless a run of
         # it is in flight here, whose turn reads the rest again when it ends).
-        if not any(thread.running for thread in _threads(agent)):
+        if not any(thread.running for thread in agent.threads):
             runtime.forget(agent.id)
         return
     thread = _thread(agent, message.get("conversation_id"))
@@ -59,14 +59,10 @@ def _handle(runtime: Runtime, message: dict[str, Any]) -> None:
                          else "after_batch")
 
 
-def _threads(agent: Agent) -> list[Thread]:
-    return agent._threads()
-
-
 def _thread(agent: Agent, conversation_id: Any) -> Thread | None:
     if conversation_id is None:
         return agent
-    return next((t for t in _threads(agent) if t.conversation_id == conversation_id), None)
+    return next((t for t in agent.threads if t.conversation_id == conversation_id), None)
 
 
 async def held_elsewhere(runtime: Runtime, agent_id: str,

@@ -28,7 +28,7 @@ def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[To
     """The request the agent's next step would make for ``new_input``: its context, tools
     (``tools`` added, as a run's client tools are) and rules, as a run builds it. Nothing of
     the agent changes."""
-    config = agent._loop_config(None)
+    config = agent.loop_config()
     config.build_context = ContextBuilder(agent.context_window).build  # its own cache
     if tools:
         config.tools = {**config.tools, **{tool.name: tool for tool in tools}}
