@@ -4,15 +4,27 @@ that is itself a commit and changes the block (headless Chromium, axe-core's che
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 
-from test_server_support import Server
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, settings_for
 from test_web_support import axe_violations, screenshot
 
-pytest_plugins = ["test_web_support"]  # its fixtures: fake, server, browser, page, script
+pytest_plugins = ["test_web_support"]  # its fixtures: fake, browser, page, script
+
+
+@pytest.fixture(scope="module")
+def server(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The server without the support's in-process tool: its name is process-wide, and
+    later test files create a tool of that name."""
+    db = tmp_path_factory.mktemp("web-history") / "stateloop.db"
+    with Server(settings_for(fake, db)) as running:
+        yield running
 
 
 def test_a_blocks_history_shows_diffs_and_reverts(page: Any, server: Server) -> None:
