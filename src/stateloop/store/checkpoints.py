@@ -25,7 +25,7 @@ from stateloop.store import dialect, rows, schema
 from stateloop.store.batching import BatchFn
 from stateloop.store.errors import NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
-from stateloop.store.memory_repo import Author, commit_agents
+from stateloop.store.memory_repo import Author, commit_agents, lock_for_blocks
 from stateloop.store.records import APPEND, KEEP, RunRecord, StepRecord
 from stateloop.surrogates import replace_lone_surrogates_in
 
@@ -264,6 +264,9 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                                f"no run with id {run_id!r}")
     if any(w.in_context is not APPEND for w in writes):
         _write_contexts(conn, writes, before, seqs)
+    edited = [block_id for w in writes for block_id in w.block_values or ()]
+    if edited:
+        lock_for_blocks(conn, edited)
     for w in writes:  # each step's edits, then its commit in the memory repositories
         if w.block_values:
             for block_id, value in w.block_values.items():

@@ -238,15 +238,29 @@ def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> No
                                  "files": c.files})
 
 
+def agents_of_blocks(conn: Connection, block_ids: Iterable[str]) -> set[str]:
+    """The agents these blocks are attached to."""
+    found: set[str] = set()
+    for block_id in block_ids:
+        found.update(row[0] for row in _AGENTS_OF_BLOCK.fetch(conn, {"block": block_id}))
+    return found
+
+
+def lock_for_blocks(conn: Connection, block_ids: Iterable[str]) -> None:
+    """Lock the heads of the agents of these blocks before the blocks are written: every
+    writer takes heads first, then block rows, so two never wait on each other in a cycle."""
+    agents = agents_of_blocks(conn, block_ids)
+    if agents:
+        lock_heads(conn, sorted(agents))
+
+
 def commit_agents(conn: Connection, agent_ids: Iterable[str] = (), *,
                   block_ids: Iterable[str] = (), author: Author | None = None,
                   message: str | None = None, now: float | None = None) -> dict[str, str]:
     """Commit the blocks of ``agent_ids`` and of every agent a block in ``block_ids`` is
     attached to, as they stand in this transaction; agent id -> new commit sha (agents
     whose files did not change get none)."""
-    wanted = set(agent_ids)
-    for block_id in block_ids:
-        wanted.update(row[0] for row in _AGENTS_OF_BLOCK.fetch(conn, {"block": block_id}))
+    wanted = set(agent_ids) | agents_of_blocks(conn, block_ids)
     if not wanted:
         return {}
     found = lock_heads(conn, list(wanted))

@@ -37,7 +37,7 @@ from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.memory_history import MemoryHistoryMixin
 from stateloop.store.memory_push import MemoryPushMixin
-from stateloop.store.memory_repo import Author, commit_agents, current_author
+from stateloop.store.memory_repo import Author, commit_agents, current_author, lock_for_blocks
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner
@@ -487,6 +487,7 @@ def _update_block(conn: Connection, current: BlockRecord, changes: dict[str, Any
                   author: Author) -> BlockRecord:
     new = dataclasses.replace(current, **changes, updated_at=time.time())
     _check_limit(new)
+    lock_for_blocks(conn, [current.id])
     if new.label != current.label:
         clash = conn.execute(
             select(ba.c.agent_id).where(ba.c.label == new.label)
