@@ -16,6 +16,10 @@ library (HTTP both ways, routes, letta-client). Agents get their history written
 into the store (one transaction) with a context window large enough that nothing is
 compacted; the table shows how many messages the fake saw in the last request.
 
+Each served path also reports the server process's CPU time per call (user + system, from
+/proc, summed over the rounds): what the server itself spends, which a loaded machine does
+not inflate the way it inflates wall time.
+
 Then a 20-step run through the server, each step calling a tool created from source (in the
 sandbox), reports the time per step against the bare call.
 
@@ -55,6 +59,7 @@ from stateloop.messages import Message, assistant, user
 from stateloop.store import open_store
 from stateloop.store.records import APPEND
 
+_TICKS = os.sysconf("SC_CLK_TCK")
 CONTEXT_WINDOW = 10_000_000  # so that 10,000 messages stay in context, uncompacted
 SYSTEM = "You are a helpful assistant. Answer briefly."
 TOOL_STEPS = 20
@@ -159,6 +164,12 @@ def start_server(db_url: str, fake: Fake, profile: str | None) -> tuple[subproce
     raise RuntimeError(f"stateloop serve did not start: {process.communicate()[1]}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def history(count: int) -> list[Message]:
     messages = []
     for i in range(count):
@@ -219,7 +230,7 @@ async def seed(sizes: list[int], lib_db: str, served_db: str,
 
 async def measure_size(count: int, rounds: int, lib_db: str, agents: dict[str, str],
                        fake: Fake, letta: Letta, aletta: AsyncLetta,
-                       http: httpx.Client) -> dict[str, Any]:
+                       http: httpx.Client, server_pid: int) -> dict[str, Any]:
     """The paths at ``count`` messages in context, ``rounds`` interleaved rounds; each path
     its own agent, so that every agent's context grows alike."""
     served = {path: agents[path] for path in SERVED}
@@ -248,11 +259,13 @@ async def measure_size(count: int, rounds: int, lib_db: str, agents: dict[str, s
     letta.agents.messages.create(served["async"], messages=[{"role": "user", "content": "hi"}])
     fake.ask("stats")
     times: dict[str, list[float]] = {path: [] for path in PATHS}
+    cpu = dict.fromkeys(SERVED, 0.0)
     seen: dict[str, int] = {}
     for number in range(rounds + 2):  # the first two rounds warm up
         shift = number % len(PATHS)
         for path in PATHS[shift:] + PATHS[:shift]:
             text = f"message {number}"
+            server_cpu = cpu_seconds(server_pid)
             started = time.perf_counter()
             if path == "bare":
                 bare_call(http, chat_url, body)
@@ -268,6 +281,8 @@ async def measure_size(count: int, rounds: int, lib_db: str, agents: dict[str, s
                     served["async"], messages=[{"role": "user", "content": text}])
                 assert response.stop_reason.stop_reason == "end_turn", response
             took = time.perf_counter() - started
+            if path in SERVED and number >= 2:
+                cpu[path] += cpu_seconds(server_pid) - server_cpu
             sizes = fake.ask("stats")
             assert len(sizes) == 1, f"{path} made {len(sizes)} model calls"
             seen[path] = sizes[0]
@@ -275,7 +290,8 @@ async def measure_size(count: int, rounds: int, lib_db: str, agents: dict[str, s
                 times[path].append(took)
     assert agent.store is not None
     await agent.store.close()
-    return {"count": count, "times": times, "seen": seen}
+    return {"count": count, "times": times, "seen": seen,
+            "cpu": {path: spent / rounds for path, spent in cpu.items()}}
 
 
 def tool_steps(letta: Letta, fake: Fake, http: httpx.Client, rounds: int) -> dict[str, float]:
@@ -309,7 +325,7 @@ def tool_steps(letta: Letta, fake: Fake, http: httpx.Client, rounds: int) -> dic
 
 def report(results: list[dict[str, Any]]) -> None:
     print(f"{'in context':>10}  {'path':<8} {'p50 ms':>8} {'p90 ms':>8} {'overhead':>9} "
-          f"{'ratio':>6} {'vs library':>11}  {'msgs sent':>9}")
+          f"{'ratio':>6} {'vs library':>11}  {'msgs sent':>9}  {'server CPU ms':>13}")
     for result in results:
         times = result["times"]
         base = statistics.median(times["bare"])
@@ -317,9 +333,10 @@ def report(results: list[dict[str, Any]]) -> None:
         for path in PATHS:
             p50, p90 = statistics.median(times[path]), percentile(times[path], 0.9)
             own = f"{(p50 - library) * 1000:+11.1f}" if path in SERVED else " " * 11
+            cpu = f"{result['cpu'][path] * 1000:13.1f}" if path in SERVED else ""
             print(f"{result['count']:>10,}  {path:<8} {p50 * 1000:8.1f} {p90 * 1000:8.1f} "
                   f"{(p50 - base) * 1000:9.1f} {p50 / base:6.2f} {own}  "
-                  f"{result['seen'][path]:>9,}")
+                  f"{result['seen'][path]:>9,}  {cpu}".rstrip())
 
 
 def over_bound(results: list[dict[str, Any]], bound_ms: float) -> list[str]:
@@ -352,10 +369,12 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool,
         with httpx.Client(timeout=300) as http:
             for count in sizes:
                 results.append(await measure_size(count, rounds, lib_db, agents[count], fake,
-                                                  letta, aletta, http))
+                                                  letta, aletta, http, server.pid))
             print(f"plain message, {rounds} interleaved rounds; overhead = p50 - bare p50 "
                   f"(the bare loop is the fake's own time plus a minimal client); "
-                  f"vs library = server p50 - library p50 (HTTP, routes, letta-client)")
+                  f"vs library = server p50 - library p50 (HTTP, routes, letta-client); "
+                  f"server CPU = the server process's CPU time per call; load average "
+                  f"{os.getloadavg()[0]:.1f}")
             report(results)
             if tools:
                 steps = tool_steps(letta, fake, http, max(3, rounds // 5))

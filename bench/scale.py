@@ -2,15 +2,19 @@
 ``stateloop serve`` and timed through letta-client, on SQLite and on PostgreSQL.
 
 Seeding writes rows straight through the store's connection (not the HTTP API): agents
-cloned from one made by the library (its blocks, tags and system message each), M
-messages (a tenth of them in one agent's long history, the rest spread evenly), the
-recall index brought up to date. Then the server is started on the database and each
-operation is timed ``--samples`` times with letta-client over one connection: a page of
-agents at the start, middle and end of the table, one agent, a page of the long history
-at its newest end and in its middle, a send to a cold agent (not yet loaded: a new one
-each time) and to a warm one, and a search over every message. The model is ``demo/echo``
-(no provider), so a send times the server's own work. Prints a Markdown table: p50 and p95
-in ms, the server's start time and RSS, and the size of the database per table.
+cloned from one made by the library (its blocks, tags and system message each, and one
+finished run each), M messages (a tenth of them in one agent's long history, the rest
+spread evenly), the recall index brought up to date. Then the server is started on the
+database and each operation is timed ``--samples`` times with letta-client over one
+connection: a page of agents (as letta-client asks: no relationships; and with every
+relationship, as callers before 1.x get it), of blocks and of runs at the start, middle and
+end of each table, one agent, a page of the long history at its newest end and in its
+middle, a send to a cold agent (not yet loaded: a new one each time) and to a warm one, and
+a search over every message. Last, ``--messaged`` distinct agents are sent a message each
+and the server's RSS is read (the live agents it keeps are bounded by
+``STATELOOP_LIVE_AGENTS``). The model is ``demo/echo`` (no provider), so a send times the
+server's own work. Prints a Markdown table: p50 and p95 in ms, the server's start time and
+RSS, and the size of the database per table.
 
     python bench/scale.py                                   # both stores, 2,000 / 20,000
     python bench/scale.py --stores sqlite --agents 100000 --messages 1000000
@@ -30,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,7 +47,7 @@ from stateloop import Agent, Block
 from stateloop.messages import assistant, user
 from stateloop.store import open_store, rows, schema
 from stateloop.store.dialect import catch_up_recall
-from stateloop.store.records import new_record_id
+from stateloop.store.records import RunRecord, new_record_id
 from stateloop.store.sql import SqlStore
 
 MODEL = "demo/echo"
@@ -54,6 +59,8 @@ WORDS = 997  # "topicN": each word is in about M / WORDS messages
 @dataclasses.dataclass
 class Seeded:
     agents: list[str]  # oldest first
+    blocks: list[str]  # oldest first
+    runs: list[str]  # oldest first
     deep: str  # the agent with the long history
     deep_messages: list[str]  # its message ids, oldest first
     seconds: float
@@ -91,10 +98,13 @@ async def seed(url: str, agents: int, messages: int) -> Seeded:
         deep_count = messages // 10
         each = (messages - deep_count) // max(agents - 1, 1)
         ids = [template.id]
+        block_ids = [b.id for b in blocks]
+        run_ids: list[str] = []
         deep, deep_ids = "", []
         number = 0
         for start in range(1, agents, BATCH):
             agent_rows, block_rows, links, tags, message_rows = [], [], [], [], []
+            run_rows = []
             for n in range(start, min(start + BATCH, agents)):
                 at = T0 + n
                 agent_id = new_record_id("agent")
@@ -108,6 +118,11 @@ async def seed(url: str, agents: int, messages: int) -> Seeded:
                         block, id=block_id, created_at=at, updated_at=at)))
                     links.append({"agent_id": agent_id, "block_id": block_id,
                                   "label": block.label, "position": position})
+                    block_ids.append(block_id)
+                run = RunRecord(agent_id, status="completed", stop_reason="end_turn",
+                                created_at=at, completed_at=at + 1)
+                run_rows.append(rows.run_values(run))
+                run_ids.append(run.id)
                 tags += [{"agent_id": agent_id, "tag": "scale"},
                          {"agent_id": agent_id, "tag": f"cohort-{n % 100}"}]
                 history = [prompt]
@@ -121,7 +136,7 @@ async def seed(url: str, agents: int, messages: int) -> Seeded:
                     deep, deep_ids = agent_id, [m.id for m in history]
                 message_rows += [rows.message_row(agent_id, m, None, None) for m in history]
                 ids.append(agent_id)
-            batch = (agent_rows, block_rows, links, tags, message_rows)
+            batch = (agent_rows, block_rows, links, tags, message_rows, run_rows)
             await store._runner.write(lambda conn, batch=batch: _insert(conn, *batch))
         # The long history's context holds its system message only, as after compaction.
         await store.set_in_context(deep, deep_ids[:1])
@@ -129,13 +144,16 @@ async def seed(url: str, agents: int, messages: int) -> Seeded:
         sizes = await store._runner.read(_sizes)
     finally:
         await store.close()
-    return Seeded(ids, deep, deep_ids, time.perf_counter() - started, sizes)
+    return Seeded(ids, block_ids, run_ids, deep, deep_ids, time.perf_counter() - started,
+                  sizes)
 
 
 def _insert(conn: Connection, agent_rows: list[dict[str, Any]],
             block_rows: list[dict[str, Any]], links: list[dict[str, Any]],
-            tags: list[dict[str, Any]], message_rows: list[tuple[Any, ...]]) -> None:
+            tags: list[dict[str, Any]], message_rows: list[tuple[Any, ...]],
+            run_rows: list[dict[str, Any]]) -> None:
     conn.execute(insert(schema.agents), agent_rows)
+    conn.execute(insert(schema.runs), run_rows)
     conn.execute(insert(schema.blocks), block_rows)
     conn.execute(insert(schema.blocks_agents), links)
     conn.execute(insert(schema.agent_tags), tags)
@@ -226,17 +244,34 @@ def measure(base: str, seeded: Seeded, samples: int) -> dict[str, tuple[float, f
     answer = client.agents.messages.create(warm, messages=say)
     assert any(m.message_type == "assistant_message" for m in answer.messages), answer
 
-    def page(after: str | None) -> Callable[[int], object]:
-        return lambda i: client.agents.list(limit=50, after=after).items
+    def page(after: str | None, **options: Any) -> Callable[[int], object]:
+        return lambda i: client.agents.list(limit=50, after=after, **options).items
 
+    def ends(name: str, listed: Callable[..., Any], ids: list[str]
+             ) -> dict[str, tuple[float, float]]:
+        """A page of 50 at the start, the middle and the end of a list, oldest first."""
+        return {f"list {name}, {where} (50)": timed(
+                    samples, lambda i, after=after: listed(limit=50, order="asc",
+                                                           after=after).items)
+                for where, after in (("first page", None), ("middle page", ids[len(ids) // 2]),
+                                     ("last page", ids[max(len(ids) - 51, 0)]))}
+
+    every = ["agent.blocks", "agent.identities", "agent.managed_group",
+             "agent.pending_approval", "agent.secrets", "agent.sources", "agent.tags",
+             "agent.tools"]
     results = {
         "list agents, first page (50)": timed(samples, page(None)),
         "list agents, first page, unparsed": timed(
             samples, lambda i: client.agents.with_raw_response.list(limit=50).http_response),
         "list agents, middle page": timed(samples, page(agents[len(agents) // 2])),
         "list agents, last page": timed(samples, page(agents[min(50, len(agents) - 1)])),
-        "list blocks, first page (50)": timed(
-            samples, lambda i: client.blocks.list(limit=50).items),
+        "list agents, first page, every relationship": timed(
+            samples, page(None, include=every)),
+        "list agents, first page, every relationship, unparsed": timed(
+            samples, lambda i: client.agents.with_raw_response.list(
+                limit=50, include=every).http_response),
+        **ends("blocks", client.blocks.list, seeded.blocks),
+        **ends("runs", client.runs.list, seeded.runs),
         "get one agent": timed(samples, lambda i: client.agents.retrieve(picked[i])),
         "list an agent's messages, newest page (50)": timed(
             samples, lambda i: client.agents.messages.list(seeded.deep, limit=50).items),
@@ -253,6 +288,21 @@ def measure(base: str, seeded: Seeded, samples: int) -> dict[str, tuple[float, f
     }
     client.close()
     return results
+
+
+def message_many(base: str, seeded: Seeded, count: int) -> float:
+    """Send one message to each of ``count`` distinct agents (four at a time, the newest
+    agents, which ``measure`` did not pick first); the seconds it took."""
+    client = Letta(base_url=base, timeout=120)
+    say = [{"role": "user", "content": "hello again"}]
+    chosen = seeded.agents[-count:]
+    began = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        for answer in pool.map(lambda agent: client.agents.messages.create(
+                agent, messages=say), chosen):
+            assert answer.messages, answer
+    client.close()
+    return time.perf_counter() - began
 
 
 @contextmanager
@@ -278,6 +328,10 @@ def run(store: str, url: str, args: argparse.Namespace, workdir: Path) -> list[s
     with serving(url, workdir) as (base, pid, start):
         results = measure(base, seeded, args.samples)
         rss, peak = rss_mb(pid)
+        messaged = min(args.messaged, len(seeded.agents) - 2)
+        took = message_many(base, seeded, messaged) if messaged else 0.0
+        after_rss, after_peak = rss_mb(pid)
+    bound = os.environ.get("STATELOOP_LIVE_AGENTS", "1000 (the default)")
     total = sum(seeded.sizes.values())
     lines = [f"| **{store}**: {args.agents:,} agents, {args.messages:,} messages | p50 ms | "
              "p95 ms |", "|---|---|---|"]
@@ -285,6 +339,9 @@ def run(store: str, url: str, args: argparse.Namespace, workdir: Path) -> list[s
     lines += [f"| server start (spawn to /v1/health) | {start * 1000:.0f} | |",
               f"| server start, empty SQLite database | {empty_start * 1000:.0f} | |",
               f"| server RSS after the run (peak) | {rss:.0f} MB ({peak:.0f} MB) | |",
+              f"| server RSS after {messaged:,} distinct agents were sent a message each "
+              f"({took:.0f} s; live agents at most {bound}) (peak) | "
+              f"{after_rss:.0f} MB ({after_peak:.0f} MB) | |",
               f"| seeding (bulk, recall indexed) | {seeded.seconds:.0f} s | |",
               f"| database size | {total / 2**20:.0f} MB | |"]
     for table in ("agents", "blocks", "messages"):
@@ -309,6 +366,8 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=2000)
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--messaged", type=int, default=10_000,
+                        help="distinct agents sent a message each before RSS is read")
     parser.add_argument("--stores", default="sqlite,postgresql")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stateloop-scale-") as folder:

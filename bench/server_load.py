@@ -10,6 +10,9 @@ others: their latency must not move. Each round also reports the server process'
 per message (user + system, from /proc) and its resident memory at the end.
 
     .venv/bin/python bench/server_load.py [--agents 100] [--rounds 5] [--model-latency 0.05]
+                                          [--profile FILE]
+
+``--profile FILE`` runs the server under cProfile and writes its stats to FILE when it stops.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -70,12 +74,17 @@ def wait_healthy(url: str) -> None:
     raise RuntimeError(f"the server at {url} did not start")
 
 
-def serve(db_url: str, fake_url: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(db_url: str, fake_url: str, profile: str | None = None
+          ) -> tuple[subprocess.Popen[bytes], str]:
     """``stateloop serve`` on ``db_url`` with the fake as its model, answering: the process and
-    its URL."""
+    its URL. With ``profile``, under cProfile, its stats written to that file when it stops
+    (on SIGINT)."""
     port = free_port()
+    command = [sys.executable, "-m", "stateloop", "serve", "--port", str(port)]
+    if profile:
+        command[1:1] = ["-m", "cProfile", "-o", profile]
     server = subprocess.Popen(
-        [sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
+        command,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "STATELOOP_DATABASE_URL": db_url,
              "STATELOOP_MODEL_BASE_URL": fake_url, "STATELOOP_MODEL_API_KEY": "test"})
@@ -180,7 +189,7 @@ def report(label: str, times: list[float], elapsed: float, base_p50: float,
           + (f"   server CPU {cpu * 1000 / len(times):.2f} ms/msg" if cpu is not None else ""))
 
 
-async def main(agents: int, rounds: int, model_latency: float) -> None:
+async def main(agents: int, rounds: int, model_latency: float, profile: str | None) -> None:
     fake = spawn(FAKE, str(model_latency), read_first_line=True)
     server: subprocess.Popen[bytes] | None = None
     try:
@@ -192,13 +201,18 @@ async def main(agents: int, rounds: int, model_latency: float) -> None:
               f"p99 {percentile(base, 0.99) * 1000:7.1f} ms   "
               f"(simulated model latency {model_latency * 1000:.0f} ms)")
         db_url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
-        server, url = serve(db_url, fake_url)
+        server, url = serve(db_url, fake_url, profile)
         await load(url, db_url, agents, rounds, base_p50, server.pid)
     finally:
-        for process in (server, fake):
-            if process is not None:
-                process.terminate()
-                process.wait(timeout=10)
+        if server is not None:
+            server.send_signal(signal.SIGINT)  # uvicorn's clean stop: cProfile writes its stats
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        fake.terminate()
+        fake.wait(timeout=10)
 
 
 async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float,
@@ -242,6 +256,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--model-latency", type=float, default=MODEL_LATENCY,
                         help="seconds the fake model takes per call")
+    parser.add_argument("--profile", help="run the server under cProfile, stats to this file")
     args = parser.parse_args()
-    asyncio.run(main(args.agents, args.rounds, args.model_latency))
+    asyncio.run(main(args.agents, args.rounds, args.model_latency, args.profile))
     sys.exit(0)

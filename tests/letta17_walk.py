@@ -119,7 +119,8 @@ def client_tools_and_parallel_calls(client: Letta) -> None:
             {"type": "tool", "tool_call_id": c.tool_call_id, "status": "success",
              "tool_return": "sunny"} for c in calls]}])
     assert kinds(done.messages)[-1] == "assistant_message"
-    assert client.agents.retrieve(agent.id).pending_approval is None
+    state = client.agents.retrieve(agent.id, include=["agent.pending_approval"])
+    assert state.pending_approval is None
     passed("3 client tools")
 
 

@@ -70,7 +70,7 @@ def test_a_tool_attached_later_sees_the_secrets(client: Letta, script: Script) -
 
 def test_agent_state_lists_the_variables(client: Letta) -> None:
     agent = new_agent(client, tool_exec_environment_variables={"API_TOKEN": "abc", "B": ""})
-    for state in (agent, client.agents.retrieve(agent.id)):
+    for state in (agent, client.agents.retrieve(agent.id, include=["agent.secrets"])):
         for shown in (state.secrets, state.tool_exec_environment_variables):
             assert [(v.key, v.value, v.agent_id) for v in shown] == [
                 ("API_TOKEN", "abc", agent.id), ("B", "", agent.id)]
@@ -96,7 +96,7 @@ def test_a_bad_variable_name_is_refused(client: Letta, field: str, key: str) -> 
         client.agents.update(agent.id, **{field: {"GOOD": "v", key: "v"}})
     assert info.value.status_code == 422
     assert field in str(info.value) and repr(key) in str(info.value)
-    assert client.agents.retrieve(agent.id).secrets == []
+    assert client.agents.retrieve(agent.id, include=["agent.secrets"]).secrets == []
 
 
 def test_a_value_with_a_nul_is_refused(client: Letta) -> None:

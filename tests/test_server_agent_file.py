@@ -140,7 +140,8 @@ def test_a_tool_source_over_the_limit_is_left_out_or_refused_in_strict_mode(
     assert lenient.status_code == 200, lenient.text
     [note] = lenient.json()["notes"]
     assert note.startswith("tool 'shout' left out") and "more than the 1000000" in note
-    assert client.agents.retrieve(lenient.json()["agent_ids"][0]).tools == []
+    imported = lenient.json()["agent_ids"][0]
+    assert client.agents.retrieve(imported, include=["agent.tools"]).tools == []
     assert "shout" not in _stored(client)[2]
 
 
@@ -178,7 +179,7 @@ def test_what_cannot_be_imported_is_named_and_the_rest_imported_unless_strict(
         "tool 'broken'", "blocks.2", "agent 'memgpt_agent_copy': tool rule 0 (no_such_rule)",
         "agent 'memgpt_agent_copy': tool 'tool-missing'",
         "agent 'memgpt_agent_copy': block 'block-missing'"], notes
-    agent = client.agents.retrieve(answer.agent_ids[0])
+    agent = client.agents.retrieve(answer.agent_ids[0], include=["agent.tools", "agent.blocks"])
     assert sorted(t.name for t in agent.tools) == [
         "conversation_search", "memory_insert", "memory_replace"]
     assert sorted(b.label for b in agent.memory.blocks) == ["human", "persona"]
@@ -189,7 +190,7 @@ def test_the_same_file_with_fine_values_imports_with_its_tool(client: Letta,
                                                              server: Server) -> None:
     body = file_with(("agents", 0, "max_tokens"), "4096")
     [agent_id] = _import(client, body)
-    agent = client.agents.retrieve(agent_id)
+    agent = client.agents.retrieve(agent_id, include=["agent.tools"])
     assert agent.llm_config.max_tokens == 4096
     assert [t.name for t in agent.tools] == ["shout"]
     assert httpx.get(f"{server.url}/v1/agents").status_code == 200

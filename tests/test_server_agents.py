@@ -39,7 +39,7 @@ def test_create_agent_with_blocks_tool_rules_and_tags(client: Letta) -> None:
     assert agent.tool_rules is not None and agent.tool_rules[0].type == "exit_loop"
     assert agent.llm_config.model == "gpt-4o-mini" and agent.model == "openai/gpt-4o-mini"
     assert agent.system == "You are terse."
-    again = client.agents.retrieve(agent.id)
+    again = client.agents.retrieve(agent.id, include=["agent.blocks"])
     assert again.id == agent.id and [b.value for b in again.blocks] == ["Name: Ada", "Helpful."]
 
 
@@ -85,7 +85,8 @@ def test_shared_blocks_create_attach_detach_delete(client: Letta) -> None:
     client.blocks.update(shared.id, value="ACME Corp")
     assert client.agents.blocks.retrieve("org", agent_id=second.id).value == "ACME Corp"
     client.agents.blocks.detach(shared.id, agent_id=first.id)
-    assert [b.label for b in client.agents.retrieve(first.id).blocks] == ["human"]
+    detached = client.agents.retrieve(first.id, include=["agent.blocks"])
+    assert [b.label for b in detached.blocks] == ["human"]
     assert shared.id in [b.id for b in client.blocks.list(label="org")]
     client.blocks.delete(shared.id)
     with pytest.raises(letta_client.NotFoundError):

@@ -22,7 +22,8 @@ def test_renaming_a_block_by_label_reaches_a_live_agents_prompt(client: Letta,
     renamed = client.agents.blocks.update("human", agent_id=agent.id, label="user",
                                           value="Name: Grace")
     assert (renamed.label, renamed.value) == ("user", "Name: Grace")
-    assert [b.label for b in client.agents.retrieve(agent.id).blocks] == ["user"]
+    state = client.agents.retrieve(agent.id, include=["agent.blocks"])
+    assert [b.label for b in state.blocks] == ["user"]
     client.agents.messages.create(agent.id, input="and now?")
     system = script.requests[-1].messages[0].text
     assert "<user>" in system and "<human>" not in system and "Name: Grace" in system
@@ -48,5 +49,6 @@ def test_a_rename_onto_a_label_the_agent_has_is_409_and_changes_nothing(client: 
         client.agents.blocks.update("human", agent_id=agent.id, label="persona")
     with pytest.raises(letta_client.UnprocessableEntityError, match="label"):
         client.agents.blocks.update("human", agent_id=agent.id, label="")
-    assert [(b.label, b.value) for b in client.agents.retrieve(agent.id).blocks] == [
+    state = client.agents.retrieve(agent.id, include=["agent.blocks"])
+    assert [(b.label, b.value) for b in state.blocks] == [
         ("human", "Ada"), ("persona", "Kind.")]

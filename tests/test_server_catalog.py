@@ -123,7 +123,7 @@ def test_a_shared_blocks_agents_newest_first(server: Server, client: Letta) -> N
     agents = [new_agent(client) for _ in range(3)]
     for agent in agents:
         client.agents.blocks.attach(block.id, agent_id=agent.id)
-    listed = client.blocks.agents.list(block.id)
+    listed = client.blocks.agents.list(block.id, include=["agent.blocks"])
     assert [a.id for a in listed] == [a.id for a in reversed(agents)]
     assert "team" in {b.label for b in listed.items[0].memory.blocks}
     page = client.blocks.agents.list(block.id, order="asc", after=agents[0].id, limit=1)

@@ -55,7 +55,7 @@ def test_a_client_tool_pauses_the_run_and_its_result_resumes_it(client: Letta,
     assert request.tool_call.name == "get_weather"  # type: ignore[union-attr]
     assert json.loads(request.tool_call.arguments) == {"city": "Paris"}  # type: ignore
     call_id = request.tool_call.tool_call_id  # type: ignore[union-attr]
-    state = client.agents.retrieve(agent.id)
+    state = client.agents.retrieve(agent.id, include=["agent.pending_approval"])
     assert state.pending_approval is not None
 
     script.set(reply("It is sunny in Paris."))
@@ -67,7 +67,8 @@ def test_a_client_tool_pauses_the_run_and_its_result_resumes_it(client: Letta,
     assert done.stop_reason.stop_reason == "end_turn"
     assert script.requests[-1].messages[-1].text == "sunny, 21C"
     assert "get_weather" in offered(script)
-    assert client.agents.retrieve(agent.id).pending_approval is None
+    state = client.agents.retrieve(agent.id, include=["agent.pending_approval"])
+    assert state.pending_approval is None
 
     script.set(reply("Hello."))
     client.agents.messages.create(agent.id, input="hi")  # a run that does not send them

@@ -209,7 +209,8 @@ def test_a_sleeptime_group_made_here_is_stored_listed_and_sent_to_its_main_agent
                         options={"params": {"manager_type": "sleeptime"}})
     assert group["id"] in [g["id"] for g in listed]  # type: ignore[union-attr]
     assert [g["id"] for g in get(client, f"/v1/agents/{memory.id}/groups")] == [group["id"]]
-    assert client.agents.retrieve(main.id).multi_agent_group.id == group["id"]  # type: ignore[union-attr]
+    state = client.agents.retrieve(main.id, include=["agent.managed_group"])
+    assert state.multi_agent_group.id == group["id"]  # type: ignore[union-attr]
     # As the Letta versions that served this route did: the main agent answers.
     script.set(reply("from the main agent"))
     response = httpx.post(f"{server.url}/v1/groups/{group['id']}/messages",

@@ -113,7 +113,7 @@ def test_an_identity_on_two_agents_and_a_block(http: httpx.Client, client: Letta
     client.agents.identities.attach(user["id"], agent_id=reader.id)  # twice: one link
     loner = new_agent(client, identity_ids=[other["id"]])
 
-    state = client.agents.retrieve(writer.id)
+    state = client.agents.retrieve(writer.id, include=["agent.identities"])
     assert state.identity_ids == [user["id"]]
     assert [(x.id, x.identifier_key) for x in state.identities] == [(user["id"], "rest-grace")]
     assert ok(http.get(f"/v1/identities/{user['id']}"))["agent_ids"] == [writer.id, reader.id]
@@ -139,7 +139,7 @@ def test_an_identity_on_two_agents_and_a_block(http: httpx.Client, client: Letta
     client.agents.identities.detach(user["id"], agent_id=reader.id)
     assert [a.id for a in client.agents.list(identity_id=user["id"]).items] == [writer.id]
     client.agents.update(writer.id, identity_ids=[])
-    assert client.agents.retrieve(writer.id).identities == []
+    assert client.agents.retrieve(writer.id, include=["agent.identities"]).identities == []
     ok(http.patch(f"/v1/blocks/{block.id}/identities/detach/{user['id']}"))
     assert ok(http.get(f"/v1/identities/{user['id']}/blocks")) == []
     assert http.patch(f"/v1/blocks/{block.id}/identities/attach/"

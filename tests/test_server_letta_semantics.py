@@ -62,7 +62,7 @@ def test_a_json_schema_naming_another_function_renames_the_tool(client: Letta,
                                   json_schema={"name": "holler", **LOUD_SCHEMA})
     assert (updated.id, updated.name, updated.json_schema["name"]) == (
         tool.id, "holler", "holler")
-    state = client.agents.retrieve(agent.id)
+    state = client.agents.retrieve(agent.id, include=["agent.tools"])
     assert [t.name for t in state.tools] == ["holler"]
     assert [r.tool_name for r in state.tool_rules] == ["holler"]
     script.set(call("holler", text="hi"))

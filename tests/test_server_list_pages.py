@@ -171,9 +171,10 @@ class RowCount:
         event.remove(Engine, "before_cursor_execute", self._before)
 
 
-def _read(server: Server, path: str) -> tuple[Any, RowCount]:
+def _read(server: Server, path: str, headers: dict[str, str] | None = None
+          ) -> tuple[Any, RowCount]:
     with RowCount() as counted:
-        response = httpx.get(server.url + path, timeout=60)
+        response = httpx.get(server.url + path, headers=headers, timeout=60)
     assert response.status_code == 200, response.text
     return response.json(), counted
 

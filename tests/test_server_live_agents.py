@@ -148,7 +148,8 @@ def test_fifty_agents_through_ten_live_lose_nothing(server: Server, script: Scri
     assert peak <= BOUND
     # Let go long ago, the paused agent still waits for its approval, and takes it.
     assert runtime.live(paused) is None and runtime.live(talker) is None
-    pending = client.agents.retrieve(paused).pending_approval
+    state = client.agents.retrieve(paused, include=["agent.pending_approval"])
+    pending = state.pending_approval
     assert pending is not None and pending.tool_call.tool_call_id == call_id
     observe()
     approved = client.agents.messages.create(paused, messages=[{

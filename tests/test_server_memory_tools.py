@@ -183,7 +183,7 @@ def test_an_agent_file_with_these_tools_imports_with_them_attached(client: Letta
     exported["agents"][0]["tool_rules"] = []
     [agent_id] = client.agents.import_file(
         file=("agent.af", json.dumps(exported).encode())).agent_ids  # type: ignore[arg-type]
-    agent = client.agents.retrieve(agent_id)
+    agent = client.agents.retrieve(agent_id, include=["agent.tools"])
     assert sorted(t.name for t in agent.tools) == sorted(kinds)
     assert {t.name: t.tool_type for t in agent.tools} == kinds
     script.set(call("memory", command="create", path="/memories/imported",

@@ -106,7 +106,7 @@ def test_approve_and_deny_tool_calls(client: Letta, script: Script, shout_tool: 
     request = paused.messages[-1]
     assert request.message_type == "approval_request_message"
     call_id = request.tool_call.tool_call_id  # type: ignore[union-attr]
-    state = client.agents.retrieve(agent.id)
+    state = client.agents.retrieve(agent.id, include=["agent.pending_approval"])
     assert state.pending_approval is not None
     assert state.pending_approval.tool_call.tool_call_id == call_id  # type: ignore[union-attr]
     assert kinds(list(client.agents.messages.list(agent.id, order="asc")))[-1] == (

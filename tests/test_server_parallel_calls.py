@@ -84,7 +84,7 @@ def test_three_calls_awaiting_approval_are_one_approval_request(client: Letta, s
     assert kinds(paused.messages) == ["approval_request_message"]
     requested = [t.tool_call_id for t in paused.messages[0].tool_calls]  # type: ignore
     assert len(requested) == 3
-    pending = client.agents.retrieve(agent.id).pending_approval
+    pending = client.agents.retrieve(agent.id, include=["agent.pending_approval"]).pending_approval
     assert pending is not None
     assert [t.tool_call_id for t in pending.tool_calls] == requested  # type: ignore[union-attr]
     listed = client.agents.messages.list(agent.id, limit=100, order="asc").items

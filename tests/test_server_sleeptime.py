@@ -66,7 +66,7 @@ def test_enable_sleeptime_makes_a_memory_agent_that_edits_the_shared_block(
     assert agent.managed_group.model_dump() == group.model_dump()
     assert group.manager_type == "sleeptime" and group.manager_agent_id == agent.id
     assert group.sleeptime_agent_frequency == 5 and len(group.agent_ids) == 1
-    memory = client.agents.retrieve(group.agent_ids[0])
+    memory = client.agents.retrieve(group.agent_ids[0], include=["agent.blocks", "agent.tools"])
     assert memory.agent_type == "sleeptime_agent" and memory.name == "tea-drinker-sleeptime"
     assert [b.label for b in memory.blocks] == ["memory_persona", "human"]
     human = next(b for b in agent.blocks if b.label == "human")
@@ -80,7 +80,7 @@ def test_enable_sleeptime_makes_a_memory_agent_that_edits_the_shared_block(
     send(client, agent.id, "what do I like?")
     mains = [r for r in script.requests if SYSTEM_PROMPT[:40] not in r.messages[0].text]
     assert "Likes tea" in mains[-1].messages[0].text  # the main agent's next request
-    state = client.agents.retrieve(agent.id)
+    state = client.agents.retrieve(agent.id, include=["agent.managed_group"])
     assert state.multi_agent_group is not None
     assert state.multi_agent_group.turns_counter in (0, 1)
     assert state.multi_agent_group.last_processed_message_id is not None
@@ -148,7 +148,7 @@ def test_deleting_either_agent_of_the_pair(client: Letta, script: Script) -> Non
     assert main.multi_agent_group is not None
     memory_id = main.multi_agent_group.agent_ids[0]
     client.agents.delete(memory_id)  # the main agent loses its group
-    after = client.agents.retrieve(main.id)
+    after = client.agents.retrieve(main.id, include=["agent.managed_group"])
     assert after.multi_agent_group is None and not after.enable_sleeptime
     send(client, main.id, "still fine")
 
@@ -213,7 +213,7 @@ def test_patching_the_frequency_is_honoured_by_the_next_turns(client: Letta,
     send(client, agent.id, "three")
     send(client, agent.id, "four")
     wait_for(lambda: _statuses(client, memory_id) == ["completed"] * 2)
-    state = client.agents.retrieve(agent.id)
+    state = client.agents.retrieve(agent.id, include=["agent.managed_group"])
     assert state.multi_agent_group is not None
     assert state.multi_agent_group.sleeptime_agent_frequency == 2
 
@@ -229,7 +229,7 @@ def test_deleting_the_sleeptime_group_turns_sleeptime_off(client: Letta,
     group_id, memory_id = agent.multi_agent_group.id, agent.multi_agent_group.agent_ids[0]
     patch_group(client, group_id, frequency(1))
     client.delete(f"/v1/groups/{group_id}", cast_to=object)
-    after = client.agents.retrieve(agent.id)
+    after = client.agents.retrieve(agent.id, include=["agent.managed_group"])
     assert after.multi_agent_group is None and not after.enable_sleeptime
     assert client.agents.retrieve(memory_id).agent_type == "sleeptime_agent"  # it stays
     for n in range(3):
@@ -276,7 +276,7 @@ def test_the_sleeptime_group_survives_a_restart(fake, script: Script, tmp_path) 
         group = get(client, f"/v1/groups/{group_id}")
         assert (group["agent_ids"], group["sleeptime_agent_frequency"],
                 group["turns_counter"]) == ([memory_id], 2, 1)
-        state = client.agents.retrieve(agent.id)
+        state = client.agents.retrieve(agent.id, include=["agent.managed_group"])
         assert state.multi_agent_group is not None and state.multi_agent_group.id == group_id
         send(client, agent.id, "after")  # the second turn of two, across the restart
         wait_for(lambda: _statuses(client, memory_id) == ["completed"])
@@ -297,8 +297,9 @@ def test_a_sleeptime_group_given_another_manager_leaves_its_former_main_agent(
         "manager_type": "sleeptime", "manager_agent_id": other.id,
         "sleeptime_agent_frequency": 1}})
     assert moved["manager_agent_id"] == other.id
-    assert client.agents.retrieve(agent.id).multi_agent_group is None
-    assert client.agents.retrieve(other.id).multi_agent_group.id == group_id  # type: ignore[union-attr]
+    managed = ["agent.managed_group"]
+    assert client.agents.retrieve(agent.id, include=managed).multi_agent_group is None
+    assert client.agents.retrieve(other.id, include=managed).multi_agent_group.id == group_id  # type: ignore[union-attr]
     for n in range(2):
         send(client, agent.id, f"former {n}")
     time.sleep(0.3)

@@ -50,7 +50,8 @@ def test_default_approval_is_the_agents_rule_and_can_be_turned_off(
     assert approval_rules(agent) == ["careful"]
     assert stop_reason(client, script, agent.id) == "requires_approval"
     # Answer the pending call, then turn approval off for this agent only.
-    pending = client.agents.retrieve(agent.id).pending_approval
+    state = client.agents.retrieve(agent.id, include=["agent.pending_approval"])
+    pending = state.pending_approval
     client.agents.messages.create(agent.id, messages=[{
         "type": "approval", "approvals": [{"type": "approval", "approve": False,
                                            "tool_call_id": pending.tool_call.tool_call_id}]}])

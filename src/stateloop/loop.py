@@ -44,7 +44,8 @@ from .model_call import Attempt, ModelCalls
 from .tool_calls import CANCELLED_NOTICE, ToolCalls
 from .tools import ToolOutput
 
-__all__ = ["CANCELLED_NOTICE", "LENGTH_CUTOFF_NOTICE", "LoopConfig", "Resume", "run_loop"]
+__all__ = ["CANCELLED_NOTICE", "LENGTH_CUTOFF_NOTICE", "LoopConfig", "Resume", "first_request",
+           "run_loop"]
 
 LENGTH_CUTOFF_NOTICE = (
     "Your response was cut off by the output token limit before this tool call's arguments "
@@ -57,6 +58,12 @@ def run_loop(transcript: list[Message], new_input: list[Message], config: LoopCo
              cancel: CancelScope | None = None) -> AsyncGenerator[AnyEvent, None]:
     """Run the agent on ``new_input``, appending to ``transcript``; yields every event."""
     return _Run(transcript, new_input, config, run_id, cancel or CancelScope()).events(agent_id)
+
+
+def first_request(messages: list[Message], config: LoopConfig) -> ModelRequest:
+    """The request a run's first step would send after ``messages`` (tools and rules as the
+    run applies them, hooks not called); nothing is run or changed."""
+    return _Run(messages, [], config, "preview", CancelScope())._request()
 
 
 @dataclass(slots=True)

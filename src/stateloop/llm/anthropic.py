@@ -15,7 +15,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 
 from ..errors import AuthenticationError, InvalidRequest, InvalidResponse
 from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, Usage
@@ -122,7 +122,7 @@ class AnthropicModel:
         turns = self._turns.turns(messages, start)
         return b"".join((dumps(head)[:-1], b',"messages":[', turns, b"]}"))
 
-    async def _read(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
+    async def _read(self, response: httpx2.Response) -> AsyncIterator[StreamItem]:
         out = StreamAssembler(self.name)
         usage = Usage()
         calls: dict[int, int] = {}  # content-block index -> tool-call slot

@@ -16,7 +16,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-import httpx
+import httpx2
 
 from ..errors import AuthenticationError, InvalidRequest, InvalidResponse
 from ..messages import ImagePart, Message, TextPart, Usage
@@ -97,7 +97,7 @@ class OpenAIModel:
         return model_stream(lambda: self._open(request), self._read, self.base_url,
                             self.provider)
 
-    async def _open(self, request: ModelRequest) -> httpx.Response:
+    async def _open(self, request: ModelRequest) -> httpx2.Response:
         url = f"{self.base_url}/chat/completions"
         headers = self._headers()
         for attempt in range(3):  # at most: drop the developer role, switch the max-tokens field
@@ -163,7 +163,7 @@ class OpenAIModel:
         comma = b"," if first and kept else b""
         return b"".join((dumps(head)[:-1], b',"messages":[', first, comma, kept, b"]}"))
 
-    async def _read(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
+    async def _read(self, response: httpx2.Response) -> AsyncIterator[StreamItem]:
         out = StreamAssembler(self.name)
         slots = _CallSlots()
         usage = None

@@ -100,14 +100,21 @@ class ArchiveMixin:
         return await self._runner.read(txn)
 
     async def list_passages(self, archive_ids: Sequence[str], *, limit: int = 100,
-                            after_seq: int = 0, order: str = "asc") -> list[PassageRecord]:
-        """A page of these archives' passages in insertion order (``seq`` is the cursor)."""
+                            after_seq: int | None = None, before_seq: int | None = None,
+                            order: str = "asc", search: str | None = None,
+                            ) -> list[PassageRecord]:
+        """A page of these archives' passages in insertion order or its reverse, between two
+        cursors (``seq``, relative to ``order``, as in Letta), containing ``search`` (any
+        case) if given; read in SQL."""
         stmt = select(p).where(p.c.archive_id.in_(list(archive_ids)))
-        if order == "asc":
-            stmt = stmt.where(p.c.seq > after_seq).order_by(p.c.seq)
-        else:
-            stmt = stmt.order_by(p.c.seq.desc())
-        stmt = stmt.limit(limit)
+        later, earlier = (after_seq, before_seq) if order == "asc" else (before_seq, after_seq)
+        if later is not None:
+            stmt = stmt.where(p.c.seq > later)
+        if earlier is not None:
+            stmt = stmt.where(p.c.seq < earlier)
+        if search is not None:
+            stmt = stmt.where(p.c.text.icontains(search, autoescape=True))
+        stmt = stmt.order_by(p.c.seq if order == "asc" else p.c.seq.desc()).limit(limit)
         return await self._runner.read(
             lambda conn: [rows.passage_from_row(row, dialect.decode_vector)
                           for row in conn.execute(stmt)])

@@ -111,13 +111,16 @@ class ArchivesMixin:
                 .order_by(aa.c.is_owner.desc(), aa.c.created_at, aa.c.archive_id))
         return await self._runner.read(lambda conn: list(conn.execute(stmt).scalars()))
 
-    async def archive_agent_ids(self, archive_id: str) -> list[str]:
-        """The agents attached to the archive, in attachment order."""
+    async def archive_agent_ids(self, archive_id: str, page: Page = EVERYTHING) -> list[str]:
+        """The agents on ``page`` (default: all) of those attached to the archive, in
+        attachment order, read in SQL."""
+        mine = (aa.c.archive_id == archive_id,)
 
         def txn(conn: Connection) -> list[str]:
             _load(conn, archive_id)
-            return list(conn.execute(select(aa.c.agent_id).where(aa.c.archive_id == archive_id)
-                                     .order_by(aa.c.created_at, aa.c.agent_id)).scalars())
+            stmt = keyset(conn, select(aa.c.agent_id).where(*mine), aa, page,
+                          key=(aa.c.created_at, aa.c.agent_id), ident=aa.c.agent_id, scope=mine)
+            return list(conn.execute(stmt).scalars())
 
         return await self._runner.read(txn)
 

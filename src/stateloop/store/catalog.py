@@ -15,6 +15,7 @@ from stateloop.store.runner import Runner
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
 i, ia = schema.identities, schema.identities_agents
+aa = schema.archives_agents
 
 
 class CatalogMixin:
@@ -61,10 +62,10 @@ def agents_where(stmt: Select[Any], *, name: str | None = None,
                  tags: Sequence[str] | None = None, match_all_tags: bool = False,
                  query_text: str | None = None, identity_id: str | None = None,
                  identifier_keys: Sequence[str] | None = None,
-                 block_id: str | None = None) -> Select[Any]:
+                 block_id: str | None = None, archive_id: str | None = None) -> Select[Any]:
     """``stmt`` (over ``agents``) keeping the agents with this exact name, a name containing
     ``query_text`` (any case), these tags (any, or all), linked to this identity and/or to
-    an identity with one of these keys, sharing this block."""
+    an identity with one of these keys, sharing this block, attached to this archive."""
     if name is not None:
         stmt = stmt.where(a.c.name == name)
     if query_text:
@@ -80,6 +81,8 @@ def agents_where(stmt: Select[Any], *, name: str | None = None,
             identities_linked(ia.c.agent_id, ia.c.identity_id, identity_id, identifier_keys)))
     if block_id is not None:
         stmt = stmt.where(a.c.id.in_(select(ba.c.agent_id).where(ba.c.block_id == block_id)))
+    if archive_id is not None:
+        stmt = stmt.where(a.c.id.in_(select(aa.c.agent_id).where(aa.c.archive_id == archive_id)))
     return stmt
 
 

@@ -9,7 +9,7 @@ drops the agent's file rows of that folder.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,6 +257,12 @@ class FoldersMixin:
         return await self._runner.read(
             lambda conn: {row.id: row.file_name for row in conn.execute(stmt)})
 
+    async def folder_names(self, folder_ids: Collection[str]) -> dict[str, str]:
+        """The names of these folders, by id, in one query (a page's folders)."""
+        stmt = select(fo.c.id, fo.c.name).where(fo.c.id.in_(list(folder_ids)))
+        return await self._runner.read(
+            lambda conn: {row.id: row.name for row in conn.execute(stmt)})
+
     async def file_names(self, folder_id: str) -> set[str]:
         """The names in use in a folder."""
         stmt = select(fi.c.file_name).where(fi.c.folder_id == folder_id)
@@ -344,22 +350,32 @@ class FoldersMixin:
 
         await self._runner.write(txn)
 
-    async def folder_agent_ids(self, folder_id: str) -> list[str]:
-        """The agents the folder is attached to, in attachment order."""
+    async def folder_agent_ids(self, folder_id: str, page: Page = EVERYTHING) -> list[str]:
+        """The agents on ``page`` (default: all) of those the folder is attached to, in
+        attachment order, read in SQL."""
+        mine = (fa.c.folder_id == folder_id,)
 
         def txn(conn: Connection) -> list[str]:
             _folder(conn, folder_id)
-            return list(conn.execute(select(fa.c.agent_id).where(fa.c.folder_id == folder_id)
-                                     .order_by(fa.c.created_at, fa.c.agent_id)).scalars())
+            stmt = keyset(conn, select(fa.c.agent_id).where(*mine), fa, page,
+                          key=(fa.c.created_at, fa.c.agent_id), ident=fa.c.agent_id, scope=mine)
+            return list(conn.execute(stmt).scalars())
 
         return await self._runner.read(txn)
 
-    async def agent_files(self, agent_id: str) -> list[AgentFileRecord]:
-        """The agent's files, in the order they came (folder by folder, file by file)."""
-        stmt = select(fg).where(fg.c.agent_id == agent_id).order_by(fg.c.file_name)
+    async def agent_files(self, agent_id: str, page: Page = EVERYTHING, *,
+                          is_open: bool | None = None) -> list[AgentFileRecord]:
+        """The agent's files on ``page`` (default: all), by name, open or closed (default:
+        both), read in SQL."""
+        mine = (fg.c.agent_id == agent_id,)
+        stmt = select(fg).where(*mine)
+        if is_open is not None:
+            stmt = stmt.where(fg.c.is_open == is_open)
         return await self._runner.read(
             lambda conn: [AgentFileRecord(**{k: getattr(r, k) for k in _AGENT_FILE})
-                          for r in conn.execute(stmt)])
+                          for r in conn.execute(keyset(conn, stmt, fg, page,
+                                                       key=(fg.c.file_name, fg.c.id),
+                                                       scope=mine))])
 
     async def save_agent_files(self, agent_id: str, changed: Sequence[AgentFileRecord]) -> None:
         """Write the open state, window and access time of these file rows of the agent."""

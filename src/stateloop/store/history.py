@@ -27,7 +27,15 @@ from stateloop.store.checkpoints import (
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import FastStatement
 from stateloop.store.paging import keyset
-from stateloop.store.records import KEEP, RUN_STATUSES, MessageHit, Page, RunRecord, StepRecord
+from stateloop.store.records import (
+    EVERYTHING,
+    KEEP,
+    RUN_STATUSES,
+    MessageHit,
+    Page,
+    RunRecord,
+    StepRecord,
+)
 from stateloop.store.runner import Queued, Runner
 from stateloop.store.times import TimeLike, to_epoch
 
@@ -163,14 +171,16 @@ class HistoryMixin:
         return await self._runner.read(
             lambda conn: [rows.message_from_row(row) for row in conn.execute(stmt)])
 
-    async def list_run_messages(self, run: RunRecord) -> list[Message]:
-        """The messages a run added (its input included; a recompiled system prompt is not
-        the run's), oldest first, whichever process ran it."""
-        stmt = (select(*schema.MESSAGE_READ).where(m.c.agent_id == run.agent_id)
-                .where(m.c.seq > run.first_seq).where(m.c.run_id == run.id)
-                .where(m.c.role != "system").order_by(m.c.seq))
-        return await self._runner.read(
-            lambda conn: [rows.message_from_row(row) for row in conn.execute(stmt)])
+    async def list_run_messages(self, run: RunRecord, page: Page = EVERYTHING
+                                ) -> list[Message]:
+        """The messages on ``page`` (default: all, oldest first) that a run added (its input
+        included; a recompiled system prompt is not the run's), whichever process ran it;
+        read in SQL on the run's index (revision 0023)."""
+        mine = (m.c.run_id == run.id, m.c.seq > run.first_seq, m.c.role != "system")
+        stmt = select(*schema.MESSAGE_READ).where(*mine)
+        return await self._runner.read(lambda conn: [
+            rows.message_from_row(row)
+            for row in conn.execute(keyset(conn, stmt, m, page, key=(m.c.seq,), scope=mine))])
 
     async def message_origins(self, ids: Sequence[str]
                               ) -> dict[str, tuple[str | None, str | None]]:

@@ -78,6 +78,13 @@ class IdentitiesMixin:
         """The identity with this id, with its agents and blocks."""
         return await self._runner.read(lambda conn: _load(conn, identity_id))
 
+    async def check_identity(self, identity_id: str) -> None:
+        """A ``NotFoundError`` unless an identity has this id; reads its id only (not its
+        agents and blocks, which may be many)."""
+        stmt = select(i.c.id).where(i.c.id == identity_id)
+        if await self._runner.read(lambda conn: conn.execute(stmt).first()) is None:
+            raise NotFoundError(f"no identity with id {identity_id!r}")
+
     async def list_identities(self, *, name: str | None = None, project_id: str | None = None,
                               identifier_key: str | None = None,
                               identity_type: str | None = None,

@@ -16,13 +16,17 @@ from stateloop.store.records import Page
 
 
 def keyset(conn: Connection, stmt: Select[Any], table: Table, page: Page,
-           key: tuple[Column[Any], ...] | None = None) -> Select[Any]:
+           key: tuple[Column[Any], ...] | None = None, *, ident: Column[Any] | None = None,
+           scope: Sequence[ColumnElement[bool]] = ()) -> Select[Any]:
     """``stmt`` (a select over ``table``) limited to ``page``, on the order of ``key``
-    (default ``(created_at, id)``; its last column must be unique: the id, or a seq). A
-    cursor naming no row is ignored, as if it were not given."""
+    (default ``(created_at, id)``; its last column must be unique in the list: the id, or a
+    seq). A cursor is the value of ``ident`` (default: the id) of a row of ``table`` within
+    ``scope`` (the list's own conditions); one naming no such row is ignored, as if it were
+    not given."""
     columns = key if key is not None else (table.c.created_at, table.c.id)
+    named = ident if ident is not None else table.c.id
     after, before = (None if cursor is None else
-                     conn.execute(select(*columns).where(table.c.id == cursor)).first()
+                     conn.execute(select(*columns).where(named == cursor, *scope)).first()
                      for cursor in (page.after, page.before))
     return between(stmt, columns, page, after, before)
 

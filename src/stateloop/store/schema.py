@@ -116,8 +116,11 @@ messages = Table(
           sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
     Index("ix_messages_agent_steps", "agent_id", "step_at", "step_id",
           sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
-    Index("ix_messages_step_id", "step_id",
-          sqlite_where=text("step_at IS NOT NULL"), postgresql_where=text("step_at IS NOT NULL")),
+    # revision 0023: a run's and a step's messages listed in SQL
+    Index("ix_messages_run_seq", "run_id", "seq",
+          sqlite_where=text("run_id IS NOT NULL"), postgresql_where=text("run_id IS NOT NULL")),
+    Index("ix_messages_step_seq", "step_id", "seq",
+          sqlite_where=text("step_id IS NOT NULL"), postgresql_where=text("step_id IS NOT NULL")),
     sqlite_autoincrement=True,  # seq is never reused: the recall index and caches rely on it
 )
 # What a message is read back from (rows.message_from_row).
@@ -234,7 +237,7 @@ archives_agents = Table(
            primary_key=True),
     Column("is_owner", Boolean, nullable=False),  # the agent's default archive
     Column("created_at", Float, nullable=False),
-    Index("ix_archives_agents_archive", "archive_id"),
+    Index("ix_archives_agents_archive_created", "archive_id", "created_at", "agent_id"),  # 0023
 )
 
 # revision 0012: identities (Letta's end users, orgs, ...) linked to agents and blocks. An
@@ -412,7 +415,7 @@ folders_agents = Table(
     Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
     Column("folder_id", String, ForeignKey("folders.id", ondelete="CASCADE"), primary_key=True),
     Column("created_at", Float, nullable=False),
-    Index("ix_folders_agents_folder", "folder_id"),
+    Index("ix_folders_agents_folder_created", "folder_id", "created_at", "agent_id"),  # 0023
 )
 
 files_agents = Table(
@@ -429,6 +432,7 @@ files_agents = Table(
     Column("last_accessed_at", Float, nullable=False),
     UniqueConstraint("agent_id", "file_id", name="uq_files_agents_file"),
     Index("ix_files_agents_file", "file_id"),
+    Index("ix_files_agents_agent_name", "agent_id", "file_name", "id"),  # revision 0023
 )
 
 # Turns across processes (fleet.py; revision 0019): tickets in arrival order, agents' versions.

@@ -19,7 +19,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
-from stateloop.store.block_changes import BlockChangesMixin, agent_blocks, block_records
+from stateloop.store.block_changes import BlockChangesMixin, block_records
 from stateloop.store.catalog import CatalogMixin, agents_where, identities_linked
 from stateloop.store.checkpoints import context_ids, set_in_context
 from stateloop.store.conversations import ConversationsMixin
@@ -201,7 +201,7 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
                           match_all_tags: bool = False, limit: int | None = None,
                           query_text: str | None = None, identity_id: str | None = None,
                           identifier_keys: Sequence[str] | None = None,
-                          block_id: str | None = None,
+                          block_id: str | None = None, archive_id: str | None = None,
                           page: Page = EVERYTHING) -> list[AgentRecord]:
         """Agents on ``page`` (default: all, oldest first; ``limit`` caps it), filtered as
         ``agents_where`` says, read in SQL: a page reads its own rows only."""
@@ -209,7 +209,8 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
             page = dataclasses.replace(page, limit=limit)
         stmt = agents_where(select(a), name=name, tags=tags, match_all_tags=match_all_tags,
                             query_text=query_text, identity_id=identity_id,
-                            identifier_keys=identifier_keys, block_id=block_id)
+                            identifier_keys=identifier_keys, block_id=block_id,
+                            archive_id=archive_id)
 
         return await self._runner.read(
             lambda conn: _agents_from_rows(conn, conn.execute(keyset(conn, stmt, a, page)).all()))
@@ -287,12 +288,15 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
                           identity_id: str | None = None,
                           identifier_keys: Sequence[str] | None = None,
                           page: Page = EVERYTHING) -> list[BlockRecord]:
-        """An agent's blocks in attach order; or the blocks on ``page`` (default: all,
-        oldest first) with this label, linked to this identity and/or to an identity with
-        one of these keys, read in SQL."""
+        """The blocks on ``page`` (default: all, oldest first): an agent's, in attach order;
+        or those with this label, linked to this identity and/or to an identity with one of
+        these keys; read in SQL."""
         if agent_id is not None:
-            return await self._runner.read(
-                lambda conn: block_records(conn, agent_blocks(agent_id)))
+            mine = (ba.c.agent_id == agent_id,)
+            attached = select(b).join(ba, ba.c.block_id == b.c.id).where(*mine)
+            return await self._runner.read(lambda conn: block_records(conn, keyset(
+                conn, attached, ba, page, key=(ba.c.position, ba.c.block_id),
+                ident=ba.c.block_id, scope=mine)))
         stmt = select(b)
         if label is not None:
             stmt = stmt.where(b.c.label == label)

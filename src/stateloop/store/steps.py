@@ -18,8 +18,8 @@ from stateloop.messages import Message
 from stateloop.store import rows, schema
 from stateloop.store.dialect import json_array_has_any
 from stateloop.store.errors import NotFoundError
-from stateloop.store.paging import between
-from stateloop.store.records import Page, StepRecord
+from stateloop.store.paging import between, keyset
+from stateloop.store.records import EVERYTHING, Page, StepRecord
 from stateloop.store.runner import Runner
 
 m, r, s = schema.messages, schema.runs, schema.steps
@@ -39,20 +39,21 @@ class StepsMixin:
                          model: str | None = None, start: float | None = None,
                          end: float | None = None, feedback: str | None = None,
                          has_feedback: bool | None = None,
-                         tags: Sequence[str] | None = None) -> list[StepRecord]:
-        """The steps on ``page`` (on ``(created_at, id)``), of this agent, model (its name
-        or its handle), time range (inclusive), feedback, any of these tags, read in SQL:
-        each of the two places a step is kept gives at most a page, and the two merge."""
+                         tags: Sequence[str] | None = None,
+                         run_id: str | None = None) -> list[StepRecord]:
+        """The steps on ``page`` (on ``(created_at, id)``), of this agent, run, model (its
+        name or its handle), time range (inclusive), feedback, any of these tags, read in
+        SQL: each of the two places a step is kept gives at most a page, and the two merge."""
         wanted = _Wanted(agent_id, model, start, end, feedback, has_feedback, tags,
-                         self.dialect)
+                         self.dialect, run_id)
         carried = (m.c.step_at, m.c.step_id)
         separate = (s.c.created_at, s.c.id)
         carried_stmt = _where(select(m.c.step_id, m.c.step, m.c.run_id, m.c.agent_id,
                                      m.c.step_at).where(m.c.step_at.is_not(None)),
-                              m.c.agent_id, m.c.step_at, m.c.step[1].as_string(), m.c.step,
-                              (_METADATA,), wanted)
-        separate_stmt = _where(select(s), s.c.agent_id, s.c.created_at, s.c.model,
-                               s.c.metadata, (), wanted)
+                              (m.c.agent_id, m.c.run_id), m.c.step_at, m.c.step[1].as_string(),
+                              m.c.step, (_METADATA,), wanted)
+        separate_stmt = _where(select(s), (s.c.agent_id, s.c.run_id), s.c.created_at,
+                               s.c.model, s.c.metadata, (), wanted)
 
         def txn(conn: Connection) -> list[StepRecord]:
             after, before = (None if cursor is None else _position(conn, cursor)
@@ -70,12 +71,16 @@ class StepsMixin:
         """The step with this id."""
         return await self._runner.read(lambda conn: _load_step(conn, step_id))
 
-    async def list_step_messages(self, step_id: str) -> list[Message]:
-        """The messages the step wrote, oldest first (none for a failed model call)."""
+    async def list_step_messages(self, step_id: str, page: Page = EVERYTHING
+                                 ) -> list[Message]:
+        """The messages on ``page`` (default: all, oldest first) that the step wrote (none
+        for a failed model call), read in SQL on the step's index (revision 0023)."""
+        mine = (m.c.step_id == step_id,)
 
         def txn(conn: Connection) -> list[Message]:
             _load_step(conn, step_id)
-            stmt = select(*schema.MESSAGE_READ).where(m.c.step_id == step_id).order_by(m.c.seq)
+            stmt = keyset(conn, select(*schema.MESSAGE_READ).where(*mine), m, page,
+                          key=(m.c.seq,), scope=mine)
             return [rows.message_from_row(row) for row in conn.execute(stmt)]
 
         return await self._runner.read(txn)
@@ -130,12 +135,16 @@ class _Wanted:
     has_feedback: bool | None
     tags: Sequence[str] | None
     dialect: str
+    run_id: str | None = None
 
 
-def _where(stmt: Select[Any], agent: Any, at: Any, model_of: Any, metadata: Any,
+def _where(stmt: Select[Any], owners: tuple[Any, Any], at: Any, model_of: Any, metadata: Any,
            path: tuple[int, ...], wanted: _Wanted) -> Select[Any]:
     """``stmt`` over one place steps are kept, narrowed to the ``wanted`` steps: its agent
-    column, time, model and metadata (a JSON document; ``path`` leads to it)."""
+    and run columns, time, model and metadata (a JSON document; ``path`` leads to it)."""
+    agent, run = owners
+    if wanted.run_id is not None:
+        stmt = stmt.where(run == wanted.run_id)
     agent_id, model, feedback, has_feedback, tags = (
         wanted.agent_id, wanted.model, wanted.feedback, wanted.has_feedback, wanted.tags)
     given = metadata[(*path, "feedback")].as_string()

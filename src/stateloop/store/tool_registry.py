@@ -83,6 +83,36 @@ class ToolRegistryMixin:
             rows.tool_from_row(row)
             for row in conn.execute(keyset(conn, stmt, t, page, key=(t.c.name, t.c.id)))])
 
+    async def agent_tools(self, agent_id: str, page: Page = EVERYTHING) -> list[ToolRecord]:
+        """The agent's tools on ``page`` (default: all) of its attach order (cursors are tool
+        ids); only the page's tools are read. A name no registered tool has is skipped."""
+
+        def txn(conn: Connection) -> list[ToolRecord]:
+            names = conn.execute(select(a.c.tool_names).where(a.c.id == agent_id)).scalar()
+            if names is None:
+                raise NotFoundError(f"agent with id {agent_id!r} not found")
+            ordered = list(names) if page.order == "asc" else list(reversed(names))
+            start, stop = 0, len(ordered)
+            for cursor, after in ((page.after, True), (page.before, False)):
+                name = None if cursor is None else conn.execute(
+                    select(t.c.name).where(t.c.id == cursor)).scalar()
+                if name in ordered:
+                    if after:
+                        start = ordered.index(name) + 1
+                    else:
+                        stop = ordered.index(name)
+            chosen = ordered[start:stop]
+            found: dict[str, ToolRecord] = {}
+            size = page.limit if page.limit is not None else len(chosen)
+            while chosen and len(found) < size:  # a missing name: read on to fill the page
+                wanted, chosen = chosen[:size - len(found)], chosen[size - len(found):]
+                by_name = {row.name: rows.tool_from_row(row) for row in conn.execute(
+                    select(t).where(t.c.name.in_(wanted)))}
+                found.update((n, by_name[n]) for n in wanted if n in by_name)
+            return list(found.values())
+
+        return await self._runner.read(txn)
+
     async def count_tools(self, *, names: Sequence[str] = (), ids: Sequence[str] = (),
                           search: str | None = None, types: Sequence[str] = (),
                           exclude_types: Sequence[str] = (), letta_only: bool = False,

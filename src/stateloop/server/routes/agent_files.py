@@ -9,11 +9,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException
 
 from ...files import attach_folder, detach_folder
+from ...store import Page
 from ..deps import RuntimeDep
 from ..models.folders import PaginatedAgentFiles, Source
 from ..models.requests import errors
 from ..models.responses import AgentState, iso
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.runtime import Runtime
 from .agents import agent_record, agent_state
 from .folders import folder_view, folders
@@ -76,10 +77,9 @@ async def _agent_folders(runtime: Runtime, agent_id: str, before: str | None,
                          after: str | None, limit: int | None, order: Order,
                          ) -> list[dict[str, Any]]:
     await agent_record(runtime, agent_id)
-    found = await runtime.store.list_folders(agent_id=agent_id)
-    return [folder_view(runtime, f, source=True)
-            for f in page(found, key=lambda f: f.id, after=after, before=before, limit=limit,
-                          order=order)]
+    found = await runtime.store.list_folders(
+        agent_id=agent_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return [folder_view(runtime, f, source=True) for f in found]
 
 
 @router.get("/v1/agents/{agent_id}/folders", responses=errors(404), response_model=list[Source])
@@ -113,14 +113,13 @@ async def list_files_for_agent(agent_id: str, runtime: RuntimeDep, before: str |
                                is_open: bool | None = None) -> dict[str, Any]:
     """The agent's files, open or closed, with what an open one shows."""
     await agent_record(runtime, agent_id)
-    names = {f.id: f.name for f in await runtime.store.list_folders(agent_id=agent_id)}
-    rows = [r for r in await runtime.store.agent_files(agent_id)
-            if is_open is None or r.is_open == is_open]
     size = limit or 20
-    chosen = page(rows, key=lambda r: r.id, after=after or cursor, before=before,
-                  limit=size + 1, order=order)
+    chosen = await runtime.store.agent_files(
+        agent_id, Page(after=after or cursor, before=before, limit=size + 1, order=order),
+        is_open=is_open)
     more = len(chosen) > size
     chosen = chosen[:size]
+    names = await runtime.store.folder_names({r.folder_id for r in chosen})
     return {"files": [{"id": r.id, "file_id": r.file_id, "file_name": r.file_name,
                        "folder_id": r.folder_id, "folder_name": names.get(r.folder_id, ""),
                        "is_open": r.is_open, "last_accessed_at": iso(r.last_accessed_at),

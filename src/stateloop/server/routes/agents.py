@@ -13,6 +13,7 @@ from ..models.requests import CreateAgent, UpdateAgent, errors
 from ..models.responses import AgentState, ContextWindowOverview
 from ..pagination import Limit, Order
 from ..services.creation import create_agent, update_agent
+from ..services.relationships import EVERY, Relationships
 from ..services.runtime import Runtime
 from ..services.sleeptime import drop_sleeptime
 from ..services.unreadable import readable, unreadable
@@ -27,20 +28,27 @@ async def agent_state(runtime: Runtime, record: AgentRecord) -> dict[str, Any]:
     return (await agent_states(runtime, [record]))[0]
 
 
-async def agent_states(runtime: Runtime, records: list[AgentRecord]) -> list[dict[str, Any]]:
-    """``agent_state`` of each record, their blocks, tools, groups and identities read in
-    one query each, for these agents only."""
+async def agent_states(runtime: Runtime, records: list[AgentRecord],
+                       relationships: frozenset[str] = EVERY) -> list[dict[str, Any]]:
+    """``agent_state`` of each record with these of its relationships (the others empty,
+    as Letta leaves them): blocks, tools, groups and identities are read in one query
+    each, for these agents only, when asked for."""
     if not records:
         return []
     ids = [record.id for record in records]
-    blocks = await runtime.store.agents_blocks(ids)
+    blocks = (await runtime.store.agents_blocks(ids) if "agent.blocks" in relationships
+              else {})
     names = sorted({name for record in records for name in record.tool_names})
-    tools = await runtime.store.list_tools(names) if names else []
-    groups = await runtime.store.managed_groups(ids)
-    identities = await runtime.store.agents_identities(ids)
+    tools = (await runtime.store.list_tools(names)
+             if names and "agent.tools" in relationships else [])
+    groups = (await runtime.store.managed_groups(ids)
+              if "agent.managed_group" in relationships else {})
+    identities = (await runtime.store.agents_identities(ids)
+                  if "agent.identities" in relationships else {})
     states = []
     for record in records:
-        view = agent_view(record, blocks[record.id], tools, groups.get(record.id))
+        view = agent_view(record, blocks.get(record.id, []), tools, groups.get(record.id),
+                          relationships)
         mine = identities.get(record.id, [])
         view["identities"] = [identity_view(identity) for identity in mine]
         view["identity_ids"] = [identity.id for identity in mine]
@@ -89,23 +97,27 @@ async def list_agents(
     limit: Limit = 50,
     order: Order = "desc",
     ascending: bool | None = None,
+    relationships: Relationships = EVERY,
 ) -> list[dict[str, Any]]:
     """Agents, filtered by name (exact, or a part of it in any case), tags and identities,
-    with cursor pagination. Names repeat, as in Letta."""
+    with cursor pagination, with the relationships asked for (``include``). Names repeat,
+    as in Letta."""
     if ascending is not None and order == "desc":
         order = "asc" if ascending else "desc"
     records = await runtime.store.list_agents(
         name=name, query_text=query_text, tags=tags, match_all_tags=match_all_tags,
         identity_id=identity_id, identifier_keys=identifier_keys,
         page=Page(after=after, before=before, limit=limit, order=order))
-    return await agent_states(runtime, records)
+    return await agent_states(runtime, records, relationships)
 
 
 @router.get("/{agent_id}", responses=errors(404, 409), response_model=AgentState)
-async def retrieve(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """One agent's state; 409 naming the fields for a stored record that cannot be read as
-    it is (a list shows it marked)."""
-    view = await agent_state(runtime, await agent_record(runtime, agent_id))
+async def retrieve(agent_id: str, runtime: RuntimeDep,
+                   relationships: Relationships = EVERY) -> dict[str, Any]:
+    """One agent's state with the relationships asked for (``include``); 409 naming the
+    fields for a stored record that cannot be read as it is (a list shows it marked)."""
+    view = (await agent_states(runtime, [await agent_record(runtime, agent_id)],
+                               relationships))[0]
     problem = unreadable(view)
     if problem is not None:
         raise HTTPException(409, detail=problem)

@@ -7,7 +7,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
-from ...store import PassageRecord
 from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..models.requests import CreateArchivalMemory, errors
@@ -18,8 +17,6 @@ from .agents import agent_record
 from .archives import passage_views
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/archival-memory", tags=["archival"])
-
-_DESC_WINDOW = 10_000  # newest-first listings read at most this many passages
 
 
 async def _seq(runtime: Runtime, agent_id: str, passage_id: str | None) -> int | None:
@@ -41,25 +38,11 @@ async def list_passages(agent_id: str, runtime: RuntimeDep, after: str | None = 
     await agent_record(runtime, agent_id)
     after_seq, before_seq = (await _seq(runtime, agent_id, after),
                              await _seq(runtime, agent_id, before))
-    wanted = limit or 100
     archives = await runtime.store.agent_archive_ids(agent_id)
-    if ascending and search is None and before_seq is None:
-        passages = await runtime.store.list_passages(archives, limit=wanted,
-                                                     after_seq=after_seq or 0)
-    else:
-        passages = await runtime.store.list_passages(
-            archives, limit=_DESC_WINDOW, order="asc" if ascending else "desc")
-        passages = [p for p in passages if _between(p, after_seq, before_seq, ascending)
-                    and (search is None or search.lower() in p.text.lower())][:wanted]
+    passages = await runtime.store.list_passages(
+        archives, limit=limit or 100, after_seq=after_seq, before_seq=before_seq,
+        order="asc" if ascending else "desc", search=search)
     return await passage_views(runtime, passages)
-
-
-def _between(passage: PassageRecord, after: int | None, before: int | None,
-             ascending: bool) -> bool:
-    seq = passage.seq or 0
-    if ascending:
-        return (after is None or seq > after) and (before is None or seq < before)
-    return (after is None or seq < after) and (before is None or seq > before)
 
 
 @router.post("", responses=errors(404, 409, 503), response_model=list[Passage])

@@ -11,10 +11,10 @@ a configured provider) or the server's default.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Response
 
 from ...memory.archival import ArchivalMemory
 from ...store import ArchiveRecord, Page, PassageRecord
@@ -29,11 +29,12 @@ from ..models.archives import (
 )
 from ..models.requests import errors
 from ..models.responses import AgentState, Passage, iso
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.agent_fields import embedding_config
+from ..services.relationships import EVERY, Included
 from ..services.runtime import Runtime
 from ..services.views import passage_view
-from .agents import agent_record, agent_state
+from .agents import agent_record, agent_states
 
 router = APIRouter(tags=["archives"])
 
@@ -119,12 +120,13 @@ async def delete_archive(archive_id: str, runtime: RuntimeDep) -> Response:
 async def list_agents_for_archive(
         archive_id: str, runtime: RuntimeDep, before: str | None = None,
         after: str | None = None, limit: Limit = 50, order: Order = "desc",
-        include: Annotated[list[str] | None, Query()] = None) -> list[dict[str, Any]]:
-    """The agents attached to an archive (``include`` is accepted: every relationship is
-    always included)."""
-    ids = await runtime.store.archive_agent_ids(archive_id)
-    chosen = page(ids, key=lambda i: i, after=after, before=before, limit=limit, order=order)
-    return [await agent_state(runtime, await agent_record(runtime, i)) for i in chosen]
+        relationships: Included = EVERY) -> list[dict[str, Any]]:
+    """The agents attached to an archive, newest first by default (as Letta orders them: by
+    their creation), with the relationships asked for (``include``)."""
+    await runtime.store.get_archive(archive_id)  # 404 for an archive that is not there
+    records = await runtime.store.list_agents(
+        archive_id=archive_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return await agent_states(runtime, records, relationships)
 
 
 @router.post("/v1/archives/{archive_id}/passages", responses=errors(404, 409, 503),

@@ -10,7 +10,7 @@ from ...store import BlockRecord, Page
 from ..deps import RuntimeDep
 from ..models.requests import BlockUpdate, CreateBlock, errors
 from ..models.responses import AgentState, Block
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.sleeptime import share_block
 from ..services.unreadable import readable
 from ..services.views import block_view
@@ -34,9 +34,9 @@ async def list_agent_blocks(agent_id: str, runtime: RuntimeDep, after: str | Non
                             order: Order = "asc") -> list[dict[str, Any]]:
     """The agent's blocks in order."""
     await agent_record(runtime, agent_id)
-    blocks = await runtime.store.list_blocks(agent_id)
-    return [readable(Block, block_view(b)) for b in page(
-        blocks, key=lambda b: b.id, after=after, before=before, limit=limit, order=order)]
+    blocks = await runtime.store.list_blocks(
+        agent_id, page=Page(after=after, before=before, limit=limit, order=order))
+    return [readable(Block, block_view(b)) for b in blocks]
 
 
 @router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}",

@@ -17,6 +17,7 @@ from ..deps import RuntimeDep
 from ..models.requests import errors
 from ..models.responses import AgentState, EmbeddingModel, Model
 from ..pagination import Limit, Order
+from ..services.relationships import EVERY, Relationships
 from .agents import agent_states
 
 router = APIRouter()
@@ -105,12 +106,14 @@ async def count_tools(runtime: RuntimeDep, name: str | None = None,
             response_model=list[AgentState])
 async def list_agents_for_block(block_id: str, runtime: RuntimeDep, before: str | None = None,
                                 after: str | None = None, limit: Limit = 50,
-                                order: Order = "desc") -> list[dict[str, Any]]:
-    """The agents this block is attached to, newest first by default."""
+                                order: Order = "desc", relationships: Relationships = EVERY,
+                                ) -> list[dict[str, Any]]:
+    """The agents this block is attached to, newest first by default, with the
+    relationships asked for (``include``)."""
     await runtime.store.get_block(block_id)  # 404 for a block that is not there
     records = await runtime.store.list_agents(
         block_id=block_id, page=Page(after=after, before=before, limit=limit, order=order))
-    return await agent_states(runtime, records)
+    return await agent_states(runtime, records, relationships)
 
 
 def _split(values: list[str] | None) -> set[str]:

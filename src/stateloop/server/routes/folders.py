@@ -33,7 +33,7 @@ from ..models.folders import (
 )
 from ..models.requests import errors
 from ..models.responses import iso
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.agent_fields import embedding_config
 from ..services.runtime import Runtime
 
@@ -322,5 +322,5 @@ async def list_folder_agents(id: str, runtime: RuntimeDep, before: str | None = 
                              order: Order = "asc",
                              order_by: Literal["created_at"] = "created_at") -> list[str]:
     """Ids of the agents the folder is attached to."""
-    ids = await runtime.store.folder_agent_ids(id)
-    return page(ids, key=lambda a: a, after=after, before=before, limit=limit, order=order)
+    return await runtime.store.folder_agent_ids(
+        id, Page(after=after, before=before, limit=limit, order=order))

@@ -18,6 +18,7 @@ from ..models.requests import IdentityCreate, IdentityProperty, IdentityType, Id
 from ..models.requests import IdentityUpsert as IdentityUpsertBody
 from ..models.responses import AgentState, Block, Identity
 from ..pagination import Limit, Order
+from ..services.relationships import EVERY, Included
 from ..services.views import block_view, identity_view
 from .agents import agent_record, agent_states
 
@@ -112,12 +113,15 @@ async def delete_identity(identity_id: str, runtime: RuntimeDep) -> None:
 async def list_agents_for_identity(identity_id: str, runtime: RuntimeDep,
                                    before: str | None = None, after: str | None = None,
                                    limit: Limit = 50, order: Order = "desc",
-                                   order_by: OrderBy = "created_at") -> list[dict[str, Any]]:
-    """The identity's agents, newest first unless ``order=asc``."""
-    await runtime.store.get_identity(identity_id)
+                                   order_by: OrderBy = "created_at",
+                                   relationships: Included = EVERY,
+                                   ) -> list[dict[str, Any]]:
+    """The identity's agents, newest first unless ``order=asc``, with the relationships
+    asked for (``include``)."""
+    await runtime.store.check_identity(identity_id)
     records = await runtime.store.list_agents(
         identity_id=identity_id, page=Page(after=after, before=before, limit=limit, order=order))
-    return await agent_states(runtime, records)
+    return await agent_states(runtime, records, relationships)
 
 
 @router.get("/v1/identities/{identity_id}/blocks", responses=errors(404),
@@ -127,7 +131,7 @@ async def list_blocks_for_identity(identity_id: str, runtime: RuntimeDep,
                                    limit: Limit = 50, order: Order = "desc",
                                    order_by: OrderBy = "created_at") -> list[dict[str, Any]]:
     """The identity's blocks, newest first unless ``order=asc``."""
-    await runtime.store.get_identity(identity_id)
+    await runtime.store.check_identity(identity_id)
     blocks = await runtime.store.list_blocks(
         identity_id=identity_id, page=Page(after=after, before=before, limit=limit, order=order))
     return [block_view(b) for b in blocks]

@@ -6,12 +6,13 @@ list is empty and any id is not found, as here. A run is at ``/v1/runs``."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException
 
 from ..models.requests import errors
 from ..models.responses import Response
+from ..pagination import Limit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -44,7 +45,7 @@ def _not_found(job_id: str) -> HTTPException:
 @router.get("", response_model=list[Job])
 async def list_jobs(source_id: str | None = None, before: str | None = None,
                     after: str | None = None,
-                    limit: Annotated[int | None, Query(ge=1)] = 100,
+                    limit: Limit = 100,
                     order: Literal["asc", "desc"] = "desc",
                     order_by: Literal["created_at"] = "created_at", active: bool = False,
                     ascending: bool = True) -> list[dict[str, Any]]:
@@ -55,7 +56,7 @@ async def list_jobs(source_id: str | None = None, before: str | None = None,
 @router.get("/active", response_model=list[Job], deprecated=True)
 async def list_active_jobs(source_id: str | None = None, before: str | None = None,
                            after: str | None = None,
-                           limit: Annotated[int | None, Query(ge=1)] = 50,
+                           limit: Limit = 50,
                            ascending: bool = True) -> list[dict[str, Any]]:
     """The jobs running: none."""
     return []

@@ -12,7 +12,7 @@ from ...store import Page
 from ..deps import RuntimeDep
 from ..models.requests import RetrieveStreamRequest, errors, streamed
 from ..models.responses import Run, Step, UsageStatistics
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order, RunsLimit
 from ..services.messages import Frame, history_frames
 from ..services.run_frames import follow_stored, stored_end
 from ..services.views import run_view, step_view, usage_view
@@ -25,7 +25,7 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
                     agent_ids: Annotated[list[str] | None, Query()] = None,
                     statuses: Annotated[list[str] | None, Query()] = None,
                     active: bool = False, after: str | None = None, before: str | None = None,
-                    limit: Limit = 100,
+                    limit: RunsLimit = 100,
                     order: Order = "desc") -> list[dict[str, Any]]:
     """Runs, newest first by default; filter by agent(s) and status."""
     ids = ([agent_id] if agent_id else []) + list(agent_ids or [])
@@ -49,9 +49,8 @@ async def messages(run_id: str, runtime: RuntimeDep, after: str | None = None,
     """The messages the run added (input included), as its request asked for them
     (``use_assistant_message``, ``include_return_message_types``)."""
     run = await runtime.store.get_run(run_id)
-    stored = await runtime.store.list_run_messages(run)
-    chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
-                  order=order)
+    chosen = await runtime.store.list_run_messages(
+        run, Page(after=after, before=before, limit=limit, order=order))
     config = run_view(run)["request_config"]
     frames = await history_frames(runtime.store, chosen,
                                   assistant_message=config["use_assistant_message"])
@@ -64,9 +63,9 @@ async def steps(run_id: str, runtime: RuntimeDep, after: str | None = None,
                 order: Order = "asc") -> list[dict[str, Any]]:
     """The run's model calls, with tokens per step."""
     await runtime.store.get_run(run_id)
-    found = await runtime.store.list_steps(run_id)
-    return [step_view(s) for s in page(found, key=lambda s: s.id, after=after, before=before,
-                                       limit=limit, order=order)]
+    found = await runtime.store.page_steps(
+        Page(after=after, before=before, limit=limit, order=order), run_id=run_id)
+    return [step_view(s) for s in found]
 
 
 @router.get("/{run_id}/usage", responses=errors(404), response_model=UsageStatistics)

@@ -12,7 +12,7 @@ from ...store.times import to_epoch
 from ..deps import RuntimeDep
 from ..models.requests import Lenient, errors
 from ..models.responses import Step, StepMetrics
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.messages import to_letta
 from ..services.views import step_view
 
@@ -80,9 +80,8 @@ async def list_messages_for_step(step_id: str, runtime: RuntimeDep, before: str 
                                  order: Order = "asc") -> list[dict[str, Any]]:
     """The messages the step wrote, as Letta messages."""
     step = await runtime.store.get_step(step_id)
-    stored = await runtime.store.list_step_messages(step_id)
-    chosen = page(stored, key=lambda m: m.id, after=after, before=before, limit=limit,
-                  order=order)
+    chosen = await runtime.store.list_step_messages(
+        step_id, Page(after=after, before=before, limit=limit, order=order))
     frames = [frame for message in chosen for frame in to_letta(message, run_id=step.run_id)]
     for frame in frames:
         frame["step_id"] = step.id

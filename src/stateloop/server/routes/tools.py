@@ -15,7 +15,7 @@ from ...tools.source_reader import SourceTooLarge
 from ..deps import RuntimeDep
 from ..models.requests import ModifyApprovalRequest, ToolCreate, ToolUpdate, errors
 from ..models.responses import AgentState, Tool
-from ..pagination import Limit, Order, page
+from ..pagination import Limit, Order
 from ..services.creation import set_tools, unprocessable
 from ..services.runtime import Runtime, with_default_approvals
 from ..services.tool_env import agent_env
@@ -211,11 +211,10 @@ async def list_agent_tools(agent_id: str, runtime: RuntimeDep, after: str | None
                            limit: Limit = None,
                            order: Order = "asc") -> list[dict[str, Any]]:
     """The agent's tools in attach order."""
-    agent = await agent_record(runtime, agent_id)
-    by_name = {t.name: t for t in await runtime.store.list_tools(agent.tool_names)}
-    records = [by_name[n] for n in agent.tool_names if n in by_name]
-    return [readable(Tool, tool_view(t), metadata="metadata_") for t in page(
-        records, key=lambda t: t.id, after=after, before=before, limit=limit, order=order)]
+    await agent_record(runtime, agent_id)
+    records = await runtime.store.agent_tools(
+        agent_id, Page(after=after, before=before, limit=limit, order=order))
+    return [readable(Tool, tool_view(t), metadata="metadata_") for t in records]
 
 
 async def _change_tools(runtime: Runtime, agent_id: str, tool_id: str, attach: bool

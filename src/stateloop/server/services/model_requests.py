@@ -11,10 +11,9 @@ from typing import Any
 from fastapi import HTTPException
 
 from ...agent import Thread
-from ...cancellation import CancelScope
 from ...errors import ModelError
 from ...llm.base import Model, ModelRequest, ModelResponse, ToolSpec
-from ...loop import _Run
+from ...loop import first_request
 from ...memory.context import ContextBuilder
 from ...messages import Message, Usage, system, user
 from ...tools import Tool
@@ -32,8 +31,7 @@ def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[To
     config.build_context = ContextBuilder(agent.context_window).build  # its own cache
     if tools:
         config.tools = {**config.tools, **{tool.name: tool for tool in tools}}
-    run = _Run([*agent.messages, *new_input], [], config, "preview", CancelScope())
-    return run._request()
+    return first_request([*agent.messages, *new_input], config)
 
 
 def provider_body(model: Model, request: ModelRequest) -> dict[str, Any]:

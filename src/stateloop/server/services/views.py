@@ -20,6 +20,7 @@ from ...store.groups import GroupRecord
 from ..models.responses import iso
 from .callbacks import CALLBACK_KEY, callback_fields
 from .messages import SEND_MESSAGE, call_frame
+from .relationships import EVERY
 from .tool_env import stored_env
 
 _ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
@@ -113,16 +114,20 @@ def embedding_config(record: AgentRecord) -> dict[str, Any] | None:
 
 
 def agent_view(record: AgentRecord, blocks: list[BlockRecord], tools: list[ToolRecord],
-               managed: GroupRecord | None = None) -> dict[str, Any]:
+               managed: GroupRecord | None = None,
+               relationships: frozenset[str] = EVERY) -> dict[str, Any]:
     """Letta's ``AgentState``; ``managed`` is the group the agent manages (its sleeptime
-    group, say)."""
-    block_views = [block_view(b) for b in blocks]
-    env = env_views(record)
-    group = group_view(managed) if managed is not None else None
-    by_name = {t.name: t for t in tools}
+    group, say). A relationship not among ``relationships`` shows empty, as Letta leaves
+    it (``services.relationships``); ``blocks``, ``tools`` and ``managed`` are shown only
+    when asked for."""
+    block_views = [block_view(b) for b in blocks] if "agent.blocks" in relationships else []
+    env = env_views(record) if "agent.secrets" in relationships else []
+    group = (group_view(managed) if managed is not None
+             and "agent.managed_group" in relationships else None)
+    by_name = {t.name: t for t in tools} if "agent.tools" in relationships else {}
     pending = None
     config = llm_config(record)
-    if record.pending_approval:
+    if record.pending_approval and "agent.pending_approval" in relationships:
         approval = PendingApproval.from_dict(record.pending_approval)
         calls = approval.requested_calls
         if calls:
@@ -139,7 +144,9 @@ def agent_view(record: AgentRecord, blocks: list[BlockRecord], tools: list[ToolR
         "blocks": block_views,
         "memory": {"agent_type": record.agent_type, "blocks": block_views, "file_blocks": []},
         "tools": [tool_view(by_name[name]) for name in record.tool_names if name in by_name],
-        "tool_rules": record.tool_rules, "tags": record.tags, "sources": [],
+        "tool_rules": record.tool_rules,
+        "tags": record.tags if relationships & {"agent.tags", "agent.blocks"} else [],
+        "sources": [],
         "metadata": shown(record.metadata), "message_ids": record.in_context_message_ids,
         "message_buffer_autoclear": record.message_buffer_autoclear,
         "enable_sleeptime": record.enable_sleeptime, "timezone": record.timezone,

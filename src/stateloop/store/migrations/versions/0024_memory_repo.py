@@ -2,7 +2,7 @@
 with the files each changed (memory_repo.py).
 
 Revision ID: 0024
-Revises: 0022
+Revises: 0023
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0024"
-down_revision = "0022"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
