@@ -149,6 +149,7 @@ def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
              "folder_name": ["fuzzed"], "source_name": ["fuzzed-src"],
              "message_id": messages[:3] + messages[-2:],
              "block_label": ["human", "notes"],
+             "sha": ["HEAD"], "from": ["HEAD"],  # memory history: the newest commit
              "tool_name": [*[t.name for t in agent.tools if t.name][:2], "shout", "legacy_add"]}
     ids = [i for kind, found in known.items() if kind.endswith("_id") for i in found]
     return {**known, "cursor": ids + messages[:3] + messages[-3:] + steps,
@@ -215,6 +216,9 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
         # a finished run is streamed by its id (without one, only a run in flight is)
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(lambda case: _with_run(case, known["conversation_run"][0])))
+    elif operation.path == "/v1/agents/{agent_id}/memory/revert":
+        variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
+                        .map(_revert_to_head))
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
@@ -331,6 +335,12 @@ def _boundary_cases(schema: Any, operation: Any, known: dict[str, list[str]]
                 if name in known:
                     case.path_parameters[name] = known[name][0]
         yield case
+
+
+def _revert_to_head(case: Case) -> Case:
+    """A revert to the newest commit, which exists (and changes nothing)."""
+    case.body = {"commit": "HEAD"}
+    return case
 
 
 def _group(path: str) -> str:

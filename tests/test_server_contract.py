@@ -110,11 +110,15 @@ def test_page_size_beyond_64_bits_is_422_naming_limit(server: Server, client: Le
     assert len(httpx.get(url, params={"limit": str(2**63 - 1)}).json()) == 1
 
 
-# Operations stateloop serves beyond Letta's API: steering, and sending to a group, which
-# older Letta clients call (0.16.8's document no longer lists it).
+# Operations stateloop serves beyond Letta's API: steering, sending to a group, which
+# older Letta clients call (0.16.8's document no longer lists it), and memory history.
 BEYOND_LETTA = {("post", "/v1/agents/{agent_id}/messages/steer"),
                 ("post", "/v1/groups/{group_id}/messages"),
-                ("post", "/v1/groups/{group_id}/messages/stream")}
+                ("post", "/v1/groups/{group_id}/messages/stream"),
+                ("get", "/v1/agents/{agent_id}/memory/commits"),
+                ("get", "/v1/agents/{agent_id}/memory/commits/{sha}"),
+                ("get", "/v1/agents/{agent_id}/memory/diff"),
+                ("post", "/v1/agents/{agent_id}/memory/revert")}
 
 
 def test_served_operations_are_lettas_with_its_parameter_names(server: Server) -> None:

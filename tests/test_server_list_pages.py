@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,9 +136,11 @@ class Filled:
     folder: str  # with many files
 
 
-@pytest.fixture(scope="module")
-def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
-    db: Path = tmp_path_factory.mktemp("pages") / "stateloop.db"
+@contextmanager
+def served(fake: FakeOpenAI, db: Path) -> Iterator[tuple[Server, list[str], list[str], str,
+                                                           str, str]]:
+    """The filled database served: the server, the agents, the runs, the shared block, the
+    group, and the folder with many files."""
     agents, runs, shared, group = asyncio.run(_fill(f"sqlite:///{db}"))
     with Server(settings_for(fake, db)) as running:
         for n in range(OTHERS):  # as a user makes them: the server picks the embedder
@@ -147,7 +150,13 @@ def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         folder = httpx.get(f"{running.url}/v1/folders?limit=1&order=asc",
                            timeout=ANSWERS).json()[0]["id"]
         asyncio.run(_add_files(f"sqlite:///{db}", folder))
-        yield Filled(running, agents, runs, shared, group, folder)
+        yield running, agents, runs, shared, group, folder
+
+
+@pytest.fixture(scope="module")
+def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
+    with served(fake, tmp_path_factory.mktemp("pages") / "stateloop.db") as state:
+        yield Filled(*state)
 
 
 class RowCount:

@@ -30,8 +30,8 @@ from stateloop.store import rows as store_rows
 from stateloop.store.fastpath import InsertRows
 from stateloop.store.records import ConversationRecord
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_list_pages import OTHERS, T0, _add_files, _fill, _read
-from test_server_support import Server, settings_for
+from test_server_list_pages import T0, _read, served
+from test_server_support import Server
 
 pytest_plugins = ["test_server_support"]
 
@@ -129,13 +129,7 @@ class Filled:
 @pytest.fixture(scope="module")
 def filled(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     db: Path = tmp_path_factory.mktemp("routes") / "stateloop.db"
-    agents, _, shared, _ = asyncio.run(_fill(f"sqlite:///{db}"))
-    with Server(settings_for(fake, db)) as running:
-        for n in range(OTHERS):  # as a user makes them: the server picks the embedder
-            made = httpx.post(f"{running.url}/v1/folders", json={"name": f"folder-{n}"})
-            assert made.status_code == 200, made.text
-        folder = httpx.get(f"{running.url}/v1/folders?limit=1&order=asc").json()[0]["id"]
-        asyncio.run(_add_files(f"sqlite:///{db}", folder))
+    with served(fake, db) as (running, agents, _, shared, _, folder):
         lists = asyncio.run(_fill_lists(f"sqlite:///{db}", agents, folder, shared))
         yield Filled(running, lists)
 
@@ -162,6 +156,9 @@ LISTS = {
 }
 # What letta-client 1.x sends: it gets agents without relationships unless it names them.
 SDK = {"X-Stainless-Package-Version": "1.0.0"}
+# Lists paged their own way, each checked below: an agent's memory commits, newest first, paged
+# by ``before`` (a commit's seq), as ``git log`` reads.
+PAGED_BY_SEQ = {"/v1/agents/{agent_id}/memory/commits": ""}
 # List routes with nothing to bound, and why.
 UNBOUNDED = {
     "/v1/jobs": "no jobs are kept: always an empty list, read from nothing",
@@ -178,7 +175,24 @@ def _list_routes() -> set[str]:
 
 def test_every_list_route_is_bounded_here() -> None:
     routes = _list_routes()
-    assert routes == set(LISTS) | set(UNBOUNDED), routes ^ (set(LISTS) | set(UNBOUNDED))
+    known = set(LISTS) | set(PAGED_BY_SEQ) | set(UNBOUNDED)
+    assert routes == known, routes ^ known
+
+
+def test_memory_commits_read_a_page(filled: Filled) -> None:
+    """The busy agent's blocks made some 300 commits; a page, and the page before a commit,
+    read about a page of rows."""
+    path = "/v1/agents/{agent_id}/memory/commits".format(**filled.lists)
+    first, _ = _read(filled.server, f"{path}?limit=10")
+    assert len(first) == 10
+    seqs = [commit["seq"] for commit in first]
+    assert seqs == sorted(seqs, reverse=True)
+    older, counted = _read(filled.server, f"{path}?limit=10&before={seqs[4]}")
+    assert [commit["seq"] for commit in older][:5] == seqs[5:]
+    for page in (f"{path}?limit=10", f"{path}?limit=10&before={seqs[4]}"):
+        _, counted = _read(filled.server, page)
+        assert counted.rows <= 100, (page, counted.rows)
+        assert counted.statements <= 16, (page, counted.statements)
 
 
 def _items(body: Any) -> list[Any]:

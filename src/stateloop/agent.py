@@ -33,6 +33,7 @@ from .mcp.agent import offer_tools
 from .mcp.config import MCPTools
 from .memory.blocks import Block
 from .memory.embeddings import default_embedder
+from .memory_history import MemoryHistory
 from .persistence import Persistence, load_state, run_blocking
 from .steering import Delivery
 from .store.records import AgentRecord
@@ -53,7 +54,7 @@ logger = logging.getLogger("stateloop")
 _creating_async: ContextVar[bool] = ContextVar("stateloop_creating_async", default=False)
 
 
-class Agent(AgentRuns):
+class Agent(AgentRuns, MemoryHistory):
     """An agent: a model, tools, a system prompt and core memory blocks, with a conversation.
 
     ``await agent.run("...")`` (or ``run_sync``) runs it to a stop; ``agent.stream("...")``

@@ -23,6 +23,7 @@ from .routes import (
     conversations,
     embeddings,
     folders,
+    git,
     group_runs,
     groups,
     health,
@@ -42,6 +43,7 @@ from .routes.agent_file import router as agent_file_router
 from .routes.agent_ops import router as agent_ops_router
 from .routes.tool_ops import router as tool_ops_router
 from .services.fleet import AgentChanges
+from .services.memory_history import MemoryAuthor
 from .services.runtime import Runtime
 from .settings import ServerSettings
 from .web import router as web_router
@@ -102,7 +104,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # declared before {folder_id} within the router
     for module in (folders, agent_files):
         app.include_router(module.router)
+    app.include_router(git.router)  # memory history
     errors.install(app)
+    app.add_middleware(MemoryAuthor)  # block edits a request makes are commits by the caller
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,

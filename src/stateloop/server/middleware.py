@@ -3,6 +3,8 @@ trailing-slash tolerance."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -21,6 +23,7 @@ OPEN_PATHS = frozenset({"/v1/health", "/v1/health/"})
 # The web page and its files hold no data (it calls the API with the password it asks for).
 OPEN_PAGE = "/"
 OPEN_PREFIX = "/ui/"
+GIT_PREFIX = "/v1/git/"  # memory repositories over git's smart HTTP
 
 
 async def reply(send: Send, status: int, detail: Any,
@@ -41,7 +44,8 @@ class ServerMiddleware:
       could have sent, is refused with 403 (see ``browsers.cross_site``);
     - ``/v1/agents/`` and ``/v1/agents`` are the same route (Letta's clients use the slash);
     - with tokens configured, every path but health needs ``Authorization: Bearer TOKEN``
-      (or Letta's ``X-BARE-PASSWORD: password TOKEN``);
+      (or Letta's ``X-BARE-PASSWORD: password TOKEN``, or HTTP basic with TOKEN as the
+      password, as git sends it after the Basic challenge ``/v1/git/`` answers with);
     - a body over ``max_body`` bytes (``max_upload`` for a file upload) is refused with 413
       before any handler sees it, and a
       JSON body that no route could store (too deep, NaN, an integer over 64 bits, a lone
@@ -76,9 +80,12 @@ class ServerMiddleware:
                 await reply(send, 403, refusal)
                 return
         if self.tokens and not _open(path) and not self._authorized(headers):
+            # git asks for a password only when challenged with Basic; a page's fetch must
+            # not be (its browser would open a login dialog)
+            challenge = b'Basic realm="stateloop"' if path.startswith(GIT_PREFIX) else b"Bearer"
             await reply(send, 401, "missing or invalid credentials: send "
                         "'Authorization: Bearer <password or API key>'",
-                        [(b"www-authenticate", b"Bearer")])
+                        [(b"www-authenticate", challenge)])
             return
         if len(path) > 1 and path.endswith("/"):
             scope = {**scope, "path": path.rstrip("/")}
@@ -94,7 +101,8 @@ class ServerMiddleware:
                 await reply(send, 413, f"request body is over the limit of {limit} bytes")
                 return
             content_type = headers.get(b"content-type", b"")
-            problem = None if content_type.startswith(b"multipart/") else check_json(body)
+            binary = content_type.startswith((b"multipart/", b"application/x-git-"))
+            problem = None if binary else check_json(body)
             if problem:
                 await reply(send, 422, [{"loc": ["body", *problem.loc], "msg": problem.msg,
                                          "type": problem.type}])
@@ -105,7 +113,12 @@ class ServerMiddleware:
     def _authorized(self, headers: dict[bytes, bytes]) -> bool:
         given = headers.get(b"authorization", b"")
         scheme, _, token = given.partition(b" ")
-        if scheme.lower() != b"bearer":
+        if scheme.lower() == b"basic":  # git's: any user name, the password or key
+            try:
+                token = base64.b64decode(token.strip(), validate=True).partition(b":")[2]
+            except binascii.Error:
+                return False
+        elif scheme.lower() != b"bearer":
             scheme, _, token = headers.get(b"x-bare-password", b"").partition(b" ")
             if scheme.lower() != b"password":
                 return False

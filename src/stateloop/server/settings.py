@@ -40,6 +40,10 @@ class ServerSettings(BaseSettings):
     busy: Literal["queue", "reject"] = "queue"
     max_body_bytes: int = 8 * 1024 * 1024
     max_upload_bytes: int = 50 * 1024 * 1024  # a file uploaded into a folder (Letta's 50 MB)
+    # What one git push to a memory repository may hold (its body is max_body_bytes at most).
+    git_max_objects: int = Field(default=10_000, gt=0)
+    git_max_object_bytes: int = Field(default=1024 * 1024, gt=0)  # any one object, inflated
+    git_max_unpacked_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # all, inflated
     # What processing one upload may cost, in a worker process of its own (see files.Limits).
     upload_max_pages: int = 1_000
     upload_max_chars: int = 10_000_000  # text extracted from one file

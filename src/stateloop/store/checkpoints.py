@@ -4,8 +4,9 @@
 An agent's in-context list is stored as a list plus ``agents.in_context_after_seq``: the
 agent's messages stored after that seq follow the list, so a step that only appends to the
 context rewrites nothing. A run whose start, steps and end share a transaction (one that
-never yields) has its row written once, with its usage and how it ended. Statements are
-compiled once (fastpath.py).
+never yields) has its row written once, with its usage and how it ended. A step's block
+edits are a commit in its agents' memory repositories (memory_repo.py), in the same
+transaction. Statements are compiled once (fastpath.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from stateloop.store import dialect, rows, schema
 from stateloop.store.batching import BatchFn
 from stateloop.store.errors import NotFoundError, StoreError
 from stateloop.store.fastpath import FastStatement, InsertRows
+from stateloop.store.memory_repo import Author, commit_agents, lock_for_blocks
 from stateloop.store.records import APPEND, KEEP, RunRecord, StepRecord
 from stateloop.surrogates import replace_lone_surrogates_in
 
@@ -142,6 +144,7 @@ class StepWrite:
     run_end: list[dict[str, Any]] | None = None  # [run's fields, agent's last-run fields]
     conversation_id: str | None = None  # the thread its messages, context and approval are of
     system: dict[str, Any] | None = None  # a stored system message's new text (_REPLACE_SYSTEM)
+    author: Author | None = None  # who edited its blocks: the agent and its tools
 
     @classmethod
     def started(cls, run: dict[str, Any]) -> StepWrite:
@@ -183,7 +186,14 @@ class StepWrite:
             [m if isinstance(m, str) else m.id for m in in_context],
             None if block_values is None else replace_lone_surrogates_in(dict(block_values)),
             pending_approval, catch_up, time.time(), conversation_id=conversation_id,
-            system=None if system is None else _system_values(agent_id, system))
+            system=None if system is None else _system_values(agent_id, system),
+            author=None if not block_values else _step_author(agent_id, messages))
+
+
+def _step_author(agent_id: str, messages: Sequence[Message]) -> Author:
+    """The agent, named by the tools its step called."""
+    tools = dict.fromkeys(call.name for msg in messages for call in msg.tool_calls or ())
+    return Author("agent", agent_id, ", ".join(tools) or None)
 
 
 def _system_values(agent_id: str, message: Message) -> dict[str, Any]:
@@ -254,12 +264,15 @@ def _write_steps(conn: Connection, writes: list[StepWrite]) -> None:
                                f"no run with id {run_id!r}")
     if any(w.in_context is not APPEND for w in writes):
         _write_contexts(conn, writes, before, seqs)
-    blocks: dict[str, str] = {}
-    for w in writes:
-        blocks.update(w.block_values or {})
-    for block_id, value in blocks.items():
-        _SET_BLOCK_VALUE.require(conn, {"block": block_id, "value": value,
-                                        "now": writes[-1].now}, f"no block with id {block_id!r}")
+    edited = [block_id for w in writes for block_id in w.block_values or ()]
+    if edited:
+        lock_for_blocks(conn, edited)
+    for w in writes:  # each step's edits, then its commit in the memory repositories
+        if w.block_values:
+            for block_id, value in w.block_values.items():
+                _SET_BLOCK_VALUE.require(conn, {"block": block_id, "value": value,
+                                                "now": w.now}, f"no block with id {block_id!r}")
+            commit_agents(conn, block_ids=w.block_values, author=w.author, now=w.now)
     pending = {(w.agent_id, w.conversation_id): w.pending_approval
                for w in writes if w.pending_approval is not KEEP}
     for (agent_id, conv), approval in pending.items():

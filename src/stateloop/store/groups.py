@@ -12,6 +12,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
+from stateloop.store.memory_repo import commit_agents
 from stateloop.store.paging import keyset
 from stateloop.store.records import EVERYTHING, GroupMessage, GroupRecord, Page
 from stateloop.store.runner import Runner
@@ -84,6 +85,7 @@ def _share(conn: Connection, agent_id: str, block_id: str) -> None:
                             .where(ba.c.agent_id == agent_id)).scalar()
     conn.execute(insert(ba).values(agent_id=agent_id, block_id=block_id, label=block.label,
                                    position=position))
+    commit_agents(conn, [agent_id], message=f"Add {block.label} (shared by a group)")
 
 
 def _everyone(group: GroupRecord) -> list[str]:
@@ -228,6 +230,7 @@ class GroupsMixin:
                          .where(gb.c.block_id == block_id))
             conn.execute(delete(ba).where(ba.c.block_id == block_id)
                          .where(ba.c.agent_id.in_(_everyone(group))))
+            commit_agents(conn, _everyone(group))
 
         await self._runner.write(txn)
         self._block_writes += 1

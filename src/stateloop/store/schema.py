@@ -463,3 +463,40 @@ run_frames = Table(
     Column("created_at", Float, nullable=False),
     Index("ix_run_frames_created", "created_at"),
 )
+
+# Each agent's memory repository (memory_repo.py; revision 0024): git objects by sha, the
+# head of its one branch with the files it holds, and every commit in order with the files
+# it changed, so history lists without walking the object graph. A step that edits memory
+# writes these in its transaction, so they keep few indexes (each is pages to write): the
+# objects are one B-tree on SQLite (WITHOUT ROWID), the commits are found by agent and seq.
+memory_heads = Table(
+    "memory_heads", metadata,
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("sha", String),  # NULL: no commit yet
+    Column("files", Json),  # path -> [mode, blob sha] of the head's tree
+)
+
+memory_objects = Table(
+    "memory_objects", metadata,
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("type", Integer, nullable=False),  # git's type number: 1 commit, 2 tree, 3 blob
+    Column("data", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+memory_commits = Table(
+    "memory_commits", metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("sha", String, nullable=False),
+    Column("parent_sha", String),
+    Column("author_type", String, nullable=False),
+    Column("author_id", String, nullable=False),
+    Column("author_name", String),
+    Column("message", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("changes", Json, nullable=False),  # path -> [old blob sha, new blob sha]
+    Index("ix_memory_commits_agent", "agent_id", "seq"),
+)

@@ -2,7 +2,8 @@
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
 tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
 identities.py, runs' stream frames in run_frames.py, whether an agent's blocks changed in
-block_changes.py."""
+block_changes.py; every block write is also a commit in its agents' memory repositories
+(memory_repo.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ from stateloop.store.groups import GroupsMixin
 from stateloop.store.history import HistoryMixin
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.mcp_servers import MCPServersMixin
+from stateloop.store.memory_history import MemoryHistoryMixin
+from stateloop.store.memory_push import MemoryPushMixin
+from stateloop.store.memory_repo import Author, commit_agents, current_author, lock_for_blocks
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner
@@ -97,7 +101,8 @@ def _check_limit(block: BlockRecord) -> None:
 
 class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
-               ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin):
+               ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
+               MemoryHistoryMixin, MemoryPushMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
@@ -171,6 +176,8 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if len(set(labels)) != len(labels):
             raise DuplicateError(f"agent {agent.name!r}: block labels repeat: {labels}")
 
+        who = current_author()
+
         def txn(conn: Connection) -> None:
             if unique_name:
                 _ensure_name_free(conn, agent.name)
@@ -180,6 +187,7 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
             for block in blocks:
                 conn.execute(insert(b), rows.block_values(block))
                 _link(conn, agent.id, block)
+            commit_agents(conn, [agent.id], author=who, message="Create agent")
 
         await self._runner.write(txn)
         return agent
@@ -256,12 +264,14 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
                            ) -> BlockRecord:
         """Store a block (over-limit values are refused), attaching it to ``agent_id``."""
         _check_limit(block)
+        who = current_author()
 
         def txn(conn: Connection) -> None:
             conn.execute(insert(b), rows.block_values(block))
             if agent_id is not None:
                 _load_agent(conn, agent_id, by_name=False)
                 _link(conn, agent_id, block)
+                commit_agents(conn, [agent_id], author=who)
 
         await self._runner.write(txn)
         return block
@@ -315,8 +325,10 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if unknown:
             raise TypeError(f"update_block: unknown or read-only fields {sorted(unknown)}")
 
+        who = current_author()
+
         def txn(conn: Connection) -> BlockRecord:
-            return _update_block(conn, _load_block(conn, block_id), changes)
+            return _update_block(conn, _load_block(conn, block_id), changes, who)
 
         result = await self._runner.write(txn)
         self._block_writes += 1
@@ -328,8 +340,10 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if unknown:
             raise TypeError(f"update_agent_block: unknown or read-only fields {sorted(unknown)}")
 
+        who = current_author()
+
         def txn(conn: Connection) -> BlockRecord:
-            return _update_block(conn, _load_agent_block(conn, agent_id, label), changes)
+            return _update_block(conn, _load_agent_block(conn, agent_id, label), changes, who)
 
         result = await self._runner.write(txn)
         self._block_writes += 1
@@ -338,9 +352,12 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
     async def attach_block(self, agent_id: str, block_id: str) -> None:
         """Share an existing block with an agent; its label must be free on that agent."""
 
+        who = current_author()
+
         def txn(conn: Connection) -> None:
             _load_agent(conn, agent_id, by_name=False)
             _link(conn, agent_id, _load_block(conn, block_id))
+            commit_agents(conn, [agent_id], author=who)
 
         await self._runner.write(txn)
         self._block_writes += 1
@@ -348,11 +365,14 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
     async def detach_block(self, agent_id: str, block_id: str) -> None:
         """Unlink a block from an agent (the block itself stays)."""
 
+        who = current_author()
+
         def txn(conn: Connection) -> None:
             gone = conn.execute(delete(ba).where(ba.c.agent_id == agent_id)
                                 .where(ba.c.block_id == block_id)).rowcount
             if not gone:
                 raise NotFoundError(f"block {block_id!r} is not attached to agent {agent_id!r}")
+            commit_agents(conn, [agent_id], author=who)
 
         await self._runner.write(txn)
         self._block_writes += 1
@@ -360,9 +380,14 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
     async def delete_block(self, block_id: str) -> None:
         """Delete a block everywhere it is attached."""
 
+        who = current_author()
+
         def txn(conn: Connection) -> None:
+            agents = conn.execute(select(ba.c.agent_id).where(ba.c.block_id == block_id)
+                                  ).scalars().all()
             if not conn.execute(delete(b).where(b.c.id == block_id)).rowcount:
                 raise NotFoundError(f"no block with id {block_id!r}")
+            commit_agents(conn, agents, author=who)
 
         await self._runner.write(txn)
         self._block_writes += 1
@@ -462,9 +487,11 @@ def _link(conn: Connection, agent_id: str, block: BlockRecord) -> None:
                                    position=position))
 
 
-def _update_block(conn: Connection, current: BlockRecord, changes: dict[str, Any]) -> BlockRecord:
+def _update_block(conn: Connection, current: BlockRecord, changes: dict[str, Any],
+                  author: Author) -> BlockRecord:
     new = dataclasses.replace(current, **changes, updated_at=time.time())
     _check_limit(new)
+    lock_for_blocks(conn, [current.id])
     if new.label != current.label:
         clash = conn.execute(
             select(ba.c.agent_id).where(ba.c.label == new.label)
@@ -475,4 +502,5 @@ def _update_block(conn: Connection, current: BlockRecord, changes: dict[str, Any
         conn.execute(update(ba).where(ba.c.block_id == current.id).values(label=new.label))
     values = {k: v for k, v in rows.block_values(new).items() if k != "id"}
     conn.execute(update(b).where(b.c.id == current.id).values(**values))
+    commit_agents(conn, block_ids=[current.id], author=author)
     return new

@@ -1,5 +1,6 @@
-// Memory: core blocks edited in place (limit shown, read-only kept), archival passages
-// searched, inserted and deleted, and recall search over the agent's whole history.
+// Memory: core blocks edited in place (limit shown, read-only kept) with each block's history
+// (its commits, the diff each made, a revert), archival passages searched, inserted and
+// deleted, and recall search over the agent's whole history.
 
 import { api } from "./api.js";
 import { clear, guard, h, say } from "./dom.js";
@@ -26,7 +27,53 @@ function blockEditor(agent, block) {
     block.description ? h("p", { class: "muted" }, block.description) : null,
     area, h("div", { class: "actions" }, count,
       block.read_only ? null : h("button", { type: "button", onclick: save, "aria-describedby": `${id}-count` },
-        `Save ${block.label} (Ctrl+Enter)`)));
+        `Save ${block.label} (Ctrl+Enter)`)),
+    history(agent, block, (value) => { area.value = value; counted(); }));
+}
+
+// A block's commits, newest first, each with the diff it made and (but the newest) a revert
+// to it, which is itself a new commit.
+function history(agent, block, reverted) {
+  const list = h("ol", { class: "history" });
+  const base = `/v1/agents/${agent.id}/memory`;
+  const show = async () => {
+    const commits = await guard(() => api("GET", `${base}/commits`, undefined,
+      { label: block.label, limit: 20 })) || [];
+    clear(list, commits.map((c, i) => {
+      const diff = h("pre", { class: "diff", hidden: true });
+      const toggle = async (e) => {
+        if (diff.hidden && !diff.textContent) {
+          const found = c.parent_sha
+            ? await guard(() => api("GET", `${base}/diff`, undefined, { from: c.parent_sha, to: c.sha }))
+            : null;
+          diff.textContent = found ? found.diff || "(no change to the files)" : "(the first commit)";
+        }
+        diff.hidden = !diff.hidden;
+        e.target.setAttribute("aria-expanded", String(!diff.hidden));
+      };
+      const revert = async () => {
+        const done = await guard(() => api("POST", `${base}/revert`, { commit: c.sha, label: block.label }));
+        if (done === undefined) return;
+        const now = await guard(() => api("GET",
+          `/v1/agents/${agent.id}/core-memory/blocks/${encodeURIComponent(block.label)}`));
+        if (now) reverted(now.value);
+        say(`Reverted ${block.label} to ${c.sha.slice(0, 8)}`);
+        await refreshAgent();
+        await show();
+      };
+      return h("li", {},
+        h("span", {}, h("code", {}, c.sha.slice(0, 8)), ` ${c.message} · ${c.author_name || c.author_id} · `,
+          h("time", { datetime: c.timestamp }, new Date(c.timestamp).toLocaleString())),
+        h("button", { type: "button", "aria-expanded": "false", onclick: toggle,
+          "aria-label": `Diff of ${c.sha.slice(0, 8)}` }, "Diff"),
+        i === 0 || block.read_only ? null : h("button", { type: "button", onclick: revert,
+          "aria-label": `Revert ${block.label} to ${c.sha.slice(0, 8)}` }, "Revert"),
+        diff);
+    }));
+  };
+  const details = h("details", { class: "history" }, h("summary", {}, `History of ${block.label}`), list);
+  details.addEventListener("toggle", () => { if (details.open) show(); });
+  return details;
 }
 
 function archival(agent) {

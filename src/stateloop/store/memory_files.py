@@ -1,0 +1,160 @@
+"""Memory blocks as files, in Letta's memory-repository format: one Markdown file per block
+with YAML frontmatter (``description`` always, ``read_only`` and ``metadata`` when not the
+default; the limit stays out of the file), at a path made from the label (``human`` is
+``human.md``, ``system/persona`` is ``system/persona.md``, ``skills/NAME`` is
+``skills/NAME/SKILL.md``).
+
+A label segment that could not be a file name in a git tree (empty, ``.``/``..``, a leading
+dot, a character outside letters, digits and ``-_. ()+,=@~``) is written as ``%`` and its
+UTF-8 bytes in hex, so every label has a path and every path one label.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import yaml
+
+MAX_FRONTMATTER = 64 * 1024  # bytes of YAML a pushed file may open with
+_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_\-()+,=@~][A-Za-z0-9_\-. ()+,=@~]*\Z")
+_OPEN, _CLOSE = "---\n", "\n---\n"
+_LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")  # memory.blocks.Block's rule for labels
+
+
+class MemoryFileError(ValueError):
+    """A file that is not a valid memory block; the message names the path and the fault."""
+
+
+@dataclass(slots=True)
+class BlockFile:
+    """A block's fields as a file holds them (None: the file does not say)."""
+
+    value: str
+    description: str | None = None
+    read_only: bool | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int | None = None
+    said: set[str] = field(default_factory=set)  # the frontmatter keys the file has
+
+
+def _segment_path(segment: str) -> str:
+    if _SAFE_SEGMENT.match(segment) and not segment.endswith("."):
+        return segment
+    return "%" + segment.encode().hex()
+
+
+def _segment_label(segment: str) -> str:
+    if not segment.startswith("%"):
+        return segment
+    try:
+        return bytes.fromhex(segment[1:]).decode()
+    except ValueError as exc:
+        raise MemoryFileError(f"{segment!r} is not an encoded label segment") from exc
+
+
+def path_of(label: str) -> str:
+    """The file a block with this label is written to."""
+    parts = label.split("/")
+    if len(parts) == 2 and parts[0] == "skills" and _SAFE_SEGMENT.match(parts[1]):
+        return f"skills/{parts[1]}/SKILL.md"
+    return "/".join(_segment_path(part) for part in parts) + ".md"
+
+
+def label_of(path: str) -> str | None:
+    """The label of the block a file holds, or None for a file that is not a block (not
+    Markdown, or under ``skills/`` but not a skill's ``SKILL.md``), as Letta maps them."""
+    if not path.endswith(".md"):
+        return None
+    parts = path.split("/")
+    if parts[0] == "skills":
+        if len(parts) == 3 and parts[1] and parts[2] == "SKILL.md":
+            return f"skills/{parts[1]}"
+        return None
+    parts[-1] = parts[-1][:-3]
+    return "/".join(_segment_label(part) for part in parts)
+
+
+def legal_label(label: str) -> bool:
+    """Whether a block may have this label (``memory.blocks.Block``'s rule: letters,
+    digits, ``_-/.``, as Letta allows)."""
+    return bool(label) and label.translate(_LABEL_PUNCTUATION).isalnum()
+
+
+@functools.lru_cache(maxsize=4096)
+def _frontmatter(description: str | None, read_only: bool, metadata_json: bytes) -> str:
+    front: dict[str, Any] = {"description": description}
+    if read_only:
+        front["read_only"] = True
+    metadata = orjson.loads(metadata_json)
+    if metadata:
+        front["metadata"] = metadata
+    text = yaml.safe_dump(front, default_flow_style=False, sort_keys=False, allow_unicode=True)
+    return f"{_OPEN}{text.rstrip(chr(10))}{_CLOSE}"
+
+
+def render(value: str, description: str | None, read_only: bool,
+           metadata: dict[str, Any] | None) -> str:
+    """A block as its Markdown file (Letta's ``serialize_block``)."""
+    meta = orjson.dumps(metadata or {}, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return _frontmatter(description, bool(read_only), meta) + value
+
+
+def parse(path: str, text: str) -> BlockFile:
+    """A block's fields from its file; a file without frontmatter is all value (as in
+    Letta). Frontmatter that does not parse, or holds a field of the wrong type, raises
+    ``MemoryFileError`` naming the path."""
+    if not text.startswith(_OPEN):
+        return BlockFile(value=text)
+    end = text.find(_CLOSE, len(_OPEN) - 1)
+    if end == -1:
+        return BlockFile(value=text)
+    head, body = text[len(_OPEN):end], text[end + len(_CLOSE):]
+    if len(head.encode()) > MAX_FRONTMATTER:
+        raise MemoryFileError(f"{path}: frontmatter over {MAX_FRONTMATTER} bytes")
+    front = _load_yaml(path, head)
+    if front is None:
+        front = {}
+    if not isinstance(front, dict):
+        raise MemoryFileError(f"{path}: frontmatter is not a mapping of fields")
+    unknown = set(front) - {"description", "read_only", "metadata", "limit"}
+    if unknown:
+        raise MemoryFileError(f"{path}: unknown frontmatter fields {sorted(map(str, unknown))}")
+    found = BlockFile(value=body, said=set(front))
+    description = front.get("description")
+    if description is not None and not isinstance(description, str):
+        raise MemoryFileError(f"{path}: description must be text")
+    found.description = description
+    if "read_only" in front:
+        if not isinstance(front["read_only"], bool):
+            raise MemoryFileError(f"{path}: read_only must be true or false")
+        found.read_only = front["read_only"]
+    if "metadata" in front:
+        metadata = front["metadata"]
+        if metadata is not None and not isinstance(metadata, dict):
+            raise MemoryFileError(f"{path}: metadata must be a mapping")
+        try:
+            orjson.dumps(metadata)
+        except TypeError as exc:
+            raise MemoryFileError(f"{path}: metadata is not JSON: {exc}") from exc
+        found.metadata = metadata or {}
+    if "limit" in front:
+        limit = front["limit"]
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise MemoryFileError(f"{path}: limit must be a positive integer")
+        found.limit = limit
+    return found
+
+
+def _load_yaml(path: str, head: str) -> Any:
+    try:
+        # An alias repeats a node without its size showing in the text (a YAML bomb).
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(head,
+                                                                        Loader=yaml.SafeLoader)):
+            raise MemoryFileError(f"{path}: frontmatter may not use YAML aliases")
+        return yaml.safe_load(head)
+    except yaml.YAMLError as exc:
+        raise MemoryFileError(f"{path}: frontmatter is not valid YAML: {exc}") from exc
