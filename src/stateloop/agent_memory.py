@@ -12,8 +12,9 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .llm.tokens import message_tokens
-from .memory.blocks import Block, render_blocks, render_memory_metadata
+from .memory.blocks import Block, render_memory_metadata
 from .memory.compaction import ContextManager, SystemPromptTooLarge, is_summary, tool_tokens
+from .memory.git_blocks import GIT_MEMORY_TAG, render_core_memory
 from .memory.window import context_rows, format_context, overview
 from .messages import Message, system
 from .surrogates import check
@@ -43,6 +44,8 @@ class MemorySettings(Protocol):
     def blocks(self) -> list[Block]: ...
     @property
     def directories(self) -> str: ...
+    @property
+    def tags(self) -> list[str]: ...
     @property
     def timezone(self) -> str: ...
     @property
@@ -152,7 +155,8 @@ class ThreadMemory:
         return overview(
             window=s.context_window, transcript=self.state.transcript, tools=self.tool_specs(),
             instructions=s.system,
-            core_memory="\n\n".join(p for p in (render_blocks(s.blocks), s.directories) if p),
+            core_memory="\n\n".join(p for p in (render_core_memory(s.blocks, s.tags), s.directories)
+                                      if p),
             memory_metadata=self.metadata()
             if s.blocks or self.state.persist is not None else "",
             rules=solver.render_prompt() if solver is not None else "",
@@ -226,14 +230,14 @@ class ThreadMemory:
         s = self.settings
         return (s.system, [(b.label, b.value, b.description, b.limit, b.read_only)
                            for b in s.blocks], [r.model_dump() for r in s.tool_rules],
-                s.directories)
+                s.directories, GIT_MEMORY_TAG in s.tags)
 
     def compile(self) -> Message:
         """The system message compiled now (and its key noted as compiled)."""
         s = self.settings
         self.state.compiled = self.compile_key()
         solver = rules_solver(s.tool_rules, None)
-        sections = [s.system, render_blocks(s.blocks), s.directories]
+        sections = [s.system, render_core_memory(s.blocks, s.tags), s.directories]
         if s.blocks or self.state.persist is not None:
             sections.append(self.metadata())
         sections.append(solver.render_prompt() if solver is not None else "")

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from .errors import CheckpointError
 from .events import RunEnd
-from .memory.blocks import Block, render_blocks
+from .memory.blocks import Block
 from .memory.directories import stored_directories
+from .memory.git_blocks import render_core_memory
 from .messages import Message, tool_result, unanswered_calls
 from .persistence import stored_state
 
@@ -40,6 +41,8 @@ class StoredSettings(Protocol):
     def agent_type(self) -> AgentType: ...
     @property
     def sleeptime(self) -> Sleeptime | None: ...
+    @property
+    def tags(self) -> list[str]: ...
     blocks: list[Block]
     directories: str
     recall_count: int
@@ -84,7 +87,8 @@ class ThreadStorage:
         self.thread.recall_count = await persist.store.count_messages(self.thread.id)
         self.thread.archival_count = await persist.store.count_passages(self.thread.id)
         if not all(part in self.state.transcript[0].text
-                   for part in (render_blocks(self.thread.blocks), self.thread.directories)):
+                   for part in (render_core_memory(self.thread.blocks, self.thread.tags),
+                                self.thread.directories)):
             self.state.compiled = None  # blocks changed while no agent had this one loaded
             self.memory.refresh()
         self.repair(pending)

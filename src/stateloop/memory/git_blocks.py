@@ -1,0 +1,116 @@
+"""Core memory in the system prompt as Letta 0.16.8 renders it for a git-backed agent (one
+tagged ``git-memory-enabled``): ``system/persona`` as ``<self>``, the other ``system/*``
+blocks as nested tags under ``<memory>``, and the blocks outside ``system/`` and ``skills/``
+only as a file tree of the memory directory. Other agents keep ``<memory_blocks>``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .blocks import Block, render_blocks
+
+GIT_MEMORY_TAG = "git-memory-enabled"
+_SYSTEM = "system/"
+_PERSONA = "system/persona"
+_REMINDER = "Reminder: <projection> contains the local path of the memory file projection."
+
+
+def render_core_memory(blocks: list[Block], tags: Iterable[str]) -> str:
+    """The core-memory section of an agent's system prompt, as its tags choose."""
+    return render_git_blocks(blocks) if GIT_MEMORY_TAG in tags else render_blocks(blocks)
+
+
+def render_git_blocks(blocks: list[Block]) -> str:
+    """Only ``system/`` blocks in full, labels without ``system/``; nothing without them."""
+    system = [b for b in blocks if b.label.startswith(_SYSTEM)]
+    if not system:
+        return ""
+    sections = [_REMINDER]
+    persona = next((b for b in system if b.label == _PERSONA), None)
+    if persona is not None:
+        sections.append(f"<self>\n<projection>$MEMORY_DIR/{_PERSONA}.md</projection>\n"
+                        f"{persona.value.rstrip(chr(10))}\n</self>")
+    tagged = [b for b in system if b.label != _PERSONA]
+    external = [b for b in blocks if not b.label.startswith((_SYSTEM, "skills/"))]
+    if tagged or external:
+        lines = ["<memory>"]
+        _render_tags(_tag_tree(tagged), [], lines)
+        if external:
+            lines += ["<external_projection>", "${MEMORY_DIR}/"]
+            _render_files(_file_tree(external), "", lines)
+            lines.append("</external_projection>")
+        lines.append("</memory>")
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)
+
+
+@dataclass(slots=True)
+class _Tag:
+    """One tag of ``<memory>``: the block of that label, if any, and the tags nested in it."""
+
+    block: Block | None = None
+    children: dict[str, _Tag] = field(default_factory=dict)
+
+
+def _tag_tree(blocks: list[Block]) -> _Tag:
+    root = _Tag()
+    for block in blocks:
+        node = root
+        for part in _parts(block.label.removeprefix(_SYSTEM)):
+            node = node.children.setdefault(part, _Tag())
+        if node is not root:
+            node.block = block
+    return root
+
+
+def _render_tags(node: _Tag, path: list[str], lines: list[str]) -> None:
+    pad = "  " * len(path)
+    for name in sorted(node.children):
+        child, where = node.children[name], [*path, name]
+        lines.append(f"{pad}<{name}>")
+        if child.block is not None:
+            lines.append(f"{pad}  <projection>$MEMORY_DIR/{_SYSTEM}{'/'.join(where)}.md"
+                         "</projection>")
+            if description := (child.block.description or "").strip():
+                lines.append(f"{pad}  <description>{description}</description>")
+            if value := child.block.value.rstrip("\n"):
+                lines.append(f"{pad}  {value}")
+        _render_tags(child, where, lines)
+        lines.append(f"{pad}</{name}>")
+
+
+@dataclass(slots=True)
+class _Folder:
+    """A folder of the memory directory: its folders and its ``.md`` files."""
+
+    folders: dict[str, _Folder] = field(default_factory=dict)
+    files: set[str] = field(default_factory=set)
+
+
+def _file_tree(blocks: list[Block]) -> _Folder:
+    root = _Folder()
+    for block in blocks:
+        parts = _parts(block.label)
+        if not parts:
+            continue
+        folder = root
+        for part in parts[:-1]:
+            folder = folder.folders.setdefault(part, _Folder())
+        folder.files.add(f"{parts[-1]}.md")
+    return root
+
+
+def _render_files(folder: _Folder, prefix: str, lines: list[str]) -> None:
+    """Folders first, then files, each sorted, drawn as the ``tree`` command draws them."""
+    entries = [*((name, folder.folders[name]) for name in sorted(folder.folders)),
+               *((name, None) for name in sorted(folder.files))]
+    for index, (name, sub) in enumerate(entries):
+        last = index == len(entries) - 1
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{name}{'' if sub is None else '/'}")
+        if sub is not None:
+            _render_files(sub, prefix + ("    " if last else "│   "), lines)
+
+
+def _parts(label: str) -> list[str]:
+    return [part for part in label.split("/") if part]
