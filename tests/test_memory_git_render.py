@@ -117,3 +117,24 @@ buy milk
 </notes/todo>
 
 </memory_blocks>"""
+
+
+async def test_adding_the_tag_recompiles_the_prompt_at_the_next_step():
+    model = ScriptedModel([reply("hi"), reply("again")])
+    agent = Agent(model=model, system="sys", blocks=blocks())
+    await agent.run("hello")
+    assert "<memory_blocks>" in model.requests[0].messages[0].text
+    agent.tags = ["git-memory-enabled"]
+    await agent.run("hello")
+    assert memory_section(model.requests[1].messages[0].text) == GIT_MEMORY.format(name="Ada")
+
+
+def test_a_stored_tagged_agent_loads_with_the_git_layout(db_url: str) -> None:
+    agent = Agent(model=ScriptedModel([reply("hi")]), system="sys", blocks=blocks(),
+                  tags=["git-memory-enabled"], store=db_url)
+    agent.run_sync("hello")
+    model = ScriptedModel([reply("again")])
+    loaded = Agent.load(agent.id, store=db_url, model=model)
+    assert loaded.messages[0].text == agent.messages[0].text
+    loaded.run_sync("hello")
+    assert memory_section(model.requests[0].messages[0].text) == GIT_MEMORY.format(name="Ada")
