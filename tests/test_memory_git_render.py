@@ -4,6 +4,8 @@ layout (``<self>``, nested ``<memory>`` tags, the external file tree); other age
 
 from __future__ import annotations
 
+import pytest
+
 from stateloop import Agent, Block
 from stateloop.testing import ScriptedModel, call, reply
 
@@ -62,10 +64,14 @@ async def test_tagged_agent_sees_system_blocks_in_full_and_the_rest_as_a_tree():
     assert "<memory_metadata>" in prompt
 
 
-async def test_tagged_agent_edits_a_system_block_by_its_full_label():
-    model = ScriptedModel([call("memory_replace", label="system/human", old_string="Ada",
-                                new_string="Grace"), reply("Hi Grace")])
-    agent = Agent(model=model, system="sys", blocks=blocks(), tags=["git-memory-enabled"])
+@pytest.mark.parametrize("edit", [
+    call("memory_replace", label="system/human", old_string="Ada", new_string="Grace"),
+    call("memory", command="str_replace", path="/memories/system/human", old_string="Ada",
+         new_string="Grace")])
+async def test_tagged_agent_edits_a_system_block_by_its_full_label(edit):
+    model = ScriptedModel([edit, reply("Hi Grace")])
+    agent = Agent(model=model, system="sys", blocks=blocks(), tags=["git-memory-enabled"],
+                  tools=["memory_replace", "memory"])
     result = await agent.run("I'm Grace")
     assert not any(m.is_error for m in result.messages if m.role == "tool")
     assert memory_section(model.requests[0].messages[0].text) == GIT_MEMORY.format(name="Ada")
