@@ -1,6 +1,7 @@
 """The web page shows a block's history: its commits, the diff each made, and a revert
 that is itself a commit and changes the block (headless Chromium, axe-core's checks)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
 from __future__ import annotations
 
 import re
@@ -13,9 +14,10 @@ from playwright.sync_api import expect
 
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_support import Server, settings_for
-from test_web_support import axe_violations, screenshot
 
-pytest_plugins = ["test_web_support"]  # its fixtures: fake, browser, page, script
+# The web support's fixtures, taken into this module only: registered as a plugin, its
+# `server` (with an in-process tool) would stand in for other modules' servers.
+from test_web_support import axe_violations, browser, fake, page, screenshot, script  # noqa: F401
 
 
 @pytest.fixture(scope="module")

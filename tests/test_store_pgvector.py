@@ -14,13 +14,14 @@ import httpx
 import numpy as np
 import pytest
 from letta_client import Letta
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, insert, inspect
 
 from conftest import raw_sql
 from fake_script import Script
 from stateloop.memory.archival import ArchivalMemory
 from stateloop.memory.vectors import VectorIndex
-from stateloop.store import AgentRecord, PassageRecord, StoreError, open_store, pgvector
+from stateloop.store import AgentRecord, PassageRecord, StoreError, open_store, pgvector, schema
+from stateloop.store import rows as store_rows
 from stateloop.store.migrate import upgrade
 from stateloop.store.sql import SqlStore
 from stateloop.store.url import resolve_url
@@ -53,8 +54,9 @@ def _data(n: int, dim: int, seed: int) -> tuple[np.ndarray, list[list[str]]]:
 
 
 async def _archive_of(store: SqlStore, matrix: np.ndarray, tags: list[list[str]],
-                      model: str) -> tuple[str, list[str]]:
-    agent = await store.create_agent(AgentRecord(name="keeper"))
+                      model: str, agent: AgentRecord | None = None) -> tuple[str, list[str]]:
+    """An agent's archive of the rows; ``agent`` already stored, or a new one."""
+    agent = agent or await store.create_agent(AgentRecord(name="keeper"))
     archive_id = await store.default_archive(agent.id)
     stored = await store.insert_passages(archive_id, [
         PassageRecord(archive_id, f"passage {i}", embedding=row, embedding_model=model,
@@ -132,14 +134,18 @@ async def test_a_big_archive_from_before_pgvector_is_filled_and_searched_by_the_
         pg_database: Factory) -> None:
     url = pg_database(migrated=False)
     engine = create_engine(resolve_url(url).sync_url())
+    keeper = AgentRecord(name="keeper")
     with engine.connect() as conn, conn.begin():  # a database from before revision 0016
         upgrade(conn, url, "0015")
+        then = {column["name"] for column in inspect(conn).get_columns("agents")}
+        conn.execute(insert(schema.agents).values(  # as that revision stored an agent
+            {k: v for k, v in store_rows.agent_values(keeper).items() if k in then}))
     engine.dispose()
     matrix, tags = _data(5000, 384, seed=5)
     old = await open_store(url, migrate=False)
     try:
         assert not old.searches_vectors  # not migrated yet: its passages have no vectors
-        agent_id, ids = await _archive_of(old, matrix, tags, "random-384")
+        agent_id, ids = await _archive_of(old, matrix, tags, "random-384", keeper)
     finally:
         await old.close()
 
