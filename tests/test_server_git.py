@@ -204,6 +204,22 @@ def test_git_needs_the_servers_credentials(server: Server, tmp_path: Path) -> No
     assert refs.status_code == 403 and "smart HTTP" in refs.json()["detail"]
 
 
+def test_a_page_on_another_origin_cannot_push_or_revert(server: Server) -> None:
+    """A browser holding the credentials still sends its page's Origin: a push or a revert
+    from another site is refused before it reads the body, and memory is unchanged."""
+    agent_id = new_agent(server)
+    elsewhere = {**HEADERS, "Origin": "https://elsewhere.example"}
+    pushed = httpx.post(f"{server.url}/v1/git/{agent_id}/state.git/git-receive-pack",
+                        headers={**elsewhere,
+                                 "Content-Type": "application/x-git-receive-pack-request"},
+                        content=b"0000", timeout=30)
+    assert pushed.status_code == 403, pushed.text
+    reverted = httpx.post(f"{server.url}/v1/agents/{agent_id}/memory/revert",
+                          headers=elsewhere, json={"commit": "HEAD"}, timeout=30)
+    assert reverted.status_code == 403, reverted.text
+    assert block(server, agent_id, "human")["value"] == "Name: Ann"
+
+
 def test_too_large_a_push_is_refused(server: Server, tmp_path: Path) -> None:
     agent_id = new_agent(server)
     repo = clone(server, agent_id, tmp_path / "memory")

@@ -81,7 +81,8 @@ async def memory_diff(agent_id: str, runtime: RuntimeDep,
     """A unified diff of the memory files from one commit to another (default: HEAD)."""
     old, before = await runtime.store.memory_files(agent_id, from_commit)
     new, after = await runtime.store.memory_files(agent_id, to_commit)
-    return {"from_sha": old, "to_sha": new, "diff": unified_diff(before, after)}
+    diff = await asyncio.to_thread(unified_diff, before, after)  # a whole memory: off the loop
+    return {"from_sha": old, "to_sha": new, "diff": diff}
 
 
 @router.post("/v1/agents/{agent_id}/memory/revert", responses=errors(404),
@@ -156,7 +157,7 @@ async def _git_body(request: Request, service: str, limit: int) -> bytes:
     if request.headers.get("content-type") != f"application/x-{service}-request":
         raise HTTPException(415, f"a {service} request is application/x-{service}-request")
     try:
-        return request_body(await request.body(), request.headers.get("content-encoding"),
-                            limit)
+        return await asyncio.to_thread(  # up to the body limit to gunzip: off the loop
+            request_body, await request.body(), request.headers.get("content-encoding"), limit)
     except PushRefused as exc:
         raise HTTPException(400, str(exc)) from exc
