@@ -273,3 +273,15 @@ async def test_a_memory_agents_edit_is_a_commit_naming_it(tmp_path: Path) -> Non
     assert (newest.author_type, newest.author_id, newest.author_name) == (
         "agent", memory.id, "memory_insert")
     assert (await agent.amemory_at())["human"] == "Name: Ada\nLikes tea"
+
+
+@pytest.mark.parametrize(("head", "refused"), [
+    ("metadata: {x: .nan}", "metadata.x: numbers must be finite"),
+    ("limit: 99999999999999999999999", "limit: integers must fit in 64 bits"),
+    ('description: "a\\ud800b"', "description: text holds a lone UTF-16 surrogate"),
+])
+def test_a_block_file_meets_the_rules_of_every_other_way_in(head: str, refused: str) -> None:
+    """What YAML can say and the store cannot hold is refused, naming the field, as a
+    request body or an Agent File would be."""
+    with pytest.raises(MemoryFileError, match=refused):
+        parse("human.md", f"---\n{head}\n---\nName: Ann")

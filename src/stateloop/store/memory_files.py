@@ -19,6 +19,8 @@ from typing import Any
 import orjson
 import yaml
 
+from stateloop.storable import check_value
+
 MAX_FRONTMATTER = 64 * 1024  # bytes of YAML a pushed file may open with
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_\-()+,=@~][A-Za-z0-9_\-. ()+,=@~]*\Z")
 _OPEN, _CLOSE = "---\n", "\n---\n"
@@ -146,6 +148,12 @@ def parse(path: str, text: str) -> BlockFile:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise MemoryFileError(f"{path}: limit must be a positive integer")
         found.limit = limit
+    # The same rules as every other way in (stateloop.storable): finite numbers, 64-bit
+    # integers, no lone surrogates, bounded nesting.
+    problem = check_value({"value": found.value, "description": found.description,
+                           "metadata": found.metadata, "limit": found.limit})
+    if problem is not None:
+        raise MemoryFileError(f"{path}: {problem.where}: {problem.msg}")
     return found
 
 
