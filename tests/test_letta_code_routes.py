@@ -5,7 +5,6 @@ their auth like every other route's, and no key of the operator's in any answer.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
