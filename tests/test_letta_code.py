@@ -279,7 +279,7 @@ def typed(tmux: Tmux, text: str) -> None:
     """Type ``text`` into the input until it shows (keys sent while the UI still starts are
     dropped), then Enter."""
     deadline = time.monotonic() + RUNS
-    while f"› {text}" not in tmux.screen():
+    while f"\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} {text}" not in tmux.screen():
         assert time.monotonic() < deadline, f"the input never took keys:\n{tmux.screen()}"
         tmux.tmux("send-keys", "-t", "chat", "C-u")
         tmux.tmux("send-keys", "-t", "chat", "-l", text)
