@@ -1,6 +1,7 @@
 """Letta Code, Letta's own CLI (pinned, installed from npm), against ``stateloop serve`` with
 the fake model behind it: its default first run, a resumed agent, a client-side tool call
-with its approval, MemFS, ``letta mcp``, a compaction, and its terminal UI under tmux.
+with its approval, MemFS, ``letta mcp``, a compaction, a background stream resumed after its
+connection dropped, a password, and its terminal UI under tmux.
 
 Every flow also checks the server's access log: no request Letta Code made was answered
 404 or 5xx (it ignores most such answers silently, so the output alone would not tell).
@@ -8,13 +9,17 @@ Every flow also checks the server's access log: no request Letta Code made was a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_script import Script
+from fake_script import Script, held
 from letta_code_support import NotInstallable, letta_code
 from mcp_support import demo_command
 from patience import ANSWERS, STARTS, STOPS
@@ -37,6 +42,7 @@ pytest_plugins = ["test_cli_support"]  # fixtures: script, fake
 
 RUNS = 180  # seconds one `letta` command may take on a loaded machine (it takes 2-6 s)
 MODEL = "gpt-4o-mini"  # the server's default model, which Letta Code's agents get
+PING = 0.5  # seconds between the server's keep-alive pings: a quiet stream's first event
 REFUSED = re.compile(r'"(GET|POST|PATCH|PUT|DELETE) (\S+) HTTP/1\.1" (404|5\d\d)')
 
 
@@ -75,14 +81,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> str:
     return demo_command(tmp_path_factory.mktemp("mcp"))
 
 
-@pytest.fixture(scope="module")
-def server(fake: FakeOpenAI, demo: str, letta_js: Path,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
-    home = tmp_path_factory.mktemp("server")
-    env = base_env(home)
-    env.update(STATELOOP_DATABASE_URL=f"sqlite:///{home / 'agents.db'}",
-               OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key",
-               STATELOOP_MCP_STDIO_COMMANDS=demo)
+@contextlib.contextmanager
+def serving_with(env: dict[str, str], home: Path) -> Iterator[Serving]:
+    """``stateloop serve`` with this environment, its log in ``home``."""
     port = free_port()
     log = home / "serve.log"
     with log.open("w") as output:
@@ -108,6 +109,18 @@ def server(fake: FakeOpenAI, demo: str, letta_js: Path,
         finally:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(fake: FakeOpenAI, demo: str, letta_js: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
+    home = tmp_path_factory.mktemp("server")
+    env = base_env(home)
+    env.update(STATELOOP_DATABASE_URL=f"sqlite:///{home / 'agents.db'}",
+               OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key",
+               STATELOOP_MCP_STDIO_COMMANDS=demo, STATELOOP_PING_INTERVAL=str(PING))
+    with serving_with(env, home) as serving:
+        yield serving
 
 
 @dataclass
@@ -309,3 +322,119 @@ def test_the_terminal_ui_shows_a_reply(letta: LettaCode, server: Serving, script
     finally:
         tmux.kill()
     assert server.refused_since(mark) == []
+
+
+class DroppingProxy:
+    """A TCP relay on loopback to the server that cuts the connection of the first
+    message-sending POST once its response's first event has passed (a dropped network):
+    the run goes on on the server, the client sees its stream end without a stop reason."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream_port = int(upstream.rsplit(":", 1)[1])
+        self.dropped = threading.Event()
+        self.posts: list[str] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> DroppingProxy:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._listen(), self.loop).result(ANSWERS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(ANSWERS)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(STOPS)
+        self.loop.close()
+
+    async def _listen(self) -> None:
+        self.server = await asyncio.start_server(self._relay, sock=self.listener)
+
+    async def _close(self) -> None:
+        self.server.close()
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _relay(self, client: asyncio.StreamReader, to_client: asyncio.StreamWriter) -> None:
+        upstream, to_upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        sending = asyncio.Event()  # this connection carries the POST whose stream is cut
+        here, there = self.url.removeprefix("http://"), f"127.0.0.1:{self.upstream_port}"
+
+        async def requests() -> None:
+            with contextlib.suppress(OSError):
+                while data := await client.read(65536):
+                    line = data.split(b"\r\n", 1)[0].decode(errors="replace")
+                    if line.startswith("POST "):
+                        self.posts.append(line)
+                        if "/messages " in line and not self.dropped.is_set():
+                            sending.set()
+                    # the server checks Host against the address it serves
+                    to_upstream.write(data.replace(here.encode(), there.encode()))
+                    await to_upstream.drain()
+            to_upstream.close()
+
+        async def responses() -> None:
+            with contextlib.suppress(OSError):
+                while data := await upstream.read(65536):
+                    to_client.write(data)
+                    await to_client.drain()
+                    if sending.is_set() and b"data:" in data and not self.dropped.is_set():
+                        self.dropped.set()
+                        to_client.transport.abort()
+                        to_upstream.close()
+                        return
+            to_client.close()
+
+        await asyncio.gather(requests(), responses())
+
+
+def test_a_background_stream_is_resumed_after_its_connection_drops(
+        letta: LettaCode, server: Serving, script: Script) -> None:
+    agent_id = new_agent(letta, script)["agent_id"]
+    answered = threading.Event()
+    script.set(held(answered, reply("Still here after the drop."), limit=RUNS))
+    mark = server.mark()
+    with DroppingProxy(server.url) as proxy:
+        through = LettaCode(letta.script, proxy.url, letta.home, letta.cwd)
+        watcher = threading.Thread(target=lambda: proxy.dropped.wait(RUNS) and answered.set())
+        watcher.start()
+        try:
+            out = through.ok("--agent", agent_id, "-p", "Are you there?")
+        finally:
+            answered.set()
+            watcher.join()
+    assert proxy.dropped.is_set()
+    assert out.strip() == "Still here after the drop."
+    sent = [post for post in proxy.posts if "/messages " in post]
+    resumed = [post for post in proxy.posts if re.match(r"POST /v1/runs/run-[^/]+/stream ", post)]
+    assert len(sent) == 1 and len(resumed) == 1, proxy.posts  # the turn was not sent twice
+    assert server.refused_since(mark) == []
+
+
+def test_a_password_protected_server_takes_letta_api_key(
+        letta_js: Path, fake: FakeOpenAI, script: Script, tmp_path: Path) -> None:
+    """Letta Code sends ``LETTA_API_KEY`` as the bearer token, git included (MemFS)."""
+    home = tmp_path / "server"
+    home.mkdir()
+    env = base_env(home)
+    env.update(STATELOOP_DATABASE_URL=f"sqlite:///{home / 'agents.db'}",
+               OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key",
+               STATELOOP_SERVER_PASSWORD="pw-for-letta-code")
+    with serving_with(env, home) as secured:
+        letta = LettaCode(letta_js, secured.url, tmp_path / "home", tmp_path)
+        letta.home.mkdir()
+        assert letta("-p", "Say hi").returncode == 1  # no key: refused, nothing created
+        listed = httpx.get(f"{secured.url}/v1/agents/", timeout=ANSWERS,
+                           headers={"Authorization": "Bearer pw-for-letta-code"})
+        assert listed.json() == []
+        key = {"LETTA_API_KEY": "pw-for-letta-code"}
+        created = new_agent(letta, script, "--memfs", **key, **letta.memfs())
+        memory = letta.home / ".letta" / "agents" / created["agent_id"] / "memory"
+        assert (memory / "human.md").exists()  # cloned over git with the key
+        script.set(reply("Hello again."))
+        assert letta.ok("--agent", created["agent_id"], "-p", "Hi", **key).strip() == (
+            "Hello again.")
