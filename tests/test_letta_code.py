@@ -7,6 +7,8 @@ Every flow also checks the server's access log: no request Letta Code made was a
 404 or 5xx (it ignores most such answers silently, so the output alone would not tell).
 """
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -36,9 +38,13 @@ from patience import ANSWERS, STARTS, STOPS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, error, reply
 from test_cli_chat_tmux import Tmux
-from test_cli_support import base_env, console_script, free_port
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake
+from test_cli_support import (  # noqa: F401 (fixtures)
+    base_env,
+    console_script,
+    fake,
+    free_port,
+    script,
+)
 
 RUNS = 180  # seconds one `letta` command may take on a loaded machine (it takes 2-6 s)
 MODEL = "gpt-4o-mini"  # the server's default model, which Letta Code's agents get

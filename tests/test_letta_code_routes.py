@@ -2,6 +2,8 @@
 servers, the providers, the balance) and the versions ``/v1/health`` reports: their shapes,
 their auth like every other route's, and no key of the operator's in any answer."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -14,9 +16,7 @@ from mcp_support import demo_command
 from patience import ANSWERS
 from stateloop import __version__
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Server, fake, script, settings_for  # noqa: F401 (fixtures)
 
 TOKEN = "op-s3cret-token"
 MODEL_KEY = "sk-operator-model-key"
