@@ -203,6 +203,8 @@ def test_a_resumed_agent_replies_with_its_memory(letta: LettaCode, server: Servi
     assert len(server.get("/v1/agents/")) == before  # the same agent, no new one
     persona = server.get(f"/v1/agents/{agent_id}/core-memory/blocks/persona")["value"]
     assert persona.splitlines()[0] in script.requests[-1].messages[0].text
+    listed = json.loads(letta.ok("model", "list"))  # the models the server offers
+    assert f"openai/{MODEL}" in {model["handle"] for model in listed}
 
 
 def test_a_client_side_tool_call_runs_after_its_approval(letta: LettaCode, server: Serving,

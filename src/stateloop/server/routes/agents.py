@@ -79,7 +79,7 @@ async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
     return await runtime.agent(agent_id)  # live while this request runs
 
 
-@router.post("", responses=errors(404, 409), response_model=AgentState)
+@router.post("", responses=errors(400, 404, 409), response_model=AgentState)
 async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Create an agent with memory blocks, tools, tool rules, model, tags and identities."""
     await runtime.store.check_identities(body.identity_ids or [])  # 404 before storing
