@@ -1,7 +1,7 @@
 """Letta Code, Letta's own CLI (pinned, installed from npm), against ``stateloop serve`` with
 the fake model behind it: its default first run, a resumed agent, a client-side tool call
-with its approval, MemFS, ``letta mcp``, a compaction, a background stream resumed after its
-connection dropped, a password, and its terminal UI under tmux.
+with its approval, a subagent, MemFS, ``letta mcp``, a compaction, a background stream resumed
+after its connection dropped, a password, and its terminal UI under tmux.
 
 Every flow also checks the server's access log: no request Letta Code made was answered
 404 or 5xx (it ignores most such answers silently, so the output alone would not tell).
@@ -35,8 +35,9 @@ from fake_script import Script, held
 from letta_code_support import NotInstallable, letta_code
 from mcp_support import demo_command
 from patience import ANSWERS, STARTS, STOPS
+from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
-from stateloop.testing.scripted import call, error, reply
+from stateloop.testing.scripted import ScriptItem, call, error, reply
 from test_cli_chat_tmux import Tmux
 from test_cli_support import (  # noqa: F401 (fixtures)
     base_env,
@@ -263,6 +264,25 @@ def test_a_full_context_is_compacted_with_the_agents_own_model(
     assert [r.body["model"] for r in (overflowed, summary, retried)] == [MODEL] * 3
     assert len(retried.body["messages"]) < len(overflowed.body["messages"])
     assert "The user asked two questions." in json.dumps(retried.body["messages"])
+    assert server.refused_since(mark) == []
+
+
+def test_a_subagent_is_an_agent_of_its_own_on_the_server(letta: LettaCode, server: Serving,
+                                                          script: Script) -> None:
+    agent_id = new_agent(letta, script)["agent_id"]
+
+    def answer(request: ModelRequest) -> ScriptItem:  # parent and subagent run side by side
+        asked = request.messages[-1].text
+        return reply("SUBAGENT-DONE" if "Say SUBAGENT-DONE" in asked else "It finished.")
+
+    script.set(call("Agent", description="Say a word", prompt="Say SUBAGENT-DONE",
+                    subagent_type="general-purpose"), answer, answer, answer)
+    mark = server.mark()
+    assert letta.ok("--agent", agent_id, "-p", "Use a subagent").strip() == "It finished."
+    subagents = [agent for agent in server.get("/v1/agents/", include=["agent.tags"])
+                 if f"parent:{agent_id}" in agent["tags"]]
+    assert [agent["tags"].count("role:subagent") for agent in subagents] == [1]
+    assert any("Say SUBAGENT-DONE" in request.messages[-1].text for request in script.requests)
     assert server.refused_since(mark) == []
 
 
