@@ -240,6 +240,8 @@ def test_letta_mcp_lists_and_calls_the_servers_mcp_servers(letta: LettaCode, ser
         {"name": "demo", "transport": "stdio"}]
     tools = json.loads(letta.ok("mcp", "tools", "demo", "--agent", agent_id))
     assert "mcp__demo__add" in {tool["name"] for tool in tools}
+    found = json.loads(letta.ok("mcp", "search", "add", "--agent", agent_id))
+    assert "mcp__demo__add" in json.dumps(found), found
     result = json.loads(letta.ok("mcp", "call", "mcp__demo__add", "--agent", agent_id,
                                  "--args", '{"a": 2, "b": 3}'))
     assert result == {"content": [{"type": "text", "text": "5"}], "isError": False}

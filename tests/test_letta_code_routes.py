@@ -68,9 +68,11 @@ def test_new_routes_need_the_token_like_every_other(secured: Server, agent_id: s
             answer = httpx.get(f"{secured.url}{path}", headers=headers, timeout=ANSWERS)
             assert answer.status_code == 401, (path, headers, answer.text)
             assert "agent-value" not in answer.text
-    refused = httpx.post(f"{secured.url}/v1/agents/{agent_id}/mcp-servers/any/tools/x/run",
-                         json={"args": {}}, timeout=ANSWERS)
-    assert refused.status_code == 401
+    for path in (f"/v1/agents/{agent_id}/mcp-servers/any/tools/x/run",
+                 f"/v1/agents/{agent_id}/mcp-servers/tools/search"):
+        refused = httpx.post(f"{secured.url}{path}", json={"args": {}, "query": "add"},
+                             timeout=ANSWERS)
+        assert refused.status_code == 401, path
 
 
 def test_an_agents_secrets_are_its_own_variables(http: httpx.Client, agent_id: str) -> None:
@@ -134,5 +136,9 @@ def test_an_agents_mcp_servers_are_the_registry_with_secrets_hidden(
     ran = http.post(f"/v1/agents/{agent_id}/mcp-servers/{server_id}/tools/add/run",
                     json={"args": {"a": 2, "b": 3}})
     assert (ran.json()["status"], ran.json()["func_return"]) == ("success", "5"), ran.text
+    found = http.post(f"/v1/agents/{agent_id}/mcp-servers/tools/search",
+                      json={"query": "add two", "search_mode": "vector", "limit": 2}).json()
+    assert found[0]["tool"]["name"] == "add" and len(found) <= 2
+    assert {hit["tool"]["tool_type"] for hit in found} == {"external_mcp"}
     missing = http.get(f"/v1/agents/{agent_id}/mcp-servers/mcp_server-missing/tools")
     assert missing.status_code == 404

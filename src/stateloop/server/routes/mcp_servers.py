@@ -39,6 +39,7 @@ from ..services import mcp_bridge as bridge
 from ..services.runtime import Runtime
 from ..services.views import tool_view
 from .agents import agent_record
+from .tool_ops import ToolSearchRequest, ToolSearchResult, search_tools
 
 router = APIRouter(prefix="/v1/mcp-servers", tags=["mcp-servers"])
 agent_router = APIRouter(prefix="/v1/agents/{agent_id}/mcp-servers", tags=["agents"])
@@ -203,6 +204,17 @@ async def list_agent_mcp_servers(agent_id: str, runtime: RuntimeDep) -> list[dic
     ``****``."""
     await agent_record(runtime, agent_id)
     return await mcp_list_mcp_servers(runtime)
+
+
+@agent_router.post("/tools/search", responses=errors(404),
+                   response_model=list[ToolSearchResult])
+async def search_agent_mcp_tools(agent_id: str, body: ToolSearchRequest,
+                                 runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """The MCP servers' tools matching ``query``, best first, ranked as
+    ``/v1/tools/search`` ranks (lexically, in every ``search_mode``)."""
+    await agent_record(runtime, agent_id)
+    only_mcp = body.model_copy(update={"tool_types": ["external_mcp"]})
+    return await search_tools(only_mcp, runtime)
 
 
 @agent_router.get("/{mcp_server_id}/tools", responses=errors(404), response_model=list[Tool])
