@@ -97,9 +97,11 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
         label = memory_files.label_of(path)
         if label is None:
             continue
-        if not memory_files.legal_label(label) or len(label) > MAX_LABEL:
-            raise PushRefused(f"{path}: {label!r} is not a block label (1 to {MAX_LABEL} "
-                              "letters, digits and _-/.)")
+        problem = memory_files.label_problem(label)
+        if problem is None and len(label) > MAX_LABEL:
+            problem = f"block label {label!r} is over {MAX_LABEL} characters"
+        if problem is not None:
+            raise PushRefused(f"{path}: {problem}")
         blob = objects[sha.encode()]
         assert isinstance(blob, Blob)
         try:

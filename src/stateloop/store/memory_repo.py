@@ -86,8 +86,8 @@ def block_files(blocks: Iterable[Row[Any] | Any]) -> dict[str, str]:
     """Path -> file text of blocks (rows or records with label, value, description,
     read_only, metadata)."""
     return {memory_files.path_of(row.label): memory_files.render(
-        row.value, row.description, bool(row.read_only), _json(row.metadata))
-        for row in blocks}
+        row.value, row.description, bool(row.read_only), _json(row.metadata),
+        skill=memory_files.skill_name(row.label)) for row in blocks}
 
 
 def _json(value: Any) -> Any:
