@@ -6,6 +6,7 @@ agents as one (``exporter``), and the library's ``Agent.import_file``/``export_f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..persistence import get_store
@@ -20,9 +21,11 @@ __all__ = ["MAX_FILE_BYTES", "AgentFileError", "ImportOptions", "ImportResult", 
 
 
 async def export_agents(agent_ids: list[str], *, store: Any, include_secrets: bool = False,
-                        strip_messages: bool = False) -> dict[str, Any]:
+                        strip_messages: bool = False,
+                        skills: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The stored agents as one Agent File dict, with the groups they manage and those
-    groups' members (a sleep-time memory agent too), as Letta exports them."""
+    groups' members (a sleep-time memory agent too), as Letta exports them; ``skills``
+    (Letta's ``SkillSchema`` dicts) are written as given."""
     db = await get_store(store)
     wanted = list(dict.fromkeys(agent_ids))
     groups = []
@@ -38,4 +41,4 @@ async def export_agents(agent_ids: list[str], *, store: Any, include_secrets: bo
                 groups.append(group)
                 wanted += [m for m in group.agent_ids if m not in wanted]
     return agent_file(snapshots, groups=groups, include_secrets=include_secrets,
-                      strip_messages=strip_messages)
+                      strip_messages=strip_messages, skills=skills)

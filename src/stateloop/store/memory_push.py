@@ -94,7 +94,10 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
     files = files_of[new.encode()] if order else {}
     blocks = {}
     for path, (_, sha) in files.items():
-        label = memory_files.label_of(path)
+        try:
+            label = memory_files.label_of(path)
+        except memory_files.MemoryFileError as exc:
+            raise PushRefused(f"{path}: {exc}") from exc
         if label is None:
             continue
         problem = memory_files.label_problem(label)
