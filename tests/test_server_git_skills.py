@@ -179,3 +179,26 @@ def test_a_skill_over_a_blocks_limit_is_refused_over_rest(http: httpx.Client) ->
     assert grow.status_code == 422 and "limit" in grow.text, grow.text
     assert next(b["value"] for b in http.get(f"/v1/agents/{agent_id}/core-memory/blocks").json()
                 if b["label"] == "skills/s") == "short"
+
+
+def test_a_whole_revert_over_rest_gives_back_the_commits_tree(
+        server: Server, http: httpx.Client, tmp_path: Path) -> None:
+    agent_id = new_agent(http)
+    repo = clone(server, agent_id, tmp_path / "memory")
+    commit_file(repo, "notes/readme.txt", "not a block", "a plain file")
+    git("push", "-q", "origin", "main", cwd=repo)
+    at = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    tree = git("rev-parse", "HEAD^{tree}", cwd=repo).stdout.strip()
+    git("rm", "-q", "notes/readme.txt", cwd=repo)
+    commit_file(repo, "extra.md", "---\ndescription: later\n---\nMade later.", "later")
+    git("push", "-q", "origin", "main", cwd=repo)
+    assert "extra" in labels(http, agent_id)
+
+    reverted = http.post(f"/v1/agents/{agent_id}/memory/revert", json={"commit": at})
+    assert reverted.status_code == 200, reverted.text
+    assert reverted.json()["commit"]["parent_sha"] != at
+    git("pull", "-q", "--ff-only", cwd=repo)
+    assert git("rev-parse", "HEAD^{tree}", cwd=repo).stdout.strip() == tree  # equal to X
+    assert (repo / "notes/readme.txt").read_text() == "not a block"
+    assert labels(http, agent_id) == ["human"]
+    assert http.get("/v1/blocks", params={"label": "extra"}).json() == []  # deleted

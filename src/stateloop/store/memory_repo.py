@@ -96,12 +96,14 @@ def _json(value: Any) -> Any:
 
 def build_commit(agent_id: str, parent: str | None, old: Mapping[str, list[Any]],
                  texts: Mapping[str, str], author: Author, message: str | None,
-                 now: float, *, keep_other: bool = True) -> NewCommit | None:
-    """The commit whose tree holds ``texts`` (path -> text) and, with ``keep_other``, the
-    files of ``old`` that are not blocks; None when that is ``old`` exactly."""
-    files: dict[str, list[Any]] = {}
-    if keep_other:
-        files = {p: e for p, e in old.items() if memory_files.label_of(p) is None}
+                 now: float, *, other: Mapping[str, list[Any]] | None = None
+                 ) -> NewCommit | None:
+    """The commit whose tree holds ``texts`` (path -> text) and the files that are not
+    blocks: ``other`` (path -> [mode, blob sha] of stored blobs), else those of ``old``;
+    None when that is ``old`` exactly."""
+    if other is None:
+        other = {p: e for p, e in old.items() if memory_files.label_of(p) is None}
+    files: dict[str, list[Any]] = dict(other)
     made: list[ShaFile] = []
     known = {entry[1] for entry in old.values()}
     for path, text in texts.items():
