@@ -33,6 +33,7 @@ from ..store.records import (
 from .groups import read_groups
 from .history import arrange
 from .letta_messages import from_letta
+from .memory_history import HISTORY_KEY, History, read_histories
 from .reading import AgentFileError, LeftOut, refuse
 from .skills import Skill, read_skills
 from .tools import read_tools
@@ -72,6 +73,7 @@ class PlannedAgent:
     shared: list[str]  # blocks created with an earlier agent of the file, attached
     messages: list[Message]
     shared_labels: set[str] = field(default_factory=set)  # the labels of ``shared``
+    history: History | None = None  # its memory history, when the file carries it
 
 
 @dataclass(slots=True)
@@ -106,6 +108,10 @@ def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
             notes.append(f"agent {planned.record.name!r}: its sleep-time memory agent is not "
                          "in the file; turn it on again once imported")
     _give_skills(agents, read_skills(data.get("skills") or [], left_out), notes)
+    if data.get(HISTORY_KEY) is not None:
+        histories = read_histories(data[HISTORY_KEY], set(by_file_id))
+        for entry, planned in zip(data["agents"], agents, strict=True):
+            planned.history = histories.get(entry.get("id"))
     for kind in ("files", "sources", "mcp_servers"):
         if data.get(kind):
             left_out.skip(f"{len(data[kind])} {kind.replace('_', ' ')}", AgentFileError(

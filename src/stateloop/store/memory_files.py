@@ -95,13 +95,13 @@ def label_problem(label: str) -> str | None:
     a label comes in (``memory.blocks.Block``, REST, Agent Files, a push) asks this."""
     if not label:
         return "a block label must not be empty"
-    if not label.translate(_LABEL_PUNCTUATION).isalnum():
-        return (f"block label {label!r} must be letters, digits, '_', '-', '.' and '/' "
-                "(no spaces, backslashes or control characters)")
     parts = label.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return (f"block label {label!r} is not a plain path: no leading, trailing or doubled "
                 "'/', and no '.' or '..' segment")
+    if not label.translate(_LABEL_PUNCTUATION).isalnum():
+        return (f"block label {label!r} must be letters, digits, '_', '-', '.' and '/' "
+                "(no spaces, backslashes or control characters)")
     if parts[0] == "skills" and len(parts) > 2:
         return (f"block label {label!r}: a label under 'skills/' names one skill "
                 "('skills/NAME', the file skills/NAME/SKILL.md)")

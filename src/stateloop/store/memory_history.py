@@ -19,6 +19,7 @@ from stateloop.store import memory_files, rows, schema
 from stateloop.store.errors import BlockLimitError, NotFoundError
 from stateloop.store.memory_repo import (
     Author,
+    NewCommit,
     agent_block_rows,
     block_files,
     build_commit,
@@ -312,6 +313,39 @@ class MemoryHistoryMixin:
             head, found = await self._runner.read(read)
         assert head is not None
         return head, found
+
+    async def memory_export(self, agent_id: str) -> tuple[str, list[dict[str, Any]],
+                                                            list[tuple[str, int, bytes]]]:
+        """The agent's whole repository: its head, its commits oldest first (sha, author
+        and time), and every object (sha, type number, raw data)."""
+        head, found = await self.memory_repository(agent_id)
+
+        def read(conn: Connection) -> list[dict[str, Any]]:
+            return [dict(row._mapping) for row in conn.execute(
+                select(mc.c.sha, mc.c.author_type, mc.c.author_id, mc.c.author_name,
+                       mc.c.created_at).where(mc.c.agent_id == agent_id).order_by(mc.c.seq))]
+
+        return head, await self._runner.read(read), [(sha.decode(), kind, data)
+                                                     for sha, kind, data in found]
+
+    async def import_memory_history(self, agent_id: str, made: Sequence[NewCommit],
+                                    author: Author, message: str) -> None:
+        """Give a new agent a history (``made``: its commits oldest first, the first one
+        carrying every object) in place of the one it started with, and commit its blocks
+        on top when they differ from that history's head."""
+
+        def txn(conn: Connection) -> None:
+            lock_heads(conn, [agent_id])
+            conn.execute(delete(mc).where(mc.c.agent_id == agent_id))
+            conn.execute(delete(mo).where(mo.c.agent_id == agent_id))
+            for commit in made:
+                commit.agent_id = agent_id
+            now = time.time()
+            store_commits(conn, made, now)
+            commit_agents(conn, [agent_id], author=author, message=message, now=now)
+
+        await self._runner.write(txn, offload=True)
+        self._block_writes += 1
 
     async def revert_memory(self, agent_id: str, ref: str, *, label: str | None = None
                             ) -> str | None:

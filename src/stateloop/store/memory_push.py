@@ -135,6 +135,12 @@ def _descends(objects: Mapping[bytes, ShaFile], known: Container[bytes], sha: by
     return False
 
 
+def tree_files(objects: Mapping[bytes, ShaFile], tree_sha: bytes) -> dict[str, list[Any]]:
+    """Path -> [mode, blob sha] of a tree among ``objects``; ``PushRefused`` naming a missing
+    object, an entry that is no plain file or folder, or a tree too deep or too large."""
+    return _files(objects, tree_sha, "")
+
+
 def _files(objects: Mapping[bytes, ShaFile], tree_sha: bytes, prefix: str
            ) -> dict[str, list[Any]]:
     if prefix.count("/") >= MAX_DEPTH:

@@ -80,6 +80,7 @@ class NewCommit:
     changes: dict[str, list[str | None]]  # path -> [old blob sha, new blob sha]
     author: Author
     message: str
+    created_at: float | None = None  # when it was made, if not now (an imported history)
 
 
 def block_files(blocks: Iterable[Row[Any] | Any]) -> dict[str, str]:
@@ -233,7 +234,8 @@ def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> No
     _INSERT_COMMIT.execute_many(conn, [
         {"agent_id": c.agent_id, "sha": c.commit.id.decode(), "parent_sha": c.parent,
          "author_type": c.author.kind, "author_id": c.author.id,
-         "author_name": c.author.name, "message": c.message, "created_at": now,
+         "author_name": c.author.name, "message": c.message,
+         "created_at": now if c.created_at is None else c.created_at,
          "changes": c.changes} for c in made])
     for c in made:
         _SET_HEAD.execute(conn, {"agent": c.agent_id, "sha": c.commit.id.decode(),

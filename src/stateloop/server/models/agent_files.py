@@ -52,3 +52,6 @@ class ExportAgentRequest(BaseModel):
         "SKILL.md)."))
     conversation_id: str | None = None
     scrub_messages: bool = False
+    include_memory_history: bool = Field(default=False, description=(
+        "Also write the agent's memory history under the file's 'stateloop_memory_history' "
+        "key (stateloop keeps it on import; Letta ignores it)."))

@@ -6,8 +6,10 @@ rule it cannot read) is left out and named in the answer's ``notes``, with the r
 the ``strict`` form field refuses such a file instead. A block whose value is longer than its
 limit, as Letta exports them, is kept with its limit raised (a note says so). A file that
 cannot be imported at all is a 400 naming what is wrong (the field's path in the file), and
-nothing is stored. Export answers the file as a JSON object, indented, as Letta
-does; tool variables are written with empty values (the server never hands out secrets).
+nothing is stored (a memory history the file carries is checked whole first). Export
+answers the file as a JSON object, indented, as Letta does; tool variables are written with
+empty values (the server never hands out secrets); ``include_memory_history`` adds the
+agent's memory history, which an import keeps.
 """
 
 from __future__ import annotations
@@ -86,11 +88,16 @@ async def export_agent(
     use_legacy_format: Annotated[bool, Query(deprecated=True)] = False,
     conversation_id: Annotated[str | None, Query()] = None,
     scrub_messages: Annotated[bool, Query()] = False,
+    include_memory_history: Annotated[bool, Query(description=(
+        "Also write the agent's memory history (its commits and their git objects) under "
+        "the file's 'stateloop_memory_history' key, which an import into stateloop keeps and "
+        "Letta ignores."))] = False,
 ) -> Response:
     """The agent as an Agent File."""
     if use_legacy_format:
         raise HTTPException(400, detail="Legacy format is not supported")
-    return await _export(runtime, agent_id, scrub_messages)
+    return await _export(runtime, agent_id, scrub_messages,
+                         memory_history=include_memory_history)
 
 
 @router.post("/v1/agents/{agent_id}/export", responses={**_FILE, **errors(404)},
@@ -101,11 +108,13 @@ async def export_agent_with_skills(runtime: RuntimeDep, agent_id: str,
     SKILL.md, or a source_url), written as Letta writes them; an import makes each a block
     ``skills/NAME``."""
     skills = [skill.model_dump() for skill in request.skills] if request else []
-    return await _export(runtime, agent_id, bool(request and request.scrub_messages), skills)
+    return await _export(runtime, agent_id, bool(request and request.scrub_messages), skills,
+                         memory_history=bool(request and request.include_memory_history))
 
 
 async def _export(runtime: Any, agent_id: str, scrub_messages: bool,
-                  skills: list[dict[str, Any]] | None = None) -> Response:
+                  skills: list[dict[str, Any]] | None = None, *,
+                  memory_history: bool = False) -> Response:
     record = await runtime.store.get_agent(agent_id)  # 404 for an unknown id
     if record.id != agent_id:
         raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
@@ -113,7 +122,7 @@ async def _export(runtime: Any, agent_id: str, scrub_messages: bool,
     if live is not None:
         await live.save()  # what a live agent has queued lands first
     data = await export_agents([agent_id], store=runtime.store, strip_messages=scrub_messages,
-                               skills=skills or [])
+                               skills=skills or [], memory_history=memory_history)
     return Response(json.dumps(data, ensure_ascii=False, indent=2),
                     media_type="application/json")
 
