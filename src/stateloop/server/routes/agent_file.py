@@ -8,8 +8,8 @@ limit, as Letta exports them, is kept with its limit raised (a note says so). A 
 cannot be imported at all is a 400 naming what is wrong (the field's path in the file), and
 nothing is stored (a memory history the file carries is checked whole first). Export
 answers the file as a JSON object, indented, as Letta does; tool variables are written with
-empty values (the server never hands out secrets); ``include_memory_history`` adds the
-agent's memory history, which an import keeps.
+empty values (the server never hands out secrets). The ``POST`` form's body may ask for the
+agent's memory history too (``include_memory_history``), which an import keeps.
 """
 
 from __future__ import annotations
@@ -88,16 +88,11 @@ async def export_agent(
     use_legacy_format: Annotated[bool, Query(deprecated=True)] = False,
     conversation_id: Annotated[str | None, Query()] = None,
     scrub_messages: Annotated[bool, Query()] = False,
-    include_memory_history: Annotated[bool, Query(description=(
-        "Also write the agent's memory history (its commits and their git objects) under "
-        "the file's 'stateloop_memory_history' key, which an import into stateloop keeps and "
-        "Letta ignores."))] = False,
 ) -> Response:
     """The agent as an Agent File."""
     if use_legacy_format:
         raise HTTPException(400, detail="Legacy format is not supported")
-    return await _export(runtime, agent_id, scrub_messages,
-                         memory_history=include_memory_history)
+    return await _export(runtime, agent_id, scrub_messages)
 
 
 @router.post("/v1/agents/{agent_id}/export", responses={**_FILE, **errors(404)},
