@@ -12,6 +12,8 @@ One test walks every operation, so a failure lists each failing operation with a
 that reproduces it.
 """
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import itertools
@@ -38,9 +40,7 @@ from af_support import minimal_file
 from fake_script import Script
 from mcp_support import demo_command
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Server, client, fake, script, server, settings_for  # noqa: F401 (fixtures)
 
 EXAMPLES_PER_OPERATION = 50
 # Operations on objects that never exist: they answer 404 and only that.

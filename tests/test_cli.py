@@ -2,6 +2,8 @@
 database and the fake OpenAI-compatible server. (Each run of the script costs about a
 second of imports, so setup runs the same command in-process and scenarios are merged.)"""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -14,9 +16,7 @@ from patience import STARTS
 from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import ScriptItem, call, error, reply
-from test_cli_support import Cli, Script, console_script
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, console_script, fake, script  # noqa: F401 (fixtures)
 
 NO_PROVIDER: dict[str, str | None] = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}
 

@@ -1,6 +1,8 @@
 """``stateloop import`` and ``stateloop export``: on the local database and on a server,
 Letta's files go in and come out the same; a bad file is one error line, nothing stored."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -18,9 +20,7 @@ from af_support import (
 from fake_script import Script
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_cli_support import Cli, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, cli, fake, script, serving  # noqa: F401 (fixtures)
 
 
 def test_import_then_export_round_trips_on_the_local_database(cli: Cli, tmp_path: Path) -> None:

@@ -1,5 +1,7 @@
 """``stateloop chat`` in a real terminal: tmux runs it, the test types and reads the screen."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import shlex
@@ -12,9 +14,7 @@ import pytest
 
 from patience import ANSWERS
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, Script, console_script
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, console_script, fake, script  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None,

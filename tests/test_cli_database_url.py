@@ -3,6 +3,8 @@
 may come from ``STATELOOP_DATABASE_URL_FILE`` (or the environment), so ``ps`` shows neither;
 ``--db`` with a password says so."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import subprocess
@@ -17,9 +19,7 @@ from sqlalchemy import make_url
 
 from patience import STARTS, STOPS
 from stateloop.store.url import hide_password, resolve_url
-from test_cli_support import Cli, console_script, free_port
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, cli, console_script, fake, free_port, script  # noqa: F401 (fixtures)
 
 PASSWORD = "s3cret-Pw"
 REFUSED = f"postgresql://ada:{PASSWORD}@127.0.0.1:1/agents"  # nothing listens on port 1

@@ -1,6 +1,8 @@
 """``stateloop migrate``: the schema brought to head on PostgreSQL and SQLite, once; a
 database from a newer stateloop or an unreachable server refused with a clear error."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -11,9 +13,7 @@ from sqlalchemy import create_engine
 
 from stateloop.store.migrate import HEAD, known_revisions, upgrade
 from stateloop.store.url import resolve_url
-from test_cli_support import Cli
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, cli, fake, script  # noqa: F401 (fixtures)
 
 
 def revision_of(url: str) -> str:

@@ -2,6 +2,8 @@
 and a library ``Agent`` are refused, so no second process keeps its own copy of an agent's
 history."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -15,9 +17,7 @@ from stateloop.errors import ConfigError
 from stateloop.store import open_store
 from stateloop.store import serving as held_by
 from stateloop.testing.scripted import reply
-from test_cli_support import Cli, Script, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, fake, script, serving  # noqa: F401 (fixtures)
 
 
 def said(script: Script) -> list[list[str]]:

@@ -1,6 +1,8 @@
 """What the CLI accepts before anything runs: help texts, messages, the database path, and
 the context window of a model stateloop does not know."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +14,7 @@ from typer.testing import CliRunner
 from stateloop.cli.app import MAX_MESSAGE_BYTES, app
 from stateloop.server.settings import ServerSettings
 from stateloop.testing.scripted import reply
-from test_cli_support import Cli, Script
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, fake, script  # noqa: F401 (fixtures)
 
 
 def commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

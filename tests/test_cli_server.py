@@ -1,5 +1,7 @@
 """``stateloop serve``, and the other commands against it with ``--server``."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -17,9 +19,7 @@ import pytest
 from patience import ANSWERS, STARTS, STOPS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, Script, console_script, free_port, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, console_script, fake, free_port, script, serving  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

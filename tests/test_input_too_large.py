@@ -1,6 +1,8 @@
 """Input larger than the context window leaves for it: refused before the model is called,
 nothing stored, the agent fine afterwards — in the library and over REST (letta-client)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,9 +18,7 @@ from stateloop.llm.tokens import MESSAGE_OVERHEAD, count_tokens, message_tokens
 from stateloop.memory.compaction import tool_tokens
 from stateloop.messages import system, user
 from stateloop.testing import ScriptedModel, reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 MODEL = "gpt-4o-mini"  # counted exactly (o200k_base)
 

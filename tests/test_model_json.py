@@ -2,6 +2,8 @@
 parser, NaN, Infinity) are refused like any bad arguments: the model reads why, the run and
 the agent go on, and every listing still serves."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import pytest
@@ -9,9 +11,7 @@ from letta_client import Letta
 
 from stateloop.deepjson import MAX_DEPTH
 from stateloop.testing.scripted import raw_call, reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def nested(levels: int) -> str:

@@ -2,6 +2,8 @@
 PostgreSQL, a run streamed on one and followed (from a cursor, mid-run) or replayed on the
 other; the frames' way through the ``run_frames`` table; nothing of it on SQLite."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -25,9 +27,7 @@ from stateloop.store import AgentRecord, RunRecord, open_store
 from stateloop.store.sql import SqlStore
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import reply
-from test_cli_support import Cli, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, cli
+from test_cli_support import Cli, cli, script, serving  # noqa: F401 (fixtures)
 
 LONG = " ".join(f"word{i}" for i in range(80))  # ~60 chunks of 8 characters
 

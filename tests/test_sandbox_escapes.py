@@ -3,6 +3,8 @@
 the call) and must find it closed. Some run through the sandbox API, some end to end: the
 tool created over ``POST /v1/tools`` and called by an agent through letta-client."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -26,9 +28,7 @@ from sandbox_support import new_marker, processes_with
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from stateloop.tools.sandbox import Isolation, SandboxedToolError, SandboxLimits, run_source
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Server, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
 
 LIMITS = SandboxLimits(timeout=4.0, memory_mb=256, output_bytes=1_000_000, processes=16)
 SECRET = "sk-escape-" + uuid.uuid4().hex

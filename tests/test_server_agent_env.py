@@ -2,6 +2,8 @@
 ``tool_exec_environment_variables``): stored on the agent, shown in its state, and given to
 that agent's source tools only, over ``STATELOOP_TOOL_ENV``."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -13,9 +15,16 @@ from letta_client import APIStatusError, Letta
 
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 
 READ_ENV = ('def read_env(name: str) -> str:\n    """One environment variable, as JSON."""\n'
             '    import json, os\n    return json.dumps(os.environ.get(name))\n')

@@ -1,6 +1,8 @@
 """What ``POST /v1/agents`` and ``GET /v1/agents`` do with Letta's fields, through letta-client:
 names that repeat, search by name, and every create field honoured or refused by name."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +15,7 @@ from fake_script import Script
 from stateloop.cli.exits import AmbiguousName
 from stateloop.cli.remote import RemoteBackend
 from stateloop.testing import reply
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def test_names_repeat_and_a_shared_name_is_never_guessed(client: Letta,

@@ -1,6 +1,8 @@
 """Agent Files over REST through letta-client: Letta's files import, run a tool and
 round-trip; bad files are a 400 naming the problem, with nothing stored."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -25,9 +27,7 @@ from af_support import (
 from fake_script import Script
 from letta_spec import assert_letta_shape
 from stateloop.testing import call, reply
-from test_server_support import Server
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, script, server  # noqa: F401 (fixtures)
 
 TURNS = {"memgpt_agent.af": call("memory_insert", label="human", new_string="Likes tea."),
          "outreach_workflow_agent.af": call("retrieve_candidate", candidate_name="Ada")}

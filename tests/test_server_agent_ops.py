@@ -3,6 +3,8 @@ one, its generic ``post``/``patch`` otherwise): summarize now, edit a stored mes
 the next provider request, a one-off completion, run one of its tools. Every answer is
 checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -15,9 +17,7 @@ from letta_client import Letta
 from fake_script import Script
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import call, error, reply
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 MISSING_AGENT = "agent-00000000-0000-4000-8000-000000000000"
 

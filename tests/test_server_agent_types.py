@@ -1,6 +1,8 @@
 """Every value of Letta's ``AgentType`` is accepted on create, runs as its preset and keeps its
 own name; an unknown type is a 422 listing the known ones."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -13,9 +15,7 @@ from fake_script import Script
 from shared_fixtures import LETTA_OPENAPI
 from stateloop.agent_types import AGENT_TYPES
 from stateloop.testing import call
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 SPEC_TYPES = json.loads(LETTA_OPENAPI.read_text())["components"]["schemas"]["AgentType"]["enum"]
 

@@ -1,5 +1,7 @@
 """The server's agents, blocks and tools endpoints, driven by letta-client; errors and auth."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import httpx
@@ -8,9 +10,7 @@ import pytest
 from letta_client import Letta
 
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server, settings_for  # noqa: F401 (fixtures)
 
 ECHO = '''
 def shout(text: str) -> str:

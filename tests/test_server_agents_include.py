@@ -2,6 +2,8 @@
 none unless ``include`` names them; any other caller (the web page, curl, an older SDK)
 gets every one, or those the legacy ``include_relationships`` names."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,9 +12,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 EVERY = ["agent.blocks", "agent.identities", "agent.managed_group", "agent.pending_approval",
          "agent.secrets", "agent.sources", "agent.tags", "agent.tools"]

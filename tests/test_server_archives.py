@@ -1,6 +1,8 @@
 """Archives over REST through letta-client: one archive shared by two agents, attach and
 detach, passages added to an archive, and every answer checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -13,9 +15,7 @@ from letta_client import Letta
 
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def _json(response: Any) -> Any:

@@ -1,6 +1,8 @@
 """Renaming core memory blocks through letta-client: by the agent's label, by the block's id,
 and what a live agent's model sees afterwards."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import letta_client
@@ -9,9 +11,7 @@ from letta_client import Letta
 
 from fake_script import Script
 from stateloop.testing import reply
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def test_renaming_a_block_by_label_reaches_a_live_agents_prompt(client: Letta,

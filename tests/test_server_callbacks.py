@@ -3,6 +3,8 @@ POSTed to a loopback receiver once the run ends, the run records what came of it
 failing or redirecting callback neither holds nor fails the run, and a URL the operator did
 not allow is a 422 before anything runs."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -22,9 +24,7 @@ from letta_spec import assert_letta_shape
 from stateloop.server import bind
 from stateloop.testing import reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server, settings_for  # noqa: F401 (fixtures)
 
 
 class Receiver:

@@ -1,6 +1,8 @@
 """Tags, models, readiness, counts and a block's agents, through letta-client where it has
 the method and plain HTTP otherwise; every answer is checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import uuid
@@ -12,9 +14,7 @@ from letta_client import Letta
 
 from letta_spec import assert_letta_shape
 from stateloop import __version__
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 SOURCE = '''
 def {name}(text: str) -> str:

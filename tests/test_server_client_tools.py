@@ -2,6 +2,8 @@
 offered to the model for that run; a call to one stops the run with ``requires_approval``
 and an ``approval_request_message``, and the client resumes it with the tool's result."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -12,9 +14,7 @@ import pytest
 from letta_client import Letta
 
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

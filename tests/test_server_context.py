@@ -2,6 +2,8 @@
 messages) and one message by id, through letta-client where it has the method and plain
 HTTP otherwise; every answer is checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -14,9 +16,7 @@ from letta_client import Letta
 from fake_script import Script
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import reply
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 MISSING_AGENT = "agent-00000000-0000-4000-8000-000000000000"
 

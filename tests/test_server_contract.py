@@ -1,6 +1,8 @@
 """The server answers as its OpenAPI document says: declared statuses, 422s in FastAPI's
 shape naming the field, and no 500 for requests the fuzz test once found breaking a route."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,9 +13,7 @@ import pytest
 from letta_client import Letta
 
 from letta_spec import letta_operation
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 SCHEMA = 60  # seconds: a new server builds its OpenAPI document on the first request
 

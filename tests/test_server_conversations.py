@@ -2,6 +2,8 @@
 share its memory (isolated blocks aside), compact, fork, cancel and wait for approval apart,
 and come back after a restart."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +24,7 @@ from stateloop import tool
 from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import ScriptItem, call, reply
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
 
 arrived: dict[str, threading.Event] = {}
 

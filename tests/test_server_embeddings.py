@@ -4,6 +4,8 @@ is configured; a handle whose provider is not is a 422 naming the setting. Letta
 runs unchanged against ``stateloop serve`` with an OpenAI-compatible endpoint (a loopback
 fake)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import socket
@@ -22,10 +24,12 @@ from letta_client import Letta
 from fake_script import Script
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, serving
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_cli_support", "test_server_support"]  # script, fake, cli, server, client
+from test_cli_support import (
+    Cli,
+    cli,  # noqa: F401 (fixtures)
+    serving,
+)
+from test_server_support import Server, client, fake, new_agent, script, server, settings_for  # noqa: F401 (fixtures)
 
 MINILM = "hugging-face/all-MiniLM-L6-v2-int8"
 

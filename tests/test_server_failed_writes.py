@@ -1,6 +1,8 @@
 """Over HTTP with letta-client: a step whose write fails fails its request (plain and
 streamed), and the agent answers again once the file is writable, live and after a restart."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,10 +13,17 @@ import pytest
 from letta_client import Letta
 
 from stateloop.testing.scripted import reply
-from test_server_support import Script, Server, new_agent, settings_for
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 from unwritable import WAYS, require, unwritable
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
 
 
 def texts(client: Letta, agent_id: str) -> list[str]:

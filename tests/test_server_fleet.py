@@ -2,6 +2,8 @@
 flight on one is cancelled or steered through the other; an agent edited through one is seen
 by the other; a process killed mid-run leaves its run failed and the agent usable."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import signal
@@ -17,9 +19,7 @@ from letta_client import Letta
 
 from patience import ANSWERS, STOPS
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, Script, console_script, free_port, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, console_script, fake, free_port, script, serving  # noqa: F401 (fixtures)
 
 
 def held(release: threading.Event, item: Any) -> Callable[[Any], Any]:

@@ -3,6 +3,8 @@ refused with nothing stored, a folder attached to an agent whose file tools work
 fake model, opening and closing files, the older ``/v1/sources`` names, every answer checked
 against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -23,9 +25,16 @@ from stateloop.store import open_store
 from stateloop.store.folders import FolderRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 
 
 def _json(response: Any) -> Any:

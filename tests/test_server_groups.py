@@ -2,6 +2,8 @@
 groups resource; its ``get``/``post``/``patch``/``delete`` carry auth and errors), answers
 checked against Letta's document, and a round-robin group run on the fake provider."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -15,9 +17,7 @@ from letta_client import Letta
 from fake_script import Script
 from letta_spec import assert_letta_shape
 from stateloop.testing import call, error, reply
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def get(client: Letta, path: str) -> Any:

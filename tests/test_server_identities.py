@@ -2,6 +2,8 @@
 no longer wraps: plain HTTP), identities on agents and blocks through letta-client, the
 agents and blocks filters, and one end user's block shared by two agents."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +15,7 @@ from letta_client import Letta
 
 from fake_script import Script
 from stateloop.testing import call, reply
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 (conversations, messages, runs, identities, agents, blocks), and no list's order depends on
 them: pages come in creation order whatever the ids."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import re
@@ -18,9 +20,7 @@ from stateloop.store import AgentRecord
 from stateloop.store.conversations import ConversationRecord
 from stateloop.store.sql import SqlStore
 from stateloop.testing.scripted import reply
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 # Letta's own check of a path id (letta/validators.py, 0.16.8): a version 4 UUID after the kind.
 UUID4 = "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"

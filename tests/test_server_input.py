@@ -1,6 +1,8 @@
 """Hostile and malformed request bodies: refused with a 422 naming the value, nothing stored,
 the server and the connection fine afterwards. Real HTTP against the real app."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -15,9 +17,7 @@ import pytest
 from shared_fixtures import LETTA_AF
 from stateloop.storable import MAX_DEPTH, check_json
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, script
+from test_server_support import Server, client, fake, script, server, settings_for  # noqa: F401 (fixtures)
 
 DOUBLE = '''
 def double(x: int) -> int:

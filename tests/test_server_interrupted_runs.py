@@ -1,6 +1,8 @@
 """A server starting on a database marks the runs a stopped process left running as failed,
 and leaves alone those of a process that still has the database open."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +11,7 @@ from typing import Any
 from letta_client import Letta
 
 from killed_child import hanging, kill_when_hanging
-from test_server_support import Server, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Server, client, fake, script, server, settings_for  # noqa: F401 (fixtures)
 
 
 def hanging_run(db: Path, marker: Path) -> str:

@@ -17,6 +17,8 @@ Paging, agent types, client tools, parallel calls, approvals, agent fields, mess
 block rename, validation and errors are the same calls in both.
 """
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -30,9 +32,7 @@ import pytest
 
 from patience import STOPS
 from stateloop.testing.fake_openai import load_script
-from test_server_support import Script, Server
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, script
+from test_server_support import Script, Server, client, fake, script, server  # noqa: F401 (fixtures)
 
 VERSION = "1.7.12"
 ROOT = Path(__file__).resolve().parents[1]

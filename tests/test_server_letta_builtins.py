@@ -3,6 +3,8 @@ the server with letta-client: listed and created as Letta's, attached by name, a
 tools called by a scripted model (run_code's calls: test_server_run_code.py). Search services
 and web pages are fakes on loopback. Nothing here reaches beyond this machine."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -16,12 +18,17 @@ import pytest
 from letta_client import Letta
 
 from af_support import minimal_file
-from builtins_support import Site, call_tool, html_answer, json_answer, redirect_to
+from builtins_support import (
+    Site,
+    call_tool,
+    html_answer,
+    json_answer,
+    redirect_to,
+    site,  # noqa: F401 (fixtures)
+)
 from stateloop import addresses
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support", "builtins_support"]  # fake, server, client, script, site
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 BUILTINS = {"web_search", "fetch_webpage", "run_code", "run_code_with_tools"}
 

@@ -3,6 +3,8 @@ where the client has no call): a small context window, conversations' message or
 system prompt and errors, blocks reaching a memory agent, ``generate``'s checks and
 "not found", a client tool's result after a cancel, compaction with ``mode: all``."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +15,7 @@ from letta_client import Letta
 
 from fake_script import Script
 from stateloop.testing import call, reply
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 UNKNOWN = "agent-00000000-0000-4000-8000-000000000000"
 

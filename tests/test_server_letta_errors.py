@@ -3,6 +3,8 @@ input while an approval is pending (409 ``PENDING_APPROVAL``), approvals that an
 pending or other calls (400, Letta's words), and tool definitions that do not fit their
 source (400, where request validation is 422)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +15,7 @@ from letta_client import Letta
 
 from stateloop.server.errors import NO_PENDING_APPROVAL, PENDING_APPROVAL
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city now.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

@@ -4,6 +4,8 @@ tool of that name (tags kept unless given), a rename through ``json_schema``, th
 the system prompt's metadata, the approval response in the message list, and parallel
 tool returns as one message."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import re
@@ -18,9 +20,7 @@ from stateloop.cli.items import ToolResultShown
 from stateloop.cli.remote import FrameReader
 from stateloop.memory.blocks import render_memory_metadata
 from stateloop.testing.scripted import call, calls, reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 LOUD = '''
 def loud(text: str) -> str:

@@ -2,6 +2,8 @@
 rows, whichever list, order or cursor; the oldest run is reached however many runs there
 are; counts are counted in SQL."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -36,9 +38,7 @@ from stateloop.store.fastpath import InsertRows
 from stateloop.store.folders import FileRecord
 from stateloop.store.groups import GroupRecord
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, settings_for
-
-pytest_plugins = ["test_server_support"]
+from test_server_support import Server, client, fake, script, server, settings_for  # noqa: F401 (fixtures)
 
 AGENTS = 300
 TOOLS = 200

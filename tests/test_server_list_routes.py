@@ -2,6 +2,8 @@
 ``limit``), each over a list far larger than a page, reads about a page of rows; a
 ``limit`` past the bound is refused, naming it."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -31,9 +33,7 @@ from stateloop.store.fastpath import InsertRows
 from stateloop.store.records import ConversationRecord
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_list_pages import T0, _read, served
-from test_server_support import Server
-
-pytest_plugins = ["test_server_support"]
+from test_server_support import Server, client, fake, script, server  # noqa: F401 (fixtures)
 
 LONG = 300  # one agent's blocks, passages, conversations; one run's steps, one step's messages
 

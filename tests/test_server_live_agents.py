@@ -2,6 +2,8 @@
 driven in turns through a server that keeps ten live lose no message, approval or
 conversation when let go, and one whose run is in flight stays live."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -21,9 +23,7 @@ from stateloop.server.settings import ServerSettings
 from stateloop.store import open_store
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import ScriptItem, call, reply
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Script, Server, client, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
 
 BOUND = 10
 gate = threading.Event()

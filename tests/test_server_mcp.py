@@ -6,6 +6,8 @@ unknown ids, bad configs and unreachable servers answered with clear errors.
 The operator allows the demo server's command (``mcp_stdio_commands``) and MCP servers on
 loopback (``mcp_private_urls``); stdio servers run in the tools' sandbox."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -18,9 +20,7 @@ from letta_client import Letta
 from mcp_support import demo_command, http_demo
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
 
 MISSING = "/nonexistent/mcp-server"  # allowed, but not there
 

@@ -3,6 +3,8 @@ longer wraps them: plain HTTP): add, list, test, connect, a server's live tools,
 add one tool to the registry and attach it, resync, update and delete; secrets redacted.
 The operator allows the demo server's command (``mcp_stdio_commands``)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -16,9 +18,7 @@ from letta_client import Letta
 from mcp_support import demo_command
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
 
 MISSING = "/nonexistent/x"  # allowed, but not there
 

@@ -7,6 +7,8 @@ every result is bounded; a server whose tool list cannot be read fails fast and 
 a target's reply is never quoted back.
 """
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,9 +29,16 @@ from mcp_support import demo_command, http_demo, surrogate_command
 from stateloop.mcp import MCPConnectionError, MCPTools
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 
 SANDBOX_ENV = {"HOME", "TMPDIR", "PATH", "LANG", "PWD", "DEMO_SECRET"}
 

@@ -2,15 +2,15 @@
 in Letta's ``MemoryCommit`` shape; files at a commit, a diff, and a revert that is a commit
 and reaches the agent's next model request."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import httpx
 from letta_client import Letta
 
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def test_api_edits_are_commits_and_a_revert_reaches_the_next_request(

@@ -3,6 +3,8 @@ created with them by name, a model that calls each, and the blocks, passages and
 returns a Letta client reads back; a refused call answers with Letta's text and changes
 nothing; a block shared by two agents changes for both."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -13,9 +15,7 @@ from letta_client import Letta
 from fake_script import Script
 from shared_fixtures import LETTA_AF
 from stateloop.testing import call, reply
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 PATCHED = ("Successfully applied memory patch operations. Your system prompt has been "
            "recompiled with the updated memory contents and is now active in your context.")

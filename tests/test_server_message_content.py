@@ -1,6 +1,8 @@
 """What a message request may carry: images (stored, sent to the model, listed back), and
 not both ``input`` and ``messages``."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import letta_client
@@ -9,9 +11,7 @@ from letta_client import Letta
 
 from stateloop.messages import ImagePart, TextPart
 from stateloop.testing.scripted import reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAA"
          "SUVORK5CYII=")

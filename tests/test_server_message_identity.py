@@ -2,6 +2,8 @@
 ``send_message`` call shown as is (``use_assistant_message=false``), and a run's messages
 filtered as its request asked (``include_return_message_types``)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import time
@@ -10,9 +12,7 @@ from typing import Any
 from letta_client import Letta
 
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def kinds(messages: list[Any]) -> list[str]:

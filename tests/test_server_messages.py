@@ -1,5 +1,7 @@
 """Messages over HTTP with letta-client: plain, SSE, tokens, approvals, history, runs."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import threading
@@ -14,9 +16,16 @@ from letta_client import Letta
 from fake_script import held, slow
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 
 SHOUT = '''
 def shout(text: str) -> str:

@@ -2,6 +2,8 @@
 stored, shown, changed, and sent to the provider in its own form (the fake server records
 each request body)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -14,9 +16,7 @@ from letta_client import Letta
 from fake_script import Script
 from stateloop.testing import reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 SCHEMA = {"name": "city", "strict": True, "schema": {
     "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],

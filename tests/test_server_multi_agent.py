@@ -1,6 +1,8 @@
 """The multi-agent tools over letta-client: attached with ``include_multi_agent_tools``, listed
 as built-ins, and run by the server's agents against each other through the fake provider."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -10,9 +12,7 @@ from letta_client import Letta
 from fake_script import Script
 from stateloop.llm.base import ModelRequest
 from stateloop.testing import call, reply
-from test_server_support import new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 MULTI = {"send_message_to_agent_and_wait_for_reply", "send_message_to_agent_async",
          "send_message_to_agents_matching_tags"}

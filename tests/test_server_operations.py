@@ -2,6 +2,8 @@
 them measured from the server's own ``/openapi.json``, and the last ones added (``/v1/jobs``,
 ``embeddings/total_storage_size``, MCP's OAuth callback) answering as Letta's do."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import re
@@ -16,9 +18,7 @@ from letta_client import Letta
 from fake_script import Script
 from letta_spec import assert_letta_shape, letta_spec
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server, settings_for  # noqa: F401 (fixtures)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SENTENCE = re.compile(r"Served: (\d+) of the (\d+) public operations in Letta 0\.16\.8's "

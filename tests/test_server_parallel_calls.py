@@ -2,6 +2,8 @@
 (``tool_calls`` lists them all), and so are their results (``tool_returns``), in responses,
 streams and the message list."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,9 +13,7 @@ from letta_client import Letta
 
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import call, calls, reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 ECHO = '''
 def echo(text: str) -> str:

@@ -1,6 +1,8 @@
 """``stateloop serve`` on PostgreSQL (``STATELOOP_DATABASE_URL=postgresql://...``), driven by
 letta-client: agents, a tool call, memory, recall and archival memory."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -10,9 +12,7 @@ from letta_client import Letta
 
 from stateloop.store import open_store
 from stateloop.testing.scripted import call, reply
-from test_cli_support import Cli, Script, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, Script, cli, fake, script, serving  # noqa: F401 (fixtures)
 
 
 def test_a_server_on_postgresql_serves_letta_client_and_stores_everything(

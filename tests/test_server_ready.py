@@ -2,6 +2,8 @@
 and grants what the server uses, 503 naming the refusal (never the password) when it does
 not, while ``/v1/health`` still answers."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import itertools
@@ -15,9 +17,7 @@ import pytest
 from sqlalchemy import make_url
 
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Server, client, fake, script, server, settings_for  # noqa: F401 (fixtures)
 
 PASSWORD = "role-s3cret-pw"
 _roles = itertools.count()

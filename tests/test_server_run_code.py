@@ -2,6 +2,8 @@
 called by a scripted model, run in the real bubblewrap sandbox, with no network, none of the
 server's files or variables, a time limit, and workers that stay warm until their agent goes."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -14,13 +16,15 @@ from typing import Any
 import pytest
 from letta_client import Letta
 
-from builtins_support import Site, call_tool, html_answer
+from builtins_support import (
+    Site,
+    call_tool,
+    html_answer,
+    site,  # noqa: F401 (fixtures)
+)
 from stateloop.testing.scripted import call, reply
 from stateloop.tools.worker import CHILD_SCRIPT
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support", "builtins_support"]  # fake, server, client, script, site
-
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 # -- run_code --------------------------------------------------------------------------------
 

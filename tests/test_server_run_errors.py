@@ -1,5 +1,7 @@
 """A run that fails, over plain REST: Letta's error status and body, never a silent 200."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import letta_client
@@ -7,9 +9,7 @@ import pytest
 from letta_client import Letta
 
 from stateloop.testing.scripted import error, reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 @pytest.mark.parametrize(("kind", "status", "letta_type"), [

@@ -1,6 +1,8 @@
 """Tools created from source run out of process: a crash, a hang or a memory blowup fails
 that call only; the server and the other calls of the step carry on."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -29,9 +31,16 @@ from stateloop.tools.sandbox import (
     run_source,
     sandboxed_tool,
 )
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 
 TOOLS = {
     "crash": "def crash() -> str:\n    \"\"\"Die.\"\"\"\n    import os\n    os.abort()\n",

@@ -2,6 +2,8 @@
 (full text), the ranked search of stored messages, and passages searched by meaning; each
 answer checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -14,9 +16,7 @@ from letta_client import Letta
 
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import reply
-from test_server_support import Script, Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 
 def _json(response: Any) -> Any:

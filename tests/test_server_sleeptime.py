@@ -3,6 +3,8 @@ group of ``/v1/groups`` (listed, its frequency changed by PATCH, deleted to turn
 off, kept across a restart); the memory agent is a real agent, it edits the shared block in
 the background, and turning it off stops it."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import asyncio
@@ -23,9 +25,7 @@ from stateloop.memory.sleeptime_prompt import SYSTEM_PROMPT
 from stateloop.store import open_store
 from stateloop.testing import call, reply
 from stateloop.testing.scripted import ScriptItem
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server, settings_for  # noqa: F401 (fixtures)
 
 
 def answers(*memory_items: ScriptItem | Callable[[ModelRequest], ScriptItem]

@@ -1,6 +1,8 @@
 """What ``stateloop serve`` refuses to start with: misset secrets, and an open server on the
 network. Settings directly, then the real command in a subprocess."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import subprocess
@@ -13,9 +15,7 @@ from stateloop.errors import ConfigError
 from stateloop.server import serve
 from stateloop.server.exposure import is_loopback
 from stateloop.server.settings import ServerSettings
-from test_cli_support import Cli, free_port, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, cli, fake, free_port, script, serving  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(autouse=True)

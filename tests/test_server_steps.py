@@ -2,6 +2,8 @@
 (active runs, deletion, metrics), through letta-client where it has the method and plain
 HTTP otherwise; every answer is checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import threading
@@ -16,9 +18,7 @@ from letta_client import Letta
 from fake_script import Script, held
 from letta_spec import assert_letta_shape
 from stateloop.testing.scripted import call, reply
-from test_server_support import Server, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 SHOUT = '''
 def shout(text: str) -> str:

@@ -2,6 +2,8 @@
 ``otid`` and ``step_id`` of the message it becomes when stored (a client joins chunks by
 otid and finds them again in the history), and otids never repeat across runs."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import uuid
@@ -12,9 +14,7 @@ from letta_client import Letta
 
 from stateloop.server.services.messages import otid
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 SHOWN = ("reasoning_message", "assistant_message", "tool_call_message",
          "approval_request_message", "tool_return_message")

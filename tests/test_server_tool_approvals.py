@@ -2,6 +2,8 @@
 ``default_requires_approval`` becomes a ``requires_approval`` rule on the agent it is given
 to, and ``PATCH .../tools/approval/{name}`` turns that rule off or on for that agent only."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +14,16 @@ from letta_client import Letta
 
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import (  # noqa: F401 (fixtures)
+    Script,
+    Server,
+    client,
+    fake,
+    new_agent,
+    script,
+    server,
+    settings_for,
+)
 
 CAREFUL = '''
 def careful(text: str) -> str:

@@ -2,6 +2,8 @@
 it has one, its generic ``post`` otherwise): run source once, a schema from source, search,
 the built-in tools written anew. Every answer is checked against Letta's document."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +14,7 @@ from letta_client import Letta
 
 from letta_spec import assert_letta_shape
 from stateloop.tools.builtin import builtin_names
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import client, fake, script, server  # noqa: F401 (fixtures)
 
 SHOUT = '''
 def shout(text: str, times: int = 1) -> str:

@@ -3,6 +3,8 @@ return cut to the tool's ``return_char_limit`` with Letta's note, an error as ``
 executing function NAME: TYPE: message`` with the traceback in ``stderr``, and a tool made
 the way ``upsert_from_function(args_schema=...)`` makes one (its ``args_json_schema``)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +15,7 @@ from letta_client import Letta
 from pydantic import BaseModel, Field
 
 from stateloop.testing.scripted import call, reply
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 LONG = '''
 def long_text(n: int) -> str:

@@ -3,6 +3,8 @@ size limit is refused at once and one being parsed never stalls the server; a so
 parser chokes on is a 4xx; binding a tool runs none of its code, and deleting its agent
 stops its workers; a reply the tool forges is its own error, and its agent carries on."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -21,10 +23,8 @@ from patience import ANSWERS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from stateloop.tools.worker import CHILD_SCRIPT
-from test_cli_support import Cli, base_env, serving
+from test_cli_support import Cli, base_env, cli, fake, script, serving  # noqa: F401 (fixtures)
 from test_server_support import new_agent
-
-pytest_plugins = ["test_cli_support"]  # its fixtures: fake, script
 
 SOURCE_BYTES = 1_000_000  # the default of STATELOOP_TOOL_SOURCE_BYTES
 

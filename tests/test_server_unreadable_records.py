@@ -4,6 +4,8 @@ never breaks a list: ``GET /v1/agents`` answers 200 with the agent marked in
 ``metadata.error``, through letta-client too and after a restart; ``GET`` by id answers 409
 naming the fields; the agent can still be deleted. Blocks and tools are listed the same way."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -16,9 +18,7 @@ from letta_client import Letta
 from stateloop.server.models.responses import AgentState
 from stateloop.server.services.unreadable import readable, unreadable
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_server_support import Server, new_agent, settings_for
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, script
+from test_server_support import Server, client, fake, new_agent, script, server, settings_for  # noqa: F401 (fixtures)
 
 
 def _spoil(db: Path, row_id: str, column: str, change: dict[str, object],

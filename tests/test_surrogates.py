@@ -1,6 +1,8 @@
 """Lone surrogates ("\\ud800"): from a model or a tool they are stored as U+FFFD and the agent
 goes on; in what a caller gives (run input, blocks) they are refused by name."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +17,7 @@ from stateloop.store import open_store
 from stateloop.testing import ScriptedModel, calls, reply
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, raw_call
-from test_server_support import Script, new_agent
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Script, client, fake, new_agent, script, server  # noqa: F401 (fixtures)
 
 PROVIDERS = pytest.mark.parametrize("model", ["openai/gpt-4o-mini",
                                               "anthropic/claude-haiku-4-5"])

@@ -2,6 +2,8 @@
 asked for and used, agents searched, switched and deleted from the keyboard, and axe-core's
 WCAG A/AA checks on every view."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import re
@@ -18,9 +20,7 @@ from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from test_server_support import Server, settings_for
 from test_web_page import new_agent, open_agent, send
-from test_web_support import axe_violations, screenshot
-
-pytest_plugins = ["test_web_support"]  # its fixtures: fake, server, browser, page, script
+from test_web_support import axe_violations, browser, fake, page, screenshot, script, server  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,8 @@
 """The web page in headless Chromium against a real server on loopback with the fake model:
 agents, chat with streamed tool calls, approvals, memory, the context window, runs, tools."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -16,9 +18,7 @@ from playwright.sync_api import expect
 from fake_script import Script, held
 from stateloop.testing.scripted import call, error, reply
 from test_server_support import Server
-from test_web_support import screenshot
-
-pytest_plugins = ["test_web_support"]  # its fixtures: fake, server, browser, page, script
+from test_web_support import browser, fake, page, screenshot, script, server  # noqa: F401 (fixtures)
 
 
 def new_agent(server: Server, name: str, **options: Any) -> dict[str, Any]:
