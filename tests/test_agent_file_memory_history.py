@@ -4,6 +4,8 @@ key Letta's importer ignores, and an import into a fresh store keeps it: the sam
 revert works after it. A huge or malformed history is refused whole, naming the field, and
 nothing is stored."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import base64
@@ -24,9 +26,7 @@ from stateloop.agent_file.memory_history import HISTORY_KEY, MAX_OBJECTS
 from stateloop.errors import ConfigError
 from stateloop.store import open_store
 from stateloop.testing import ScriptedModel, call, reply
-from test_server_support import Server
-
-pytest_plugins = ["test_server_support"]  # its fixtures: fake, server, client, script
+from test_server_support import Server, fake, script, server  # noqa: F401 (fixtures)
 
 
 def edited_agent(url: str) -> Agent:

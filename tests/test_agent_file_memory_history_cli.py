@@ -1,6 +1,8 @@
 """``stateloop export --memory-history``: on the local database and through a server, the
 file carries the memory's commits, and ``stateloop import`` keeps them (same shas)."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -9,9 +11,7 @@ from pathlib import Path
 from stateloop import Agent, Block
 from stateloop.agent_file.memory_history import HISTORY_KEY
 from stateloop.testing import ScriptedModel, call, reply
-from test_cli_support import Cli, serving
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
+from test_cli_support import Cli, cli, fake, script, serving  # noqa: F401 (fixtures)
 
 
 def test_export_with_memory_history_round_trips_locally_and_through_a_server(

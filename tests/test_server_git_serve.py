@@ -2,6 +2,8 @@
 real ``git`` program is listed in the agent's next model request, and the agent opening it
 puts its instructions in the request after."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,10 +13,8 @@ import httpx
 from fake_script import Script
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
-from test_cli_support import Cli, serving
+from test_cli_support import Cli, cli, fake, script, serving  # noqa: F401 (fixtures)
 from test_server_git import commit_file, git
-
-pytest_plugins = ["test_cli_support"]  # fixtures: script, fake, cli
 
 SKILL = "---\nname: tea\ndescription: Brew tea well\n---\nBoil water. Steep 3 minutes."
 
