@@ -5,6 +5,8 @@ from a file; bounded like every block, and refused when named to reach outside."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stateloop import Agent, Block
@@ -96,3 +98,14 @@ def test_a_skill_body_is_bounded_like_any_block() -> None:
     agent.run_sync("go")
     assert [b.label for b in agent.blocks] == ["human"]
     assert "over its limit" in tool_results(model, 1)[0]
+
+
+def test_a_letta_file_with_its_older_skill_label_imports_as_the_skill(tmp_path: Path) -> None:
+    source = Agent(model=ScriptedModel([]), system="sys", blocks=[Block("human", "Ann")])
+    data = source.export_file()
+    data["blocks"].append({**data["blocks"][0], "id": "block-9", "label": "skills/pdf/SKILL",
+                           "value": SKILL, "description": "Fill PDF forms"})
+    data["agents"][0]["block_ids"].append("block-9")
+    copy = Agent.import_file(data, store=f"sqlite:///{tmp_path / 'a.db'}",
+                             model=ScriptedModel([]))
+    assert {b.label: b.value for b in copy.blocks} == {"human": "Ann", "skills/pdf": SKILL}

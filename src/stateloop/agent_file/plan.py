@@ -35,7 +35,7 @@ from .history import arrange
 from .letta_messages import from_letta
 from .memory_history import HISTORY_KEY, History, read_histories
 from .reading import AgentFileError, LeftOut, refuse
-from .skills import Skill, read_skills
+from .skills import Skill, letta_label, read_skills
 from .tools import read_tools
 
 ENV_KEY = "tool_env"  # where an agent's tool variables live in ``extra`` (as the server's)
@@ -157,6 +157,7 @@ def _block(entry: dict[str, Any], where: str, notes: list[str]) -> BlockRecord:
     description = entry.get("description")
     if not isinstance(label, str):
         raise AgentFileError("a block has a label", field=f"{where}.label")
+    label = letta_label(label)
     if not isinstance(value, str) or not isinstance(limit, int) or isinstance(limit, bool) \
             or not isinstance(description, str | None):
         raise AgentFileError("value and description are strings, limit an integer",

@@ -26,6 +26,15 @@ class Skill:
     instructions: str
 
 
+def letta_label(label: str) -> str:
+    """A label as Letta maps it to its file: its older skill label ``skills/NAME/SKILL``
+    (the file ``skills/NAME/SKILL.md``) is the skill ``skills/NAME``."""
+    parts = label.split("/")
+    if len(parts) == 3 and parts[0] == "skills" and parts[1] and parts[2] == "SKILL":
+        return f"skills/{parts[1]}"
+    return label
+
+
 def skill_problem(name: Any) -> str | None:
     """Why ``name`` cannot name a skill (a folder under ``skills/``), or None."""
     if not isinstance(name, str) or not name:

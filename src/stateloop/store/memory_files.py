@@ -108,11 +108,6 @@ def label_problem(label: str) -> str | None:
     return None
 
 
-def legal_label(label: str) -> bool:
-    """Whether a block may have this label (``label_problem`` finds nothing)."""
-    return label_problem(label) is None
-
-
 @functools.lru_cache(maxsize=4096)
 def _frontmatter(description: str | None, read_only: bool, metadata_json: bytes,
                  name: str | None) -> str:
