@@ -22,7 +22,7 @@ from dulwich.objects import Blob, Commit, ShaFile, Tree
 from letta_spec import letta_spec
 from stateloop import Agent, Block
 from stateloop.agent_file import AgentFileError, import_agents
-from stateloop.agent_file.memory_history import HISTORY_KEY, MAX_OBJECTS
+from stateloop.agent_file.memory_history import HISTORY_KEY, MAX_FILES_CHECKED, MAX_OBJECTS
 from stateloop.errors import ConfigError
 from stateloop.store import open_store
 from stateloop.testing import ScriptedModel, call, reply
@@ -159,6 +159,34 @@ async def test_a_malformed_history_is_refused_naming_it_and_stores_nothing(
     with pytest.raises(AgentFileError) as refused:
         await import_agents(data, store=url)
     assert named in str(refused.value), str(refused.value)
+    assert await (await open_store(url)).list_agents() == []
+
+
+async def test_a_history_whose_trees_cost_too_much_to_check_is_refused(
+        exported: dict[str, Any], tmp_path: Path) -> None:
+    """Few objects, much work: one tree of 1,000 files under 2,001 commits."""
+    blob = Blob.from_string(b"x")
+    tree = Tree()
+    for number in range(1000):
+        tree.add(f"f{number}.txt".encode(), 0o100644, blob.id)
+    commits: list[Commit] = []
+    for number in range(MAX_FILES_CHECKED // 1000 + 1):
+        commit = Commit()
+        commit.tree, commit.parents = tree.id, [commits[-1].id] if commits else []
+        commit.author = commit.committer = b"x <user:x>"
+        commit.author_time = commit.commit_time = number
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.message = b"again\n"
+        commits.append(commit)
+    data = copy.deepcopy(exported)
+    data[HISTORY_KEY][0].update(
+        objects=[_object(o) for o in (blob, tree, *commits)], head=commits[-1].id.decode(),
+        commits=[{"sha": c.id.decode(), "author_type": "user", "author_id": "x",
+                  "author_name": "x", "timestamp": 0} for c in commits])
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with pytest.raises(AgentFileError, match=rf"{HISTORY_KEY}.0.commits: .* over "
+                                             rf"{MAX_FILES_CHECKED} files"):
+        await import_agents(data, store=url)
     assert await (await open_store(url)).list_agents() == []
 
 

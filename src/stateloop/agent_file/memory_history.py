@@ -5,10 +5,11 @@ first (sha, author, time) and every git object of its repository (sha, type, bas
 raw data). The objects are git's own, so an import keeps every commit's sha.
 
 Reading one checks it whole before anything is stored, each fault an ``AgentFileError``
-naming the field: a bounded number and size of objects, each one's data hashing to its sha,
-commits that are commits whose parents come before them, the last one the head, every tree
-complete with plain names, and every block file parsing with a legal label (so any commit
-can be read, diffed and reverted to)."""
+naming the field: a bounded number and size of objects and of files to check, each
+object's data hashing to its sha, commits that are commits whose parents come before them,
+the last one the head, every tree complete with plain names, and every block file parsing
+with a legal label (so any commit can be read, diffed and reverted to).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .reading import AgentFileError
 HISTORY_KEY = "stateloop_memory_history"
 MAX_OBJECTS = 100_000  # objects of one agent's history in a file
 MAX_OBJECT_BYTES = 1024 * 1024  # one object's raw data, as a push's object is bounded
+MAX_FILES_CHECKED = 2_000_000  # files of every commit's tree, summed: the work a check costs
 _TYPES = {1: "commit", 2: "tree", 3: "blob"}
 _AUTHOR_TYPES = ("agent", "user", "system")
 _MAX_TEXT = 1000
@@ -77,7 +79,9 @@ def read_history(entry: Mapping[str, Any], where: str) -> History:
         raise AgentFileError("must be a list of the commits, oldest first",
                              field=f"{where}.commits")
     made: list[NewCommit] = []
-    files_of: dict[bytes, dict[str, list[Any]]] = {}
+    files_of: dict[bytes, dict[str, list[Any]]] = {}  # commit -> its files
+    trees: dict[bytes, dict[str, list[Any]]] = {}  # root tree -> its files, read once
+    checked = 0
     parsed: dict[str, str] = {}  # blob sha -> the path it parsed as
     for index, row in enumerate(rows):
         here = f"{where}.commits.{index}"
@@ -85,10 +89,17 @@ def read_history(entry: Mapping[str, Any], where: str) -> History:
         if any(parent not in files_of for parent in commit.parents):
             raise AgentFileError("a parent of this commit is not listed before it",
                                  field=f"{here}.sha")
-        try:
-            files = tree_files(objects, commit.tree)
-        except PushRefused as exc:
-            raise AgentFileError(str(exc), field=f"{here}.sha") from None
+        files = trees.get(commit.tree)
+        if files is None:
+            try:
+                files = trees[commit.tree] = tree_files(objects, commit.tree)
+            except PushRefused as exc:
+                raise AgentFileError(str(exc), field=f"{here}.sha") from None
+        checked += len(files)
+        if checked > MAX_FILES_CHECKED:
+            raise AgentFileError(f"its commits' trees hold over {MAX_FILES_CHECKED} files in "
+                                 "all, more than a memory history in an Agent File may",
+                                 field=f"{where}.commits")
         _check_blocks(files, objects, parsed, here)
         parent = commit.parents[0] if commit.parents else None
         before = files_of[parent] if parent else {}
