@@ -3,6 +3,8 @@ program is listed in the agent's next model request and opened whole by ``open_s
 labels with ``/`` come in over REST (letta-client too) and traversal is a 422 naming the
 label; an export carries the skills given, and an import makes them blocks."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 import json
@@ -18,20 +20,9 @@ from fake_script import Script
 from stateloop.testing import call, reply
 from stateloop.testing.fake_openai import FakeOpenAI
 from test_server_git import HEADERS, PASSWORD, clone, commit_file, git
-from test_server_support import Server, settings_for
+from test_server_support import Server, fake, script, settings_for  # noqa: F401 (fixtures)
 
 SKILL = "---\nname: pdf\ndescription: Fill PDF forms\n---\nStep 1: open the form."
-
-
-@pytest.fixture(scope="module")
-def script() -> Script:
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def fake(script: Script) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(script) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
