@@ -23,7 +23,7 @@ from stateloop.store import open_store
 from stateloop.store.records import APPEND
 from stateloop.store.sql import SqlStore
 from stateloop.testing import ScriptedModel, reply
-from test_server_support import Server, Script, fake, script, settings_for  # noqa: F401
+from test_server_support import Script, Server, fake, script, settings_for  # noqa: F401
 
 # What one load reads: the agent, its tags, blocks, tools, in-context messages, folders, its
 # counts, runs left running and the group it manages; one statement each.

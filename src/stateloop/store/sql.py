@@ -17,7 +17,6 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.messages import Message
-
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
