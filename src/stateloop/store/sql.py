@@ -1,4 +1,5 @@
-"""The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
+"""The SQL store: opening it, agents and blocks here (and ``load_agent``: everything a live
+agent is made from, in one read transaction); messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
 tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
 identities.py, runs' stream frames in run_frames.py, whether an agent's blocks changed in
