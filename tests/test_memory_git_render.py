@@ -15,7 +15,7 @@ def blocks() -> list[Block]:
             Block("system/human", "Name: Ada", description="About the user\n"),
             Block("system/project/notes", "Ships Friday"),
             Block("notes/todo", "buy milk", description="Open tasks"),
-            Block("skills/x/SKILL.md", "---\nname: x\n---", description="A skill"),
+            Block("skills/x", "Step 1: do x.", description="A skill\nsecond line"),
             Block("reference", "facts")]
 
 
@@ -45,7 +45,13 @@ ${{MEMORY_DIR}}/
 │   └── todo.md
 └── reference.md
 </external_projection>
-</memory>"""
+</memory>
+
+<available_skills>
+${{MEMORY_DIR}}/skills
+└── x/
+    └── SKILL.md (A skill)
+</available_skills>"""
 
 
 def memory_section(prompt: str) -> str:
@@ -60,7 +66,7 @@ async def test_tagged_agent_sees_system_blocks_in_full_and_the_rest_as_a_tree():
     await agent.run("hello")
     prompt = model.requests[0].messages[0].text
     assert memory_section(prompt) == GIT_MEMORY.format(name="Ada")
-    assert "buy milk" not in prompt and "name: x" not in prompt and "facts" not in prompt
+    assert "buy milk" not in prompt and "Step 1" not in prompt and "facts" not in prompt
     assert "<memory_metadata>" in prompt
 
 

@@ -108,7 +108,7 @@ def test_a_plan_lists_the_changes_with_lettas_report_lines():
     ("*** Update Block: persona\n-Kind.\n+Evil.", READ_ONLY_ERROR),
     ("*** Delete Block: persona", READ_ONLY_ERROR),
     ("*** Update Block: notes\n-x\n+" + "y" * 11, "over its limit of 10"),
-    ("*** Add Block: bad label\n+x", "must be non-empty letters"),
+    ("*** Add Block: bad label\n+x", "must be letters, digits"),
     ("*** Update Block: human\n*** Move to: notes\n-Pet: cat\n+Pet: dog",
      "Error: Memory block 'notes' already exists"),
     ("*** Delete Block: notes\n*** Update Block: notes\n-x\n+y",

@@ -143,7 +143,7 @@ async def test_structural_refusals_name_the_problem_and_change_nothing():
         call("memory", command="undo", path="/memories/human"))
     assert found[0] == (error("Error: Memory block 'human' already exists"), True)
     assert found[1] == (error("Error: description is required for create command"), True)
-    assert "must be non-empty letters" in found[2][0]
+    assert "block label 'bad label' must be letters" in found[2][0]
     assert found[3] == (error("Error: Memory block 'nope' does not exist"), True)
     assert found[4] == (error(READ_ONLY_ERROR), True)
     assert found[5] == (error("Error: Memory block 'persona' already exists"), True)

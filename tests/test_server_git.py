@@ -150,7 +150,12 @@ def test_a_bad_push_is_refused_whole_with_a_message_git_prints(
         ("short.md", "---\ndescription: null\n---\n" + "y" * 21, "over its limit of 20"),
         ("persona.md", "---\ndescription: null\nread_only: true\n---\nReckless.",
          "block 'persona' is read-only"),
-        ("bad label!.md", "v", "is not a block label"),
+        ("bad label!.md", "v", "block label 'bad label!' must be letters, digits"),
+        ("%2e2e/x.md", "v", "block label '../x' is not a plain path"),
+        ("%zz.md", "v", "'%zz' is not an encoded label segment"),
+        ("skills/big/SKILL.md", "---\nname: big\ndescription: d\n---\n" + "z" * 100_001,
+         "block 'skills/big': value is 100001 characters, over its limit of 100000"),
+        ("skills/pdf/SKILL.md", "---\nname: other\n---\nv", "name must be the skill's folder"),
     ]
     for path, text, message in cases:
         commit_file(repo, "human.md", "---\ndescription: null\n---\nName: Changed too")

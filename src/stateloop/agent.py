@@ -308,20 +308,23 @@ class Agent(AgentRuns, MemoryHistory):
         return await import_file(cls, source, store=store, tools=tools, options=options,
                                  isolation=settings.pop("isolation", None), **settings)
 
-    def export_file(self, *, include_secrets: bool = False,
-                    strip_messages: bool = False) -> dict[str, Any]:
+    def export_file(self, *, include_secrets: bool = False, strip_messages: bool = False,
+                    memory_history: bool = False) -> dict[str, Any]:
         """The agent as an Agent File (``.af``) dict, as Letta writes them; tool variables
-        are left empty unless ``include_secrets``."""
+        are left empty unless ``include_secrets``; ``memory_history`` adds the memory's
+        commits, which an import keeps."""
         return run_blocking(lambda: self.aexport_file(include_secrets=include_secrets,
-                                                      strip_messages=strip_messages))
+                                                      strip_messages=strip_messages,
+                                                      memory_history=memory_history))
 
     async def aexport_file(self, *, include_secrets: bool = False,
-                           strip_messages: bool = False) -> dict[str, Any]:
+                           strip_messages: bool = False,
+                           memory_history: bool = False) -> dict[str, Any]:
         """``export_file`` for async code."""
         from .agent_file.library import export_file  # lazy: ~0.1 s to import
 
         return await export_file(self, include_secrets=include_secrets,
-                                 strip_messages=strip_messages)
+                                 strip_messages=strip_messages, memory_history=memory_history)
 
     async def _before_run(self) -> None:
         if len(self._mcp_listed) < len(self.mcp_servers):

@@ -54,9 +54,10 @@ def builtin_record(name: str) -> ToolRecord:
 
 def agent_file(snapshots: list[Snapshot], *, groups: Sequence[GroupRecord] = (),
                include_secrets: bool = False, strip_messages: bool = False,
-               created_at: float | None = None) -> dict[str, Any]:
+               created_at: float | None = None,
+               skills: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The Agent File of these agents and the groups they manage (their members among
-    ``snapshots``), as a JSON-ready dict."""
+    ``snapshots``), and ``skills`` as given, as a JSON-ready dict."""
     ids = _Ids()
     blocks: dict[str, dict[str, Any]] = {}
     tools: dict[str, dict[str, Any]] = {}
@@ -78,7 +79,7 @@ def agent_file(snapshots: list[Snapshot], *, groups: Sequence[GroupRecord] = (),
             exported[group.manager_agent_id]["group_ids"].append(group_entries[-1]["id"])
     moment = datetime.fromtimestamp(created_at, UTC) if created_at else datetime.now(UTC)
     return {"agents": agents, "groups": group_entries, "blocks": list(blocks.values()), "files": [],
-            "sources": [], "tools": list(tools.values()), "mcp_servers": [], "skills": [],
+            "sources": [], "tools": list(tools.values()), "mcp_servers": [], "skills": list(skills),
             "metadata": {"revision_id": REVISION}, "created_at": moment.isoformat()}
 
 

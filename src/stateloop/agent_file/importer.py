@@ -11,11 +11,15 @@ from typing import TYPE_CHECKING
 
 from ..persistence import get_store
 from ..store import NotFoundError
+from ..store.memory_repo import Author
 from .plan import ImportOptions, ImportPlan, plan_import
 from .reading import Source, read_agent_file
 
 if TYPE_CHECKING:
     from ..store.sql import SqlStore
+
+# Who commits an imported agent's blocks over the history its file carries, when they differ.
+IMPORTER = Author("system", "agent-file", "agent file import")
 
 
 @dataclass(slots=True)
@@ -58,6 +62,9 @@ async def write_plan(db: SqlStore, plan: ImportPlan, *, override_existing_tools:
                 await db.attach_block(agent.record.id, block_id)
             await db.append_step(agent.record.id, agent.messages,
                                  in_context_ids=agent.record.in_context_message_ids)
+            if agent.history is not None:
+                await db.import_memory_history(agent.record.id, agent.history.commits,
+                                               IMPORTER, "Import agent file")
         for group in plan.groups:
             groups.append((await db.create_group(group)).id)
         for tool in plan.tools:

@@ -22,6 +22,7 @@ from ..tools.bwrap import bwrap_mode
 from ..tools.sandbox import Isolation, SandboxedToolError, sandboxed_tool
 from .exporter import Snapshot, agent_file, stored_snapshot
 from .importer import ImportResult, import_agents
+from .memory_history import HISTORY_KEY, exported_history
 from .plan import ImportOptions
 from .reading import Source
 from .tools import RETURN_CHAR_LIMIT, live_record
@@ -97,9 +98,13 @@ def _bwrap_mode(probe: Callable[[], tuple[bool, str | None]]) -> tuple[bool, str
 
 
 async def export_file(agent: Agent, *, include_secrets: bool = False,
-                      strip_messages: bool = False) -> dict[str, Any]:
+                      strip_messages: bool = False,
+                      memory_history: bool = False) -> dict[str, Any]:
     """The agent as an Agent File dict: from the store when it is persisted (after what is
-    queued lands), else from the live agent."""
+    queued lands), else from the live agent; with ``memory_history``, its memory history
+    too (a persisted agent's)."""
+    if memory_history and agent.store is None:
+        raise ConfigError("memory history needs a persisted agent (Agent(store=...))")
     if agent.store is not None:
         await agent.save()
         snapshot = await stored_snapshot(agent.store, agent.id)
@@ -110,8 +115,12 @@ async def export_file(agent: Agent, *, include_secrets: bool = False,
 
         snapshot = Snapshot(record, [block_record(b) for b in agent.blocks], agent.messages,
                             [live_record(t) for t in agent.tools.values()])
-    return agent_file([snapshot], include_secrets=include_secrets,
+    data = agent_file([snapshot], include_secrets=include_secrets,
                       strip_messages=strip_messages)
+    if memory_history:
+        data[HISTORY_KEY] = [await exported_history(agent.store, agent.id,
+                                                    data["agents"][0]["id"])]
+    return data
 
 
 def options_from(name: str | None, settings: dict[str, Any]) -> ImportOptions:

@@ -33,7 +33,9 @@ from ..store.records import (
 from .groups import read_groups
 from .history import arrange
 from .letta_messages import from_letta
+from .memory_history import HISTORY_KEY, History, read_histories
 from .reading import AgentFileError, LeftOut, refuse
+from .skills import Skill, letta_label, read_skills
 from .tools import read_tools
 
 ENV_KEY = "tool_env"  # where an agent's tool variables live in ``extra`` (as the server's)
@@ -70,6 +72,8 @@ class PlannedAgent:
     blocks: list[BlockRecord]  # created with this agent
     shared: list[str]  # blocks created with an earlier agent of the file, attached
     messages: list[Message]
+    shared_labels: set[str] = field(default_factory=set)  # the labels of ``shared``
+    history: History | None = None  # its memory history, when the file carries it
 
 
 @dataclass(slots=True)
@@ -103,11 +107,31 @@ def plan_import(data: dict[str, Any], options: ImportOptions) -> ImportPlan:
         if entry.get("enable_sleeptime") and not planned.record.enable_sleeptime:
             notes.append(f"agent {planned.record.name!r}: its sleep-time memory agent is not "
                          "in the file; turn it on again once imported")
-    for kind in ("files", "sources", "mcp_servers", "skills"):
+    _give_skills(agents, read_skills(data.get("skills") or [], left_out), notes)
+    if data.get(HISTORY_KEY) is not None:
+        histories = read_histories(data[HISTORY_KEY], set(by_file_id))
+        for entry, planned in zip(data["agents"], agents, strict=True):
+            planned.history = histories.get(entry.get("id"))
+    for kind in ("files", "sources", "mcp_servers"):
         if data.get(kind):
             left_out.skip(f"{len(data[kind])} {kind.replace('_', ' ')}", AgentFileError(
                 f"stateloop does not import {kind.replace('_', ' ')} yet"))
     return ImportPlan(agents, tools.records, groups, notes, tools.skipped)
+
+
+def _give_skills(agents: list[PlannedAgent], skills: list[Skill], notes: list[str]) -> None:
+    """Each agent of the file gets the file's skills as blocks ``skills/NAME``; one it has
+    a block of that label for keeps its own."""
+    for planned in agents:
+        labels = {b.label for b in planned.blocks} | planned.shared_labels
+        for skill in skills:
+            label = f"skills/{skill.name}"
+            if label in labels:
+                notes.append(f"agent {planned.record.name!r}: its own block {label!r} is kept "
+                             f"over the file's skill {skill.name!r}")
+                continue
+            planned.blocks.append(BlockRecord(label, skill.instructions, DEFAULT_BLOCK_LIMIT,
+                                              new_record_id("block"), skill.description))
 
 
 def _blocks(entries: list[dict[str, Any]], left_out: LeftOut) -> dict[str, BlockRecord]:
@@ -133,6 +157,7 @@ def _block(entry: dict[str, Any], where: str, notes: list[str]) -> BlockRecord:
     description = entry.get("description")
     if not isinstance(label, str):
         raise AgentFileError("a block has a label", field=f"{where}.label")
+    label = letta_label(label)
     if not isinstance(value, str) or not isinstance(limit, int) or isinstance(limit, bool) \
             or not isinstance(description, str | None):
         raise AgentFileError("value and description are strings, limit an integer",
@@ -207,6 +232,7 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
         # else: a tool of the file left out, named already
     names += [n for n in _list(entry.get("tools"), f"{where}.tools") if isinstance(n, str)]
     own, shared = _agent_blocks(entry, where, name, blocks, created, left_out, in_file)
+    by_id = {block.id: block.label for block in blocks.values()}
     record = AgentRecord(
         name=name, agent_type=agent_type,
         description=_optional_text(entry.get("description"), f"{where}.description"),
@@ -234,7 +260,7 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
     messages, pending = _messages(entry, where, record, options, notes)
     record.in_context_message_ids = pending[0]
     record.pending_approval = pending[1]
-    return PlannedAgent(record, own, shared, messages)
+    return PlannedAgent(record, own, shared, messages, {by_id[i] for i in shared})
 
 
 def _agent_blocks(entry: dict[str, Any], where: str, name: str,

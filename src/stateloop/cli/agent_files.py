@@ -70,6 +70,9 @@ def export_file(
                                   "database only; left empty otherwise).")] = False,
     strip_messages: Annotated[bool, typer.Option(
         "--strip-messages", help="Write no conversation history.")] = False,
+    memory_history: Annotated[bool, typer.Option(
+        "--memory-history", help="Write the memory's commits too (an import into stateloop "
+                                 "keeps them; Letta ignores them).")] = False,
     db: options.Db = None, server: options.Server = None, token: options.Token = None,
 ) -> None:
     """Write an agent as an Agent File (.af) on stdout: `stateloop export NAME > NAME.af`."""
@@ -80,11 +83,12 @@ def export_file(
                                "server never hands out an agent's secrets")
             remote = cast("RemoteBackend", backend)
             state = remote.agent_state(agent)
-            data = remote.request("GET", f"/v1/agents/{state['id']}/export",
-                                  params={"scrub_messages": strip_messages})
+            data = remote.request("POST", f"/v1/agents/{state['id']}/export",
+                                  json={"scrub_messages": strip_messages,
+                                        "include_memory_history": memory_history})
         else:
             data = _export_local(cast("LocalBackend", backend), agent, include_secrets,
-                                 strip_messages)
+                                 strip_messages, memory_history)
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
@@ -127,14 +131,15 @@ def _import_remote(backend: RemoteBackend, path: Path, name: str | None, strict:
 
 
 def _export_local(backend: LocalBackend, agent: str, include_secrets: bool,
-                  strip_messages: bool) -> dict[str, Any]:
+                  strip_messages: bool, memory_history: bool) -> dict[str, Any]:
     from ..agent_file import export_agents  # lazy: SQLAlchemy costs 0.25 s
 
     async def go() -> dict[str, Any]:
         db = await backend.store()
         record = await backend.record(agent)
         return await export_agents([record.id], store=db, include_secrets=include_secrets,
-                                   strip_messages=strip_messages)
+                                   strip_messages=strip_messages,
+                                   memory_history=memory_history)
 
     return backend.run(go())
 

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -159,9 +160,18 @@ def _count_message(message: Message, model: str | None) -> int:
     return total
 
 
-@functools.cache
+_loading = threading.Lock()
+
+
 def get_encoding(name: str) -> Encoding:
-    """The encoding ``name`` ("o200k_base" or "cl100k_base"), loaded once, never downloaded."""
+    """The encoding ``name`` ("o200k_base" or "cl100k_base"), loaded once, never downloaded.
+    A caller that comes while another thread loads it waits for that load."""
+    with _loading:
+        return _load_encoding(name)
+
+
+@functools.cache
+def _load_encoding(name: str) -> Encoding:
     if name not in _VOCABULARIES:
         raise ValueError(f"unknown encoding {name!r}; expected one of {', '.join(_VOCABULARIES)}")
     if _seed_tiktoken_cache(name):

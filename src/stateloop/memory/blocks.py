@@ -7,12 +7,10 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..messages import new_id
+from ..store.memory_files import label_problem
 from ..surrogates import check
 
 DEFAULT_BLOCK_LIMIT = 100_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT (0.16.8)
-
-
-_LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")
 
 
 @dataclass(slots=True)
@@ -30,10 +28,10 @@ class Block:
         for what, text in (("label", self.label), ("value", self.value),
                            ("description", self.description or "")):
             check(text, f"block {self.label!r}: {what}")
-        # '/' and '.' as Letta allows them (labels such as "projects/stateloop").
-        if not self.label or not self.label.translate(_LABEL_PUNCTUATION).isalnum():
-            raise ValueError(f"block label {self.label!r} must be non-empty letters, digits, "
-                             f"'_', '-', '/' or '.'")
+        # A label is a path (``system/persona``, ``skills/pdf``), as Letta's labels are.
+        problem = label_problem(self.label)
+        if problem is not None:
+            raise ValueError(problem)
         if self.limit <= 0:
             raise ValueError(f"block {self.label!r}: limit must be positive, got {self.limit}")
         if len(self.value) > self.limit:

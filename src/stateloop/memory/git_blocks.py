@@ -1,13 +1,19 @@
 """Core memory in the system prompt as Letta 0.16.8 renders it for a git-backed agent (one
 tagged ``git-memory-enabled``): ``system/persona`` as ``<self>``, the other ``system/*``
 blocks as nested tags under ``<memory>``, and the blocks outside ``system/`` and ``skills/``
-only as a file tree of the memory directory. Other agents keep ``<memory_blocks>``."""
+only as a file tree of the memory directory. Other agents keep ``<memory_blocks>``.
+
+Skills (blocks ``skills/NAME``, the files ``skills/NAME/SKILL.md``) are never shown in full:
+every agent's prompt lists them by name and description in ``<available_skills>``, as
+Letta's ``compile_available_skills`` does, and the agent opens one with ``open_skill``
+(memory/skills.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..store.memory_files import skill_name
 from .blocks import Block, render_blocks
 
 GIT_MEMORY_TAG = "git-memory-enabled"
@@ -17,8 +23,30 @@ _REMINDER = "Reminder: <projection> contains the local path of the memory file p
 
 
 def render_core_memory(blocks: list[Block], tags: Iterable[str]) -> str:
-    """The core-memory section of an agent's system prompt, as its tags choose."""
-    return render_git_blocks(blocks) if GIT_MEMORY_TAG in tags else render_blocks(blocks)
+    """The core-memory section of an agent's system prompt, as its tags choose, and the
+    skills it may open."""
+    if GIT_MEMORY_TAG in tags:
+        memory = render_git_blocks(blocks)
+    else:
+        memory = render_blocks([b for b in blocks if skill_name(b.label) is None])
+    return "\n\n".join(part for part in (memory, render_skills(blocks)) if part)
+
+
+def render_skills(blocks: list[Block]) -> str:
+    """``<available_skills>``: each skill's ``SKILL.md`` under the memory directory with the
+    first line of its description, drawn as a tree; "" for an agent without skills."""
+    skills = sorted((name, (b.description or "").strip().split("\n")[0].strip())
+                    for b in blocks if (name := skill_name(b.label)) is not None)
+    if not skills:
+        return ""
+    lines = ["<available_skills>", "${MEMORY_DIR}/skills"]
+    for index, (name, description) in enumerate(skills):
+        last = index == len(skills) - 1
+        lines.append(f"{'└── ' if last else '├── '}{name}/")
+        lines.append(f"{'    ' if last else '│   '}└── SKILL.md"
+                     + (f" ({description})" if description else ""))
+    lines.append("</available_skills>")
+    return "\n".join(lines)
 
 
 def render_git_blocks(blocks: list[Block]) -> str:

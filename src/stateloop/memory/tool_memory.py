@@ -35,8 +35,13 @@ def _no_line_numbers(field: str, text: str) -> None:
 
 def path_label(path: str) -> str:
     """The label a path names: ``/memories/notes``, ``/notes`` and ``notes`` all name
-    ``notes``."""
-    return path.strip().removeprefix("/memories/").removeprefix("/")
+    ``notes``; what follows the one prefix is the label, whole (``/memories//x`` is no
+    label)."""
+    path = path.strip()
+    for prefix in ("/memories/", "/"):
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return path
 
 
 def _block(agent: Any, path: str) -> Block:

@@ -2,7 +2,8 @@
 with YAML frontmatter (``description`` always, ``read_only`` and ``metadata`` when not the
 default; the limit stays out of the file), at a path made from the label (``human`` is
 ``human.md``, ``system/persona`` is ``system/persona.md``, ``skills/NAME`` is
-``skills/NAME/SKILL.md``).
+``skills/NAME/SKILL.md``). A skill's file opens with its ``name`` too, as an agent skill's
+``SKILL.md`` does (``name``, ``description``, then the instructions).
 
 A label segment that could not be a file name in a git tree (empty, ``.``/``..``, a leading
 dot, a character outside letters, digits and ``-_. ()+,=@~``) is written as ``%`` and its
@@ -24,7 +25,7 @@ from stateloop.storable import check_value
 MAX_FRONTMATTER = 64 * 1024  # bytes of YAML a pushed file may open with
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_\-()+,=@~][A-Za-z0-9_\-. ()+,=@~]*\Z")
 _OPEN, _CLOSE = "---\n", "\n---\n"
-_LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")  # memory.blocks.Block's rule for labels
+_LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")
 
 
 class MemoryFileError(ValueError):
@@ -61,9 +62,15 @@ def _segment_label(segment: str) -> str:
 def path_of(label: str) -> str:
     """The file a block with this label is written to."""
     parts = label.split("/")
-    if len(parts) == 2 and parts[0] == "skills" and _SAFE_SEGMENT.match(parts[1]):
-        return f"skills/{parts[1]}/SKILL.md"
+    if len(parts) == 2 and parts[0] == "skills" and parts[1]:
+        return f"skills/{_segment_path(parts[1])}/SKILL.md"
     return "/".join(_segment_path(part) for part in parts) + ".md"
+
+
+def skill_name(label: str) -> str | None:
+    """The skill a block is (``skills/pdf`` is the skill ``pdf``), or None."""
+    parts = label.split("/")
+    return parts[1] if len(parts) == 2 and parts[0] == "skills" and parts[1] else None
 
 
 def label_of(path: str) -> str | None:
@@ -74,21 +81,38 @@ def label_of(path: str) -> str | None:
     parts = path.split("/")
     if parts[0] == "skills":
         if len(parts) == 3 and parts[1] and parts[2] == "SKILL.md":
-            return f"skills/{parts[1]}"
+            return f"skills/{_segment_label(parts[1])}"
         return None
     parts[-1] = parts[-1][:-3]
     return "/".join(_segment_label(part) for part in parts)
 
 
-def legal_label(label: str) -> bool:
-    """Whether a block may have this label (``memory.blocks.Block``'s rule: letters,
-    digits, ``_-/.``, as Letta allows)."""
-    return bool(label) and label.translate(_LABEL_PUNCTUATION).isalnum()
+def label_problem(label: str) -> str | None:
+    """Why a block may not have this label, or None when it may. A label is a path in the
+    memory repository (``system/persona``, ``skills/pdf``): letters, digits and ``_-.``
+    in segments joined by ``/``; no empty segment (so no leading, trailing or doubled
+    ``/``) and no ``.`` or ``..`` segment, so no label reaches outside its folder. Every way
+    a label comes in (``memory.blocks.Block``, REST, Agent Files, a push) asks this."""
+    if not label:
+        return "a block label must not be empty"
+    parts = label.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return (f"block label {label!r} is not a plain path: no leading, trailing or doubled "
+                "'/', and no '.' or '..' segment")
+    if not label.translate(_LABEL_PUNCTUATION).isalnum():
+        return (f"block label {label!r} must be letters, digits, '_', '-', '.' and '/' "
+                "(no spaces, backslashes or control characters)")
+    if parts[0] == "skills" and len(parts) > 2:
+        return (f"block label {label!r}: a label under 'skills/' names one skill "
+                "('skills/NAME', the file skills/NAME/SKILL.md)")
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
-def _frontmatter(description: str | None, read_only: bool, metadata_json: bytes) -> str:
-    front: dict[str, Any] = {"description": description}
+def _frontmatter(description: str | None, read_only: bool, metadata_json: bytes,
+                 name: str | None) -> str:
+    front: dict[str, Any] = {} if name is None else {"name": name}
+    front["description"] = description
     if read_only:
         front["read_only"] = True
     metadata = orjson.loads(metadata_json)
@@ -99,10 +123,11 @@ def _frontmatter(description: str | None, read_only: bool, metadata_json: bytes)
 
 
 def render(value: str, description: str | None, read_only: bool,
-           metadata: dict[str, Any] | None) -> str:
-    """A block as its Markdown file (Letta's ``serialize_block``)."""
+           metadata: dict[str, Any] | None, *, skill: str | None = None) -> str:
+    """A block as its Markdown file (Letta's ``serialize_block``); a skill's (``skill``: its
+    name) opens with ``name`` as an agent skill's ``SKILL.md`` does."""
     meta = orjson.dumps(metadata or {}, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return _frontmatter(description, bool(read_only), meta) + value
+    return _frontmatter(description, bool(read_only), meta, skill) + value
 
 
 def parse(path: str, text: str) -> BlockFile:
@@ -122,10 +147,16 @@ def parse(path: str, text: str) -> BlockFile:
         front = {}
     if not isinstance(front, dict):
         raise MemoryFileError(f"{path}: frontmatter is not a mapping of fields")
-    unknown = set(front) - {"description", "read_only", "metadata", "limit"}
+    label = label_of(path)
+    skill = None if label is None else skill_name(label)
+    known = {"description", "read_only", "metadata", "limit"} | ({"name"} if skill else set())
+    unknown = set(front) - known
     if unknown:
         raise MemoryFileError(f"{path}: unknown frontmatter fields {sorted(map(str, unknown))}")
-    found = BlockFile(value=body, said=set(front))
+    if "name" in front and front["name"] != skill:
+        raise MemoryFileError(f"{path}: name must be the skill's folder name {skill!r}, "
+                              f"not {front['name']!r}")
+    found = BlockFile(value=body, said=set(front) - {"name"})
     description = front.get("description")
     if description is not None and not isinstance(description, str):
         raise MemoryFileError(f"{path}: description must be text")

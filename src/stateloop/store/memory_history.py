@@ -17,7 +17,18 @@ from sqlalchemy import Connection, Text, cast, delete, insert, select, update
 
 from stateloop.store import memory_files, rows, schema
 from stateloop.store.errors import BlockLimitError, NotFoundError
-from stateloop.store.memory_repo import Author, commit_agents, current_author
+from stateloop.store.memory_repo import (
+    Author,
+    NewCommit,
+    agent_block_rows,
+    block_files,
+    build_commit,
+    commit_agents,
+    current_author,
+    lock_for_blocks,
+    lock_heads,
+    store_commits,
+)
 from stateloop.store.records import BlockRecord
 from stateloop.store.runner import Runner
 
@@ -150,9 +161,12 @@ def list_commits(conn: Connection, agent_id: str, *, path: str | None = None,
 
 def revert(conn: Connection, agent_id: str, sha: str, *, label: str | None,
            author: Author) -> str | None:
-    """Set the agent's blocks (or the one with ``label``) to what they were at ``sha`` and
-    commit that; blocks added since are detached (whole memory only). The new commit's sha,
-    or None when nothing differs."""
+    """Set the agent's memory (or the block with ``label``) to what it was at ``sha`` and
+    commit that. Whole, the memory then equals ``sha``'s: blocks made since are detached,
+    and deleted when no other agent, group or identity holds them (a shared block stays
+    theirs); blocks gone since come back; files that are not blocks are ``sha``'s. A block
+    shared with other agents changes for them too, as a commit in each. The new commit's
+    sha, or None when nothing differs."""
     old = {path: memory_files.parse(path, text) for path, text in files_at(conn, agent_id,
                                                                           sha).items()
            if memory_files.label_of(path) is not None}
@@ -164,6 +178,9 @@ def revert(conn: Connection, agent_id: str, sha: str, *, label: str | None,
             raise NotFoundError(f"agent {agent_id!r} had no block {label!r} at {sha[:12]}")
         by_label = {label: by_label[label]} if label in by_label else {}
         current = {label: current[label]} if label in current else {}
+    # Heads before block rows, as every writer takes them (no wait in a cycle).
+    lock_for_blocks(conn, [block.id for block in current.values()])
+    parent, head_files = lock_heads(conn, [agent_id])[agent_id]
     now = time.time()
     for name, parsed in by_label.items():
         apply_file(conn, agent_id, name, parsed, current.get(name), now)
@@ -171,9 +188,47 @@ def revert(conn: Connection, agent_id: str, sha: str, *, label: str | None,
         if name not in by_label:
             conn.execute(delete(ba).where(ba.c.agent_id == agent_id)
                          .where(ba.c.block_id == block.id))
+            if not _held_elsewhere(conn, block.id):
+                conn.execute(delete(b).where(b.c.id == block.id))
     message = f"Revert {label + ' ' if label else ''}to {sha[:12]}"
-    return commit_agents(conn, [agent_id], author=author, message=message,
-                         now=now).get(agent_id)
+    other = None
+    if label is None:
+        other = {path: entry for path, entry in tree_files(conn, agent_id, sha).items()
+                 if memory_files.label_of(path) is None}
+    new = build_commit(agent_id, parent, head_files, block_files(agent_block_rows(
+        conn, agent_id)), author, message, now, other=other)
+    store_commits(conn, [new] if new else [], now)
+    # Shared blocks changed for the agents sharing them: a commit in each of theirs.
+    commit_agents(conn, block_ids=[block.id for block in current.values()], author=author,
+                  message=message, now=now)
+    return new.commit.id.decode() if new else None
+
+
+def _held_elsewhere(conn: Connection, block_id: str) -> bool:
+    """Whether another agent, a group or an identity holds the block."""
+    return any(conn.execute(select(table.c.block_id).where(table.c.block_id == block_id)
+                            .limit(1)).first() is not None
+               for table in (ba, schema.group_blocks, schema.identities_blocks))
+
+
+def tree_files(conn: Connection, agent_id: str, sha: str) -> dict[str, list[Any]]:
+    """Path -> [mode, blob sha] of every file in the commit's tree."""
+    commit = load_object(conn, agent_id, sha)
+    if not isinstance(commit, Commit):
+        raise NotFoundError(f"{sha!r} is not a commit")
+    found: dict[str, list[Any]] = {}
+    stack = [(commit.tree.decode(), "")]
+    while stack:
+        tree_sha, prefix = stack.pop()
+        tree = load_object(conn, agent_id, tree_sha)
+        assert isinstance(tree, Tree)
+        for entry in tree.items():
+            path = prefix + entry.path.decode()
+            if entry.mode == 0o040000:
+                stack.append((entry.sha.decode(), path + "/"))
+            else:
+                found[path] = [entry.mode, entry.sha.decode()]
+    return found
 
 
 def apply_file(conn: Connection, agent_id: str, label: str, parsed: memory_files.BlockFile,
@@ -258,6 +313,39 @@ class MemoryHistoryMixin:
             head, found = await self._runner.read(read)
         assert head is not None
         return head, found
+
+    async def memory_export(self, agent_id: str) -> tuple[str, list[dict[str, Any]],
+                                                            list[tuple[str, int, bytes]]]:
+        """The agent's whole repository: its head, its commits oldest first (sha, author
+        and time), and every object (sha, type number, raw data)."""
+        head, found = await self.memory_repository(agent_id)
+
+        def read(conn: Connection) -> list[dict[str, Any]]:
+            return [dict(row._mapping) for row in conn.execute(
+                select(mc.c.sha, mc.c.author_type, mc.c.author_id, mc.c.author_name,
+                       mc.c.created_at).where(mc.c.agent_id == agent_id).order_by(mc.c.seq))]
+
+        return head, await self._runner.read(read), [(sha.decode(), kind, data)
+                                                     for sha, kind, data in found]
+
+    async def import_memory_history(self, agent_id: str, made: Sequence[NewCommit],
+                                    author: Author, message: str) -> None:
+        """Give a new agent a history (``made``: its commits oldest first, the first one
+        carrying every object) in place of the one it started with, and commit its blocks
+        on top when they differ from that history's head."""
+
+        def txn(conn: Connection) -> None:
+            lock_heads(conn, [agent_id])
+            conn.execute(delete(mc).where(mc.c.agent_id == agent_id))
+            conn.execute(delete(mo).where(mo.c.agent_id == agent_id))
+            for commit in made:
+                commit.agent_id = agent_id
+            now = time.time()
+            store_commits(conn, made, now)
+            commit_agents(conn, [agent_id], author=author, message=message, now=now)
+
+        await self._runner.write(txn, offload=True)
+        self._block_writes += 1
 
     async def revert_memory(self, agent_id: str, ref: str, *, label: str | None = None
                             ) -> str | None:

@@ -94,12 +94,17 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
     files = files_of[new.encode()] if order else {}
     blocks = {}
     for path, (_, sha) in files.items():
-        label = memory_files.label_of(path)
+        try:
+            label = memory_files.label_of(path)
+        except memory_files.MemoryFileError as exc:
+            raise PushRefused(f"{path}: {exc}") from exc
         if label is None:
             continue
-        if not memory_files.legal_label(label) or len(label) > MAX_LABEL:
-            raise PushRefused(f"{path}: {label!r} is not a block label (1 to {MAX_LABEL} "
-                              "letters, digits and _-/.)")
+        problem = memory_files.label_problem(label)
+        if problem is None and len(label) > MAX_LABEL:
+            problem = f"block label {label!r} is over {MAX_LABEL} characters"
+        if problem is not None:
+            raise PushRefused(f"{path}: {problem}")
         blob = objects[sha.encode()]
         assert isinstance(blob, Blob)
         try:
@@ -128,6 +133,12 @@ def _descends(objects: Mapping[bytes, ShaFile], known: Container[bytes], sha: by
         if isinstance(commit, Commit):
             stack.extend(commit.parents)
     return False
+
+
+def tree_files(objects: Mapping[bytes, ShaFile], tree_sha: bytes) -> dict[str, list[Any]]:
+    """Path -> [mode, blob sha] of a tree among ``objects``; ``PushRefused`` naming a missing
+    object, an entry that is no plain file or folder, or a tree too deep or too large."""
+    return _files(objects, tree_sha, "")
 
 
 def _files(objects: Mapping[bytes, ShaFile], tree_sha: bytes, prefix: str

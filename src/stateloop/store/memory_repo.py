@@ -80,14 +80,15 @@ class NewCommit:
     changes: dict[str, list[str | None]]  # path -> [old blob sha, new blob sha]
     author: Author
     message: str
+    created_at: float | None = None  # when it was made, if not now (an imported history)
 
 
 def block_files(blocks: Iterable[Row[Any] | Any]) -> dict[str, str]:
     """Path -> file text of blocks (rows or records with label, value, description,
     read_only, metadata)."""
     return {memory_files.path_of(row.label): memory_files.render(
-        row.value, row.description, bool(row.read_only), _json(row.metadata))
-        for row in blocks}
+        row.value, row.description, bool(row.read_only), _json(row.metadata),
+        skill=memory_files.skill_name(row.label)) for row in blocks}
 
 
 def _json(value: Any) -> Any:
@@ -96,12 +97,14 @@ def _json(value: Any) -> Any:
 
 def build_commit(agent_id: str, parent: str | None, old: Mapping[str, list[Any]],
                  texts: Mapping[str, str], author: Author, message: str | None,
-                 now: float, *, keep_other: bool = True) -> NewCommit | None:
-    """The commit whose tree holds ``texts`` (path -> text) and, with ``keep_other``, the
-    files of ``old`` that are not blocks; None when that is ``old`` exactly."""
-    files: dict[str, list[Any]] = {}
-    if keep_other:
-        files = {p: e for p, e in old.items() if memory_files.label_of(p) is None}
+                 now: float, *, other: Mapping[str, list[Any]] | None = None
+                 ) -> NewCommit | None:
+    """The commit whose tree holds ``texts`` (path -> text) and the files that are not
+    blocks: ``other`` (path -> [mode, blob sha] of stored blobs), else those of ``old``;
+    None when that is ``old`` exactly."""
+    if other is None:
+        other = {p: e for p, e in old.items() if memory_files.label_of(p) is None}
+    files: dict[str, list[Any]] = dict(other)
     made: list[ShaFile] = []
     known = {entry[1] for entry in old.values()}
     for path, text in texts.items():
@@ -231,7 +234,8 @@ def store_commits(conn: Connection, made: Sequence[NewCommit], now: float) -> No
     _INSERT_COMMIT.execute_many(conn, [
         {"agent_id": c.agent_id, "sha": c.commit.id.decode(), "parent_sha": c.parent,
          "author_type": c.author.kind, "author_id": c.author.id,
-         "author_name": c.author.name, "message": c.message, "created_at": now,
+         "author_name": c.author.name, "message": c.message,
+         "created_at": now if c.created_at is None else c.created_at,
          "changes": c.changes} for c in made])
     for c in made:
         _SET_HEAD.execute(conn, {"agent": c.agent_id, "sha": c.commit.id.decode(),

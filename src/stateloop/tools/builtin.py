@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..memory.editing import MEMORY_TOOLS
 from ..memory.recall import RECALL_TOOLS
+from ..memory.skills import SKILL_TOOLS
 from ..memory.tool_memory import PATH_MEMORY_TOOLS
 from ..memory.voice import VOICE_TOOLS
 from .base import DEFAULT_TIMEOUT, Tool
@@ -31,7 +32,7 @@ def _functions() -> dict[str, Callable[..., Any]]:
 
     return {f.__name__: f for f in (send_message, *MEMORY_TOOLS, *RECALL_TOOLS,
                                     *MULTI_AGENT_TOOLS, *FILE_TOOLS, *PATH_MEMORY_TOOLS,
-                                    *VOICE_TOOLS, *LETTA_BUILTIN_TOOLS)}
+                                    *VOICE_TOOLS, *SKILL_TOOLS, *LETTA_BUILTIN_TOOLS)}
 
 
 MEMORY_EDITS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "core_memory_append",

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from ...storable import INT_MAX, Count
+from ...store.memory_files import label_problem
 from .content import ImageContent
 
 # The store keeps counts and limits in 64-bit integer columns: a larger one is refused (422,
@@ -77,9 +78,11 @@ class Strict(BaseModel):
 
 
 def _block_label(label: str | None) -> str | None:
-    """A label the agent can render (memory.blocks.Block's rule), else 422 naming it."""
-    if label is not None and not label.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"a block label must be letters, digits, '_' or '-', not {label!r}")
+    """A label the agent can hold (a path such as ``system/persona``: memory.blocks.Block's
+    rule), else 422 naming it."""
+    problem = None if label is None else label_problem(label)
+    if problem is not None:
+        raise ValueError(problem)
     return label
 
 

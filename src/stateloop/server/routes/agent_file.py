@@ -6,8 +6,10 @@ rule it cannot read) is left out and named in the answer's ``notes``, with the r
 the ``strict`` form field refuses such a file instead. A block whose value is longer than its
 limit, as Letta exports them, is kept with its limit raised (a note says so). A file that
 cannot be imported at all is a 400 naming what is wrong (the field's path in the file), and
-nothing is stored. Export answers the file as a JSON object, indented, as Letta
-does; tool variables are written with empty values (the server never hands out secrets).
+nothing is stored (a memory history the file carries is checked whole first). Export
+answers the file as a JSON object, indented, as Letta does; tool variables are written with
+empty values (the server never hands out secrets). The ``POST`` form's body may ask for the
+agent's memory history too (``include_memory_history``), which an import keeps.
 """
 
 from __future__ import annotations
@@ -97,18 +99,25 @@ async def export_agent(
              response_class=Response, operation_id="export_agent_with_skills")
 async def export_agent_with_skills(runtime: RuntimeDep, agent_id: str,
                                    request: ExportAgentRequest | None = None) -> Response:
-    """The agent as an Agent File (skills given are not written: stateloop has none)."""
-    return await _export(runtime, agent_id, bool(request and request.scrub_messages))
+    """The agent as an Agent File with the skills given (each a name and its files, with a
+    SKILL.md, or a source_url), written as Letta writes them; an import makes each a block
+    ``skills/NAME``."""
+    skills = [skill.model_dump() for skill in request.skills] if request else []
+    return await _export(runtime, agent_id, bool(request and request.scrub_messages), skills,
+                         memory_history=bool(request and request.include_memory_history))
 
 
-async def _export(runtime: Any, agent_id: str, scrub_messages: bool) -> Response:
+async def _export(runtime: Any, agent_id: str, scrub_messages: bool,
+                  skills: list[dict[str, Any]] | None = None, *,
+                  memory_history: bool = False) -> Response:
     record = await runtime.store.get_agent(agent_id)  # 404 for an unknown id
     if record.id != agent_id:
         raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
     live = runtime.live(agent_id)
     if live is not None:
         await live.save()  # what a live agent has queued lands first
-    data = await export_agents([agent_id], store=runtime.store, strip_messages=scrub_messages)
+    data = await export_agents([agent_id], store=runtime.store, strip_messages=scrub_messages,
+                               skills=skills or [], memory_history=memory_history)
     return Response(json.dumps(data, ensure_ascii=False, indent=2),
                     media_type="application/json")
 

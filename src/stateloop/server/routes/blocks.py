@@ -39,28 +39,6 @@ async def list_agent_blocks(agent_id: str, runtime: RuntimeDep, after: str | Non
     return [readable(Block, block_view(b)) for b in blocks]
 
 
-@router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}",
-            responses=errors(404), response_model=Block)
-async def retrieve_agent_block(agent_id: str, block_label: str,
-                               runtime: RuntimeDep) -> dict[str, Any]:
-    """The agent's block with this label."""
-    await agent_record(runtime, agent_id)
-    return block_view(await runtime.store.get_agent_block(agent_id, block_label))
-
-
-@router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label}",
-              responses=errors(404, 409), response_model=Block)
-async def modify_agent_block(agent_id: str, block_label: str, body: BlockUpdate,
-                             runtime: RuntimeDep) -> dict[str, Any]:
-    """Edit the agent's block with this label (value over the limit: 422, nothing changes).
-
-    A live agent picks the edit up before its next step (the store's change token)."""
-    await agent_record(runtime, agent_id)
-    # By id: the body may rename the block ("label"), which the by-label update cannot take.
-    block = await runtime.store.get_agent_block(agent_id, block_label)
-    return block_view(await runtime.store.update_block(block.id, **_changes(body)))
-
-
 @router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}",
               responses=errors(404, 409), response_model=AgentState)
 async def attach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dict[str, Any]:
@@ -81,6 +59,29 @@ async def detach_block(agent_id: str, block_id: str, runtime: RuntimeDep) -> dic
     await agent_record(runtime, agent_id)
     await runtime.store.detach_block(agent_id, block_id)
     return await agent_state(runtime, await runtime.store.get_agent(agent_id))
+
+
+# A label is a path (``skills/pdf``): matched after attach/detach, which take block ids.
+@router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label:path}",
+            responses=errors(404), response_model=Block)
+async def retrieve_agent_block(agent_id: str, block_label: str,
+                               runtime: RuntimeDep) -> dict[str, Any]:
+    """The agent's block with this label."""
+    await agent_record(runtime, agent_id)
+    return block_view(await runtime.store.get_agent_block(agent_id, block_label))
+
+
+@router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label:path}",
+              responses=errors(404, 409), response_model=Block)
+async def modify_agent_block(agent_id: str, block_label: str, body: BlockUpdate,
+                             runtime: RuntimeDep) -> dict[str, Any]:
+    """Edit the agent's block with this label (value over the limit: 422, nothing changes).
+
+    A live agent picks the edit up before its next step (the store's change token)."""
+    await agent_record(runtime, agent_id)
+    # By id: the body may rename the block ("label"), which the by-label update cannot take.
+    block = await runtime.store.get_agent_block(agent_id, block_label)
+    return block_view(await runtime.store.update_block(block.id, **_changes(body)))
 
 
 @router.post("/v1/blocks", response_model=Block)
