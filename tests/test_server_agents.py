@@ -155,7 +155,8 @@ def test_bad_bodies_are_4xx_naming_the_field_and_store_nothing(client: Letta,
         with pytest.raises(letta_client.UnprocessableEntityError) as info:
             client.agents.create(**body)  # type: ignore[arg-type]
         assert field in str(info.value.body), (body, info.value.body)
-    with pytest.raises(letta_client.NotFoundError, match="no_such_tool"):
+    with pytest.raises(letta_client.BadRequestError,  # Letta's text, which Letta Code matches
+                       match=r"Tools not found by name: \{'no_such_tool'\}"):
         client.agents.create(tools=["no_such_tool"], memory_blocks=[])
     raw = httpx.post(f"{server.url}/v1/agents/", content=b"{not json",
                      headers={"content-type": "application/json"})

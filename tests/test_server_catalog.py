@@ -74,7 +74,7 @@ def test_embedding_models_are_the_default_then_those_to_be_had(server: Server,
 def test_ready_answers_like_health(server: Server) -> None:
     for path in ("/v1/ready", "/v1/ready/"):
         body = _get(server, path).json()
-        assert body == {"status": "ok", "version": __version__}
+        assert body == {"status": "ok", "version": "0.16.8", "stateloop_version": __version__}
         assert_letta_shape("/v1/ready/", "get", body)
 
 

@@ -111,8 +111,16 @@ def test_page_size_beyond_64_bits_is_422_naming_limit(server: Server, client: Le
 
 
 # Operations stateloop serves beyond Letta's API: steering, sending to a group, which
-# older Letta clients call (0.16.8's document no longer lists it), and memory history.
+# older Letta clients call (0.16.8's document no longer lists it), memory history, and the
+# routes of Letta's cloud that Letta Code reads.
 BEYOND_LETTA = {("post", "/v1/agents/{agent_id}/messages/steer"),
+                ("get", "/v1/agents/{agent_id}/secrets"),
+                ("get", "/v1/agents/{agent_id}/repositories"),
+                ("get", "/v1/agents/{agent_id}/mcp-servers"),
+                ("get", "/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}/tools"),
+                ("post", "/v1/agents/{agent_id}/mcp-servers/tools/search"),
+                ("post", "/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}/tools/{tool_id}/run"),
+                ("get", "/v1/metadata/balance"),
                 ("post", "/v1/groups/{group_id}/messages"),
                 ("post", "/v1/groups/{group_id}/messages/stream"),
                 ("get", "/v1/agents/{agent_id}/memory/commits"),

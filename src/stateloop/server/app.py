@@ -36,6 +36,8 @@ from .routes import (
     mcp_oauth,
     mcp_servers,
     messages,
+    metadata,
+    providers,
     run_metrics,
     runs,
     search,
@@ -101,8 +103,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     for module in (groups, group_runs):
         app.include_router(module.router)
-    for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings):
+    for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings, providers, metadata):
         app.include_router(module.router)
+    app.include_router(mcp_servers.agent_router)
     # the web page at / and /ui/: no API route lives there
     app.include_router(web_router)
     # conversations: threads of one agent sharing its memory

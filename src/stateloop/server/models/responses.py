@@ -28,7 +28,8 @@ class Response(BaseModel):
 
 class Health(Response):
     status: str
-    version: str
+    version: str  # of Letta's API
+    stateloop_version: str
 
 
 class Block(Response):
@@ -181,6 +182,33 @@ class AgentEnvironmentVariable(Response):
     value: str
     description: str | None = None
     agent_id: str
+
+
+class AgentRepositories(Response):
+    """Letta Cloud's list of the git repositories attached to an agent."""
+    repositories: list[dict[str, Any]]
+
+
+class Provider(Response):
+    """Letta's ``Provider``, without its keys: they are the operator's."""
+    id: str
+    name: str
+    provider_type: str
+    provider_category: str
+    base_url: str | None = None
+    region: str | None = None
+    api_version: str | None = None
+    organization_id: str | None = None
+    updated_at: str | None = None
+    last_synced: str | None = None
+
+
+class Balance(Response):
+    """Letta Cloud's credit balance: a server that sells no credits has none."""
+    billing_tier: str
+    total_balance: float
+    monthly_credit_balance: float
+    purchased_credit_balance: float
 
 
 class Group(Response):

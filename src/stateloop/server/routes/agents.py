@@ -1,4 +1,5 @@
-"""``/v1/agents``: create, list, retrieve, modify, delete; and the context overview."""
+"""``/v1/agents``: create, list, retrieve, modify, delete; the context overview, the
+agent's tool variables (``secrets``) and attached repositories (none here)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from ...agent import Agent
 from ...store import AgentRecord, Page
 from ..deps import RuntimeDep
 from ..models.requests import CreateAgent, UpdateAgent, errors
-from ..models.responses import AgentState, ContextWindowOverview
+from ..models.responses import (
+    AgentEnvironmentVariable,
+    AgentRepositories,
+    AgentState,
+    ContextWindowOverview,
+)
 from ..pagination import Limit, Order
 from ..services.creation import create_agent, update_agent
 from ..services.relationships import EVERY, Relationships
 from ..services.runtime import Runtime
 from ..services.sleeptime import drop_sleeptime
 from ..services.unreadable import readable, unreadable
-from ..services.views import agent_view, identity_view
+from ..services.views import agent_view, env_views, identity_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -73,7 +79,7 @@ async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
     return await runtime.agent(agent_id)  # live while this request runs
 
 
-@router.post("", responses=errors(404, 409), response_model=AgentState)
+@router.post("", responses=errors(400, 404, 409), response_model=AgentState)
 async def create(body: CreateAgent, runtime: RuntimeDep) -> dict[str, Any]:
     """Create an agent with memory blocks, tools, tool rules, model, tags and identities."""
     await runtime.store.check_identities(body.identity_ids or [])  # 404 before storing
@@ -161,3 +167,20 @@ async def context(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
     overview.setdefault("num_tokens_directories", 0)
     overview.setdefault("directories", None)
     return overview
+
+
+@router.get("/{agent_id}/secrets", responses=errors(404),
+            response_model=list[AgentEnvironmentVariable])
+async def secrets(agent_id: str, runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """The agent's tool variables with their values: what ``include=agent.secrets`` shows
+    (Letta Code reads them here, and sets them with a PATCH of ``secrets``)."""
+    return env_views(await agent_record(runtime, agent_id))
+
+
+@router.get("/{agent_id}/repositories", responses=errors(404),
+            response_model=AgentRepositories)
+async def repositories(agent_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Git repositories attached to the agent besides its memory: none here (the agent's
+    memory is its own repository, ``/v1/git/{agent_id}/state.git``)."""
+    await agent_record(runtime, agent_id)
+    return {"repositories": []}

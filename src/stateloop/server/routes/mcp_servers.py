@@ -1,5 +1,7 @@
 """``/v1/mcp-servers``: MCP servers by id (create, list, retrieve, update, delete), their
-tools (list, retrieve, run), refresh and connect.
+tools (list, retrieve, run), refresh and connect. ``/v1/agents/{agent_id}/mcp-servers``:
+the same servers as one agent's client sees them (Letta Code lists them every turn): the
+registry is the server's, so every agent sees every server.
 
 As in Letta, creating a server lists its tools into the tool registry (``external_mcp``
 tools naming the server), best effort: a server that cannot be reached is still stored.
@@ -37,8 +39,10 @@ from ..services import mcp_bridge as bridge
 from ..services.runtime import Runtime
 from ..services.views import tool_view
 from .agents import agent_record
+from .tool_ops import ToolSearchRequest, ToolSearchResult, search_tools
 
 router = APIRouter(prefix="/v1/mcp-servers", tags=["mcp-servers"])
+agent_router = APIRouter(prefix="/v1/agents/{agent_id}/mcp-servers", tags=["agents"])
 logger = logging.getLogger(__name__)
 
 
@@ -192,3 +196,41 @@ async def mcp_refresh_mcp_server_tools(mcp_server_id: str, runtime: RuntimeDep,
         return await bridge.sync_tools(runtime.store, record, runtime.mcp_policy())
     except MCPConnectionError as exc:
         raise HTTPException(FAILED, detail=str(exc)) from exc
+
+
+@agent_router.get("", responses=errors(404), response_model=list[MCPServerOut])
+async def list_agent_mcp_servers(agent_id: str, runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """The MCP servers the agent's client may use: every registered one, secrets as
+    ``****``."""
+    await agent_record(runtime, agent_id)
+    return await mcp_list_mcp_servers(runtime)
+
+
+@agent_router.post("/tools/search", responses=errors(404),
+                   response_model=list[ToolSearchResult])
+async def search_agent_mcp_tools(agent_id: str, body: ToolSearchRequest,
+                                 runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """The MCP servers' tools matching ``query``, best first, ranked as
+    ``/v1/tools/search`` ranks (lexically, in every ``search_mode``)."""
+    await agent_record(runtime, agent_id)
+    only_mcp = body.model_copy(update={"tool_types": ["external_mcp"]})
+    return await search_tools(only_mcp, runtime)
+
+
+@agent_router.get("/{mcp_server_id}/tools", responses=errors(404), response_model=list[Tool])
+async def list_agent_mcp_tools(agent_id: str, mcp_server_id: str,
+                               runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """The server's tools, as ``/v1/mcp-servers/{mcp_server_id}/tools`` lists them."""
+    await agent_record(runtime, agent_id)
+    return await mcp_list_tools_for_mcp_server(mcp_server_id, runtime)
+
+
+@agent_router.post("/{mcp_server_id}/tools/{tool_id}/run", responses=errors(404),
+                   response_model=ToolExecutionResult)
+async def run_agent_mcp_tool(agent_id: str, mcp_server_id: str, tool_id: str,
+                             runtime: RuntimeDep,
+                             body: ToolExecuteRequest | None = None) -> dict[str, Any]:
+    """Call one of the server's tools for the agent's client (as
+    ``/v1/mcp-servers/{mcp_server_id}/tools/{tool_id}/run`` does)."""
+    await agent_record(runtime, agent_id)
+    return await mcp_run_tool(mcp_server_id, tool_id, runtime, body)

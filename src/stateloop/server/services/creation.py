@@ -48,17 +48,20 @@ def model_handle(model: str | None, llm_config: LLMConfig | None, default: str) 
 
 
 async def tool_names(runtime: Runtime, names: list[str], tool_ids: list[str]) -> list[str]:
-    """Tool names from names and ids; an unknown one is a 404 naming it."""
+    """Tool names from names and ids. Unknown names are Letta's 400 "Tools not found by
+    name: {...}" (Letta Code matches that text to retry without server tools); an unknown id
+    is a 404 naming it."""
     chosen = list(names)
     for tool_id in tool_ids:
         chosen.append((await runtime.store.get_tool(tool_id)).name)
     builtins = set(builtin_names())
     custom = [n for n in chosen if n not in builtins]
     known = {t.name for t in await runtime.store.list_tools(custom)} if custom else set()
-    unknown = [n for n in custom if n not in known]
+    unknown = sorted({n for n in custom if n not in known})
     if unknown:
-        raise HTTPException(404, detail=f"no tool named {unknown[0]!r}; create it with "
-                                        "POST /v1/tools/ first")
+        listed = ", ".join(map(repr, unknown))
+        raise HTTPException(400, detail=f"Tools not found by name: {{{listed}}}; create them "
+                                        "with POST /v1/tools/ first")
     return list(dict.fromkeys(chosen))
 
 
