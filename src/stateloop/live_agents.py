@@ -199,9 +199,7 @@ class LiveAgents:
 
     async def _load_stored(self, agent_id: str) -> Agent:
         assert self.store is not None
-        stored = await self.store.load_agent(agent_id)  # one read transaction
-        if stored.record.id != agent_id:  # found by its name
-            raise NotFoundError(f"agent with id {agent_id!r} not found")
+        stored = await self.store.load_agent(agent_id, by_name=False)  # one read transaction
         try:
             return await self.kind.aload(stored, store=self.store)
         except ConfigError as exc:  # e.g. it needs Python tools only its maker has

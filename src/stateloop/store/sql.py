@@ -231,14 +231,15 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         if none."""
         return await self._runner.read(lambda conn: _load_agent(conn, id_or_name))
 
-    async def load_agent(self, id_or_name: str) -> StoredAgent:
+    async def load_agent(self, id_or_name: str, *, by_name: bool = True) -> StoredAgent:
         """Everything a live agent is made from, read in one transaction (one snapshot, one
-        query per table): the agent found as ``get_agent`` finds it, its blocks, in-context
+        query per table): the agent found as ``get_agent`` finds it (by id only, unless
+        ``by_name``), its blocks, in-context
         messages, registered tools, folders and files, counts, and managed group. Runs it
         left running are marked failed first when no other process has the database open
         (``fail_interrupted_runs``)."""
         def read(conn: Connection) -> tuple[StoredAgent, list[str], dict[str, Any]]:
-            return _stored_agent(conn, id_or_name)
+            return _stored_agent(conn, id_or_name, by_name)
 
         # SQLite: the blocks' change token as of the snapshot, taken as ``read_blocks`` takes
         # it, so the agent's first step need not read them again. (PostgreSQL's first step of
@@ -461,10 +462,10 @@ def _load_agent(conn: Connection, id_or_name: str, *, by_name: bool = True) -> A
     return _agent_from_row(conn, row, _tags_for(conn, [row.id]).get(row.id, []))
 
 
-def _stored_agent(conn: Connection, id_or_name: str
+def _stored_agent(conn: Connection, id_or_name: str, by_name: bool
                   ) -> tuple[StoredAgent, list[str], dict[str, Any]]:
     """``load_agent``'s read: the agent, the ids in its context and their rows found."""
-    record = _load_agent(conn, id_or_name)
+    record = _load_agent(conn, id_or_name, by_name=by_name)
     agent_id = record.id
     blocks = block_records(conn, select(b).join(ba, ba.c.block_id == b.c.id)
                            .where(ba.c.agent_id == agent_id)

@@ -71,11 +71,9 @@ async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
 
 
 async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
-    """The live agent with this id, loaded on first use (404 otherwise). One already live
-    is used without reading its record, which lists every message id in its context: a
+    """The live agent with this id, loaded on first use in one read (404, as
+    ``agent_record``'s, when there is none). One already live is used without a read: a
     deleted agent is no longer live, and changes reach the live agent as they are made."""
-    if runtime.live(agent_id) is None:
-        await agent_record(runtime, agent_id)
     return await runtime.agent(agent_id)  # live while this request runs
 
 

@@ -16,7 +16,7 @@ from ...live_agents import LiveAgents, bind
 from ...mcp import close_all as close_mcp_sessions
 from ...memory.embedding_models import Embedders
 from ...memory.embeddings import Embedder
-from ...store import NotFoundError, ToolRecord
+from ...store import ToolRecord
 from ...tools import Tool
 from ...tools.builtin import builtin_names, builtin_tool, builtin_tool_type
 from ...tools.bwrap import bwrap_mode
@@ -129,10 +129,8 @@ class Runtime:
 
     async def _load(self, agent_id: str) -> Agent:
         """An agent as the server runs it: its tools bound here, the server's options."""
-        stored = await self.store.load_agent(agent_id)  # one read transaction
+        stored = await self.store.load_agent(agent_id, by_name=False)  # one read transaction
         record = stored.record
-        if record.id != agent_id:
-            raise NotFoundError(f"agent with id {agent_id!r} not found")  # found by name
         tools = await self.bind_tools(record.tool_names, agent_env(record), stored.tools)
         options = {**self.agent_options(),  # the embedding the agent asked for
                    "embedder": self.embedders.for_agent(record.embedding_config)}
