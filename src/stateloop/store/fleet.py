@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection, text
 
 from stateloop.errors import AgentBusyError
+from stateloop.store.postgres import BLOCK_VERSION_OF
 
 if TYPE_CHECKING:
     from stateloop.store.postgres import PostgresRunner
@@ -57,14 +58,22 @@ _THREAD = "agent_id = :agent AND conversation_id IS NOT DISTINCT FROM :conversat
 # numbers a request as soon as it reads it, not when a thread or a pooled connection frees.
 _ENTER_RAW = ("INSERT INTO fleet_tickets (agent_id, conversation_id, owner, created_at) "
               "VALUES (%s, %s, %s, %s) RETURNING ticket")
-_HEAD = text(f"SELECT ticket, (SELECT version FROM fleet_versions WHERE agent_id = :agent) "
-             f"FROM fleet_tickets WHERE {_THREAD} ORDER BY ticket LIMIT 1")
+# The thread's first ticket, the agent's version, and its blocks' (postgres.py): a run whose
+# turn comes knows at once whether its blocks changed, without reading them.
+_HEAD = text(f"SELECT ticket, (SELECT version FROM fleet_versions WHERE agent_id = :agent), "
+             f"{BLOCK_VERSION_OF} FROM fleet_tickets WHERE {_THREAD} ORDER BY ticket LIMIT 1")
 _HOLDER = text(f"SELECT owner FROM fleet_tickets WHERE {_THREAD} ORDER BY ticket LIMIT 1")
-_DROP = text("DELETE FROM fleet_tickets WHERE ticket = :ticket")
 _BUMP = text("INSERT INTO fleet_versions (agent_id, version) VALUES (:agent, 1) "
              "ON CONFLICT (agent_id) DO UPDATE SET version = fleet_versions.version + 1 "
              "RETURNING version")
 _NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', :payload)")
+# Leaving a turn in one statement (one round trip): the ticket goes, the agent's version moves
+# when the turn was held (its new value returned), and the waiting processes are told.
+_LEAVE = text("WITH dropped AS (DELETE FROM fleet_tickets WHERE ticket = :ticket), "
+              "bumped AS (INSERT INTO fleet_versions (agent_id, version) "
+              "SELECT CAST(:agent AS VARCHAR), 1 WHERE :bump ON CONFLICT (agent_id) "
+              "DO UPDATE SET version = fleet_versions.version + 1 RETURNING version) "
+              f"SELECT (SELECT version FROM bumped), pg_notify('{CHANNEL}', :payload)")
 _DEAD = text("SELECT DISTINCT owner FROM fleet_tickets WHERE owner NOT IN (SELECT "
              "application_name FROM pg_stat_activity WHERE application_name IS NOT NULL)")
 _DEAD_TICKETS = text("DELETE FROM fleet_tickets WHERE owner = ANY(:owners) "
@@ -157,7 +166,7 @@ class Fleet:
         try:
             while True:
                 waker.clear()  # before looking: a notice that comes after is not missed
-                head, version = (await self._now(
+                head, version, blocks = (await self._now(
                     lambda conn: conn.execute(_HEAD, params).one()))
                 if head == turn.ticket:
                     break
@@ -174,6 +183,7 @@ class Fleet:
             if not wakers:
                 self._wakers.pop(turn.key, None)
         turn.version, turn.held = version or 0, True
+        self._runner.turn_began(turn.agent_id, blocks)
         turn.stale = self._seen.get(turn.key) != turn.version
         self._seen[turn.key] = turn.version
 
@@ -186,13 +196,10 @@ class Fleet:
         payload = json.dumps({"op": "turn", "agent_id": turn.agent_id,
                               "conversation_id": turn.conversation_id, "owner": self.name})
 
-        def txn(conn: Connection) -> int | None:
-            conn.execute(_DROP, {"ticket": turn.ticket})
-            version = conn.execute(_BUMP, {"agent": turn.agent_id}).scalar_one() if bump else None
-            conn.execute(_NOTIFY, {"payload": payload})
-            return version
-
-        version = await self._now(txn)
+        params = {"ticket": turn.ticket, "agent": turn.agent_id, "bump": bump,
+                  "payload": payload}
+        version: int | None = await self._now(
+            lambda conn: conn.execute(_LEAVE, params).scalar())
         if version is not None:
             self._moved(turn.agent_id, turn.version, version)
 

@@ -51,10 +51,11 @@ _OTHERS = text("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
 # What an agent's blocks are, as one value per agent: every update of a row gives it a new
 # xmin (the writing transaction's id), and attaching or detaching a block changes the set, so
 # the value changes with any committed change to the agent's blocks, from any process.
-BLOCK_VERSIONS = (
-    "SELECT ba.agent_id, md5(string_agg(ba.block_id || ':' || b.xmin::text || ':' "
-    "|| ba.xmin::text, ',' ORDER BY ba.block_id)) FROM blocks_agents ba JOIN blocks b "
-    "ON b.id = ba.block_id WHERE ba.agent_id = ANY(%s) GROUP BY ba.agent_id")
+_VERSION = ("md5(string_agg(ba.block_id || ':' || b.xmin::text || ':' || ba.xmin::text, ',' "
+            "ORDER BY ba.block_id)) FROM blocks_agents ba JOIN blocks b ON b.id = ba.block_id")
+BLOCK_VERSIONS = f"SELECT ba.agent_id, {_VERSION} WHERE ba.agent_id = ANY(%s) GROUP BY ba.agent_id"
+# The same for one agent, as a scalar subquery ('' when it has no blocks, as above).
+BLOCK_VERSION_OF = f"coalesce((SELECT {_VERSION} WHERE ba.agent_id = :agent), '')"
 # The tables (of those named) on which the role lacks a right the store uses, and the
 # sequences behind their serial columns it may not use; a table that is not there lacks all.
 MISSING_RIGHTS = """
@@ -152,6 +153,8 @@ class PostgresRunner:
         # agent id -> (when its step's commit ended, its blocks' version as read then)
         self._versions: dict[str, tuple[float, str]] = {}
         self._asked: dict[str, float] = {}  # agent id -> when it last asked, oldest first
+        # agent id -> its blocks' version as read when its turn in the fleet began
+        self._at_turn: dict[str, tuple[float, str]] = {}
 
     def _writer_conn(self) -> Connection:
         if self._writer is None:
@@ -288,12 +291,24 @@ class PostgresRunner:
         with self.engine.connect() as conn:
             return bool(conn.execute(_OTHERS, {"me": self.name}).scalar())
 
+    def turn_began(self, agent_id: str, version: str) -> None:
+        """The agent's turn in the fleet began, with its blocks at ``version`` (read in the
+        same statement): its run's first ask (``blocks_version``) takes that version."""
+        now = time.monotonic()
+        for stale in [a for a, (when, _) in self._at_turn.items() if now - when > WATCH]:
+            del self._at_turn[stale]  # a turn that took no step
+        self._at_turn[agent_id] = (now, version)
+
     def blocks_version(self, agent_id: str, max_age: float = 0.0) -> str | None:
-        """The version of the agent's blocks read with its last step's commit, if that ended
-        at most ``max_age`` seconds ago (a change committed by another process while that
-        commit was in flight may be missed by one step more)."""
+        """The version of the agent's blocks read as its turn began (at the first ask after
+        that), else with its last step's commit, if that ended at most ``max_age`` seconds
+        ago (a change committed by another process while that commit was in flight may be
+        missed by one step more)."""
         self._asked.pop(agent_id, None)
         self._asked[agent_id] = time.monotonic()  # last: the newest askers are watched
+        at_turn = self._at_turn.pop(agent_id, None)
+        if at_turn is not None:
+            return at_turn[1]
         found = self._versions.get(agent_id)
         if found is None or time.monotonic() - found[0] > max_age:
             return None

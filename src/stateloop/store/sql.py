@@ -48,7 +48,7 @@ from stateloop.store.memory_push import MemoryPushMixin
 from stateloop.store.memory_repo import Author, commit_agents, current_author, lock_for_blocks
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
-from stateloop.store.postgres import PostgresRunner
+from stateloop.store.postgres import PostgresRunner, with_block_version
 from stateloop.store.records import (
     EVERYTHING,
     AgentRecord,
@@ -241,12 +241,17 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         def read(conn: Connection) -> tuple[StoredAgent, list[str], dict[str, Any]]:
             return _stored_agent(conn, id_or_name, by_name)
 
-        # SQLite: the blocks' change token as of the snapshot, taken as ``read_blocks`` takes
-        # it, so the agent's first step need not read them again. (PostgreSQL's first step of
-        # a run always reads them: see ``PostgresRunner.blocks_version``.)
-        token = self.change_token(id_or_name) if self.dialect != "postgresql" else None
-        stored, wanted, found = await self._runner.read(read)
-        stored.blocks_token = token
+        # The blocks' change token as of the snapshot, taken as ``read_blocks`` takes it, so
+        # the agent's first step need not read them again.
+        if self.dialect == "postgresql":
+            writes = self._block_writes
+            (stored, wanted, found), version = await self._runner.read(
+                with_block_version(read, id_or_name))
+            stored.blocks_token = (writes, version)
+        else:
+            token = self.change_token(id_or_name)
+            stored, wanted, found = await self._runner.read(read)
+            stored.blocks_token = token
         record = stored.record
         if set(stored.running) - self._in_flight and await self.fail_interrupted_runs(record.id):
             stored.running = []
