@@ -279,3 +279,18 @@ def test_the_oldest_run_is_reached_past_any_window(filled: Filled) -> None:
     assert counted.rows <= 5
     newest, _ = _read(server, f"/v1/runs?limit=3&before={runs[0]}&order=asc")
     assert newest == []
+
+
+@pytest.mark.parametrize("headers", [{"x-stainless-package-version": "1.0.0"}, None],
+                         ids=["letta-client 1.x, no relationships", "every relationship"])
+def test_a_page_of_agents_shows_each_as_retrieving_it_does(filled: Filled,
+                                                           headers: dict[str, str] | None
+                                                           ) -> None:
+    """The page is written from each agent's model, validated once; it is what the route of
+    one agent answers through its response model, field for field."""
+    page, _ = _read(filled.server, "/v1/agents?limit=5&order=asc", headers)
+    assert [agent["id"] for agent in page] == filled.agents[:5]
+    for agent in page:
+        one, _ = _read(filled.server, f"/v1/agents/{agent['id']}", headers)
+        assert agent == one
+    assert any(agent["blocks"] for agent in page) == (headers is None)

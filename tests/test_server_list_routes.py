@@ -163,6 +163,7 @@ PAGED_BY_SEQ = {"/v1/agents/{agent_id}/memory/commits": ""}
 UNBOUNDED = {
     "/v1/jobs": "no jobs are kept: always an empty list, read from nothing",
     "/v1/jobs/active": "no jobs are kept: always an empty list, read from nothing",
+    "/v1/providers": "the providers of the configured models, read from no table",
 }
 
 

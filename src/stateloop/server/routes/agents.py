@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from ...agent import Agent
 from ...store import AgentRecord, Page
@@ -22,7 +22,7 @@ from ..services.creation import create_agent, update_agent
 from ..services.relationships import EVERY, Relationships
 from ..services.runtime import Runtime
 from ..services.sleeptime import drop_sleeptime
-from ..services.unreadable import readable, unreadable
+from ..services.unreadable import readable, readable_json, unreadable
 from ..services.views import agent_view, env_views, identity_view
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -39,6 +39,12 @@ async def agent_states(runtime: Runtime, records: list[AgentRecord],
     """``agent_state`` of each record with these of its relationships (the others empty,
     as Letta leaves them): blocks, tools, groups and identities are read in one query
     each, for these agents only, when asked for."""
+    return [readable(AgentState, view)
+            for view in await _agent_views(runtime, records, relationships)]
+
+
+async def _agent_views(runtime: Runtime, records: list[AgentRecord],
+                       relationships: frozenset[str]) -> list[dict[str, Any]]:
     if not records:
         return []
     ids = [record.id for record in records]
@@ -51,15 +57,15 @@ async def agent_states(runtime: Runtime, records: list[AgentRecord],
               if "agent.managed_group" in relationships else {})
     identities = (await runtime.store.agents_identities(ids)
                   if "agent.identities" in relationships else {})
-    states = []
+    views = []
     for record in records:
         view = agent_view(record, blocks.get(record.id, []), tools, groups.get(record.id),
                           relationships)
         mine = identities.get(record.id, [])
         view["identities"] = [identity_view(identity) for identity in mine]
         view["identity_ids"] = [identity.id for identity in mine]
-        states.append(readable(AgentState, view))
-    return states
+        views.append(view)
+    return views
 
 
 async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
@@ -102,17 +108,20 @@ async def list_agents(
     order: Order = "desc",
     ascending: bool | None = None,
     relationships: Relationships = EVERY,
-) -> list[dict[str, Any]]:
+) -> Response:
     """Agents, filtered by name (exact, or a part of it in any case), tags and identities,
     with cursor pagination, with the relationships asked for (``include``). Names repeat,
-    as in Letta."""
+    as in Letta. Each agent is validated once, and the page written from those models
+    (``readable_json``)."""
     if ascending is not None and order == "desc":
         order = "asc" if ascending else "desc"
     records = await runtime.store.list_agents(
         name=name, query_text=query_text, tags=tags, match_all_tags=match_all_tags,
         identity_id=identity_id, identifier_keys=identifier_keys,
         page=Page(after=after, before=before, limit=limit, order=order))
-    return await agent_states(runtime, records, relationships)
+    return Response(readable_json(AgentState, await _agent_views(runtime, records,
+                                                                 relationships)),
+                    media_type="application/json")
 
 
 @router.get("/{agent_id}", responses=errors(404, 409), response_model=AgentState)

@@ -13,9 +13,11 @@ tells a view so marked, for a route that answers one record to say so instead.
 from __future__ import annotations
 
 import copy
-from typing import Any
+import functools
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from ...deepjson import MAX_DEPTH
 from ...storable import check_value
@@ -27,6 +29,7 @@ _EMPTY: dict[str, Any] = {"int_type": 0, "float_type": 0.0, "string_type": "",
                           "bool_type": False, "list_type": [], "dict_type": {}}
 
 Path = tuple[str | int, ...]
+M = TypeVar("M", bound=BaseModel)
 
 
 def readable(model: type[BaseModel], view: dict[str, Any], *,
@@ -34,9 +37,38 @@ def readable(model: type[BaseModel], view: dict[str, Any], *,
     """``view`` if ``model`` carries it and JSON holds it; else a copy with each offending
     value replaced and ``error`` in its ``metadata`` field (a tool's is ``metadata_``)
     naming the fields."""
-    problem = _first_problem(model, view)
-    if problem is None:
-        return view
+    return _readable(model, view, metadata)[0]
+
+
+def readable_json(model: type[BaseModel], views: list[dict[str, Any]], *,
+                  metadata: str = "metadata") -> bytes:
+    """A JSON array of ``readable``'s views as ``model`` shows them (aliases, defaults), each
+    validated once. The common case is checked whole: every view validates, and the JSON
+    written holds no lone surrogate (the writer refuses one) and no ``NaN`` or
+    ``Infinity``; else each view is shown as ``readable`` shows it."""
+    adapter = _list_of(model)
+    try:
+        body = adapter.dump_json([model.model_validate(view) for view in views],
+                                 by_alias=True)
+    except (ValidationError, PydanticSerializationError):
+        pass
+    else:
+        if b"NaN" not in body and b"Infinity" not in body:  # else perhaps one of them
+            return body
+    return adapter.dump_json([_readable(model, view, metadata)[1] for view in views],
+                             by_alias=True)
+
+
+@functools.cache
+def _list_of(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
+def _readable(model: type[M], view: dict[str, Any], metadata: str
+              ) -> tuple[dict[str, Any], M]:
+    problem, valid = _first_problem(model, view)
+    if valid is not None:
+        return view, valid
     shown = copy.deepcopy(view)
     fields: dict[str, str] = {}
     tries: dict[Path, int] = {}
@@ -46,14 +78,14 @@ def readable(model: type[BaseModel], view: dict[str, Any], *,
         tries[loc] = tries.get(loc, 0) + 1  # a value, then null, then an empty one
         if tries[loc] > 3 or not _replace(shown, loc, kind):  # not its model's shape at all
             raise ValueError(f"cannot show {view.get('id')!r}: {fields}")
-        problem = _first_problem(model, shown)
+        problem, valid = _first_problem(model, shown)
     kept = shown.get(metadata)
     shown[metadata] = {**(kept if isinstance(kept, dict) else {}), "error": {
         "type": ERROR_TYPE, "fields": fields,
         "message": f"the stored record of {shown.get('id')!r} cannot be read as it is "
                    f"({'; '.join(f'{k}: {v}' for k, v in fields.items())}): set those "
                    "fields again, or delete it"}}
-    return shown
+    return shown, model.model_validate(shown)
 
 
 def unreadable(view: dict[str, Any], *, metadata: str = "metadata") -> str | None:
@@ -64,18 +96,20 @@ def unreadable(view: dict[str, Any], *, metadata: str = "metadata") -> str | Non
     return None
 
 
-def _first_problem(model: type[BaseModel], view: dict[str, Any]) -> tuple[Path, str, str] | None:
+def _first_problem(model: type[M], view: dict[str, Any]
+                   ) -> tuple[tuple[Path, str, str] | None, M | None]:
+    """The first problem of ``view``, else the model it validates to."""
     # What JSON cannot hold: NaN, a lone surrogate. Free-form fields are already cut at
     # MAX_DEPTH levels of their own (``views.shown``); the view adds a few around them.
     problem = check_value(view, big_ints=True, max_depth=2 * MAX_DEPTH)
     if problem is not None:
-        return problem.loc, problem.msg, problem.type
+        return (problem.loc, problem.msg, problem.type), None
     try:
-        model.model_validate(view)
+        return None, model.model_validate(view)
     except ValidationError as exc:
         error = exc.errors()[0]
-        return tuple(error["loc"]), f"{error['msg']} (not {error.get('input')!r})", error["type"]
-    return None
+        return ((tuple(error["loc"]), f"{error['msg']} (not {error.get('input')!r})",
+                 error["type"]), None)
 
 
 def _replace(view: dict[str, Any], loc: Path, kind: str) -> bool:
