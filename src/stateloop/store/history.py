@@ -10,7 +10,7 @@ from types import EllipsisType
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
@@ -215,9 +215,10 @@ class HistoryMixin:
         await self._runner.write(txn)
 
     async def count_messages(self, agent_id: str) -> int:
-        """How many messages the agent has ever stored (in context or not)."""
-        stmt = select(func.count()).select_from(m).where(m.c.agent_id == agent_id)
-        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
+        """How many messages the agent has stored (in context or not): its count, which the
+        store keeps as messages are written and deleted (revision 0027); 0 for no agent."""
+        stmt = select(schema.agents.c.message_count).where(schema.agents.c.id == agent_id)
+        return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar() or 0))
 
     async def search_messages(self, agent_id: str | None, query: str, *,
                               roles: Sequence[str] | None = None, limit: int = 10,

@@ -483,7 +483,7 @@ def _stored_agent(conn: Connection, id_or_name: str, by_name: bool
     found = messages_by_id(conn, wanted) if wanted else {}
     folders = agent_folders(conn, agent_id)
     recall, archival = conn.execute(select(
-        select(func.count()).select_from(m).where(m.c.agent_id == agent_id).scalar_subquery(),
+        select(a.c.message_count).where(a.c.id == agent_id).scalar_subquery(),
         select(func.count()).select_from(p).where(p.c.archive_id.in_(
             select(aa.c.archive_id).where(aa.c.agent_id == agent_id))).scalar_subquery(),
     )).one()
