@@ -205,7 +205,7 @@ def test_letta_codes_layout_has_bare_indexes_and_exactly_name_and_description() 
     assert parse("MEMORY.md", "---\ndescription: d\n---\nv", v2=True).value == (
         "---\ndescription: d\n---\nv")
     assert parse("MEMORY.md", "---\ndescription: d\n---\nv").value == "v"
-    with pytest.raises(MemoryFileError, match="human.md: name must be text"):
+    with pytest.raises(MemoryFileError, match=r"human\.md: name must be text"):
         parse("human.md", "---\nname: ''\n---\nv")
 
 

@@ -10,7 +10,7 @@ every other block without a ``/`` in full under ``<memory>``, the rest as the fi
 Skills (blocks ``skills/NAME``, the files ``skills/NAME/SKILL.md``) are never shown in full:
 every agent's prompt lists them by name and description in ``<available_skills>``, as
 Letta's ``compile_available_skills`` does, and the agent opens one with ``open_skill``
-(memory/skills.py)."""
+(memory/skills.py, which draws the list)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..store.memory_files import indexed, skill_name
 from .blocks import Block, render_blocks
+from .skills import render_skills
 
 GIT_MEMORY_TAG = "git-memory-enabled"
 _SYSTEM = "system/"
@@ -34,23 +35,6 @@ def render_core_memory(blocks: list[Block], tags: Iterable[str]) -> str:
     else:
         memory = render_blocks([b for b in blocks if skill_name(b.label) is None])
     return "\n\n".join(part for part in (memory, render_skills(blocks)) if part)
-
-
-def render_skills(blocks: list[Block]) -> str:
-    """``<available_skills>``: each skill's ``SKILL.md`` under the memory directory with the
-    first line of its description, drawn as a tree; "" for an agent without skills."""
-    skills = sorted((name, (b.description or "").strip().split("\n")[0].strip())
-                    for b in blocks if (name := skill_name(b.label)) is not None)
-    if not skills:
-        return ""
-    lines = ["<available_skills>", "${MEMORY_DIR}/skills"]
-    for index, (name, description) in enumerate(skills):
-        last = index == len(skills) - 1
-        lines.append(f"{'└── ' if last else '├── '}{name}/")
-        lines.append(f"{'    ' if last else '│   '}└── SKILL.md"
-                     + (f" ({description})" if description else ""))
-    lines.append("</available_skills>")
-    return "\n".join(lines)
 
 
 def render_git_blocks(blocks: list[Block]) -> str:
