@@ -139,6 +139,7 @@ def indexed(labels: Iterable[str]) -> bool:
     return INDEX in labels
 
 
+@functools.lru_cache(maxsize=4096)
 def default_name(path: str) -> str:
     """The ``name`` Letta Code gives a memory file: its file name's words title-cased
     (``user-name.md`` is "User Name")."""

@@ -16,6 +16,7 @@ the repository is the agent's), so a change to it is a commit in every one of th
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
@@ -112,7 +113,14 @@ def learn_name(sha: str, path: str, name: str | None) -> None:
     """Remember the name a file (blob ``sha`` at ``path``) gives itself."""
     if len(_NAMES) >= _MAX_NAMES:
         _NAMES.clear()
-    _NAMES[sha] = None if name == memory_files.default_name(path) else name
+    _NAMES[sha] = None if name is None or name == memory_files.default_name(path) else name
+
+
+@functools.lru_cache(maxsize=4096)
+def _nameable(path: str) -> bool:
+    """Whether the file is a block's that may name itself (a skill's name is its folder)."""
+    label = memory_files.label_of(path)
+    return label is not None and memory_files.skill_name(label) is None
 
 
 def kept_names(conn: Connection, agent_id: str, files: Mapping[str, list[Any]]
@@ -122,8 +130,7 @@ def kept_names(conn: Connection, agent_id: str, files: Mapping[str, list[Any]]
     named by their folder. A blob not seen by this process is read once."""
     kept = {}
     for path, (_, sha) in files.items():
-        label = memory_files.label_of(path)
-        if label is None or memory_files.skill_name(label) is not None:
+        if not _nameable(path):
             continue
         if sha not in _NAMES:
             found = _OBJECT.fetch(conn, {"agent": agent_id, "sha": sha})
