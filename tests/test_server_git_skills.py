@@ -228,6 +228,11 @@ ${MEMORY_DIR}/skills
     assert "commit/" not in system_prompt(fake)
     assert "└── SKILL.md (Fill PDF forms)\n</available_skills>" in system_prompt(fake)
 
+    preview = http.post(f"/v1/agents/{agent_id}/messages/preview-raw-payload", json={
+        "messages": [{"role": "user", "content": "x"}], "client_skills": [
+            {"name": "commit", "description": "Commit", "location": "/w/commit/SKILL.md"}]})
+    assert "/w\n└── commit/\n    └── SKILL.md (Commit)" in preview.json()["messages"][0]["content"]
+
     bad = http.post(f"/v1/agents/{agent_id}/messages", json={
         "messages": [{"role": "user", "content": "x"}], "client_skills": [{"name": ""}]})
     assert bad.status_code == 422 and "client_skills" in bad.text
