@@ -31,7 +31,9 @@ sandbox), reports the time per step against the bare call.
 fastest bare call at any size: CI runs ``--sizes 0 --rounds 10 --no-tools --check 25``, a
 bound far above the usual few milliseconds and far below a regression such as a delayed ACK
 on every response (40 ms). The fastest, not the median, so that a loaded machine, which slows
-some calls of every path, does not fail it while a stall on every response still does.
+some calls of every path, does not fail it while a stall on every response still does; when
+a path is over the bound, the run measures again (twice at most) and takes the fastest of all,
+since on a busy machine every call of a short run can be slow.
 """
 
 from __future__ import annotations
@@ -339,6 +341,9 @@ def report(results: list[dict[str, Any]]) -> None:
                   f"{result['seen'][path]:>9,}  {cpu}".rstrip())
 
 
+CHECK_RETRIES = 2
+
+
 def over_bound(results: list[dict[str, Any]], bound_ms: float) -> list[str]:
     """The server paths whose fastest call is over ``bound_ms`` slower than the fastest bare
     call. A busy machine slows some calls of every path; a stall on every response (a
@@ -370,6 +375,19 @@ async def main(sizes: list[int], rounds: int, profile: str | None, tools: bool,
             for count in sizes:
                 results.append(await measure_size(count, rounds, lib_db, agents[count], fake,
                                                   letta, aletta, http, server.pid))
+            for _ in range(CHECK_RETRIES if check is not None else 0):
+                if not over_bound(results, check or 0.0):
+                    break
+                # A busy moment can slow every call of a short run: more rounds, the fastest
+                # of all; a stall on every response stays in every one of them.
+                print(f"check: a path is over {check} ms; measuring {rounds} rounds more",
+                      file=sys.stderr)
+                for result in results:
+                    more = await measure_size(result["count"], rounds, lib_db,
+                                              agents[result["count"]], fake, letta, aletta,
+                                              http, server.pid)
+                    for path, times in more["times"].items():
+                        result["times"][path].extend(times)
             print(f"plain message, {rounds} interleaved rounds; overhead = p50 - bare p50 "
                   f"(the bare loop is the fake's own time plus a minimal client); "
                   f"vs library = server p50 - library p50 (HTTP, routes, letta-client); "

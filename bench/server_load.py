@@ -63,7 +63,7 @@ def spawn(code: str, *args: str, env: dict[str, str] | None = None,
 
 
 def wait_healthy(url: str) -> None:
-    deadline = time.time() + 30
+    deadline = time.time() + 120  # a profiled server on a busy machine starts slowly
     while time.time() < deadline:
         try:
             if httpx.get(f"{url}/v1/health/").status_code == 200:
@@ -219,6 +219,7 @@ async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float,
                pid: int) -> None:
     """The two rounds: ``agents`` agents, then the same with a 10,000-message agent."""
     limits = httpx.Limits(max_connections=agents + 10)
+    memory = [f"started {rss_mb(pid):.0f}"]
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         ids: list[str] = []
         for i in range(agents + 1):
@@ -228,12 +229,15 @@ async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float,
             created.raise_for_status()
             ids.append(created.json()["id"])
         heavy, others = ids[0], ids[1:]
+        memory.append(f"{len(ids)} agents made {rss_mb(pid):.0f}")
         await message_all(http, url, others, 1)  # warm up: load agents, open connections
+        memory.append(f"each messaged once {rss_mb(pid):.0f}")
         cpu = cpu_seconds(pid)
         times, elapsed = await message_all(http, url, others, rounds)
         before = [t for agent in times.values() for t in agent]
         report(f"{agents} agents", before, elapsed, base_p50, cpu_seconds(pid) - cpu)
 
+        memory.append(f"{rounds} rounds {rss_mb(pid):.0f}")
         await fill_history(db_url, heavy, 10_000)
         listed = await http.get(f"{url}/v1/agents/{heavy}/messages", params={"limit": 1})
         assert listed.status_code == 200
@@ -245,6 +249,7 @@ async def load(url: str, db_url: str, agents: int, rounds: int, base_p50: float,
         report("  the 10k-history agent", times[heavy], elapsed, base_p50)
         print(f"server CPU over the whole round: {cpu * 1000 / (len(after) + rounds):.2f} ms "
               f"a message; resident memory after {agents + 1} agents: {rss_mb(pid):.0f} MB")
+        print(f"resident memory (MB) when {', '.join(memory)}")
         slowdown = percentile(after, 0.99) / percentile(before, 0.99)
         print(f"others' p99 with the 10k-history agent: {slowdown:.2f}x without it; "
               f"{RETRIES[0]} requests retried after a dropped connection")

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .memory.compaction import Strategy
     from .memory.embedding_models import Embedders
     from .memory.embeddings import Embedder
-    from .store.sql import SqlStore
+    from .store.sql import SqlStore, StoredAgent
     from .tools.rules import BaseToolRule
 
 logger = logging.getLogger("stateloop")
@@ -185,12 +185,14 @@ class Agent(AgentRuns, MemoryHistory):
                                               tools=tools, **settings))
 
     @classmethod
-    async def aload(cls, id_or_name: str, *, store: str | SqlStore,
+    async def aload(cls, id_or_name: str | StoredAgent, *, store: str | SqlStore,
                     model: str | Model | None = None,
                     tools: Iterable[Tool | Callable[..., Any] | str] = (),
                     **settings: Any) -> Agent:
-        """``load`` for async code."""
-        db, record, blocks, messages, pending = await load_state(store, id_or_name)
+        """``load`` for async code; ``id_or_name`` may also be what ``store.load_agent``
+        read."""
+        db, stored, blocks, pending = await load_state(store, id_or_name)
+        record = stored.record
         given = options.tool_map(tools)
         from .agent_file.library import stored_source_tools  # lazy: ~0.1 s to import
 
@@ -212,9 +214,9 @@ class Agent(AgentRuns, MemoryHistory):
                        "parallel_tool_calls": record.llm_config.get("parallel_tool_calls", True),
                        "model_settings": stored_settings(record.llm_config), **settings})
         agent.settings.id = record.id
-        agent.state.persist = Persistence(db, record.id)
-        await agent.storage.use_stored(messages, pending)
-        agent.sleeptime = await sleeptime.Sleeptime.stored(agent, record)
+        agent.state.persist = Persistence(db, record.id, blocks_token=stored.blocks_token)
+        await agent.storage.use_stored(stored.context, pending, loaded=stored)
+        agent.sleeptime = sleeptime.Sleeptime.stored(agent, record, stored.group)
         return agent
 
     # -- threads -------------------------------------------------------------------------

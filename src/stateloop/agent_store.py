@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from .errors import CheckpointError
 from .events import RunEnd
 from .memory.blocks import Block
+from .memory.directories import render as render_directories
 from .memory.directories import stored_directories
 from .memory.git_blocks import render_core_memory
 from .messages import Message, tool_result, unanswered_calls
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from .approvals import PendingApproval
     from .persistence import Persistence
     from .sleeptime import Sleeptime
+    from .store.sql import StoredAgent
     from .thread_state import ThreadState
 
 logger = logging.getLogger("stateloop")
@@ -70,12 +72,20 @@ class ThreadStorage:
         if self.state.persist is not None:
             self.state.persist.unsaved.append(message)  # written with the next checkpoint
 
-    async def use_stored(self, messages: list[Message],
-                          pending: PendingApproval | None) -> None:
-        """Go on from the transcript and pending approval the store holds."""
+    async def use_stored(self, messages: list[Message], pending: PendingApproval | None, *,
+                         loaded: StoredAgent | None = None) -> None:
+        """Go on from the transcript and pending approval the store holds; ``loaded``: the
+        rest read with them (folders, counts), else read now."""
         persist = self.state.persist
         assert persist is not None
-        self.thread.directories = await stored_directories(persist.store, self.thread.id)
+        if loaded is not None:
+            self.thread.directories = render_directories(loaded.folders, loaded.files)
+            self.thread.recall_count = loaded.recall_count
+            self.thread.archival_count = loaded.archival_count
+        else:
+            self.thread.directories = await stored_directories(persist.store, self.thread.id)
+            self.thread.recall_count = await persist.store.count_messages(self.thread.id)
+            self.thread.archival_count = await persist.store.count_passages(self.thread.id)
         if messages and messages[0].role == "system":
             self.state.transcript[:] = messages
             self.state.compiled = self.memory.compile_key()
@@ -84,8 +94,6 @@ class ThreadStorage:
             persist.unsaved.append(self.state.transcript[0])
         self.state.pending_approval = pending
         persist.pending_saved = pending is not None
-        self.thread.recall_count = await persist.store.count_messages(self.thread.id)
-        self.thread.archival_count = await persist.store.count_passages(self.thread.id)
         if not all(part in self.state.transcript[0].text
                    for part in (render_core_memory(self.thread.blocks, self.thread.tags),
                                 self.thread.directories)):

@@ -199,11 +199,11 @@ class LiveAgents:
 
     async def _load_stored(self, agent_id: str) -> Agent:
         assert self.store is not None
-        record = await self.store.get_agent(agent_id)
-        if record.id != agent_id:  # found by its name
+        stored = await self.store.load_agent(agent_id)  # one read transaction
+        if stored.record.id != agent_id:  # found by its name
             raise NotFoundError(f"agent with id {agent_id!r} not found")
         try:
-            return await self.kind.aload(agent_id, store=self.store)
+            return await self.kind.aload(stored, store=self.store)
         except ConfigError as exc:  # e.g. it needs Python tools only its maker has
             raise ConfigError(f"agent {agent_id!r} is not running in this process and "
                               f"cannot be loaded here: {exc}") from exc

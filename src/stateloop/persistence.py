@@ -27,7 +27,7 @@ from .store.records import StepRecord as StoredStep
 if TYPE_CHECKING:
     from .store.records import AgentRecord, BlockRecord, RunRecord
     from .store.runner import Queued
-    from .store.sql import SqlStore
+    from .store.sql import SqlStore, StoredAgent
 
 T = TypeVar("T")
 logger = logging.getLogger("stateloop")
@@ -94,7 +94,7 @@ class Persistence:
     has called ``recover`` and gone back to what the store holds."""
 
     def __init__(self, store: SqlStore, agent_id: str, conversation_id: str | None = None,
-                 context: list[Message] | None = None) -> None:
+                 context: list[Message] | None = None, *, blocks_token: Any = None) -> None:
         self.store = store
         self.agent_id = agent_id
         self.conversation_id = conversation_id  # None: the agent's default thread
@@ -103,7 +103,7 @@ class Persistence:
         self.dirty_blocks: dict[str, str] = {}  # block id -> value, edited since the checkpoint
         self.pending_saved = False
         self.failure: BaseException | None = None  # the write that failed, until ``recover``
-        self._token: Any = None  # the store's change_token the blocks were last seen at
+        self._token = blocks_token  # the store's change_token the blocks were last seen at
         self._queued: deque[Queued] = deque()  # writes whose outcome flush has not seen
         self._run: RunRecord | None = None  # the run in flight, as created
         self._run_start: Queued | None = None  # its row's write
@@ -318,15 +318,19 @@ class Persistence:
         return changed
 
 
-async def load_state(store: str | SqlStore, id_or_name: str
-                     ) -> tuple[SqlStore, AgentRecord, list[Block], list[Message],
-                                PendingApproval | None]:
-    """Everything ``Agent.load`` needs; runs left running by a crash are marked failed."""
+async def load_state(store: str | SqlStore, id_or_name: str | StoredAgent
+                     ) -> tuple[SqlStore, StoredAgent, list[Block], PendingApproval | None]:
+    """Everything ``Agent.load`` needs, read in one transaction (unless ``id_or_name`` is
+    what was read); runs left running by a crash are marked failed."""
     db = await get_store(store)
-    record = await db.get_agent(id_or_name)
-    await db.fail_interrupted_runs(record.id)
-    blocks, messages, pending = await stored_state(db, record)
-    return db, record, blocks, messages, pending
+    stored = await db.load_agent(id_or_name) if isinstance(id_or_name, str) else id_or_name
+    return (db, stored, [block_from_record(b) for b in stored.blocks],
+            pending_of(stored.record))
+
+
+def pending_of(record: AgentRecord) -> PendingApproval | None:
+    """The approval the agent's record keeps pending, if any."""
+    return PendingApproval.from_dict(record.pending_approval) if record.pending_approval else None
 
 
 async def stored_state(db: SqlStore, record: AgentRecord
@@ -334,9 +338,7 @@ async def stored_state(db: SqlStore, record: AgentRecord
     """The agent's blocks, in-context messages and pending approval, as stored."""
     blocks = [block_from_record(b) for b in await db.list_blocks(record.id)]
     messages = await db.get_context(record.id, record.in_context_message_ids)
-    pending = (PendingApproval.from_dict(record.pending_approval)
-               if record.pending_approval else None)
-    return blocks, messages, pending
+    return blocks, messages, pending_of(record)
 
 
 def describe(error: BaseException | None) -> str:

@@ -69,7 +69,11 @@ class SleeptimeLink:
 
 async def stored_link(db: SqlStore, main_id: str) -> SleeptimeLink | None:
     """The link of the sleeptime group the agent manages, if it has one."""
-    group = await db.managed_group(main_id)
+    return link_of(await db.managed_group(main_id))
+
+
+def link_of(group: GroupRecord | None) -> SleeptimeLink | None:
+    """The link of ``group`` (the one an agent manages) if it is a sleeptime group."""
     if group is None or group.manager_type != MANAGER_TYPE:
         return None
     return SleeptimeLink.from_group(group)
@@ -189,11 +193,11 @@ class Sleeptime:
         return cls(main, link, memory)
 
     @classmethod
-    async def stored(cls, main: Agent, record: AgentRecord) -> Sleeptime | None:
-        """A loaded agent's sleeptime group, if it has one (idle while ``enable_sleeptime``
-        is off)."""
-        assert main.store is not None
-        link = await stored_link(main.store, main.id)
+    def stored(cls, main: Agent, record: AgentRecord, group: GroupRecord | None
+               ) -> Sleeptime | None:
+        """A loaded agent's sleeptime group, if ``group`` (the one it manages) is one (idle
+        while ``enable_sleeptime`` is off)."""
+        link = link_of(group)
         return cls(main, link, enabled=record.enable_sleeptime) if link is not None else None
 
     def follow(self, stored: SleeptimeLink) -> None:

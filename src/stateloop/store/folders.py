@@ -100,6 +100,19 @@ _AGENT_FILE = ["id", "agent_id", "file_id", "folder_id", "file_name", "is_open",
                "visible_content", "start_line", "end_line", "last_accessed_at"]
 
 
+def agent_folders(conn: Connection, agent_id: str) -> list[FolderRecord]:
+    """The folders attached to the agent, oldest first, in a transaction of the caller's."""
+    stmt = (select(fo).where(fo.c.id.in_(select(fa.c.folder_id).where(fa.c.agent_id == agent_id)))
+            .order_by(fo.c.created_at, fo.c.id))
+    return [FolderRecord(**{k: getattr(r, k) for k in _FOLDER}) for r in conn.execute(stmt)]
+
+
+def agent_file_views(conn: Connection, agent_id: str) -> list[AgentFileRecord]:
+    """The agent's files as it sees them, by name, in a transaction of the caller's."""
+    stmt = select(fg).where(fg.c.agent_id == agent_id).order_by(fg.c.file_name, fg.c.id)
+    return [AgentFileRecord(**{k: getattr(r, k) for k in _AGENT_FILE}) for r in conn.execute(stmt)]
+
+
 class FoldersMixin:
     """Folder, file and chunk operations of ``SqlStore``."""
 

@@ -28,6 +28,14 @@ _COLUMNS = [c.name for c in g.columns]
 _MUTABLE = frozenset(_COLUMNS) - {"id", "created_at"} | {"agent_ids", "shared_block_ids"}
 
 
+def managed_group(conn: Connection, agent_id: str) -> GroupRecord | None:
+    """``GroupsMixin.managed_group`` in a transaction of the caller's."""
+    row = conn.execute(select(g).where(g.c.manager_agent_id == agent_id)
+                       .order_by((g.c.manager_type != "sleeptime"), g.c.created_at, g.c.id)
+                       .limit(1)).first()
+    return _read(conn, row) if row is not None else None
+
+
 def _values(group: GroupRecord) -> dict[str, Any]:
     return {name: getattr(group, name) for name in _COLUMNS}
 
@@ -154,14 +162,7 @@ class GroupsMixin:
     async def managed_group(self, agent_id: str) -> GroupRecord | None:
         """The group the agent manages (Letta's ``multi_agent_group``): its sleeptime group
         if it has one, else the oldest it manages."""
-        stmt = (select(g).where(g.c.manager_agent_id == agent_id)
-                .order_by((g.c.manager_type != "sleeptime"), g.c.created_at, g.c.id).limit(1))
-
-        def txn(conn: Connection) -> GroupRecord | None:
-            row = conn.execute(stmt).first()
-            return _read(conn, row) if row is not None else None
-
-        return await self._runner.read(txn)
+        return await self._runner.read(lambda conn: managed_group(conn, agent_id))
 
     async def managed_groups(self, agent_ids: Sequence[str]) -> dict[str, GroupRecord]:
         """``managed_group`` of each of these agents that manages one, in one query."""

@@ -119,7 +119,7 @@ class HistoryMixin:
             return []
 
         def txn(conn: Connection) -> list[Message]:
-            found = _messages_by_id(conn, wanted, agent_id)
+            found = messages_by_id(conn, wanted, agent_id)
             missing = [i for i in wanted if i not in found]
             if missing:
                 raise NotFoundError(f"no messages with ids {missing[:10]}")
@@ -132,7 +132,13 @@ class HistoryMixin:
         messages that were never stored (written by stateloop 0.x after a failed step) are
         dropped, and the stored list is repaired."""
         wanted = list(ids)
-        found = await self._runner.read(lambda conn: _messages_by_id(conn, wanted))
+        found = await self._runner.read(lambda conn: messages_by_id(conn, wanted))
+        return await self._context_of(agent_id, wanted, found)
+
+    async def _context_of(self, agent_id: str, wanted: list[str], found: dict[str, Any]
+                          ) -> list[Message]:
+        """The messages of ``wanted`` among the rows ``found``; ids that name none are
+        dropped from the stored list."""
         if len(found) < len(set(wanted)):
             missing = [i for i in wanted if i not in found]
             logger.warning("agent %s: dropping %d in-context message ids that name no stored "
@@ -399,7 +405,7 @@ class HistoryMixin:
         return await self._runner.read(txn)
 
 
-def _messages_by_id(conn: Connection, ids: list[str], agent_id: str | None = None
+def messages_by_id(conn: Connection, ids: list[str], agent_id: str | None = None
                     ) -> dict[str, Any]:
     """The message rows with these ids (of this agent, if given), by id."""
     stmt = select(*schema.MESSAGE_READ).where(m.c.id.in_(ids))
@@ -415,7 +421,7 @@ def _drop_missing(conn: Connection, agent_id: str) -> None:
     if found is None:
         raise NotFoundError(f"agent with id {agent_id!r} not found")
     ids = context_ids(conn, agent_id, found[0], found[1])
-    stored = _messages_by_id(conn, ids)
+    stored = messages_by_id(conn, ids)
     set_in_context(conn, agent_id, [i for i in ids if i in stored])
 
 

@@ -1,4 +1,5 @@
-"""The SQL store: opening it, agents and blocks here; messages, runs and steps in history.py
+"""The SQL store: opening it, agents and blocks here (and ``load_agent``: everything a live
+agent is made from, in one read transaction); messages, runs and steps in history.py
 (their queued writes in checkpoints.py), archival passages in archive.py, tools in
 tool_registry.py, steps across runs in steps.py, tags and counts in catalog.py, identities in
 identities.py, runs' stream frames in run_frames.py, whether an agent's blocks changed in
@@ -16,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
+from stateloop.messages import Message
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
@@ -30,9 +32,15 @@ from stateloop.store.errors import (
     NotFoundError,
 )
 from stateloop.store.fleet import Fleet
-from stateloop.store.folders import FoldersMixin
-from stateloop.store.groups import GroupsMixin
-from stateloop.store.history import HistoryMixin
+from stateloop.store.folders import (
+    AgentFileRecord,
+    FolderRecord,
+    FoldersMixin,
+    agent_file_views,
+    agent_folders,
+)
+from stateloop.store.groups import GroupsMixin, managed_group
+from stateloop.store.history import HistoryMixin, messages_by_id
 from stateloop.store.identities import IdentitiesMixin
 from stateloop.store.mcp_servers import MCPServersMixin
 from stateloop.store.memory_history import MemoryHistoryMixin
@@ -41,7 +49,14 @@ from stateloop.store.memory_repo import Author, commit_agents, current_author, l
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner
-from stateloop.store.records import EVERYTHING, AgentRecord, BlockRecord, Page
+from stateloop.store.records import (
+    EVERYTHING,
+    AgentRecord,
+    BlockRecord,
+    GroupRecord,
+    Page,
+    ToolRecord,
+)
 from stateloop.store.run_frames import RunFramesMixin
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
 from stateloop.store.steps import StepsMixin
@@ -50,6 +65,7 @@ from stateloop.store.url import DatabaseURL, resolve_url
 
 a, b, ba, tags_t = schema.agents, schema.blocks, schema.blocks_agents, schema.agent_tags
 i, ib, m = schema.identities, schema.identities_blocks, schema.messages
+p, aa, r, t = schema.passages, schema.archives_agents, schema.runs, schema.tools
 
 _AGENT_MUTABLE = frozenset(rows.AGENT_FIELDS) - {"id", "created_at"} | {"tags"}
 _BLOCK_MUTABLE = frozenset(rows.BLOCK_FIELDS) - {"id", "created_at"}
@@ -90,6 +106,24 @@ async def open_store(url: str | None = None, *, migrate: bool = True) -> SqlStor
         await runner.close()
         raise
     return store
+
+
+@dataclasses.dataclass(slots=True)
+class StoredAgent:
+    """What a live agent is made from, as one snapshot of the store has it
+    (``SqlStore.load_agent``)."""
+
+    record: AgentRecord
+    blocks: list[BlockRecord]  # in attach order
+    context: list[Message]  # its in-context messages, in order
+    tools: dict[str, ToolRecord]  # the registered tools among those it names, by name
+    folders: list[FolderRecord]
+    files: list[AgentFileRecord]  # its view of its folders' files
+    recall_count: int  # messages it has stored, in context or not
+    archival_count: int  # passages in the archives it reaches
+    group: GroupRecord | None  # the group it manages (``managed_group``)
+    running: list[str]  # its runs stored as created or running
+    blocks_token: Any = None  # the store's ``change_token`` the blocks are as of
 
 
 def _check_limit(block: BlockRecord) -> None:
@@ -196,6 +230,27 @@ class SqlStore(HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMix
         """The agent with this id, else the newest agent with this name; ``NotFoundError``
         if none."""
         return await self._runner.read(lambda conn: _load_agent(conn, id_or_name))
+
+    async def load_agent(self, id_or_name: str) -> StoredAgent:
+        """Everything a live agent is made from, read in one transaction (one snapshot, one
+        query per table): the agent found as ``get_agent`` finds it, its blocks, in-context
+        messages, registered tools, folders and files, counts, and managed group. Runs it
+        left running are marked failed first when no other process has the database open
+        (``fail_interrupted_runs``)."""
+        def read(conn: Connection) -> tuple[StoredAgent, list[str], dict[str, Any]]:
+            return _stored_agent(conn, id_or_name)
+
+        # SQLite: the blocks' change token as of the snapshot, taken as ``read_blocks`` takes
+        # it, so the agent's first step need not read them again. (PostgreSQL's first step of
+        # a run always reads them: see ``PostgresRunner.blocks_version``.)
+        token = self.change_token(id_or_name) if self.dialect != "postgresql" else None
+        stored, wanted, found = await self._runner.read(read)
+        stored.blocks_token = token
+        record = stored.record
+        if set(stored.running) - self._in_flight and await self.fail_interrupted_runs(record.id):
+            stored.running = []
+        stored.context = await self._context_of(record.id, wanted, found)
+        return stored
 
     async def list_agents(self, *, name: str | None = None, tags: Sequence[str] | None = None,
                           match_all_tags: bool = False, limit: int | None = None,
@@ -404,6 +459,36 @@ def _load_agent(conn: Connection, id_or_name: str, *, by_name: bool = True) -> A
         raise NotFoundError(
             f"agent with id{' or name' if by_name else ''} {id_or_name!r} not found")
     return _agent_from_row(conn, row, _tags_for(conn, [row.id]).get(row.id, []))
+
+
+def _stored_agent(conn: Connection, id_or_name: str
+                  ) -> tuple[StoredAgent, list[str], dict[str, Any]]:
+    """``load_agent``'s read: the agent, the ids in its context and their rows found."""
+    record = _load_agent(conn, id_or_name)
+    agent_id = record.id
+    blocks = block_records(conn, select(b).join(ba, ba.c.block_id == b.c.id)
+                           .where(ba.c.agent_id == agent_id)
+                           .order_by(ba.c.position, ba.c.block_id))
+    tools = ({tool.name: tool for tool in (
+                 rows.tool_from_row(row) for row in conn.execute(
+                     select(t).where(t.c.name.in_(record.tool_names))))}
+             if record.tool_names else {})
+    wanted = list(record.in_context_message_ids)
+    found = messages_by_id(conn, wanted) if wanted else {}
+    folders = agent_folders(conn, agent_id)
+    recall, archival = conn.execute(select(
+        select(func.count()).select_from(m).where(m.c.agent_id == agent_id).scalar_subquery(),
+        select(func.count()).select_from(p).where(p.c.archive_id.in_(
+            select(aa.c.archive_id).where(aa.c.agent_id == agent_id))).scalar_subquery(),
+    )).one()
+    running = list(conn.execute(select(r.c.id).where(r.c.agent_id == agent_id)
+                                .where(r.c.status.in_(("created", "running")))).scalars())
+    stored = StoredAgent(
+        record=record, blocks=blocks, context=[], tools=tools, folders=folders,
+        files=agent_file_views(conn, agent_id) if folders else [],
+        recall_count=int(recall), archival_count=int(archival),
+        group=managed_group(conn, agent_id), running=running)
+    return stored, wanted, found
 
 
 def _agent_from_row(conn: Connection, row: Any, tags: list[str]) -> AgentRecord:

@@ -129,13 +129,14 @@ class Runtime:
 
     async def _load(self, agent_id: str) -> Agent:
         """An agent as the server runs it: its tools bound here, the server's options."""
-        record = await self.store.get_agent(agent_id)
+        stored = await self.store.load_agent(agent_id)  # one read transaction
+        record = stored.record
         if record.id != agent_id:
             raise NotFoundError(f"agent with id {agent_id!r} not found")  # found by name
-        tools = await self.bind_tools(record.tool_names, agent_env(record))
+        tools = await self.bind_tools(record.tool_names, agent_env(record), stored.tools)
         options = {**self.agent_options(),  # the embedding the agent asked for
                    "embedder": self.embedders.for_agent(record.embedding_config)}
-        live = await Agent.aload(agent_id, store=self.store, tools=tools, **options)
+        live = await Agent.aload(stored, store=self.store, tools=tools, **options)
         if live.sleeptime is not None:  # its memory agent: the live one of its id
             live.sleeptime.loader = self.agents.agent
         bind(live, self.agents)
@@ -167,16 +168,18 @@ class Runtime:
                     tool_type=builtin_tool_type(name)))
                 for name in builtin_names()]
 
-    async def bind_tools(self, names: Iterable[str],
-                         env: Mapping[str, str] | None = None) -> list[Tool]:
+    async def bind_tools(self, names: Iterable[str], env: Mapping[str, str] | None = None,
+                         records: Mapping[str, ToolRecord] | None = None) -> list[Tool]:
         """Tool objects for the names: built-in tools as this server runs them, Python tools
         given to the server, source tools through the sandbox (``env``: the agent's
-        variables); a deleted tool answers every call with an error."""
+        variables); a deleted tool answers every call with an error. ``records``: the
+        registered tools of these names, when they were read already."""
         builtins = set(builtin_names())
         names = list(names)
         wanted = [name for name in names if name not in builtins]
-        records = ({record.name: record for record in await self.store.list_tools(wanted)}
-                   if wanted else {})
+        if records is None:
+            records = ({record.name: record for record in await self.store.list_tools(wanted)}
+                       if wanted else {})
         return [self.builtin(name) if name in builtins
                 else self.bind(records[name], env) if name in records else _missing(name)
                 for name in names]
