@@ -9,7 +9,9 @@ async function stepRow(step, metrics, longest) {
   const messages = await guard(() => api("GET", `/v1/steps/${step.id}/messages`));
   // A figure the server did not measure (null) is left out, never shown as 0.
   const model = metrics?.llm_request_ns ?? null;
-  const tool = metrics?.tool_execution_ns ?? null;
+  const ran = (messages || []).some((m) => m.message_type === "tool_return_message");
+  // A step that called no tool has no tool time to show (the server says 0).
+  const tool = ran || metrics?.tool_execution_ns ? metrics?.tool_execution_ns ?? null : null;
   const total = metrics?.step_ns ?? (model !== null && tool !== null ? model + tool : null);
   const figures = [total !== null ? ms(total) : null, model !== null ? `model ${ms(model)}` : null,
     tool !== null ? `tools ${ms(tool)}` : null].filter(Boolean).join(" · ");
