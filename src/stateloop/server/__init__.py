@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .exposure import check_exposure, client_url, served_hosts
 from .settings import ServerSettings
+from .telemetry import configure_tracing
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -62,6 +63,7 @@ def serve(host: str | None = None, port: int | None = None, *,
     where = host or config.host
     if not insecure:
         check_exposure(where, config)
+    configure_tracing()  # as the OTEL_* environment asks; a ConfigError before binding
     if sock is None:
         sock = bind(where, port or config.port)
     # The server's own messages (what bounds its sandboxes, what is refused) go where
