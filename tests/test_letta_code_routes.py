@@ -62,6 +62,7 @@ def test_health_reports_lettas_api_version_and_stateloops_beside_it(secured: Ser
 def test_new_routes_need_the_token_like_every_other(secured: Server, agent_id: str) -> None:
     paths = [f"/v1/agents/{agent_id}/secrets", f"/v1/agents/{agent_id}/repositories",
              f"/v1/agents/{agent_id}/mcp-servers", "/v1/providers", "/v1/metadata/balance",
+             "/v1/organizations/self/quotas",
              f"/v1/agents/{agent_id}/mcp-servers/any/tools"]
     for path in paths:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
@@ -111,6 +112,12 @@ def test_providers_are_listed_without_keys_or_endpoints(http: httpx.Client,
     again = http.get("/v1/providers").json()
     assert [p["id"] for p in again] == [p["id"] for p in listed]  # stable ids
     assert http.get("/v1/providers", params={"limit": 0}).status_code == 422
+
+
+def test_quota_is_unlimited_with_no_window(http: httpx.Client) -> None:
+    assert http.get("/v1/organizations/self/quotas").json() == {
+        "lettaTier": {"bucket": "unlimited", "dailyBucket": None},
+        "quotaWindowEnd": None, "dailyQuotaWindowEnd": None}
 
 
 def test_balance_is_none_on_a_self_hosted_tier(http: httpx.Client) -> None:

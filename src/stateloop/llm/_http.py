@@ -33,8 +33,9 @@ _clients: dict[asyncio.AbstractEventLoop,
                tuple[httpx2.AsyncClient, AsyncGenerator[None, None]]] = {}
 
 
-def _ssl_context() -> ssl.SSLContext:
-    """Made once for the process: loading the CA bundle costs milliseconds per client."""
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings of model calls, made once for the process: loading the CA bundle
+    costs milliseconds (tens on a busy machine)."""
     global _ssl
     if _ssl is None:
         _ssl = httpx2.create_ssl_context()
@@ -49,7 +50,7 @@ async def shared_client() -> httpx2.AsyncClient:
         return found[0]
     for old in [old for old in _clients if old.is_closed()]:  # closed without a shutdown
         del _clients[old]
-    client = httpx2.AsyncClient(verify=_ssl_context(), timeout=None)
+    client = httpx2.AsyncClient(verify=tls_context(), timeout=None)
     closer = _close_at_shutdown(loop, client)
     _clients[loop] = client, closer
     await closer.asend(None)

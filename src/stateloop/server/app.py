@@ -9,8 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from .. import __version__
-from ..llm.tokens import DEFAULT_ENCODING, get_encoding
+from .. import __version__, llm
 from ..store import open_store
 from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
@@ -76,9 +75,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         await runtime.start()
         app.state.runtime = runtime
         await _prepare_routes(app)
-        # The token counter's tables take 0.5 s of CPU to load: in a thread before the
-        # server answers, not on the event loop in a client's first call.
-        await asyncio.to_thread(get_encoding, DEFAULT_ENCODING)
+        # In a thread before the server answers, not on the event loop in a client's call.
+        await asyncio.to_thread(llm.prepare)
         add_watcher(served_metrics.watch)
         try:
             yield

@@ -211,6 +211,19 @@ class Balance(Response):
     purchased_credit_balance: float
 
 
+class QuotaBucket(Response):
+    bucket: str
+    dailyBucket: str | None = None
+
+
+class ModelQuota(Response):
+    """Letta Cloud's quota of its ``letta/*`` models (its field names, camelCase): a server
+    that meters none has none."""
+    lettaTier: QuotaBucket
+    quotaWindowEnd: str | None = None
+    dailyQuotaWindowEnd: str | None = None
+
+
 class Group(Response):
     """Letta's multi-agent group (here: the sleeptime group an agent manages)."""
 
