@@ -5,6 +5,8 @@ Prometheus' text format (routes/metrics.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from ..events import RunEnd
@@ -52,32 +54,56 @@ class ServerMetrics:
 
 
 class _RunCounts:
-    """Counts one run's steps and end into its server's metrics."""
+    """Counts one run's steps and end into its server's metrics (the labelled series it
+    uses looked up once: a lookup costs as much as the count)."""
 
     def __init__(self, metrics: ServerMetrics, model: str) -> None:
         self.metrics, self.model = metrics, model
+        self.models: dict[str, tuple[Any, ...]] = {}
+        self.tools: dict[str, tuple[Any, ...]] = {}
+
+    def _model(self, model: str) -> tuple[Any, ...]:
+        series = self.models.get(model)
+        if series is None:
+            m = self.metrics
+            series = self.models[model] = (
+                m.model_calls.labels(model), m.model_seconds.labels(model),
+                m.first_token.labels(model), m.tokens.labels(model, "input"),
+                m.tokens.labels(model, "output"))
+        return series
+
+    def _tool(self, tool: str) -> tuple[Any, ...]:
+        series = self.tools.get(tool)
+        if series is None:
+            m = self.metrics
+            series = self.tools[tool] = (m.tool_calls.labels(tool), m.tool_seconds.labels(tool),
+                                         m.tool_errors.labels(tool))
+        return series
 
     def step(self, record: StepRecord) -> None:
-        metrics, timing = self.metrics, record.timing
-        metrics.steps.inc()
+        timing = record.timing
+        self.metrics.steps.inc()
         if timing is None:
             return
-        model = record.model or self.model
-        metrics.model_calls.labels(model).inc()
-        metrics.model_seconds.labels(model).observe(timing.llm_request_ns / 1e9)
-        metrics.first_token.labels(model).observe(timing.time_to_first_token_ns / 1e9)
-        metrics.tokens.labels(model, "input").inc(record.usage.input_tokens)
-        metrics.tokens.labels(model, "output").inc(record.usage.output_tokens)
+        calls, seconds, first_token, tokens_in, tokens_out = self._model(
+            record.model or self.model)
+        calls.inc()
+        seconds.observe(timing.llm_request_ns / 1e9)
+        first_token.observe(timing.time_to_first_token_ns / 1e9)
+        tokens_in.inc(record.usage.input_tokens)
+        tokens_out.inc(record.usage.output_tokens)
+        if not timing.tool_calls:
+            return
         names = {call.id: call.name for message in record.messages
                  for call in message.tool_calls}
         failed = {message.tool_call_id for message in record.messages
                   if message.role == "tool" and message.is_error}
         for call_id, (began, done) in timing.tool_calls.items():
-            tool = names.get(call_id, "unknown")
-            metrics.tool_calls.labels(tool).inc()
-            metrics.tool_seconds.labels(tool).observe((done - began) / 1e9)
+            runs, took, errors = self._tool(names.get(call_id, "unknown"))
+            runs.inc()
+            took.observe((done - began) / 1e9)
             if call_id in failed:
-                metrics.tool_errors.labels(tool).inc()
+                errors.inc()
 
     def end(self, end: RunEnd) -> None:
         self.metrics.runs.labels(end.stop_reason).inc()
