@@ -59,7 +59,14 @@ def test_step_and_run_metrics_are_measured(server: Server, client: Letta,
     assert_letta_shape("/v1/runs/{run_id}/metrics", "get", run_metrics)
     assert run_metrics["num_steps"] == 2
     assert calling.step_ns + answering.step_ns <= run_metrics["run_ns"] <= after - before
-    assert client.runs.retrieve(run.id).total_duration_ns == run_metrics["run_ns"]
+    retrieved = client.runs.retrieve(run.id)
+    assert retrieved.total_duration_ns == run_metrics["run_ns"]
+    # the model's first chunk came after its nap, within the first model call
+    assert retrieved.ttft_ns is not None
+    assert MODEL_S * NS <= retrieved.ttft_ns <= (
+        calling.llm_request_start_ns + calling.llm_request_ns - run_metrics["run_start_ns"])
+    assert_letta_shape("/v1/runs/{run_id}", "get",
+                       httpx.get(f"{server.url}/v1/runs/{run.id}").json())
     usage = client.runs.usage.retrieve(run.id)
     assert usage.prompt_tokens and usage.completion_tokens
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens

@@ -288,6 +288,7 @@ def test_runs_timeline_and_a_failed_runs_error(page: Any, script: Script,
     expect(steps.nth(1).locator(".step-time")).to_have_text(
         re.compile(rf"^{figure} · model {figure}$"))
     expect(steps.nth(0)).not_to_contain_text(re.compile(r"(^|\D)0\.0 ms"))
+    expect(runs.nth(1).locator("p.ttft")).to_have_text(re.compile(rf"^First token after {figure}$"))
     expect(steps.nth(0)).to_contain_text(re.compile(r"\d+ in / \d+ out tokens"))
     expect(steps.nth(0)).to_contain_text("Tools: shout (success)")
     screenshot(page, "runs")

@@ -33,8 +33,9 @@ async function stepRow(step, metrics, longest) {
 }
 
 async function details(run, body) {
-  const [steps, usage] = await Promise.all([
-    guard(() => api("GET", `/v1/runs/${run.id}/steps`)), guard(() => api("GET", `/v1/runs/${run.id}/usage`))]);
+  const [steps, usage, timed] = await Promise.all([
+    guard(() => api("GET", `/v1/runs/${run.id}/steps`)), guard(() => api("GET", `/v1/runs/${run.id}/usage`)),
+    guard(() => api("GET", `/v1/runs/${run.id}`))]);
   const metrics = await Promise.all((steps || []).map((s) => guard(() => api("GET", `/v1/steps/${s.id}/metrics`))));
   const longest = Math.max(1, ...metrics.map((m) => m?.step_ns ?? 0));
   const rows = await Promise.all((steps || []).map((s, i) => stepRow(s, metrics[i], longest)));
@@ -42,6 +43,7 @@ async function details(run, body) {
     run.metadata?.error ? h("div", { class: "run-error", role: "alert" }, h("strong", {}, "Error: "),
       h("pre", {}, typeof run.metadata.error === "string" ? run.metadata.error : JSON.stringify(run.metadata.error, null, 2))) : null,
     usage ? h("p", {}, `Usage: ${usage.total_tokens} tokens (${usage.prompt_tokens} in, ${usage.completion_tokens} out), ${usage.step_count ?? rows.length} steps`) : null,
+    timed?.ttft_ns != null ? h("p", { class: "ttft" }, `First token after ${ms(timed.ttft_ns)}`) : null,
     h("ol", { class: "steps", "aria-label": `Steps of ${run.id}` }, rows.length ? rows : h("li", { class: "muted" }, "No steps")));
 }
 
