@@ -144,7 +144,9 @@ MALFORMED: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      _forged(b"human.md", b"---\ndescription: [unclosed\n---\nv"),
      "human.md: frontmatter is not valid YAML"),
     ("a label reaching outside", _forged(b"%2e2e.md", b"v"), "'..' is not a plain path"),
-    ("a skill file naming another skill", _forged(b"x.md", b"---\nname: y\n---\nv"),
+    ("a file named by a list", _forged(b"x.md", b"---\nname: [y]\n---\nv"),
+     "x.md: name must be text"),
+    ("an unknown field", _forged(b"x.md", b"---\nowner: y\n---\nv"),
      "unknown frontmatter fields"),
 ]
 

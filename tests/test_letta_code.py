@@ -299,23 +299,32 @@ def test_memfs_clones_the_agents_memory_from_the_server(letta: LettaCode, server
     assert server.refused_since(mark) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Letta Code 0.32.18 edits memory in its memfs-v2 layout (a root MEMORY.md): its commit "
-    "hook wants MEMORY.md without frontmatter and every other file with exactly 'name' and "
-    "'description', each on one line; the server's files carry 'description' only, folded "
-    "over lines, and a pushed 'name' is refused"))
 def test_a_memory_edit_through_memfs_reaches_the_block(letta: LettaCode, server: Serving,
                                                        script: Script) -> None:
+    """Letta Code 0.32.18 keeps an agent it made in its memfs-v2 layout (a root MEMORY.md);
+    its commit hook takes the files the server serves, and its push reaches the block and
+    the agent's next model request."""
     agent_id = new_agent(letta, script, "--memfs", **letta.memfs())["agent_id"]
+    memory = letta.home / ".letta" / "agents" / agent_id / "memory"
+    assert not (memory / "MEMORY.md").read_text().startswith("---")
+    assert (memory / "human.md").read_text().startswith('---\nname: "Human"\ndescription: "')
     first = server.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")["value"]
     first = first.splitlines()[0]
     patch = ("*** Begin Patch\n*** Update File: human.md\n@@\n"
              f" {first}\n+The user's name is Ada Lovelace.\n*** End Patch")
     script.set(call("memory_apply_patch", reason="Remember the user's name", input=patch),
                reply("Noted."))
+    mark = server.mark()
     letta.ok("--agent", agent_id, "-p", "My name is Ada Lovelace", **letta.memfs())
     block = server.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")["value"]
     assert "The user's name is Ada Lovelace." in block
+    assert script.requests[-1].messages[-1].text.startswith("memory_apply_patch committed")
+    commits = server.get(f"/v1/agents/{agent_id}/memory/commits")
+    assert commits[0]["author_type"] == "user" and "human.md" in commits[0]["files_changed"]
+    script.set(reply("Hello, Ada."))
+    letta.ok("--agent", agent_id, "-p", "Who am I?", **letta.memfs())
+    assert "The user's name is Ada Lovelace." in script.requests[-1].messages[0].text
+    assert server.refused_since(mark) == []
 
 
 def typed(tmux: Tmux, text: str) -> None:

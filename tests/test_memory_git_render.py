@@ -84,6 +84,46 @@ async def test_tagged_agent_edits_a_system_block_by_its_full_label(edit):
     assert memory_section(model.requests[1].messages[0].text) == GIT_MEMORY.format(name="Grace")
 
 
+async def test_letta_codes_layout_has_its_root_files_in_full():
+    """With a root index (block MEMORY, Letta Code's memfs-v2), the root files are core
+    memory; folders are shown as the tree, skills as skills."""
+    model = ScriptedModel([reply("hi")])
+    agent = Agent(model=model, system="sys", tags=["git-memory-enabled"], blocks=[
+        Block("MEMORY", "# Memory\n- [human](human.md)\n"),
+        Block("human", "Name: Ada", description="About the user"),
+        Block("system/persona", "I am Sam."), Block("notes/todo", "buy milk"),
+        Block("skills/x", "Step 1: do x.", description="A skill")])
+    await agent.run("hello")
+    assert memory_section(model.requests[0].messages[0].text) == """\
+Reminder: <projection> contains the local path of the memory file projection.
+
+<memory>
+<MEMORY>
+  <projection>$MEMORY_DIR/MEMORY.md</projection>
+  # Memory
+- [human](human.md)
+</MEMORY>
+<human>
+  <projection>$MEMORY_DIR/human.md</projection>
+  <description>About the user</description>
+  Name: Ada
+</human>
+<external_projection>
+${MEMORY_DIR}/
+├── notes/
+│   └── todo.md
+└── system/
+    └── persona.md
+</external_projection>
+</memory>
+
+<available_skills>
+${MEMORY_DIR}/skills
+└── x/
+    └── SKILL.md (A skill)
+</available_skills>"""
+
+
 async def test_tagged_agent_without_system_blocks_has_no_memory_section():
     model = ScriptedModel([reply("hi")])
     agent = Agent(model=model, system="sys", blocks=[Block("notes/todo", "buy milk")],

@@ -16,7 +16,14 @@ from conftest import raw_sql as raw_rows
 from stateloop import Agent, Block
 from stateloop.errors import ConfigError
 from stateloop.store import NotFoundError, open_store
-from stateloop.store.memory_files import MemoryFileError, label_of, parse, path_of, render
+from stateloop.store.memory_files import (
+    MemoryFileError,
+    indexed,
+    label_of,
+    parse,
+    path_of,
+    render,
+)
 from stateloop.store.memory_repo import Author, changed_by
 from stateloop.store.records import AgentRecord, BlockRecord
 from stateloop.testing import ScriptedModel, call, reply
@@ -168,9 +175,11 @@ def test_an_agent_without_a_store_has_no_history() -> None:
 # --- the file format ---
 
 def test_files_follow_lettas_format_and_paths() -> None:
-    assert render("v", "d", False, {}) == "---\ndescription: d\n---\nv"
-    assert render("v", None, True, {"k": 1}) == (
+    assert render("x", "v", "d", False, {}) == "---\ndescription: d\n---\nv"
+    assert render("x", "v", None, True, {"k": 1}) == (
         "---\ndescription: null\nread_only: true\nmetadata:\n  k: 1\n---\nv")
+    long = "What I have learned about the person I work with, " * 4  # once folded at 80
+    assert render("x", "v", long, False, {}).count("\n") == 3
     assert path_of("human") == "human.md"
     assert path_of("system/persona") == "system/persona.md"
     assert path_of("skills/pdf") == "skills/pdf/SKILL.md"
@@ -180,6 +189,37 @@ def test_files_follow_lettas_format_and_paths() -> None:
     assert (parsed.value, parsed.description, parsed.read_only, parsed.limit) == (
         "body", "d", True, 9)
     assert parse("x.md", "no frontmatter").value == "no frontmatter"
+
+
+def test_letta_codes_layout_has_bare_indexes_and_exactly_name_and_description() -> None:
+    assert indexed(["MEMORY", "human"]) and not indexed(["human", "notes/MEMORY"])
+    assert render("MEMORY", "# Memory\n", "Root index", True, {"k": 1}, v2=True) == "# Memory\n"
+    assert render("user-name", "Ada", "Who", True, {"k": 1}, v2=True) == (
+        '---\nname: "User Name"\ndescription: "Who"\n---\nAda')
+    assert render("human", "v", None, False, None, v2=True, name="Ada's") == (
+        '---\nname: "Ada\'s"\ndescription: "(no description)"\n---\nv')
+    # a file read back: a name is taken; the stand-in description leaves the block's alone
+    parsed = parse("human.md", '---\nname: "Ada"\ndescription: "(no description)"\n---\nv')
+    assert (parsed.name, parsed.description, parsed.said) == ("Ada", None, set())
+    # an index is all value, frontmatter or not, in this layout (and only in it)
+    assert parse("MEMORY.md", "---\ndescription: d\n---\nv", v2=True).value == (
+        "---\ndescription: d\n---\nv")
+    assert parse("MEMORY.md", "---\ndescription: d\n---\nv").value == "v"
+    with pytest.raises(MemoryFileError, match=r"human\.md: name must be text"):
+        parse("human.md", "---\nname: ''\n---\nv")
+
+
+@given(st.text(max_size=60))
+def test_every_description_is_one_line_and_reads_back(description: str) -> None:
+    """Letta Code's hook reads frontmatter line by line: every field on one line, whatever
+    the text (line breaks, quotes, YAML's own indicators, unprintable characters)."""
+    for v2 in (False, True):
+        text = render("notes", "v", description, False, None, v2=v2)
+        head = text.split("\n---\n", 1)[0].removeprefix("---\n").split("\n")
+        assert [line.split(":", 1)[0] for line in head] == (
+            ["name", "description"] if v2 else ["description"])
+        back = parse("notes.md", text, v2=v2).description
+        assert back == (description if description.strip() or not v2 else None)
 
 
 @pytest.mark.parametrize("label", ["../../etc/passwd", "a//b", ".git/config", "/abs", "a/..",
@@ -204,6 +244,7 @@ def test_every_label_has_one_path_and_back(label: str) -> None:
     ("---\nlimit: -1\n---\nv", "limit must be"),
     ("---\n- a list\n---\nv", "not a mapping"),
     ("---\nowner: me\n---\nv", "unknown frontmatter fields"),
+    ("---\nname: [1]\n---\nv", "name must be text"),
 ])
 def test_bad_frontmatter_is_refused_naming_the_file(text: str, fault: str) -> None:
     with pytest.raises(MemoryFileError, match=f"notes.md: .*{fault}"):

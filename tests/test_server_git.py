@@ -336,3 +336,47 @@ def test_a_push_too_deep_or_with_a_symlink_is_refused(server: Server, tmp_path: 
     link = git("push", "origin", "main", cwd=repo, check=False)
     assert link.returncode != 0 and "only plain files and folders" in link.stderr, link.stderr
     assert block(server, agent_id, "human")["value"] == "Name: Ann"
+
+
+def test_letta_codes_layout_keeps_a_pushed_name_and_the_settings_it_cannot_carry(
+        server: Server, tmp_path: Path) -> None:
+    """An agent with a root index (block MEMORY) is served as Letta Code's memfs-v2:
+    MEMORY.md without frontmatter, every other file with exactly ``name`` and
+    ``description``. A name a push gives a file stays through later edits made on the
+    server; ``read_only`` and ``metadata``, which the layout cannot carry, stay in the store
+    and still hold."""
+    agent_id = new_agent(server, label="MEMORY", value="# Memory\n- [human](human.md)\n",
+                         description="Root memory index.")
+    tagged = httpx.patch(f"{server.url}/v1/agents/{agent_id}/core-memory/blocks/MEMORY",
+                         headers=HEADERS, timeout=30, json={"metadata": {"k": 1}})
+    assert tagged.json()["metadata"] == {"k": 1}
+    repo = clone(server, agent_id, tmp_path / "memory")
+    assert (repo / "MEMORY.md").read_text() == "# Memory\n- [human](human.md)\n"
+    assert (repo / "human.md").read_text() == (
+        '---\nname: "Human"\ndescription: "(no description)"\n---\nName: Ann')
+    assert (repo / "persona.md").read_text().startswith('---\nname: "Persona"\n')
+    commit_file(repo, "human.md", '---\nname: "Ann\'s profile"\ndescription: "The user"\n'
+                '---\nName: Ann\nLikes tea.', "Ann likes tea")
+    commit_file(repo, "MEMORY.md", "# Memory\n- [human](human.md): who Ann is\n", "index")
+    git("push", "-q", "origin", "main", cwd=repo)
+    human = block(server, agent_id, "human")
+    assert (human["value"], human["description"]) == ("Name: Ann\nLikes tea.", "The user")
+    index = block(server, agent_id, "MEMORY")
+    assert (index["description"], index["metadata"]) == ("Root memory index.", {"k": 1})
+    assert block(server, agent_id, "persona")["read_only"] is True
+
+    edited = httpx.patch(f"{server.url}/v1/agents/{agent_id}/core-memory/blocks/human",
+                         headers=HEADERS, timeout=30, json={"value": "Name: Ann\nLikes tea!"})
+    assert edited.status_code == 200, edited.text
+    git("pull", "-q", "origin", "main", cwd=repo)
+    assert (repo / "human.md").read_text() == (
+        '---\nname: "Ann\'s profile"\ndescription: "The user"\n---\nName: Ann\nLikes tea!')
+
+    commit_file(repo, "persona.md", '---\nname: "Persona"\ndescription: "x"\n---\nReckless.')
+    refused = git("push", "origin", "main", cwd=repo, check=False)
+    assert refused.returncode != 0 and "block 'persona' is read-only" in refused.stderr
+    git("reset", "-q", "--hard", "origin/main", cwd=repo)
+    commit_file(repo, "human.md", '---\nname: ""\ndescription: "The user"\n---\nName: Ann')
+    refused = git("push", "origin", "main", cwd=repo, check=False)
+    assert refused.returncode != 0 and "human.md: name must be text, not empty" in refused.stderr
+    assert block(server, agent_id, "human")["value"] == "Name: Ann\nLikes tea!"

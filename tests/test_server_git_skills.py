@@ -193,3 +193,46 @@ def test_a_whole_revert_over_rest_gives_back_the_commits_tree(
     assert (repo / "notes/readme.txt").read_text() == "not a block"
     assert labels(http, agent_id) == ["human"]
     assert http.get("/v1/blocks", params={"label": "extra"}).json() == []  # deleted
+
+
+def test_client_skills_are_listed_beside_the_agents_for_that_request_only(
+        server: Server, http: httpx.Client, fake: FakeOpenAI, script: Script) -> None:
+    """Letta's ``client_skills`` (Letta Code sends the skills it holds with each message):
+    listed in that request's available skills, grouped by folder as Letta draws them, the
+    agent's own winning a shared name; the next request without them lists the agent's."""
+    agent_id = new_agent(http, {"label": "skills/pdf", "value": "Step 1.",
+                                "description": "Fill PDF forms"})
+    client = Letta(base_url=server.url, api_key=PASSWORD)
+    script.set(reply("ok"))
+    client.agents.messages.create(agent_id, messages=[{"role": "user", "content": "hi"}],
+                                  client_skills=[
+        {"name": "commit", "description": "Write a commit\nmessage",
+         "location": "/work/.skills/commit/SKILL.md"},
+        {"name": "pdf", "description": "theirs", "location": "/work/.skills/pdf/SKILL.md"},
+        {"name": "odd", "description": "", "location": "/opt/odd.md"}])
+    assert """\
+<available_skills>
+${MEMORY_DIR}/skills
+└── pdf/
+    └── SKILL.md (Fill PDF forms)
+
+/opt
+└── odd.md
+
+/work/.skills
+└── commit/
+    └── SKILL.md (Write a commit)
+</available_skills>""" in system_prompt(fake)
+    script.set(reply("ok"))
+    client.agents.messages.create(agent_id, messages=[{"role": "user", "content": "again"}])
+    assert "commit/" not in system_prompt(fake)
+    assert "└── SKILL.md (Fill PDF forms)\n</available_skills>" in system_prompt(fake)
+
+    preview = http.post(f"/v1/agents/{agent_id}/messages/preview-raw-payload", json={
+        "messages": [{"role": "user", "content": "x"}], "client_skills": [
+            {"name": "commit", "description": "Commit", "location": "/w/commit/SKILL.md"}]})
+    assert "/w\n└── commit/\n    └── SKILL.md (Commit)" in preview.json()["messages"][0]["content"]
+
+    bad = http.post(f"/v1/agents/{agent_id}/messages", json={
+        "messages": [{"role": "user", "content": "x"}], "client_skills": [{"name": ""}]})
+    assert bad.status_code == 422 and "client_skills" in bad.text

@@ -32,6 +32,7 @@ from .errors import ConfigError
 from .events import AnyEvent, RunEnd
 from .loop import LoopConfig, Resume, run_loop
 from .memory.context import ContextBuilder
+from .memory.skills import ClientSkill, with_client_skills
 from .messages import Message, new_id
 from .run_result import Running, RunResult
 from .steering import Delivery, SteeringQueue, SteerMode
@@ -274,17 +275,18 @@ class AgentRuns:
     async def run(self, input: Input = None, *,
                   approvals: Sequence[Approval] | None = None, max_steps: int | None = None,
                   model: str | Model | None = None, tools: Sequence[Tool] = (),
-                  output_type: Any = None) -> RunResult:
+                  skills: Sequence[ClientSkill] = (), output_type: Any = None) -> RunResult:
         """Run until the agent stops; returns the result (never raises for model/tool failure).
 
         ``approvals`` resumes a run paused with stop reason ``requires_approval``;
         ``max_steps`` and ``model`` replace the agent's own for this run only; ``tools`` are
-        offered for this run only, over the agent's own of the same name; ``output_type``
+        offered for this run only, over the agent's own of the same name; ``skills`` (a
+        client's) are listed in its prompt's available skills for this run only; ``output_type``
         makes ``result.output`` a validated answer. Input that
         can never fit the context window raises ``InputTooLarge`` before anything is stored.
         """
         async with self._running(input, approvals, max_steps, model, tools, output_type,
-                                 events=False) as running:
+                                 events=False, skills=skills) as running:
             async for _ in running.events:  # straight from the loop: no generator between
                 pass
         assert running.end is not None
@@ -304,10 +306,11 @@ class AgentRuns:
     async def stream(self, input: Input = None, *, approvals: Sequence[Approval] | None = None,
                      max_steps: int | None = None, model: str | Model | None = None,
                      tools: Sequence[Tool] = (), output_type: Any = None,
-                     ) -> AsyncIterator[AnyEvent]:
+                     skills: Sequence[ClientSkill] = ()) -> AsyncIterator[AnyEvent]:
         """Run and yield every event; runs of one agent are queued in arrival order.
         The other arguments are as for ``run`` (a typed answer is ``RunEnd.data``)."""
-        async with self._running(input, approvals, max_steps, model, tools, output_type) as running:
+        async with self._running(input, approvals, max_steps, model, tools, output_type,
+                                 skills=skills) as running:
             async for event in running.events:
                 yield event
 
@@ -326,7 +329,8 @@ class AgentRuns:
     async def _running(self, input: Input, approvals: Sequence[Approval] | None,
                        max_steps: int | None, model: str | Model | None,
                        tools: Sequence[Tool] = (), output_type: Any = None, *,
-                       events: bool = True) -> AsyncIterator[Running]:
+                       events: bool = True, skills: Sequence[ClientSkill] = ()
+                       ) -> AsyncIterator[Running]:
         """A run whose turn has come: its events (with ``events=False``, only its start and
         end), then how it ended, recorded on exit."""
         new_input = options.as_messages(input)
@@ -361,6 +365,9 @@ class AgentRuns:
                     config.model = run_model
                 if tools:
                     config.tools = {**self.tools, **{tool.name: tool for tool in tools}}
+                if skills:
+                    config.build_context = with_client_skills(
+                        config.build_context, lambda: self.blocks, skills)
                 config.events = events
 
                 def ended(end: RunEnd) -> None:

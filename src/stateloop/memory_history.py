@@ -54,10 +54,11 @@ class MemoryHistory:
         """``memory_at`` for async code."""
         _, files = await self._history_store().memory_files(self.id, commit)
         found = {}
+        v2 = "MEMORY.md" in files
         for path, text in files.items():
             label = memory_files.label_of(path)
             if label is not None:
-                found[label] = memory_files.parse(path, text).value
+                found[label] = memory_files.parse(path, text, v2=v2).value
         return found
 
     def memory_diff(self, old: str, new: str = "HEAD") -> str:

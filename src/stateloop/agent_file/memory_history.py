@@ -185,7 +185,7 @@ def _check_blocks(files: Mapping[str, list[Any]], objects: Mapping[bytes, ShaFil
                 raise memory_files.MemoryFileError(f"{path}: {problem}")
             blob = objects[sha.encode()]
             assert isinstance(blob, Blob)
-            memory_files.parse(path, blob.as_raw_string().decode())
+            memory_files.parse(path, blob.as_raw_string().decode(), v2="MEMORY.md" in files)
         except (memory_files.MemoryFileError, UnicodeDecodeError) as exc:
             raise AgentFileError(str(exc), field=f"{here}.sha") from None
         parsed[sha] = path

@@ -3,18 +3,23 @@ tagged ``git-memory-enabled``): ``system/persona`` as ``<self>``, the other ``sy
 blocks as nested tags under ``<memory>``, and the blocks outside ``system/`` and ``skills/``
 only as a file tree of the memory directory. Other agents keep ``<memory_blocks>``.
 
+An agent in Letta Code's memfs-v2 layout (a block ``MEMORY``, the root index ``MEMORY.md``)
+has its root files as core memory, as Letta Code's prompt tells the model: ``MEMORY`` and
+every other block without a ``/`` in full under ``<memory>``, the rest as the file tree.
+
 Skills (blocks ``skills/NAME``, the files ``skills/NAME/SKILL.md``) are never shown in full:
 every agent's prompt lists them by name and description in ``<available_skills>``, as
 Letta's ``compile_available_skills`` does, and the agent opens one with ``open_skill``
-(memory/skills.py)."""
+(memory/skills.py, which draws the list)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..store.memory_files import skill_name
+from ..store.memory_files import indexed, skill_name
 from .blocks import Block, render_blocks
+from .skills import render_skills
 
 GIT_MEMORY_TAG = "git-memory-enabled"
 _SYSTEM = "system/"
@@ -32,25 +37,20 @@ def render_core_memory(blocks: list[Block], tags: Iterable[str]) -> str:
     return "\n\n".join(part for part in (memory, render_skills(blocks)) if part)
 
 
-def render_skills(blocks: list[Block]) -> str:
-    """``<available_skills>``: each skill's ``SKILL.md`` under the memory directory with the
-    first line of its description, drawn as a tree; "" for an agent without skills."""
-    skills = sorted((name, (b.description or "").strip().split("\n")[0].strip())
-                    for b in blocks if (name := skill_name(b.label)) is not None)
-    if not skills:
-        return ""
-    lines = ["<available_skills>", "${MEMORY_DIR}/skills"]
-    for index, (name, description) in enumerate(skills):
-        last = index == len(skills) - 1
-        lines.append(f"{'└── ' if last else '├── '}{name}/")
-        lines.append(f"{'    ' if last else '│   '}└── SKILL.md"
-                     + (f" ({description})" if description else ""))
-    lines.append("</available_skills>")
-    return "\n".join(lines)
-
-
 def render_git_blocks(blocks: list[Block]) -> str:
-    """Only ``system/`` blocks in full, labels without ``system/``; nothing without them."""
+    """Only ``system/`` blocks in full, labels without ``system/``; nothing without them.
+    In the memfs-v2 layout, the root blocks in full instead."""
+    if indexed(b.label for b in blocks):
+        core = [b for b in blocks if "/" not in b.label]
+        external = [b for b in blocks if "/" in b.label and skill_name(b.label) is None]
+        lines = ["<memory>"]
+        _render_tags(_tag_tree(core, ""), [], lines, "")
+        if external:
+            lines += ["<external_projection>", "${MEMORY_DIR}/"]
+            _render_files(_file_tree(external), "", lines)
+            lines.append("</external_projection>")
+        lines.append("</memory>")
+        return f"{_REMINDER}\n\n" + "\n".join(lines)
     system = [b for b in blocks if b.label.startswith(_SYSTEM)]
     if not system:
         return ""
@@ -63,7 +63,7 @@ def render_git_blocks(blocks: list[Block]) -> str:
     external = [b for b in blocks if not b.label.startswith((_SYSTEM, "skills/"))]
     if tagged or external:
         lines = ["<memory>"]
-        _render_tags(_tag_tree(tagged), [], lines)
+        _render_tags(_tag_tree(tagged, _SYSTEM), [], lines, _SYSTEM)
         if external:
             lines += ["<external_projection>", "${MEMORY_DIR}/"]
             _render_files(_file_tree(external), "", lines)
@@ -81,30 +81,30 @@ class _Tag:
     children: dict[str, _Tag] = field(default_factory=dict)
 
 
-def _tag_tree(blocks: list[Block]) -> _Tag:
+def _tag_tree(blocks: list[Block], folder: str) -> _Tag:
     root = _Tag()
     for block in blocks:
         node = root
-        for part in _parts(block.label.removeprefix(_SYSTEM)):
+        for part in _parts(block.label.removeprefix(folder)):
             node = node.children.setdefault(part, _Tag())
         if node is not root:
             node.block = block
     return root
 
 
-def _render_tags(node: _Tag, path: list[str], lines: list[str]) -> None:
+def _render_tags(node: _Tag, path: list[str], lines: list[str], folder: str) -> None:
     pad = "  " * len(path)
     for name in sorted(node.children):
         child, where = node.children[name], [*path, name]
         lines.append(f"{pad}<{name}>")
         if child.block is not None:
-            lines.append(f"{pad}  <projection>$MEMORY_DIR/{_SYSTEM}{'/'.join(where)}.md"
+            lines.append(f"{pad}  <projection>$MEMORY_DIR/{folder}{'/'.join(where)}.md"
                          "</projection>")
             if description := (child.block.description or "").strip():
                 lines.append(f"{pad}  <description>{description}</description>")
             if value := child.block.value.rstrip("\n"):
                 lines.append(f"{pad}  {value}")
-        _render_tags(child, where, lines)
+        _render_tags(child, where, lines, folder)
         lines.append(f"{pad}</{name}>")
 
 

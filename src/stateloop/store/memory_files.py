@@ -1,9 +1,21 @@
-"""Memory blocks as files, in Letta's memory-repository format: one Markdown file per block
-with YAML frontmatter (``description`` always, ``read_only`` and ``metadata`` when not the
-default; the limit stays out of the file), at a path made from the label (``human`` is
-``human.md``, ``system/persona`` is ``system/persona.md``, ``skills/NAME`` is
-``skills/NAME/SKILL.md``). A skill's file opens with its ``name`` too, as an agent skill's
-``SKILL.md`` does (``name``, ``description``, then the instructions).
+"""Memory blocks as files: one Markdown file per block, at a path made from the label
+(``human`` is ``human.md``, ``system/persona`` is ``system/persona.md``, ``skills/NAME`` is
+``skills/NAME/SKILL.md``), in one of two layouts, chosen by the blocks:
+
+- Letta's (``block_markdown.py``): YAML frontmatter with ``description`` always,
+  ``read_only`` and ``metadata`` when not the default; the limit stays out of the file.
+- Letta Code's memfs-v2, for an agent with a block ``MEMORY`` (the root index
+  ``MEMORY.md``, which Letta Code gives the agents it makes): every ``MEMORY.md`` is its
+  value alone, no frontmatter; every other file has exactly ``name`` and ``description``.
+  ``read_only``, ``metadata`` and the limit stay in the store (a push cannot change them
+  there, and keeps them). ``name`` is the file's name title-cased (``user-name.md`` is
+  "User Name"), as Letta Code makes it, or the one a push gave the file, which the
+  repository keeps; a block without a description gets ``NO_DESCRIPTION``.
+
+Every frontmatter field is on one line (Letta Code's commit hook reads frontmatter line by
+line), text in double quotes as JSON writes it where it needs quoting. A skill's file opens
+with its ``name`` too, as an agent skill's ``SKILL.md`` does (``name``, ``description``,
+then the instructions).
 
 A label segment that could not be a file name in a git tree (empty, ``.``/``..``, a leading
 dot, a character outside letters, digits and ``-_. ()+,=@~``) is written as ``%`` and its
@@ -13,7 +25,9 @@ UTF-8 bytes in hex, so every label has a path and every path one label.
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +40,11 @@ MAX_FRONTMATTER = 64 * 1024  # bytes of YAML a pushed file may open with
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_\-()+,=@~][A-Za-z0-9_\-. ()+,=@~]*\Z")
 _OPEN, _CLOSE = "---\n", "\n---\n"
 _LABEL_PUNCTUATION = str.maketrans("", "", "_-/.")
+INDEX = "MEMORY"  # the label of Letta Code's root index, MEMORY.md
+NO_DESCRIPTION = "(no description)"  # a memfs-v2 file's description when the block has none
+# What YAML cannot carry raw in a double-quoted scalar (not printable, or a line break in
+# YAML 1.1), written as a \\u escape, which JSON and YAML read alike.
+_UNSAFE = re.compile("[\\x7f-\\x9f\\u2028\\u2029\\ud800-\\udfff\\ufeff\\ufffe\\uffff]")
 
 
 class MemoryFileError(ValueError):
@@ -41,6 +60,7 @@ class BlockFile:
     read_only: bool | None = None
     metadata: dict[str, Any] | None = None
     limit: int | None = None
+    name: str | None = None  # the file's own name (memfs-v2; a skill's is its folder)
     said: set[str] = field(default_factory=set)  # the frontmatter keys the file has
 
 
@@ -108,33 +128,86 @@ def label_problem(label: str) -> str | None:
     return None
 
 
+def is_index(path: str) -> bool:
+    """Whether a file is a memfs-v2 index (``MEMORY.md``, at the root or in a folder)."""
+    return path == "MEMORY.md" or path.endswith("/MEMORY.md")
+
+
+def indexed(labels: Iterable[str]) -> bool:
+    """Whether blocks with these labels are in Letta Code's memfs-v2 layout (one is the
+    root index ``MEMORY``)."""
+    return INDEX in labels
+
+
+@functools.lru_cache(maxsize=4096)
+def default_name(path: str) -> str:
+    """The ``name`` Letta Code gives a memory file: its file name's words title-cased
+    (``user-name.md`` is "User Name")."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    words = [word for word in re.split(r"[-_]+", stem) if word]
+    return " ".join(word[:1].upper() + word[1:] for word in words) or "Memory"
+
+
+def _quoted(text: str) -> str:
+    """Text as a one-line double-quoted scalar that YAML and JSON both read back."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
+
+
+def _line(key: str, value: Any, *, quote: bool) -> str:
+    """``key: value`` on one line: YAML's plain form when it has one (and ``quote`` is off),
+    else quoted."""
+    if isinstance(value, str) and (quote or not value.isprintable()):
+        return f"{key}: {_quoted(value)}"
+    dumped = yaml.safe_dump({key: value}, width=float("inf"), allow_unicode=True)
+    if dumped.count("\n") == 1:
+        return dumped[:-1]
+    return f"{key}: {_quoted(value)}"
+
+
 @functools.lru_cache(maxsize=4096)
 def _frontmatter(description: str | None, read_only: bool, metadata_json: bytes,
-                 name: str | None) -> str:
-    front: dict[str, Any] = {} if name is None else {"name": name}
-    front["description"] = description
+                 name: str | None, v2: bool) -> str:
+    if v2:
+        text = (f"{_line('name', name, quote=True)}\n"
+                f"{_line('description', description, quote=True)}")
+        return f"{_OPEN}{text}{_CLOSE}"
+    lines = [] if name is None else [_line("name", name, quote=False)]
+    lines.append(_line("description", description, quote=False))
     if read_only:
-        front["read_only"] = True
+        lines.append("read_only: true")
     metadata = orjson.loads(metadata_json)
     if metadata:
-        front["metadata"] = metadata
-    text = yaml.safe_dump(front, default_flow_style=False, sort_keys=False, allow_unicode=True)
-    return f"{_OPEN}{text.rstrip(chr(10))}{_CLOSE}"
+        lines.append(yaml.safe_dump({"metadata": metadata}, default_flow_style=False,
+                                    width=float("inf"), allow_unicode=True).rstrip("\n"))
+    return _OPEN + "\n".join(lines) + _CLOSE
 
 
-def render(value: str, description: str | None, read_only: bool,
-           metadata: dict[str, Any] | None, *, skill: str | None = None) -> str:
-    """A block as its Markdown file (Letta's ``serialize_block``); a skill's (``skill``: its
-    name) opens with ``name`` as an agent skill's ``SKILL.md`` does."""
+def render(label: str, value: str, description: str | None, read_only: bool,
+           metadata: dict[str, Any] | None, *, v2: bool = False, name: str | None = None
+           ) -> str:
+    """A block as its Markdown file: in Letta's layout (Letta's ``serialize_block``), or
+    with ``v2`` in Letta Code's memfs-v2 layout; ``name`` is the file's, if it has its own.
+    A skill's opens with its ``name`` (its folder's) in either."""
+    path = path_of(label)
+    skill = skill_name(label)
+    if skill is not None:
+        return _frontmatter(description, bool(read_only), b"{}", skill, False) + value
+    if v2:
+        if is_index(path):
+            return value
+        described = description if description and description.strip() else NO_DESCRIPTION
+        return _frontmatter(described, False, b"{}", name or default_name(path), True) + value
     meta = orjson.dumps(metadata or {}, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return _frontmatter(description, bool(read_only), meta, skill) + value
+    return _frontmatter(description, bool(read_only), meta, name, False) + value
 
 
-def parse(path: str, text: str) -> BlockFile:
+def parse(path: str, text: str, *, v2: bool = False) -> BlockFile:
     """A block's fields from its file; a file without frontmatter is all value (as in
-    Letta). Frontmatter that does not parse, or holds a field of the wrong type, raises
-    ``MemoryFileError`` naming the path."""
-    if not text.startswith(_OPEN):
+    Letta), and so is every ``MEMORY.md`` with ``v2`` (Letta Code's indexes have none).
+    Frontmatter that does not parse, or holds a field of the wrong type, raises
+    ``MemoryFileError`` naming the path. Either layout's fields are read in either, so a
+    repository can move from one to the other in a push."""
+    if (v2 and is_index(path)) or not text.startswith(_OPEN):
         return BlockFile(value=text)
     end = text.find(_CLOSE, len(_OPEN) - 1)
     if end == -1:
@@ -149,14 +222,20 @@ def parse(path: str, text: str) -> BlockFile:
         raise MemoryFileError(f"{path}: frontmatter is not a mapping of fields")
     label = label_of(path)
     skill = None if label is None else skill_name(label)
-    known = {"description", "read_only", "metadata", "limit"} | ({"name"} if skill else set())
-    unknown = set(front) - known
+    unknown = set(front) - {"name", "description", "read_only", "metadata", "limit"}
     if unknown:
         raise MemoryFileError(f"{path}: unknown frontmatter fields {sorted(map(str, unknown))}")
-    if "name" in front and front["name"] != skill:
+    name = front.get("name")
+    if skill is not None and "name" in front and name != skill:
         raise MemoryFileError(f"{path}: name must be the skill's folder name {skill!r}, "
-                              f"not {front['name']!r}")
-    found = BlockFile(value=body, said=set(front) - {"name"})
+                              f"not {name!r}")
+    if "name" in front and (not isinstance(name, str) or not name.strip()):
+        raise MemoryFileError(f"{path}: name must be text, not empty")
+    said = set(front) - {"name"}
+    if front.get("description") == NO_DESCRIPTION:  # what a block without one is given
+        said.discard("description")
+        front["description"] = None
+    found = BlockFile(value=body, name=name, said=said)
     description = front.get("description")
     if description is not None and not isinstance(description, str):
         raise MemoryFileError(f"{path}: description must be text")
@@ -181,7 +260,8 @@ def parse(path: str, text: str) -> BlockFile:
         found.limit = limit
     # The same rules as every other way in (stateloop.storable): finite numbers, 64-bit
     # integers, no lone surrogates, bounded nesting.
-    problem = check_value({"value": found.value, "description": found.description,
+    problem = check_value({"value": found.value, "name": found.name,
+                           "description": found.description,
                            "metadata": found.metadata, "limit": found.limit})
     if problem is not None:
         raise MemoryFileError(f"{path}: {problem.where}: {problem.msg}")

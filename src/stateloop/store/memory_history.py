@@ -25,6 +25,7 @@ from stateloop.store.memory_repo import (
     build_commit,
     commit_agents,
     current_author,
+    kept_names,
     lock_for_blocks,
     lock_heads,
     store_commits,
@@ -167,8 +168,9 @@ def revert(conn: Connection, agent_id: str, sha: str, *, label: str | None,
     theirs); blocks gone since come back; files that are not blocks are ``sha``'s. A block
     shared with other agents changes for them too, as a commit in each. The new commit's
     sha, or None when nothing differs."""
-    old = {path: memory_files.parse(path, text) for path, text in files_at(conn, agent_id,
-                                                                          sha).items()
+    texts = files_at(conn, agent_id, sha)
+    v2 = "MEMORY.md" in texts
+    old = {path: memory_files.parse(path, text, v2=v2) for path, text in texts.items()
            if memory_files.label_of(path) is not None}
     by_label = {str(memory_files.label_of(path)): parsed for path, parsed in old.items()}
     current = {row.label: rows.block_from_row(row) for row in conn.execute(
@@ -195,8 +197,13 @@ def revert(conn: Connection, agent_id: str, sha: str, *, label: str | None,
     if label is None:
         other = {path: entry for path, entry in tree_files(conn, agent_id, sha).items()
                  if memory_files.label_of(path) is None}
+    # Each file keeps the name it had then (a file of the head not reverted, the head's).
+    names = {**kept_names(conn, agent_id, head_files),
+             **{path: parsed.name for path, parsed in old.items() if parsed.name
+                and parsed.name != memory_files.default_name(path)
+                and memory_files.skill_name(str(memory_files.label_of(path))) is None}}
     new = build_commit(agent_id, parent, head_files, block_files(agent_block_rows(
-        conn, agent_id)), author, message, now, other=other)
+        conn, agent_id), names), author, message, now, other=other, names=names)
     store_commits(conn, [new] if new else [], now)
     # Shared blocks changed for the agents sharing them: a commit in each of theirs.
     commit_agents(conn, block_ids=[block.id for block in current.values()], author=author,

@@ -22,6 +22,7 @@ from stateloop.store.memory_repo import (
     FILE_MODE,
     Author,
     NewCommit,
+    learn_name,
     lock_heads,
     store_commits,
 )
@@ -92,6 +93,7 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
                               changes, Author("user", email.rstrip(">") or name, name),
                               commit.message.decode(errors="replace").rstrip("\n")))
     files = files_of[new.encode()] if order else {}
+    v2 = "MEMORY.md" in files  # Letta Code's layout: its indexes are all value
     blocks = {}
     for path, (_, sha) in files.items():
         try:
@@ -112,9 +114,10 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
         except UnicodeDecodeError as exc:
             raise PushRefused(f"{path}: not UTF-8 text") from exc
         try:
-            blocks[label] = memory_files.parse(path, text)
+            blocks[label] = memory_files.parse(path, text, v2=v2)
         except memory_files.MemoryFileError as exc:
             raise PushRefused(str(exc)) from exc
+        learn_name(sha, path, blocks[label].name)
     return Push(old, new, made, pushed, files, blocks)
 
 

@@ -15,6 +15,8 @@ the repository is the agent's), so a change to it is a commit in every one of th
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
@@ -83,12 +85,63 @@ class NewCommit:
     created_at: float | None = None  # when it was made, if not now (an imported history)
 
 
-def block_files(blocks: Iterable[Row[Any] | Any]) -> dict[str, str]:
-    """Path -> file text of blocks (rows or records with label, value, description,
-    read_only, metadata)."""
-    return {memory_files.path_of(row.label): memory_files.render(
-        row.value, row.description, bool(row.read_only), _json(row.metadata),
-        skill=memory_files.skill_name(row.label)) for row in blocks}
+def block_files(blocks: Sequence[Row[Any] | Any], names: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """Path -> file text of an agent's blocks (rows or records with label, value,
+    description, read_only, metadata), in the layout its labels choose; ``names``: path ->
+    the name a file keeps (``kept_names``)."""
+    v2 = memory_files.indexed(row.label for row in blocks)
+    names = names or {}
+    found = {}
+    for row in blocks:
+        path = memory_files.path_of(row.label)
+        found[path] = memory_files.render(row.label, row.value, row.description,
+                                          bool(row.read_only), _json(row.metadata), v2=v2,
+                                          name=names.get(path))
+    return found
+
+
+# Blob sha -> the name its file gives itself (None: none, or its default). Content
+# addressed, so true in every repository and process; bounded by clearing when full.
+_NAMES: dict[str, str | None] = {}
+_MAX_NAMES = 65536
+_OBJECT = FastStatement(select(objects.c.data).where(objects.c.agent_id == bindparam("agent"))
+                        .where(objects.c.sha == bindparam("sha")))
+
+
+def learn_name(sha: str, path: str, name: str | None) -> None:
+    """Remember the name a file (blob ``sha`` at ``path``) gives itself."""
+    if len(_NAMES) >= _MAX_NAMES:
+        _NAMES.clear()
+    _NAMES[sha] = None if name is None or name == memory_files.default_name(path) else name
+
+
+@functools.lru_cache(maxsize=4096)
+def _nameable(path: str) -> bool:
+    """Whether the file is a block's that may name itself (a skill's name is its folder)."""
+    label = memory_files.label_of(path)
+    return label is not None and memory_files.skill_name(label) is None
+
+
+def kept_names(conn: Connection, agent_id: str, files: Mapping[str, list[Any]]
+               ) -> dict[str, str]:
+    """Path -> the name a file of ``files`` (path -> [mode, blob sha]) gives itself where
+    that is not its default (a push named it): the name its next version keeps. Skills are
+    named by their folder. A blob not seen by this process is read once."""
+    kept = {}
+    for path, (_, sha) in files.items():
+        if not _nameable(path):
+            continue
+        if sha not in _NAMES:
+            found = _OBJECT.fetch(conn, {"agent": agent_id, "sha": sha})
+            name = None
+            if found:
+                with contextlib.suppress(memory_files.MemoryFileError, UnicodeDecodeError):
+                    name = memory_files.parse(path, bytes(found[0][0]).decode()).name
+            learn_name(sha, path, name)
+        if (name := _NAMES[sha]) is not None:
+            kept[path] = name
+    return kept
 
 
 def _json(value: Any) -> Any:
@@ -97,11 +150,13 @@ def _json(value: Any) -> Any:
 
 def build_commit(agent_id: str, parent: str | None, old: Mapping[str, list[Any]],
                  texts: Mapping[str, str], author: Author, message: str | None,
-                 now: float, *, other: Mapping[str, list[Any]] | None = None
-                 ) -> NewCommit | None:
-    """The commit whose tree holds ``texts`` (path -> text) and the files that are not
-    blocks: ``other`` (path -> [mode, blob sha] of stored blobs), else those of ``old``;
-    None when that is ``old`` exactly."""
+                 now: float, *, other: Mapping[str, list[Any]] | None = None,
+                 names: Mapping[str, str] | None = None) -> NewCommit | None:
+    """The commit whose tree holds ``texts`` (path -> text; ``names``: the names their
+    files were given, ``kept_names``) and the files that are not blocks: ``other`` (path ->
+    [mode, blob sha] of stored blobs), else those of ``old``; None when that is ``old``
+    exactly."""
+    names = names or {}
     if other is None:
         other = {p: e for p, e in old.items() if memory_files.label_of(p) is None}
     files: dict[str, list[Any]] = dict(other)
@@ -110,6 +165,8 @@ def build_commit(agent_id: str, parent: str | None, old: Mapping[str, list[Any]]
     for path, text in texts.items():
         blob = Blob.from_string(text.encode())
         sha = blob.id.decode()
+        if sha not in _NAMES:  # what it was rendered with: this step's next commit reads it
+            learn_name(sha, path, names.get(path))
         if sha not in known:
             made.append(blob)
             known.add(sha)
@@ -275,8 +332,9 @@ def commit_agents(conn: Connection, agent_ids: Iterable[str] = (), *,
     who = author or current_author()
     made = []
     for agent, (parent, old) in found.items():
-        texts = block_files(agent_block_rows(conn, agent))
-        new = build_commit(agent, parent, old, texts, who, message, now)
+        names = kept_names(conn, agent, old)
+        texts = block_files(agent_block_rows(conn, agent), names)
+        new = build_commit(agent, parent, old, texts, who, message, now, names=names)
         if new is not None:
             made.append(new)
     store_commits(conn, made, now)

@@ -264,6 +264,14 @@ class ClientToolSchema(Lenient):
     parameters: dict[str, Any] | None = None
 
 
+class ClientSkillSchema(Lenient):
+    """A skill the client holds, listed in the request's prompt beside the agent's own."""
+
+    name: str = Field(min_length=1, max_length=256)
+    description: str = Field(max_length=4096)
+    location: str = Field(max_length=4096)
+
+
 class LettaRequest(Lenient):
     messages: list[InputMessage] | None = None
     input: str | list[TextContent | ImageContent] | None = None
@@ -273,6 +281,7 @@ class LettaRequest(Lenient):
     include_return_message_types: list[str] | None = None
     enable_thinking: str | None = None
     client_tools: list[ClientToolSchema] | None = None
+    client_skills: list[ClientSkillSchema] | None = Field(default=None, max_length=1000)
 
 
 class LettaStreamingRequest(LettaRequest):

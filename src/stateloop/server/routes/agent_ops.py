@@ -13,6 +13,7 @@ from ...agent import Thread
 from ...errors import ConfigError
 from ...llm.registry import resolve_model
 from ...memory.compaction import _summary_body, is_summary
+from ...memory.skills import ClientSkill
 from ...messages import ToolCall, new_call_id
 from ...tools.client import client_tool
 from ...tools.execution import execute_tool
@@ -141,7 +142,8 @@ def preview_thread(agent: Thread, body: LettaStreamingRequest,
             raise HTTPException(404, detail=f"Model {body.override_model!r} not found: "
                                             f"{exc}") from exc
     tools = [client_tool(t.name, t.description, t.parameters) for t in body.client_tools or ()]
-    return provider_body(model, next_request(agent, messages, tools))
+    skills = [ClientSkill(s.name, s.description, s.location) for s in body.client_skills or ()]
+    return provider_body(model, next_request(agent, messages, tools, skills))
 
 
 class GenerateRequest(Lenient):

@@ -64,7 +64,8 @@ async def memory_at_commit(agent_id: str, sha: str, runtime: RuntimeDep,
         if label is not None and name != label:
             continue
         try:
-            value = None if name is None else memory_files.parse(path, text).value
+            value = None if name is None else memory_files.parse(
+                path, text, v2="MEMORY.md" in files).value
         except MemoryFileError:
             value = None
         listed.append({"path": path, "label": name, "value": value, "content": text})

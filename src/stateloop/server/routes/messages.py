@@ -14,6 +14,7 @@ from ...agent import Thread
 from ...approvals import Approval, ApprovalError
 from ...eager import shielded
 from ...errors import AgentBusyError, ConfigError, InputTooLarge
+from ...memory.skills import ClientSkill
 from ...messages import Message, Part, TextPart
 from ...store.fleet import arrived
 from ...tools.client import client_tool
@@ -130,7 +131,9 @@ async def _start_run(runtime: Runtime, agent_id: str, body: LettaRequest,
             agent, messages, approvals, stream_tokens=stream_tokens, max_steps=body.max_steps,
             model=body.override_model, assistant_message=body.use_assistant_message,
             tools=[client_tool(t.name, t.description, t.parameters)
-                   for t in body.client_tools or ()])
+                   for t in body.client_tools or ()],
+            skills=[ClientSkill(s.name, s.description, s.location)
+                    for s in body.client_skills or ()])
     except InputTooLarge as exc:  # nothing was stored: the agent is as it was
         raise unprocessable("input" if body.input is not None else "messages", exc) from exc
     except ConfigError as exc:  # an unknown override_model, say

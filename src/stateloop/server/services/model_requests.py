@@ -15,6 +15,7 @@ from ...errors import ModelError
 from ...llm.base import Model, ModelRequest, ModelResponse, ToolSpec
 from ...loop import first_request
 from ...memory.context import ContextBuilder
+from ...memory.skills import ClientSkill, with_client_skills
 from ...messages import Message, Usage, system, user
 from ...tools import Tool
 
@@ -22,13 +23,14 @@ from ...tools import Tool
 STRUCTURED_OUTPUT = "structured_output"
 
 
-def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[Tool] = ()
-                 ) -> ModelRequest:
+def next_request(agent: Thread, new_input: Sequence[Message], tools: Sequence[Tool] = (),
+                 skills: Sequence[ClientSkill] = ()) -> ModelRequest:
     """The request the agent's next step would make for ``new_input``: its context, tools
-    (``tools`` added, as a run's client tools are) and rules, as a run builds it. Nothing of
-    the agent changes."""
+    (``tools`` added, as a run's client tools are; ``skills`` listed, as a run's client
+    skills are) and rules, as a run builds it. Nothing of the agent changes."""
     config = agent.loop_config()
-    config.build_context = ContextBuilder(agent.context_window).build  # its own cache
+    config.build_context = with_client_skills(  # its own cache
+        ContextBuilder(agent.context_window).build, lambda: agent.blocks, skills)
     if tools:
         config.tools = {**config.tools, **{tool.name: tool for tool in tools}}
     return first_request([*agent.messages, *new_input], config)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...approvals import Approval
 from ...events import AnyEvent, RunEnd
+from ...memory.skills import ClientSkill
 from ...messages import Message
 from ...tools import Tool
 from .messages import Frame, StreamConverter, approval_names
@@ -108,6 +109,7 @@ class RunRegistry:
     async def start(self, agent: Thread, messages: list[Message], approvals: list[Approval], *,
                     stream_tokens: bool, max_steps: int | None = None,
                     model: str | None = None, tools: Sequence[Tool] = (),
+                    skills: Sequence[ClientSkill] = (),
                     assistant_message: bool = True) -> RunChannel:
         """Start a run in the background; returns once the agent accepted it (raises what
         the agent raises on refusal: busy, pending approval, approvals that do not fit)."""
@@ -118,7 +120,7 @@ class RunRegistry:
                                     assistant_message=assistant_message)
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         run = agent.stream(messages or None, approvals=approvals or None, max_steps=max_steps,
-                           model=model, tools=tools)
+                           model=model, tools=tools, skills=skills)
         task = asyncio.create_task(self._drive(agent, run, channel, converter, accepted,
                                                self._frame_log(agent)))
         self._tasks.add(task)
