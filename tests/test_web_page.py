@@ -280,11 +280,15 @@ def test_runs_timeline_and_a_failed_runs_error(page: Any, script: Script,
     runs.nth(1).locator("summary").click()
     steps = runs.nth(1).locator("li.step")
     expect(steps).to_have_count(2)
-    # The step's time; model and tool time are not measured apart (null): no figure for
-    # them, never "0.0 ms".
-    expect(steps.nth(0).locator(".step-time")).to_have_text(re.compile(r"^\d+(\.\d)? ms$"))
-    expect(steps.nth(0)).not_to_contain_text("model ")
+    # The step's time, its model call's and its tool's, as measured; never "0.0 ms". The
+    # answering step called no tool: no tool time.
+    figure = r"\d+(\.\d)? ms"
+    expect(steps.nth(0).locator(".step-time")).to_have_text(
+        re.compile(rf"^{figure} · model {figure} · tools {figure}$"))
+    expect(steps.nth(1).locator(".step-time")).to_have_text(
+        re.compile(rf"^{figure} · model {figure}$"))
     expect(steps.nth(0)).not_to_contain_text(re.compile(r"(^|\D)0\.0 ms"))
+    expect(runs.nth(1).locator("p.ttft")).to_have_text(re.compile(rf"^First token after {figure}$"))
     expect(steps.nth(0)).to_contain_text(re.compile(r"\d+ in / \d+ out tokens"))
     expect(steps.nth(0)).to_contain_text("Tools: shout (success)")
     screenshot(page, "runs")

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
-from . import agent_state, agent_threads
+from . import agent_state, agent_threads, tracing
 from .agent_control import ThreadControl
 from .agent_memory import ThreadMemory, output_reserve, rules_solver
 from .agent_options import Input
@@ -378,6 +378,7 @@ class AgentRuns:
                 config.on_end = ended
                 if typed is not None:
                     typed.apply(config)
+                tracing.watch(config, run_id, self.id)
                 running = Running(run_loop(self.state.transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running

@@ -31,6 +31,21 @@ class StepRecord:
     started_at: float = 0.0
     duration: float = 0.0
     pending_approval: PendingApproval | None = None  # the step paused for a human
+    timing: StepTiming | None = None  # where the step's time went (None: no model call)
+
+
+@dataclass(slots=True)
+class StepTiming:
+    """Where a step's time went, in nanoseconds: its model call (every try, retries and
+    their waits included) from its start on the wall clock, the first streamed chunk, and its
+    tool calls (all of them, as the step waited for them; each call's own start and end on the
+    wall clock)."""
+
+    llm_request_start_ns: int
+    llm_request_ns: int
+    time_to_first_token_ns: int
+    tool_execution_ns: int = 0
+    tool_calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # id: (start, end)
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ from .events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from .hooks import StepRecord, call_hook
+from .hooks import StepRecord, StepTiming, call_hook
 from .llm.base import ModelRequest, ModelResponse, ToolSpec
 from .loop_config import LoopConfig, Resume, Stop
 from .messages import Message, ToolCall, Usage, new_id, user
@@ -81,6 +81,7 @@ class _Step:
     # A resumed step: the human's decision on each call, kept in its result's metadata
     # under "approval" ({"approve", "reason", "client": the client ran it}).
     decisions: dict[str, dict[str, Any]] | None = None
+    timing: StepTiming | None = None  # None: no model call (a resumed step)
 
 
 class _Run(ModelCalls, ToolCalls):
@@ -103,6 +104,7 @@ class _Run(ModelCalls, ToolCalls):
         self.length_cutoffs = 0
         self.open_calls: list[ToolCall] = []  # issued but not yet answered
         self.outputs: list[ToolOutput | None] = []  # their outputs so far, in call order
+        self.call_times: dict[str, tuple[int, int]] = {}  # the step's calls run: (start, end)
         self.paused: PendingApproval | None = None
         specs = [tool.spec() for tool in config.tools.values()]
         self.tool_specs: list[ToolSpec] = config.continuation.tool_specs(specs)
@@ -155,6 +157,8 @@ class _Run(ModelCalls, ToolCalls):
                             attempt.request = self._request()
                             if config.hooks is not None:
                                 attempt.request = await self._hooked_request(attempt.request)
+                        if not attempt.started_ns:
+                            attempt.started_ns = time.time_ns()
                         stream = config.model.stream(attempt.request)
                         try:
                             while (delta := await self._next_chunk(stream, attempt)) is not None:
@@ -164,13 +168,15 @@ class _Run(ModelCalls, ToolCalls):
                             await stream.aclose()  # type: ignore[attr-defined]
 
                     # Accept the response: append it, open its calls, decide on approvals.
-                    response = attempt.response
+                    response, answered_ns = attempt.response, time.time_ns()
                     if config.hooks is not None:
                         response = await self._hooked_response(response)
                     if step_events:
                         for call in response.message.tool_calls:
                             yield ToolCallEnd(call)
                     step = self._accept(number, started, response, attempt.request, reply_id)
+                    step.timing = StepTiming(attempt.started_ns, answered_ns - attempt.started_ns,
+                                             attempt.first_chunk_ns - attempt.started_ns)
                     if step_events:
                         yield MessageEvent(response.message)
 
@@ -183,8 +189,12 @@ class _Run(ModelCalls, ToolCalls):
                     if step_events and not step.cut_off:
                         for call in calls:
                             yield ToolExecutionStart(call)
-                    results = self._answer(
-                        calls, await self._run_tools(calls, step.offered, step.answered))
+                    tools_started = time.perf_counter_ns()
+                    outputs = await self._run_tools(calls, step.offered, step.answered)
+                    if step.timing is not None and calls:  # none: nothing ran
+                        step.timing.tool_execution_ns = time.perf_counter_ns() - tools_started
+                        step.timing.tool_calls, self.call_times = self.call_times, {}
+                    results = self._answer(calls, outputs)
                     if step.decisions:
                         for result in results:
                             if result.tool_call_id in step.decisions:
@@ -295,6 +305,7 @@ class _Run(ModelCalls, ToolCalls):
     async def _end_step(self, step: _Step) -> StepRecord:
         """Save the step (a paused one with its pending approval); run after_step if it is over."""
         record = self._record(step.number, step.response, step.started)
+        record.timing = step.timing
         record.pending_approval = step.paused
         waiting = self._save_step(record)
         if waiting is not None:

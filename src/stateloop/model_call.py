@@ -6,6 +6,7 @@ apart as its own job."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,6 +36,8 @@ class Attempt:
     overflow: ContextWindowExceeded | None = None  # the provider's last complaint
     errors: int = 0  # failed tries since the request was built, each retried after a delay
     overflows: int = 0  # each answered by a compaction
+    started_ns: int = 0  # wall clock when the first try began
+    first_chunk_ns: int = 0  # wall clock when the first streamed chunk of any try came
 
 
 class ModelCalls:
@@ -121,6 +124,8 @@ class ModelCalls:
                     item = await anext(stream)
                 finally:
                     scope._armed = False
+                if not attempt.first_chunk_ns:
+                    attempt.first_chunk_ns = time.time_ns()
                 if not isinstance(item, ModelResponse):
                     if self.step_events:
                         return item

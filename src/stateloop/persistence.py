@@ -245,7 +245,8 @@ class Persistence:
             step = StoredStep(run_id=record.run_id, index=record.step - 1, model=record.model,
                               id=step_record_id(record.run_id, record.step - 1),
                               usage=record.usage, latency_ms=record.duration * 1000,
-                              finish_reason=record.finish_reason)
+                              finish_reason=record.finish_reason,
+                              metadata=step_metrics(record))
         pending: Any = KEEP
         if record.pending_approval is not None:
             pending, self.pending_saved = record.pending_approval.to_dict(), True
@@ -347,3 +348,16 @@ def describe(error: BaseException | None) -> str:
         return "unknown error"
     cause = getattr(error, "orig", None) or error  # SQLAlchemy wraps the driver's error
     return f"{type(cause).__name__}: {cause}"
+
+
+def step_metrics(record: StepRecord) -> dict[str, Any]:
+    """What a stored step keeps of its timing (its metadata's ``metrics``, nanoseconds)."""
+    timing = record.timing
+    if timing is None:
+        return {}
+    return {"metrics": {"step_start_ns": int(record.started_at * 1e9),
+                        "step_ns": int(record.duration * 1e9),
+                        "llm_request_start_ns": timing.llm_request_start_ns,
+                        "llm_request_ns": timing.llm_request_ns,
+                        "time_to_first_token_ns": timing.time_to_first_token_ns,
+                        "tool_execution_ns": timing.tool_execution_ns}}

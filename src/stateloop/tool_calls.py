@@ -10,6 +10,7 @@ already outputs), then finalize (``after_tool_call``, and the rules record it).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from .approvals import PendingApproval
@@ -38,6 +39,7 @@ class ToolCalls:
     parallel: bool
     open_calls: list[ToolCall]  # issued but not yet answered
     outputs: list[ToolOutput | None]  # their outputs so far, in call order
+    call_times: dict[str, tuple[int, int]]  # the calls run this step: wall-clock (start, end)
 
     def append(self, message: Message) -> None: ...
 
@@ -116,7 +118,9 @@ class ToolCalls:
             prepared = await self._before_tool_call(call, prepared)
         if isinstance(prepared, ToolOutput):
             return prepared
+        started = time.time_ns()
         output = await execute_tool(call, prepared, self.config.tools, self.config.agent)
+        self.call_times[call.id] = (started, time.time_ns())
         if hooks is not None:
             output = await self._after_tool_call(call, output)
         if self.rules is not None:

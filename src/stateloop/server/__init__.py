@@ -9,8 +9,11 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..tracing import add_watcher
 from .exposure import check_exposure, client_url, served_hosts
+from .logs import RunLog, log_config
 from .settings import ServerSettings
+from .telemetry import configure_tracing
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -62,18 +65,20 @@ def serve(host: str | None = None, port: int | None = None, *,
     where = host or config.host
     if not insecure:
         check_exposure(where, config)
+    configure_tracing()  # as the OTEL_* environment asks; a ConfigError before binding
     if sock is None:
         sock = bind(where, port or config.port)
     # The server's own messages (what bounds its sandboxes, what is refused) go where
-    # uvicorn's go, from INFO up.
-    log_config = {**LOGGING_CONFIG, "loggers": {
-        **LOGGING_CONFIG["loggers"],
-        "stateloop": {"handlers": ["default"], "level": "INFO", "propagate": False}}}
+    # uvicorn's go, from INFO up; as JSON lines, with a line for each run's end, if asked.
+    json_lines = config.log_format == "json"
+    logs = log_config(LOGGING_CONFIG, json_lines)
+    if json_lines:
+        add_watcher(RunLog)
     bound = sock.getsockname()[1]
     config = config.model_copy(update={"allowed_hosts": served_hosts(where, bound, config)})
     app = create_app(config, address=client_url(where, bound))
     server = uvicorn.Server(uvicorn.Config(app, host=where, port=bound,
-                                           log_level="info", log_config=log_config))
+                                           log_level="info", log_config=logs))
     # What the imports and the routes made lives as long as the process: frozen, it is out of
     # the collector's reach, so its full passes do not walk it all again and again.
     gc.collect()

@@ -12,7 +12,9 @@ from fastapi import FastAPI
 from .. import __version__, llm
 from ..store import open_store
 from ..tools import Tool
+from ..tracing import add_watcher, remove_watcher
 from . import errors
+from .metrics import ServerMetrics
 from .middleware import ServerMiddleware
 from .routes import (
     agent_files,
@@ -42,6 +44,7 @@ from .routes import (
     search,
     steps,
 )
+from .routes import metrics as metrics_route
 from .routes import tools as tool_routes
 from .routes.agent_file import router as agent_file_router
 from .routes.agent_ops import router as agent_ops_router
@@ -61,6 +64,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     (``stateloop.store.serving``): the CLI and library agents on it then use the app."""
     config = settings or ServerSettings()
     python_tools = list(tools)
+    served_metrics = ServerMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,14 +77,17 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         await _prepare_routes(app)
         # In a thread before the server answers, not on the event loop in a client's call.
         await asyncio.to_thread(llm.prepare)
+        add_watcher(served_metrics.watch)
         try:
             yield
         finally:
+            remove_watcher(served_metrics.watch)
             await folders.close_folders(runtime)
             await runtime.close()
 
     app = FastAPI(title="stateloop", version=__version__, lifespan=lifespan,
                   description="Letta's REST API, served by stateloop.")
+    app.state.metrics = served_metrics
     # Health and sending a message first: FastAPI tries the included routers one by one,
     # route by route (~4 us a route), and no other route takes a path of theirs.
     for module in (health, messages):
@@ -113,12 +120,14 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (folders, agent_files):
         app.include_router(module.router)
     app.include_router(git.router)  # memory history
+    app.include_router(metrics_route.router)  # GET /metrics, for Prometheus
     errors.install(app)
     app.add_middleware(MemoryAuthor)  # block edits a request makes are commits by the caller
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
     app.add_middleware(ServerMiddleware, tokens=config.tokens(),
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,
-                       hosts=config.allowed_hosts)
+                       hosts=config.allowed_hosts,
+                       open_paths=("/metrics",) if config.metrics_open else ())
     app.add_middleware(errors.InternalErrors)  # outermost: it answers for everything inside
     return app
 

@@ -53,8 +53,10 @@ class ServerMiddleware:
     """
 
     def __init__(self, app: ASGIApp, *, tokens: set[str], max_body: int,
-                 max_upload: int | None = None, hosts: Iterable[str] = ()) -> None:
+                 max_upload: int | None = None, hosts: Iterable[str] = (),
+                 open_paths: Iterable[str] = ()) -> None:
         self.app = app
+        self.open_paths = frozenset(open_paths)  # the operator's, besides OPEN_PATHS
         self.tokens = [token.encode() for token in tokens]
         self.max_body = max_body
         self.max_upload = max_upload or max_body
@@ -79,7 +81,8 @@ class ServerMiddleware:
             if refusal:
                 await reply(send, 403, refusal)
                 return
-        if self.tokens and not _open(path) and not self._authorized(headers):
+        if (self.tokens and not _open(path) and path not in self.open_paths
+                and not self._authorized(headers)):
             # git asks for a password only when challenged with Basic; a page's fetch must
             # not be (its browser would open a login dialog)
             challenge = b'Basic realm="stateloop"' if path.startswith(GIT_PREFIX) else b"Bearer"

@@ -82,6 +82,11 @@ class ServerSettings(BaseSettings):
     # and read from the store again when next used. Busy ones stay (the bound then waits).
     live_agents: int = Field(default=1000, gt=0)
     ping_interval: float = 15.0  # seconds between keepalive pings on a quiet stream
+    # GET /metrics (Prometheus) without credentials: for a scraper on a trusted network.
+    # It shows counts by model, tool and stop reason; no message, id or secret.
+    metrics_open: bool = False
+    # "json": one JSON object a log line (requests, runs' ends, messages) with trace ids.
+    log_format: Literal["text", "json"] = "text"
     # Browsers: the names a request's Host may give (against DNS rebinding), comma-separated
     # "name" (any port) or "name:port", "*" for any; `stateloop serve` adds the address it
     # binds. None set: create_app() checks no Host (an app called in process).

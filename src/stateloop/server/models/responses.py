@@ -74,6 +74,7 @@ class Run(Response):
     metadata: dict[str, Any] | None = None
     background: bool | None = None
     total_duration_ns: int | None = None
+    ttft_ns: int | None = None  # GET /v1/runs/{run_id} only: from the run's start
     request_config: dict[str, Any] | None = None
     conversation_id: str | None = None
     callback_url: str | None = None

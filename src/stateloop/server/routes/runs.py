@@ -38,8 +38,17 @@ async def list_runs(runtime: RuntimeDep, agent_id: str | None = None,
 
 @router.get("/{run_id}", responses=errors(404), response_model=Run)
 async def retrieve(run_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """One run: status, stop reason, timing."""
-    return run_view(await runtime.store.get_run(run_id))
+    """One run: status, stop reason, timing (its time to first token too: from its start
+    to its first model call's first streamed chunk)."""
+    run = await runtime.store.get_run(run_id)
+    view = run_view(run)
+    first = await runtime.store.page_steps(Page(limit=1, order="asc"), run_id=run_id)
+    measured = first[0].metadata.get("metrics") if first else None
+    if measured:
+        view["ttft_ns"] = max(0, measured["llm_request_start_ns"]
+                              + measured["time_to_first_token_ns"]
+                              - int((run.started_at or run.created_at) * 1e9))
+    return view
 
 
 @router.get("/{run_id}/messages", responses=errors(404))

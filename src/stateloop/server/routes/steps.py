@@ -56,14 +56,19 @@ async def retrieve_step(step_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 
 @router.get("/{step_id}/metrics", responses=errors(404), response_model=StepMetrics)
 async def retrieve_metrics_for_step(step_id: str, runtime: RuntimeDep) -> dict[str, Any]:
-    """When the step started and how long it took (its model call and tools together: the
-    two are not timed apart)."""
+    """When the step started and where its time went: its model call (every try), its tool
+    calls, all of it. A step stored before these were measured has its start and length
+    only; what was not measured is null."""
     step = await runtime.store.get_step(step_id)
+    measured = step.metadata.get("metrics") or {}
     took = step.latency_ms / 1000 if step.latency_ms is not None else None
     started = step.created_at - took if took is not None else None
     return {"id": step.id, "run_id": step.run_id, "agent_id": step.agent_id,
-            "step_start_ns": _ns(started), "llm_request_start_ns": _ns(started),
-            "llm_request_ns": None, "tool_execution_ns": None, "step_ns": _ns(took)}
+            "step_start_ns": measured.get("step_start_ns", _ns(started)),
+            "llm_request_start_ns": measured.get("llm_request_start_ns"),
+            "llm_request_ns": measured.get("llm_request_ns"),
+            "tool_execution_ns": measured.get("tool_execution_ns"),
+            "step_ns": measured.get("step_ns", _ns(took))}
 
 
 @router.patch("/{step_id}/feedback", responses=errors(404), response_model=Step)

@@ -9,7 +9,9 @@ async function stepRow(step, metrics, longest) {
   const messages = await guard(() => api("GET", `/v1/steps/${step.id}/messages`));
   // A figure the server did not measure (null) is left out, never shown as 0.
   const model = metrics?.llm_request_ns ?? null;
-  const tool = metrics?.tool_execution_ns ?? null;
+  const ran = (messages || []).some((m) => m.message_type === "tool_return_message");
+  // A step that called no tool has no tool time to show (the server says 0).
+  const tool = ran || metrics?.tool_execution_ns ? metrics?.tool_execution_ns ?? null : null;
   const total = metrics?.step_ns ?? (model !== null && tool !== null ? model + tool : null);
   const figures = [total !== null ? ms(total) : null, model !== null ? `model ${ms(model)}` : null,
     tool !== null ? `tools ${ms(tool)}` : null].filter(Boolean).join(" · ");
@@ -31,8 +33,9 @@ async function stepRow(step, metrics, longest) {
 }
 
 async function details(run, body) {
-  const [steps, usage] = await Promise.all([
-    guard(() => api("GET", `/v1/runs/${run.id}/steps`)), guard(() => api("GET", `/v1/runs/${run.id}/usage`))]);
+  const [steps, usage, timed] = await Promise.all([
+    guard(() => api("GET", `/v1/runs/${run.id}/steps`)), guard(() => api("GET", `/v1/runs/${run.id}/usage`)),
+    guard(() => api("GET", `/v1/runs/${run.id}`))]);
   const metrics = await Promise.all((steps || []).map((s) => guard(() => api("GET", `/v1/steps/${s.id}/metrics`))));
   const longest = Math.max(1, ...metrics.map((m) => m?.step_ns ?? 0));
   const rows = await Promise.all((steps || []).map((s, i) => stepRow(s, metrics[i], longest)));
@@ -40,6 +43,7 @@ async function details(run, body) {
     run.metadata?.error ? h("div", { class: "run-error", role: "alert" }, h("strong", {}, "Error: "),
       h("pre", {}, typeof run.metadata.error === "string" ? run.metadata.error : JSON.stringify(run.metadata.error, null, 2))) : null,
     usage ? h("p", {}, `Usage: ${usage.total_tokens} tokens (${usage.prompt_tokens} in, ${usage.completion_tokens} out), ${usage.step_count ?? rows.length} steps`) : null,
+    timed?.ttft_ns != null ? h("p", { class: "ttft" }, `First token after ${ms(timed.ttft_ns)}`) : null,
     h("ol", { class: "steps", "aria-label": `Steps of ${run.id}` }, rows.length ? rows : h("li", { class: "muted" }, "No steps")));
 }
 

@@ -1,0 +1,109 @@
+"""The server's Prometheus metrics: runs by stop reason, steps, model calls (count, latency,
+time to first token, tokens) by model, tool calls (count, latency, errors) by tool. Fed by a
+run watcher (``stateloop.tracing``) as each step is saved; ``GET /metrics`` serves them in
+Prometheus' text format (routes/metrics.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from ..events import RunEnd
+from ..hooks import StepRecord
+
+__all__ = ["ServerMetrics"]
+
+# Model calls take seconds; tool calls from a millisecond (memory edits) to minutes.
+MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
+TOOL_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class ServerMetrics:
+    """One server's metrics, in a registry of its own; ``watch`` is its run watcher."""
+
+    def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry()
+        self.runs = Counter("stateloop_runs", "Runs ended, by stop reason.", ["stop_reason"],
+                            registry=registry)
+        self.steps = Counter("stateloop_steps", "Steps saved.", registry=registry)
+        self.model_calls = Counter("stateloop_model_calls", "Model calls, by model.",
+                                   ["model"], registry=registry)
+        self.model_seconds = Histogram(
+            "stateloop_model_call_seconds", "A step's model call, retries included.",
+            ["model"], buckets=MODEL_BUCKETS, registry=registry)
+        self.first_token = Histogram(
+            "stateloop_time_to_first_token_seconds", "From a model call's start to its first "
+            "streamed chunk.", ["model"], buckets=MODEL_BUCKETS, registry=registry)
+        self.tokens = Counter("stateloop_model_tokens", "Tokens, by model and direction.",
+                              ["model", "direction"], registry=registry)
+        self.tool_calls = Counter("stateloop_tool_calls", "Tool calls run, by tool.", ["tool"],
+                                  registry=registry)
+        self.tool_seconds = Histogram("stateloop_tool_call_seconds", "A tool call's run.",
+                                      ["tool"], buckets=TOOL_BUCKETS, registry=registry)
+        self.tool_errors = Counter("stateloop_tool_errors", "Tool calls that failed, by tool.",
+                                   ["tool"], registry=registry)
+
+    def watch(self, run_id: str, agent_id: str, model: str) -> _RunCounts:
+        """The watcher of one run (``stateloop.tracing.add_watcher``)."""
+        return _RunCounts(self, model)
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+
+class _RunCounts:
+    """Counts one run's steps and end into its server's metrics (the labelled series it
+    uses looked up once: a lookup costs as much as the count)."""
+
+    def __init__(self, metrics: ServerMetrics, model: str) -> None:
+        self.metrics, self.model = metrics, model
+        self.models: dict[str, tuple[Any, ...]] = {}
+        self.tools: dict[str, tuple[Any, ...]] = {}
+
+    def _model(self, model: str) -> tuple[Any, ...]:
+        series = self.models.get(model)
+        if series is None:
+            m = self.metrics
+            series = self.models[model] = (
+                m.model_calls.labels(model), m.model_seconds.labels(model),
+                m.first_token.labels(model), m.tokens.labels(model, "input"),
+                m.tokens.labels(model, "output"))
+        return series
+
+    def _tool(self, tool: str) -> tuple[Any, ...]:
+        series = self.tools.get(tool)
+        if series is None:
+            m = self.metrics
+            series = self.tools[tool] = (m.tool_calls.labels(tool), m.tool_seconds.labels(tool),
+                                         m.tool_errors.labels(tool))
+        return series
+
+    def step(self, record: StepRecord) -> None:
+        timing = record.timing
+        self.metrics.steps.inc()
+        if timing is None:
+            return
+        calls, seconds, first_token, tokens_in, tokens_out = self._model(
+            record.model or self.model)
+        calls.inc()
+        seconds.observe(timing.llm_request_ns / 1e9)
+        first_token.observe(timing.time_to_first_token_ns / 1e9)
+        tokens_in.inc(record.usage.input_tokens)
+        tokens_out.inc(record.usage.output_tokens)
+        if not timing.tool_calls:
+            return
+        names = {call.id: call.name for message in record.messages
+                 for call in message.tool_calls}
+        failed = {message.tool_call_id for message in record.messages
+                  if message.role == "tool" and message.is_error}
+        for call_id, (began, done) in timing.tool_calls.items():
+            runs, took, errors = self._tool(names.get(call_id, "unknown"))
+            runs.inc()
+            took.observe((done - began) / 1e9)
+            if call_id in failed:
+                errors.inc()
+
+    def end(self, end: RunEnd) -> None:
+        self.metrics.runs.labels(end.stop_reason).inc()
