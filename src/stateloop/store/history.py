@@ -216,7 +216,7 @@ class HistoryMixin:
 
     async def count_messages(self, agent_id: str) -> int:
         """How many messages the agent has stored (in context or not): its count, which the
-        store keeps as messages are written and deleted (revision 0027); 0 for no agent."""
+        store keeps as messages are written and deleted (revision 0026); 0 for no agent."""
         stmt = select(schema.agents.c.message_count).where(schema.agents.c.id == agent_id)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar() or 0))
 

@@ -51,7 +51,7 @@ agents = Table(
     Column("pending_approval", Json),
     # revision 0006: the agent's messages stored after this seq follow the list in context
     Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
-    # revision 0027: its messages stored, in context or not (triggers on messages keep it)
+    # revision 0026: its messages stored, in context or not (triggers on messages keep it)
     Column("message_count", BigInteger, nullable=False, server_default="0"),
     Index("ix_agents_name", "name"),
     Index("ix_agents_created", "created_at", "id"),  # revision 0020: list pages

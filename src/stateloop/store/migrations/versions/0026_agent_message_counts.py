@@ -3,7 +3,7 @@
 written or removed, the step's fast path and cascades included), so loading an agent reads
 its count instead of counting every message it ever stored.
 
-Revision ID: 0027
+Revision ID: 0026
 Revises: 0025
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0027"
+revision = "0026"
 down_revision = "0025"
 branch_labels = None
 depends_on = None
