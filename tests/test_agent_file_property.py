@@ -18,6 +18,7 @@ from stateloop.agent_file import export_agents, import_agents
 from stateloop.approvals import PendingApproval
 from stateloop.messages import Message, ToolCall, assistant, system, tool_result, user
 from stateloop.store import open_store
+from stateloop.store.memory_files import label_problem
 from stateloop.testing import ScriptedModel
 
 
@@ -42,7 +43,9 @@ def approve_me(amount: int) -> str:
 
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
-labels = st.from_regex(r"[a-z][a-z0-9_/]{0,12}", fullmatch=True)
+# Labels are paths in the memory repository: plain segments joined by "/" (label_problem).
+labels = st.from_regex(r"[a-z][a-z0-9_]{0,6}(/[a-z0-9_.-]{1,5}){0,2}", fullmatch=True).filter(
+    lambda label: label_problem(label) is None)
 
 
 @st.composite

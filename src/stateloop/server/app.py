@@ -9,7 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from .. import __version__, llm
+from .. import __version__
+from ..llm.warmup import prepare as prepare_models
 from ..store import open_store
 from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
@@ -76,7 +77,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.state.runtime = runtime
         await _prepare_routes(app)
         # In a thread before the server answers, not on the event loop in a client's call.
-        await asyncio.to_thread(llm.prepare)
+        await asyncio.to_thread(prepare_models)
         add_watcher(served_metrics.watch)
         try:
             yield
