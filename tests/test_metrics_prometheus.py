@@ -15,6 +15,9 @@ from letta_client import Letta
 from prometheus_client.parser import text_string_to_metric_families
 
 from fake_script import Script
+from stateloop.hooks import StepRecord, StepTiming
+from stateloop.messages import ToolCall, assistant, tool_result
+from stateloop.server.metrics import LABEL_VALUES, OTHER, ServerMetrics
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, calls, reply
 from test_server_support import Server, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
@@ -114,3 +117,29 @@ def test_the_operator_opens_metrics_and_nothing_else(fake: FakeOpenAI, tmp_path:
         assert response.status_code == 200 and "stateloop_runs_total" in response.text
         assert httpx.get(f"{server.url}/v1/agents/").status_code == 401
         assert httpx.get(f"{server.url}/metrics/../v1/agents/").status_code == 401
+
+
+def test_made_up_tool_names_and_models_do_not_grow_the_metrics() -> None:
+    """Tool names come from what a model calls and models from what clients name: past
+    LABEL_VALUES distinct values each, the rest are counted under ``other``."""
+    served = ServerMetrics()
+    extra = 50
+    for n in range(LABEL_VALUES + extra):
+        call = ToolCall(f"call-{n}", f"made_up_{n}", {})
+        record = StepRecord("run-1", 1, [assistant(tool_calls=[call]),
+                                         tool_result(call, "no such tool", is_error=True)],
+                            model=f"openai/model-{n}",
+                            timing=StepTiming(0, 1000, 500, 10, {call.id: (0, 10)}))
+        served.watch("run-1", "agent-1", "openai/gpt-4o-mini").step(record)
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in text_string_to_metric_families(served.exposition().decode())
+               for sample in family.samples}
+    tools = {dict(labels)["tool"] for name, labels in samples
+             if name == "stateloop_tool_calls_total"}
+    models = {dict(labels)["model"] for name, labels in samples
+              if name == "stateloop_model_calls_total"}
+    assert len(tools) == len(models) == LABEL_VALUES + 1
+    assert samples[("stateloop_tool_calls_total", (("tool", OTHER),))] == extra
+    assert samples[("stateloop_tool_errors_total", (("tool", OTHER),))] == extra
+    assert samples[("stateloop_model_calls_total", (("model", OTHER),))] == extra
+    assert samples[("stateloop_tool_calls_total", (("tool", "made_up_0"),))] == 1

@@ -17,6 +17,11 @@ __all__ = ["ServerMetrics"]
 # Model calls take seconds; tool calls from a millisecond (memory edits) to minutes.
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
 TOOL_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# Distinct values a model or tool label takes; later ones are counted as OTHER. Tool names
+# come from what a model calls (a name it makes up included) and models from what clients
+# name, so neither may grow the series, and a scrape, without bound.
+LABEL_VALUES = 200
+OTHER = "other"
 
 
 class ServerMetrics:
@@ -43,6 +48,16 @@ class ServerMetrics:
                                       ["tool"], buckets=TOOL_BUCKETS, registry=registry)
         self.tool_errors = Counter("stateloop_tool_errors", "Tool calls that failed, by tool.",
                                    ["tool"], registry=registry)
+        self._models: set[str] = set()
+        self._tools: set[str] = set()
+
+    def model_label(self, model: str) -> str:
+        """The label a model is counted under (``OTHER`` once LABEL_VALUES are in use)."""
+        return _bounded(self._models, model)
+
+    def tool_label(self, tool: str) -> str:
+        """The label a tool is counted under (``OTHER`` once LABEL_VALUES are in use)."""
+        return _bounded(self._tools, tool)
 
     def watch(self, run_id: str, agent_id: str, model: str) -> _RunCounts:
         """The watcher of one run (``stateloop.tracing.add_watcher``)."""
@@ -66,18 +81,21 @@ class _RunCounts:
         series = self.models.get(model)
         if series is None:
             m = self.metrics
+            label = m.model_label(model)
             series = self.models[model] = (
-                m.model_calls.labels(model), m.model_seconds.labels(model),
-                m.first_token.labels(model), m.tokens.labels(model, "input"),
-                m.tokens.labels(model, "output"))
+                m.model_calls.labels(label), m.model_seconds.labels(label),
+                m.first_token.labels(label), m.tokens.labels(label, "input"),
+                m.tokens.labels(label, "output"))
         return series
 
     def _tool(self, tool: str) -> tuple[Any, ...]:
         series = self.tools.get(tool)
         if series is None:
             m = self.metrics
-            series = self.tools[tool] = (m.tool_calls.labels(tool), m.tool_seconds.labels(tool),
-                                         m.tool_errors.labels(tool))
+            label = m.tool_label(tool)
+            series = self.tools[tool] = (m.tool_calls.labels(label),
+                                         m.tool_seconds.labels(label),
+                                         m.tool_errors.labels(label))
         return series
 
     def step(self, record: StepRecord) -> None:
@@ -107,3 +125,11 @@ class _RunCounts:
 
     def end(self, end: RunEnd) -> None:
         self.metrics.runs.labels(end.stop_reason).inc()
+
+
+def _bounded(seen: set[str], value: str) -> str:
+    if value not in seen:
+        if len(seen) >= LABEL_VALUES:
+            return OTHER
+        seen.add(value)
+    return value
