@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
 from fake_script import Script
-from patience import ANSWERS, STARTS, STOPS
+from started import stop, wait_until_healthy
 from stateloop.testing.fake_openai import FakeOpenAI
 
 _OURS = ("STATELOOP_", "OPENAI_", "ANTHROPIC_")  # the variables the CLI reads
@@ -106,26 +103,10 @@ def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> I
                                stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTS
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=ANSWERS).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()  # else a server still starting keeps the pipe open forever
-                output = process.stdout.read() if process.stdout else ""
-                raise AssertionError(f"stateloop serve did not come up:\n{output}")
-            time.sleep(0.1)
+        wait_until_healthy(url, process, lambda: process.stdout.read() if process.stdout else "")
         yield url
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(STOPS)
-        finally:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,10 @@ import ast
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ import click
 import pytest
 import typer
 
-from patience import STARTS, STOPS
+from started import stop, wait_until_healthy
 from stateloop.cli.app import app
 from stateloop.llm.base import ModelRequest
 from stateloop.server.settings import ServerSettings
@@ -144,24 +143,10 @@ def serving(provider: FakeOpenAI, home: Path) -> Iterator[str]:
             cwd=home, env=_environment(provider, home), stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + STARTS
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/v1/health", timeout=2).close()
-                    break
-                except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("stateloop serve did not start:\n"
-                                           + (home / "serve.log").read_text()) from None
-                    time.sleep(0.1)
+            wait_until_healthy(url, process, (home / "serve.log").read_text)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=STOPS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process, signal.SIGTERM)
 
 
 # --- Python blocks ---------------------------------------------------------------------------

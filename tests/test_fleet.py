@@ -36,6 +36,7 @@ import psycopg
 import pytest
 
 from patience import ANSWERS, STARTS, STOPS
+from started import wait_until_healthy
 from stateloop.llm.base import ModelRequest
 from stateloop.messages import Message
 from stateloop.store import open_store
@@ -121,16 +122,8 @@ class Server:
                 stdout=out, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = STARTS) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None and self.process.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"{self.url}/v1/health", timeout=ANSWERS).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"stateloop serve did not come up:\n{self.log.read_text()}")
+        assert self.process is not None
+        wait_until_healthy(self.url, self.process, self.log.read_text, timeout)
 
     def kill(self) -> None:
         assert self.process is not None

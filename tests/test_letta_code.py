@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -34,7 +33,8 @@ import pytest
 from fake_script import Script, held
 from letta_code_support import NotInstallable, letta_code
 from mcp_support import demo_command
-from patience import ANSWERS, STARTS, STOPS
+from patience import ANSWERS, STOPS
+from started import stop, wait_until_healthy
 from stateloop.llm.base import ModelRequest
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import ScriptItem, call, error, reply
@@ -98,24 +98,10 @@ def serving_with(env: dict[str, str], home: Path) -> Iterator[Serving]:
                                    env=env, stdout=output, stderr=subprocess.STDOUT)
     serving = Serving(f"http://127.0.0.1:{port}", log)
     try:
-        deadline = time.monotonic() + STARTS
-        while True:
-            try:
-                if httpx.get(f"{serving.url}/v1/health", timeout=ANSWERS).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"stateloop serve did not come up:\n{log.read_text()}")
-            time.sleep(0.1)
+        wait_until_healthy(serving.url, process, log.read_text)
         yield serving
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(STOPS)
-        finally:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @pytest.fixture(scope="module")

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import secrets
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from letta_client import Letta
 
 from fake_script import Script
-from patience import ANSWERS, STARTS, STOPS
+from started import stop, wait_until_healthy
 from stateloop.testing.scripted import reply
 from test_cli_support import Cli, cli, console_script, fake, free_port, script  # noqa: F401 (fixtures)
 from test_tracing import Receiver, receiver  # noqa: F401 (fixtures)
@@ -33,15 +30,7 @@ def _serve_and_send(cli: Cli, script: Script, env: dict[str, str | None], log: P
         process = subprocess.Popen([*console_script(), "serve", "--port", str(port)],
                                    env=cli.environment(env), stdout=out, stderr=out)
         try:
-            deadline = time.monotonic() + STARTS
-            while True:
-                try:
-                    if httpx.get(f"{url}/v1/health", timeout=ANSWERS).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+            wait_until_healthy(url, process, log.read_text)
             client = Letta(base_url=url, api_key="unused", max_retries=0, timeout=60)
             agent = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=False,
                                          memory_blocks=[{"label": "human", "value": "Ada"}])
@@ -50,12 +39,7 @@ def _serve_and_send(cli: Cli, script: Script, env: dict[str, str | None], log: P
                                           extra_headers={"traceparent": traceparent})
             [run] = client.runs.list(agent_id=agent.id).items
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(STOPS)
-            finally:
-                process.kill()
-                process.wait()
+            stop(process)
     return agent.id, run.id
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from dulwich.objects import Blob, Commit, ShaFile
 
 from ..store import memory_files
-from ..store.memory_push import MAX_LABEL, PushRefused, tree_files
+from ..store.memory_push import PushRefused, block_label, tree_files
 from ..store.memory_repo import Author, NewCommit
 from .reading import AgentFileError
 
@@ -175,14 +175,8 @@ def _check_blocks(files: Mapping[str, list[Any]], objects: Mapping[bytes, ShaFil
         if parsed.get(sha) == path:
             continue
         try:
-            label = memory_files.label_of(path)
-            if label is None:
+            if block_label(path) is None:
                 continue
-            problem = memory_files.label_problem(label)
-            if problem is None and len(label) > MAX_LABEL:
-                problem = f"block label {label!r} is over {MAX_LABEL} characters"
-            if problem is not None:
-                raise memory_files.MemoryFileError(f"{path}: {problem}")
             blob = objects[sha.encode()]
             assert isinstance(blob, Blob)
             memory_files.parse(path, blob.as_raw_string().decode(), v2="MEMORY.md" in files)

@@ -97,16 +97,11 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
     blocks = {}
     for path, (_, sha) in files.items():
         try:
-            label = memory_files.label_of(path)
+            label = block_label(path)
         except memory_files.MemoryFileError as exc:
-            raise PushRefused(f"{path}: {exc}") from exc
+            raise PushRefused(str(exc)) from exc
         if label is None:
             continue
-        problem = memory_files.label_problem(label)
-        if problem is None and len(label) > MAX_LABEL:
-            problem = f"block label {label!r} is over {MAX_LABEL} characters"
-        if problem is not None:
-            raise PushRefused(f"{path}: {problem}")
         blob = objects[sha.encode()]
         assert isinstance(blob, Blob)
         try:
@@ -119,6 +114,24 @@ def read_push(objects: Mapping[bytes, ShaFile], known: Container[bytes],
             raise PushRefused(str(exc)) from exc
         learn_name(sha, path, blocks[label].name)
     return Push(old, new, made, pushed, files, blocks)
+
+
+def block_label(path: str) -> str | None:
+    """The label of the block a file of a memory repository holds (None: it holds none);
+    ``MemoryFileError`` naming the file when no block may have it (``label_problem``'s
+    rules, and at most MAX_LABEL characters)."""
+    try:
+        label = memory_files.label_of(path)
+    except memory_files.MemoryFileError as exc:
+        raise memory_files.MemoryFileError(f"{path}: {exc}") from None
+    if label is None:
+        return None
+    problem = memory_files.label_problem(label)
+    if problem is None and len(label) > MAX_LABEL:
+        problem = f"block label {label!r} is over {MAX_LABEL} characters"
+    if problem is not None:
+        raise memory_files.MemoryFileError(f"{path}: {problem}")
+    return label
 
 
 def _descends(objects: Mapping[bytes, ShaFile], known: Container[bytes], sha: bytes,
