@@ -14,7 +14,9 @@ from pydantic import BaseModel
 from stateloop import Agent, tool
 from stateloop.errors import (
     AuthenticationError,
+    ConfigError,
     ContextWindowExceeded,
+    InvalidRequest,
     InvalidResponse,
     ModelError,
     Overloaded,
@@ -394,3 +396,40 @@ def test_body_from_kept_parts_equals_a_fresh_conversion() -> None:
         system_text, contents = to_wire_contents(transcript, model.name)
         assert body["contents"] == contents
         assert body["systemInstruction"]["parts"][0]["text"] == system_text
+
+
+# --- what a caller may not make it do ------------------------------------------------------------
+
+def test_a_model_name_cannot_leave_the_models_path() -> None:
+    for name in ("../files", "gemini-2.5-flash:countTokens", "a?key=x", "x/y", ""):
+        with pytest.raises(ConfigError, match="not a Gemini model name"):
+            GeminiModel(name, api_key="k")
+    assert GeminiModel("models/gemini-2.0-flash", api_key="k").name == "google_ai/gemini-2.0-flash"
+
+
+async def test_a_schema_that_multiplies_when_inlined_is_refused_not_expanded() -> None:
+    defs = {f"D{i}": {"type": "object", "properties": {
+        "left": {"$ref": f"#/$defs/D{i + 1}"}, "right": {"$ref": f"#/$defs/D{i + 1}"}}}
+        for i in range(40)}
+    defs["D40"] = {"type": "string"}
+    bomb = ToolSpec("bomb", "2**40 leaves.", {"$defs": defs, "type": "object",
+                                              "properties": {"root": {"$ref": "#/$defs/D0"}}})
+    started = time.monotonic()
+    with FakeOpenAI([reply("never")]) as fake, pytest.raises(InvalidRequest) as refused:
+        await collect(gemini(fake), ModelRequest([user("hi")], [bomb]))
+    assert "'bomb'" in refused.value.message and "5000" in refused.value.message
+    assert time.monotonic() - started < 5 and not fake.requests
+
+
+async def test_gemini_3_takes_calls_another_model_wrote() -> None:
+    theirs = ToolCall("call_9", "get_weather", {"city": "Rome"})
+    transcript = [system("s"), user("q"), Message("assistant", [ReasoningPart(
+        "mine", "sig-x", "openai/o3")], [theirs]), tool_result(theirs, "Warm")]
+    with FakeOpenAI([reply("Warm in Rome."), reply("again")]) as fake:
+        _, response = await collect(gemini(fake, "gemini-3-pro-preview"),
+                                    ModelRequest(transcript, [WEATHER]))
+        _, _ = await collect(gemini(fake), ModelRequest(transcript, [WEATHER]))
+    assert response.message.text == "Warm in Rome."
+    sent = [r.body["contents"][1]["parts"][0] for r in fake.requests]
+    assert sent[0]["thoughtSignature"] == "skip_thought_signature_validator"
+    assert "thoughtSignature" not in sent[1]  # older models need none

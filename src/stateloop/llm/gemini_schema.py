@@ -22,16 +22,39 @@ _KEPT = {"description", "title", "format", "enum", "maxItems", "minItems", "minP
 _FORMATS: dict[Any, set[str]] = {"string": {"enum", "date-time"},
                                  "integer": {"int32", "int64"}, "number": {"float", "double"}}
 _MAX_DEPTH = 32  # Gemini nests schemas no deeper in practice; a cycle stops here at worst
+# Inlining references can multiply a schema (each definition using the next twice doubles
+# it): past this many schemas the tool is refused rather than the event loop held.
+MAX_NODES = 5_000
+
+
+class SchemaTooLarge(ValueError):
+    """A schema that grows past ``MAX_NODES`` schemas once its references are inlined."""
 
 
 def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``schema`` (a JSON Schema) as a Gemini ``Schema``."""
     defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
-    return _convert(schema, defs, (), 0)
+    return _Converter(defs).convert(schema, (), 0)
 
 
-def _convert(schema: Any, defs: Mapping[str, Any], seen: tuple[str, ...],
+class _Converter:
+    __slots__ = ("defs", "nodes")
+
+    def __init__(self, defs: Mapping[str, Any]) -> None:
+        self.defs = defs
+        self.nodes = 0
+
+    def convert(self, schema: Any, seen: tuple[str, ...], depth: int) -> dict[str, Any]:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise SchemaTooLarge(f"the schema grows past {MAX_NODES} schemas once its "
+                                 f"$refs are inlined")
+        return _convert(self, schema, seen, depth)
+
+
+def _convert(converter: _Converter, schema: Any, seen: tuple[str, ...],
              depth: int) -> dict[str, Any]:
+    defs = converter.defs
     if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
         return {"type": "object"}
     schema = _merged_all_of(schema)
@@ -41,7 +64,7 @@ def _convert(schema: Any, defs: Mapping[str, Any], seen: tuple[str, ...],
         if name in seen or name not in defs:  # a cycle, or a reference we cannot follow
             return {"type": "object", **_described(schema)}
         target = {**defs[name], **{k: v for k, v in schema.items() if k != "$ref"}}
-        return _convert(target, defs, (*seen, name), depth + 1)
+        return converter.convert(target, (*seen, name), depth + 1)
     out: dict[str, Any] = {k: v for k, v in schema.items() if k in _KEPT}
     nullable = bool(schema.get("nullable"))
     kind = schema.get("type")
@@ -57,7 +80,7 @@ def _convert(schema: Any, defs: Mapping[str, Any], seen: tuple[str, ...],
     if isinstance(branches, list):
         kept = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
         nullable = nullable or len(kept) < len(branches)
-        converted = [_convert(b, defs, seen, depth + 1) for b in kept]
+        converted = [converter.convert(b, seen, depth + 1) for b in kept]
         if len(converted) == 1:  # Optional[X]: X, nullable
             out = {**converted[0], **{k: v for k, v in out.items() if k == "description"}}
         elif converted:
@@ -74,14 +97,14 @@ def _convert(schema: Any, defs: Mapping[str, Any], seen: tuple[str, ...],
     properties = schema.get("properties")
     if isinstance(properties, Mapping) and properties:
         out["type"] = "object"
-        out["properties"] = {name: _convert(value, defs, seen, depth + 1)
+        out["properties"] = {name: converter.convert(value, seen, depth + 1)
                              for name, value in properties.items()}
         required = [n for n in schema.get("required") or () if n in properties]
         if required:
             out["required"] = required
     items = schema.get("items")
     if isinstance(items, Mapping):
-        out["items"] = _convert(items, defs, seen, depth + 1)
+        out["items"] = converter.convert(items, seen, depth + 1)
     elif out.get("type") == "array":
         out["items"] = {"type": "string"}  # Gemini needs the items' type
     if nullable:

@@ -20,12 +20,12 @@ from typing import Any
 
 import httpx2
 
-from ..errors import AuthenticationError, InvalidRequest, InvalidResponse
+from ..errors import AuthenticationError, ConfigError, InvalidRequest, InvalidResponse
 from ..messages import ImagePart, Message, ReasoningPart, TextPart, Usage
 from ._http import loads, model_stream, post_stream, server_sent_events, stream_error
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
-from .gemini_schema import gemini_schema, parameters
+from .gemini_schema import SchemaTooLarge, gemini_schema, parameters
 from .models import model_limits
 from .pieces import KeptPieces, dumps
 
@@ -37,8 +37,13 @@ _FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
 # The model wrote a call it could not finish: asked again, it usually succeeds.
 _RETRIED_FINISH = {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"}
 # Tokens of thinking per reasoning effort, as Google's OpenAI-compatible endpoint maps them.
-_EFFORT_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
+_EFFORT_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576,
+                   "xhigh": 24576}
 _THINKING_MODELS = ("gemini-2.5", "gemini-3")  # think unless told not to
+_SIGNED_CALLS = "google_ai/gemini-3"
+_FOREIGN_SIGNATURE = "skip_thought_signature_validator"
+# A model id goes into the URL's path: nothing that could leave ``/v1beta/models/``.
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _DATA_URL = re.compile(r"^data:(?P<type>[\w/+.-]+);base64,(?P<data>.*)$", re.DOTALL)
 
 
@@ -59,6 +64,9 @@ class GeminiModel:
                  thinking_budget: int | None = None, reasoning_effort: str | None = None,
                  ) -> None:
         self.model_id = name.removeprefix("models/")
+        if not _MODEL_ID.fullmatch(self.model_id):
+            raise ConfigError(f"{name!r} is not a Gemini model name (letters, digits, '.', "
+                              f"'_' and '-', such as gemini-2.5-flash)")
         self.name = f"{self.provider}/{self.model_id}"
         base = base_url or os.environ.get("GEMINI_BASE_URL") or GEMINI_BASE_URL
         self.base_url = base.rstrip("/").removesuffix("/v1beta")
@@ -150,7 +158,11 @@ class GeminiModel:
             config["responseMimeType"] = "application/json"
             schema = (response_format.get("json_schema") or {}).get("schema")
             if isinstance(schema, dict):
-                config["responseSchema"] = gemini_schema(schema)
+                try:
+                    config["responseSchema"] = gemini_schema(schema)
+                except SchemaTooLarge as exc:
+                    raise InvalidRequest(f"response_format: {exc}",
+                                         provider=self.provider) from exc
         return config
 
     async def _read(self, response: httpx2.Response) -> AsyncIterator[StreamItem]:
@@ -233,7 +245,11 @@ def usage_from_gemini(raw: dict[str, Any]) -> Usage:
 
 def _declaration(tool: ToolSpec) -> dict[str, Any]:
     declaration: dict[str, Any] = {"name": tool.name, "description": tool.description}
-    converted = parameters(tool.parameters)
+    try:
+        converted = parameters(tool.parameters)
+    except SchemaTooLarge as exc:
+        raise InvalidRequest(f"tool {tool.name!r}'s parameters: {exc}",
+                             provider=GeminiModel.provider) from exc
     if converted is not None:
         declaration["parameters"] = converted
     return declaration
@@ -305,8 +321,10 @@ def _model_parts(message: Message, model: str) -> list[dict[str, Any]]:
                                    if type(p) is TextPart and p.text]
     calls: list[dict[str, Any]] = [{"functionCall": {"name": c.name, "args": c.arguments}}
                                    for c in message.tool_calls]
-    if signature and calls:
-        calls[0]["thoughtSignature"] = signature
+    if calls and (signature or model.startswith(_SIGNED_CALLS)):
+        # Gemini 3 refuses calls without a signature; another model's calls take the value
+        # Google documents for them.
+        calls[0]["thoughtSignature"] = signature or _FOREIGN_SIGNATURE
     elif signature and parts:
         parts[-1]["thoughtSignature"] = signature
     return parts + calls
