@@ -433,3 +433,39 @@ async def test_gemini_3_takes_calls_another_model_wrote() -> None:
     sent = [r.body["contents"][1]["parts"][0] for r in fake.requests]
     assert sent[0]["thoughtSignature"] == "skip_thought_signature_validator"
     assert "thoughtSignature" not in sent[1]  # older models need none
+
+
+def test_a_script_function_sees_a_gemini_request_and_generate_content_answers_whole() -> None:
+    seen: list[ModelRequest] = []
+
+    def script(request: ModelRequest) -> Any:
+        seen.append(request)
+        return calls(call("get_weather", city="Oslo"), text="Looking.")
+
+    contents = [{"role": "user", "parts": [{"text": "Weather?"}]},
+                {"role": "model", "parts": [{"functionCall": {
+                    "name": "get_weather", "args": {"city": "Paris"}}}]},
+                {"role": "user", "parts": [{"functionResponse": {
+                    "name": "get_weather", "response": {"error": "no data"}}}]}]
+    body = {"systemInstruction": {"parts": [{"text": "be brief"}]}, "contents": contents,
+            "tools": [{"functionDeclarations": [{"name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}}}]}],
+            "toolConfig": {"functionCallingConfig": {"mode": "ANY",
+                                                     "allowedFunctionNames": ["get_weather"]}},
+            "generationConfig": {"maxOutputTokens": 50, "temperature": 0.5,
+                                 "thinkingConfig": {"thinkingBudget": 0}}}
+    with FakeOpenAI(script) as fake:
+        whole = httpx.post(f"{fake.url}/v1beta/models/{MODEL}:generateContent", json=body)
+    [request] = seen
+    assert [m.role for m in request.messages] == ["system", "user", "assistant", "tool"]
+    call_id = request.messages[2].tool_calls[0].id
+    result = request.messages[3]
+    assert (result.tool_call_id, result.name, result.text, result.is_error) == (
+        call_id, "get_weather", "no data", True)
+    assert (request.forced_tool, request.max_tokens) == ("get_weather", 50)
+    assert (request.settings.temperature, request.settings.thinking_budget) == (0.5, 0)
+    candidate = whole.json()["candidates"][0]
+    assert candidate["finishReason"] == "STOP"
+    assert [list(p) for p in candidate["content"]["parts"]] == [
+        ["text"], ["functionCall", "thoughtSignature"]]
+    assert whole.json()["usageMetadata"]["promptTokenCount"] > 0

@@ -236,7 +236,7 @@ def gemini_request(body: dict[str, Any]) -> ModelRequest:
                 parts.append(ReasoningPart(part.get("text", "")))
             elif "text" in part:
                 parts.append(TextPart(part["text"]))
-        pending = calls or pending
+        pending = list(calls) or pending
         if parts or calls:
             messages.append(Message("assistant" if content.get("role") == "model" else "user",
                                     parts, calls))
