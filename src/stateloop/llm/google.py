@@ -27,7 +27,7 @@ from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
 from .gemini_schema import SchemaTooLarge, gemini_schema, parameters
 from .models import model_limits
-from .pieces import KeptPieces, dumps
+from .pieces import Encoded, KeptTurns, dumps
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com"
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
@@ -79,7 +79,7 @@ class GeminiModel:
         self.thinking_budget = thinking_budget
         self.reasoning_effort = reasoning_effort
         self._api_key = api_key
-        self._parts: KeptPieces[_Encoded] = KeptPieces(lambda m: _encoded(m, self.name))
+        self._turns = KeptTurns(lambda m: _encoded(m, self.name), b"parts")
 
     def __repr__(self) -> str:
         return f"GeminiModel({self.model_id!r}, base_url={self.base_url!r})"
@@ -124,7 +124,7 @@ class GeminiModel:
                 mode = "ANY" if request.tool_choice == "required" else "NONE"
                 head["toolConfig"] = {"functionCallingConfig": {"mode": mode}}
         head["generationConfig"] = self._generation_config(request)
-        turns = _turns(self._parts.pieces(messages, start))
+        turns = self._turns.turns(messages, start)
         return b"".join((dumps(head)[:-1], b',"contents":[', turns, b"]}"))
 
     def _generation_config(self, request: ModelRequest) -> dict[str, Any]:
@@ -255,39 +255,11 @@ def _declaration(tool: ToolSpec) -> dict[str, Any]:
     return declaration
 
 
-# A message's parts as JSON: its side ("user" or "model"), its function responses, the rest.
-_Encoded = tuple[str, list[bytes], list[bytes]]
-
-
-def _encoded(message: Message, model: str) -> _Encoded:
+def _encoded(message: Message, model: str) -> Encoded:
+    """A message's side, its function responses' JSON and its other parts' JSON."""
     role, parts = message_parts(message, model)
     responses = [dumps(p) for p in parts if "functionResponse" in p]
     return role, responses, [dumps(p) for p in parts if "functionResponse" not in p]
-
-
-def _turns(entries: list[_Encoded]) -> bytes:
-    """The inside of ``contents``: messages of one side in a row make one turn, function
-    responses first in theirs."""
-    turns: list[bytes] = []
-    role = ""
-    responses: list[bytes] = []
-    others: list[bytes] = []
-    for entry_role, entry_responses, entry_others in entries:
-        if not entry_responses and not entry_others:
-            continue
-        if entry_role != role and (responses or others):
-            turns.append(_turn(role, responses + others))
-            responses, others = [], []
-        role = entry_role
-        responses += entry_responses
-        others += entry_others
-    if responses or others:
-        turns.append(_turn(role, responses + others))
-    return b",".join(turns)
-
-
-def _turn(role: str, parts: list[bytes]) -> bytes:
-    return b'{"role":"%s","parts":[%s]}' % (role.encode(), b",".join(parts))
 
 
 def to_wire_contents(messages: list[Message], model: str) -> tuple[str, list[dict[str, Any]]]:
@@ -296,9 +268,18 @@ def to_wire_contents(messages: list[Message], model: str) -> tuple[str, list[dic
     start = 0
     while start < len(messages) and messages[start].role == "system":
         start += 1
-    inside = _turns([_encoded(m, model) for m in messages[start:]])
-    return ("\n\n".join(m.text for m in messages[:start] if m.text),
-            json.loads(b"[" + inside + b"]"))
+    contents: list[dict[str, Any]] = []
+    for message in messages[start:]:
+        role, parts = message_parts(message, model)
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    for content in contents:  # function responses open their turn
+        content["parts"].sort(key=lambda part: "functionResponse" not in part)
+    return "\n\n".join(m.text for m in messages[:start] if m.text), contents
 
 
 def message_parts(message: Message, model: str) -> tuple[str, list[dict[str, Any]]]:
