@@ -469,3 +469,51 @@ def test_a_script_function_sees_a_gemini_request_and_generate_content_answers_wh
     assert [list(p) for p in candidate["content"]["parts"]] == [
         ["text"], ["functionCall", "thoughtSignature"]]
     assert whole.json()["usageMetadata"]["promptTokenCount"] > 0
+
+
+def _stream(*chunks: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+
+
+def _candidate(text: str, finish: str | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]},
+                                 "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate]}
+
+
+@pytest.mark.parametrize(("finish", "reason"), [
+    ("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("RECITATION", "content_filter"),
+    ("OTHER", "other")])
+async def test_finish_reasons_are_mapped(finish: str, reason: str) -> None:
+    with FakeOpenAI([recorded(_stream(_candidate("Once upon"), _candidate(" a", finish)))]
+                    ) as fake:
+        _, response = await collect(gemini(fake))
+    assert (response.message.text, response.finish_reason) == ("Once upon a", reason)
+
+
+@pytest.mark.parametrize(("stream", "kind", "text"), [
+    (_stream({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+              "usageMetadata": {"promptTokenCount": 9}}),
+     InvalidRequest, "blocked the prompt (PROHIBITED_CONTENT)"),
+    (_stream(_candidate("Hel"), {"error": {"code": 503, "status": "UNAVAILABLE",
+                                           "message": "Backend went away."}}),
+     Unavailable, "Backend went away."),
+    (_stream(), InvalidResponse, "ended without a candidate"),
+])
+async def test_a_blocked_prompt_an_error_event_and_an_empty_stream(
+        stream: bytes, kind: type[ModelError], text: str) -> None:
+    with FakeOpenAI([recorded(stream)]) as fake, pytest.raises(kind) as caught:
+        await collect(gemini(fake))
+    assert text in caught.value.message
+
+
+def test_a_model_that_always_thinks_is_given_its_least_budget_for_zero() -> None:
+    off = ModelRequest([user("hi")], settings=ModelSettings(thinking_budget=0))
+    pro = GeminiModel("gemini-2.5-pro", base_url="http://127.0.0.1:9", api_key="k")
+    flash = GeminiModel(MODEL, base_url="http://127.0.0.1:9", api_key="k")
+    assert json.loads(pro.body(off))["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": 128, "includeThoughts": True}
+    assert json.loads(flash.body(off))["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": 0}

@@ -40,6 +40,8 @@ _RETRIED_FINISH = {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"}
 _EFFORT_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576,
                    "xhigh": 24576}
 _THINKING_MODELS = ("gemini-2.5", "gemini-3")  # think unless told not to
+_ALWAYS_THINKS = ("gemini-2.5-pro", "gemini-3")  # refuse a budget of 0
+_LEAST_BUDGET = 128
 _SIGNED_CALLS = "google_ai/gemini-3"
 _FOREIGN_SIGNATURE = "skip_thought_signature_validator"
 # A model id goes into the URL's path: nothing that could leave ``/v1beta/models/``.
@@ -51,7 +53,8 @@ class GeminiModel:
     """A Gemini model: ``GeminiModel("gemini-2.5-flash")``, the handle ``google_ai/NAME``.
 
     ``api_key`` and ``base_url`` default to ``GEMINI_API_KEY`` and ``GEMINI_BASE_URL``.
-    ``thinking_budget`` sets thinking tokens (0 turns thinking off where the model allows);
+    ``thinking_budget`` sets thinking tokens (0 turns thinking off; models that cannot stop
+    thinking, 2.5 Pro and Gemini 3, get the least budget, 128);
     ``reasoning_effort`` (``none`` to ``high``) is the same as a budget, or Gemini 3's
     ``thinkingLevel``. Thought summaries come back as reasoning when the model thinks.
     """
@@ -147,6 +150,8 @@ class GeminiModel:
                                      f"{', '.join(_EFFORT_BUDGETS)}, not {effort!r}",
                                      provider=self.provider)
             thinking["thinkingBudget"] = _EFFORT_BUDGETS[effort]
+        if thinking.get("thinkingBudget") == 0 and self.model_id.startswith(_ALWAYS_THINKS):
+            thinking["thinkingBudget"] = _LEAST_BUDGET  # it refuses 0: think the least
         thinks = thinking.get("thinkingBudget", 1) != 0 and (
             bool(thinking) or self.model_id.startswith(_THINKING_MODELS))
         if thinks:
