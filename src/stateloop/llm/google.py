@@ -40,6 +40,8 @@ _RETRIED_FINISH = {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"}
 _EFFORT_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576,
                    "xhigh": 24576}
 _THINKING_MODELS = ("gemini-2.5", "gemini-3")  # think unless told not to
+# Gemini 3 thinks at a level instead; it cannot stop, and has nothing above high.
+_LEVELS = {"none": "low", "minimal": "low", "xhigh": "high"}
 _ALWAYS_THINKS = ("gemini-2.5-pro", "gemini-3")  # refuse a budget of 0
 _LEAST_BUDGET = 128
 _SIGNED_CALLS = "google_ai/gemini-3"
@@ -143,7 +145,7 @@ class GeminiModel:
         if budget is not None:
             thinking["thinkingBudget"] = budget
         elif effort is not None and self.model_id.startswith("gemini-3"):
-            thinking["thinkingLevel"] = "low" if effort in ("none", "minimal") else effort
+            thinking["thinkingLevel"] = _LEVELS.get(effort, effort)
         elif effort is not None:
             if effort not in _EFFORT_BUDGETS:
                 raise InvalidRequest(f"reasoning_effort must be one of "
