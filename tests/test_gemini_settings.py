@@ -13,6 +13,9 @@ from stateloop.llm.base import ModelRequest
 from stateloop.llm.google import GeminiModel
 from stateloop.messages import user
 from stateloop.server.services.agent_fields import model_settings
+from stateloop.server.services.views import llm_config
+from stateloop.server.services.views import model_settings as shown_settings
+from stateloop.store.records import AgentRecord
 
 
 def test_thinking_config_and_response_schema_reach_the_request() -> None:
@@ -30,7 +33,8 @@ def test_thinking_config_and_response_schema_reach_the_request() -> None:
         "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True}}
     off = model_settings({"thinking_config": {"include_thoughts": False, "thinking_budget": 0}},
                          None, "google_ai")
-    body = json.loads(model.body(ModelRequest([user("hi")], settings=off["model_settings"])))
+    flash = GeminiModel("gemini-2.5-flash", base_url="http://127.0.0.1:9", api_key="k")
+    body = json.loads(flash.body(ModelRequest([user("hi")], settings=off["model_settings"])))
     assert body["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
 
 
@@ -49,3 +53,15 @@ def test_what_gemini_cannot_honour_is_a_422_naming_the_field(
     assert refused.value.status_code == 422
     [detail] = refused.value.detail
     assert detail["loc"][-1] in settings and problem in detail["msg"]
+
+
+def test_a_gemini_agent_shows_its_thinking_config_in_letta_s_terms() -> None:
+    unset = AgentRecord("g", model="google_ai/gemini-2.5-flash")
+    off = AgentRecord("g", model="google_ai/gemini-2.5-flash",
+                      llm_config={"model_settings": {"thinking_budget": 0}})
+    views = [shown_settings(r, llm_config(r)) for r in (unset, off)]
+    assert [v["provider_type"] for v in views] == ["google_ai", "google_ai"]
+    assert [v["thinking_config"] for v in views] == [
+        {"include_thoughts": True, "thinking_budget": 1024},
+        {"include_thoughts": False, "thinking_budget": 0}]
+    assert llm_config(unset)["model_endpoint_type"] == "google_ai"
