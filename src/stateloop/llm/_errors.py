@@ -2,8 +2,9 @@
 
 Every adapter ends up with the same three facts about a failure: an HTTP status (or none,
 for an error sent inside a stream), the provider's own error text, and sometimes an error
-type such as Anthropic's ``overloaded_error``. ``classify`` maps those to one
-``ModelError`` subclass; the provider's text is passed through unaltered.
+type such as Anthropic's ``overloaded_error`` or Google's ``RESOURCE_EXHAUSTED``.
+``classify`` maps those to one ``ModelError`` subclass; the provider's text is passed
+through unaltered.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _CONTEXT_OVERFLOW = re.compile(
         r"longer than the maximum model length",  # vLLM ("The decoder prompt (length N) is ...")
         r"larger than the max context size",  # older llama.cpp server
         r"exceed_context_size_error",  # llama.cpp server's error type
+        # Gemini ("The input token count (N) exceeds the maximum number of tokens allowed (M).")
+        r"exceeds the maximum number of tokens allowed",
         # Ollama ("input length exceeds the context length"), llama.cpp ("the request exceeds
         # the available context size"), Anthropic ("input length and `max_tokens` exceed
         # context limit") and the many "exceeds the context window" variants.
@@ -43,10 +46,15 @@ _CONTEXT_OVERFLOW = re.compile(
     re.IGNORECASE,
 )
 
-_RATE_LIMIT_TYPES = {"rate_limit_error", "rate_limit_exceeded", "requests", "tokens"}
+# Google's APIs name the kind in ``status`` (gRPC codes) and an invalid key by ErrorInfo's
+# reason ``API_KEY_INVALID``, sent with a 400.
+_RATE_LIMIT_TYPES = {"rate_limit_error", "rate_limit_exceeded", "requests", "tokens",
+                     "resource_exhausted"}
 _OVERLOADED_TYPES = {"overloaded_error"}
-_AUTH_TYPES = {"authentication_error", "permission_error", "invalid_api_key"}
-_SERVER_TYPES = {"api_error", "server_error", "internal_server_error", "timeout_error"}
+_AUTH_TYPES = {"authentication_error", "permission_error", "invalid_api_key", "unauthenticated",
+               "permission_denied", "api_key_invalid"}
+_SERVER_TYPES = {"api_error", "server_error", "internal_server_error", "timeout_error",
+                 "internal", "unavailable", "deadline_exceeded"}
 # A spent quota answers 429 but waiting does not help.
 _FINAL_429_CODES = {"insufficient_quota", "billing_hard_limit_reached"}
 
@@ -71,7 +79,7 @@ def classify(status: int | None, message: str, *, provider: str, error_type: str
     if status == 529 or kind in _OVERLOADED_TYPES or (
             status in (500, 503) and "overloaded" in message.lower()):
         return Overloaded(message, **options)
-    if status in (401, 403) or kind in _AUTH_TYPES:
+    if status in (401, 403) or kind in _AUTH_TYPES or (code or "").lower() in _AUTH_TYPES:
         return AuthenticationError(message, **options)
     if status is None or status >= 500 or status in (408, 409) or kind in _SERVER_TYPES:
         return Unavailable(message, **options)
@@ -87,9 +95,32 @@ def error_details(body: object) -> tuple[str | None, str | None, str | None]:
     inner = body.get("error")
     if isinstance(inner, str):  # Ollama, some proxies: {"error": "text"}
         return inner, _str(body.get("type")), _str(body.get("code"))
-    if isinstance(inner, Mapping):  # OpenAI, Anthropic, llama.cpp: {"error": {...}}
+    if isinstance(inner, Mapping):  # OpenAI, Anthropic, llama.cpp, Google: {"error": {...}}
         body = inner
-    return _str(body.get("message")), _str(body.get("type")), _str(body.get("code"))
+    kind = body.get("type") or body.get("status")  # Google: "status": "RESOURCE_EXHAUSTED"
+    code = _detail(body, "ErrorInfo", "reason") or body.get("code")
+    return _str(body.get("message")), _str(kind), _str(code)
+
+
+def _detail(body: Mapping[str, Any], kind: str, key: str) -> Any:
+    """A field of the ``google.rpc`` detail of type ``kind`` in a Google error, or None."""
+    details = body.get("details")
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith(f".{kind}"):
+            return detail.get(key)
+    return None
+
+
+def retry_info_seconds(body: object) -> float | None:
+    """Seconds to wait from a Google error's ``RetryInfo`` detail (``"retryDelay": "37s"``)."""
+    inner = body.get("error") if isinstance(body, Mapping) else None
+    delay = _detail(inner, "RetryInfo", "retryDelay") if isinstance(inner, Mapping) else None
+    if not isinstance(delay, str) or not delay.endswith("s"):
+        return None
+    try:
+        return max(0.0, float(delay[:-1]))
+    except ValueError:
+        return None
 
 
 def _str(value: object) -> str | None:

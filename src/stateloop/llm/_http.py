@@ -23,7 +23,7 @@ import httpx2
 import orjson
 
 from ..errors import InvalidResponse, ModelError, Unavailable
-from ._errors import classify, error_details, retry_after_seconds
+from ._errors import classify, error_details, retry_after_seconds, retry_info_seconds
 from .base import StreamItem
 
 _ssl: ssl.SSLContext | None = None
@@ -90,9 +90,12 @@ async def post_stream(url: str, body: bytes, headers: dict[str, str], timeout: f
     except json.JSONDecodeError:
         parsed = text
     message, kind, code = error_details(parsed)
+    retry_after = retry_after_seconds(response.headers)
+    if retry_after is None:
+        retry_after = retry_info_seconds(parsed)
     raise classify(response.status_code, message or text or f"Error code: "
                    f"{response.status_code}", provider=provider, error_type=kind, code=code,
-                   retry_after=retry_after_seconds(response.headers))
+                   retry_after=retry_after)
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,7 +8,6 @@ the system prompt and tool definitions are marked for prompt caching.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import os
 import re
@@ -23,7 +22,7 @@ from ._http import loads, model_stream, post_stream, server_sent_events, stream_
 from .assembler import StreamAssembler
 from .base import ModelRequest, StreamItem, ToolSpec
 from .models import model_limits
-from .pieces import JoinedJSON, KeptPieces, dumps
+from .pieces import Encoded, KeptTurns, dumps
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -62,7 +61,7 @@ class AnthropicModel:
         self.thinking_budget = thinking_budget
         self.cache_prompt = cache_prompt
         self._api_key = api_key
-        self._turns = _KeptTurns(self.name)
+        self._turns = KeptTurns(lambda m: _encoded(m, self.name), b"content")
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r}, base_url={self.base_url!r})"
@@ -270,57 +269,11 @@ def message_blocks(message: Message, model: str) -> tuple[str, list[dict[str, An
     return "user", [result]
 
 
-# A message's blocks as JSON: its role, its tool results, its other blocks.
-_Encoded = tuple[str, list[bytes], list[bytes]]
-
-
-def _encoded(message: Message, model: str) -> _Encoded:
+def _encoded(message: Message, model: str) -> Encoded:
+    """A message's role, its tool results' JSON and its other blocks' JSON."""
     role, blocks = message_blocks(message, model)
     results = [dumps(b) for b in blocks if b["type"] == "tool_result"]
     return role, results, [dumps(b) for b in blocks if b["type"] != "tool_result"]
-
-
-class _KeptTurns:
-    """The JSON of a transcript's turns, kept between calls. Only the last turn (which the
-    next message may join) and the turns of new messages are assembled again."""
-
-    __slots__ = ("_blocks", "_starts", "_turns")
-
-    def __init__(self, model: str) -> None:
-        self._blocks: KeptPieces[_Encoded] = KeptPieces(lambda m: _encoded(m, model))
-        self._turns = JoinedJSON()
-        self._starts: list[int] = []  # the index of each turn's first message
-
-    def turns(self, messages: list[Message], start: int) -> bytearray:
-        """The turns of ``messages[start:]``: the inside of the JSON array."""
-        entries = self._blocks.pieces(messages, start)
-        # A turn is final once the next turn's first message is among the reused ones.
-        final = max(0, bisect.bisect_left(self._starts, self._blocks.reused) - 1)
-        index = self._starts[final] if final < len(self._starts) else 0
-        self._turns.keep(final)
-        del self._starts[final:]
-        role = ""  # the turn being assembled: its role and its messages' blocks
-        blocks: list[tuple[list[bytes], list[bytes]]] = []
-        for position in range(index, len(entries)):
-            entry_role, results, others = entries[position]
-            if not results and not others:
-                continue
-            if entry_role != role:
-                if blocks:
-                    self._turns.add(_turn(role, blocks))
-                role, blocks = entry_role, []
-                self._starts.append(position)
-            blocks.append((results, others))
-        if blocks:
-            self._turns.add(_turn(role, blocks))
-        return self._turns.joined
-
-
-def _turn(role: str, blocks: list[tuple[list[bytes], list[bytes]]]) -> bytes:
-    """One turn's JSON; tool results must open their user turn."""
-    content = [b for results, _ in blocks for b in results]
-    content += [b for _, others in blocks for b in others]
-    return b'{"role":"%s","content":[%s]}' % (role.encode(), b",".join(content))
 
 
 def _assistant_blocks(message: Message, model: str) -> list[dict[str, Any]]:

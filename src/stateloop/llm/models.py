@@ -47,6 +47,13 @@ KNOWN_LIMITS: dict[str, ModelLimits] = {
     "claude-3-5-haiku": ModelLimits(200_000, 8_192),
     "claude-3": ModelLimits(200_000, 4_096),
     "claude-": ModelLimits(200_000, 8_192),  # any newer Claude: 200k in, a modest reply
+    # Google Gemini (ai.google.dev/gemini-api/docs/models)
+    "gemini-3": ModelLimits(1_048_576, 65_536),
+    "gemini-2.5": ModelLimits(1_048_576, 65_536),
+    "gemini-2.0": ModelLimits(1_048_576, 8_192),
+    "gemini-1.5-pro": ModelLimits(2_097_152, 8_192),
+    "gemini-1.5": ModelLimits(1_048_576, 8_192),
+    "gemini-": ModelLimits(1_048_576, 8_192),  # any newer Gemini
     # Open models, as vLLM, Ollama and llama.cpp name them
     "llama-3.1": ModelLimits(131_072, 8_192),
     "llama3.1": ModelLimits(131_072, 8_192),

@@ -4,13 +4,15 @@ A transcript grows at its end: a request's messages are usually the previous req
 plus a few. ``KeptPieces`` keeps the encoded form of each message sent last time and, for
 the next request, reuses it for the messages both requests share at their start (compared
 by identity, which costs one pointer comparison each) and encodes only the rest.
-``JoinedJSON`` keeps JSON pieces already joined, so a body is one copy of kept bytes.
+``JoinedJSON`` keeps JSON pieces already joined, so a body is one copy of kept bytes;
+``KeptTurns`` keeps the turns of providers whose turns join messages of one role.
 Messages are not edited once they are in a transcript; one that is replaced is a new
 object and is encoded anew.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -118,3 +120,52 @@ class KeptArray:
             self._messages.append(message)
             self._json.add(self._encode(message))
         return self._json.joined
+
+
+# A message's encoded parts: its role, its tool results, its other parts (all JSON).
+Encoded = tuple[str, list[bytes], list[bytes]]
+
+
+class KeptTurns:
+    """The JSON of a transcript's turns for providers whose turns join the messages of one
+    role in a row, tool results first (Anthropic's ``content``, Gemini's ``parts``: the
+    ``field``), kept between calls. Only the last turn (which the next message may join) and
+    the turns of new messages are assembled again."""
+
+    __slots__ = ("_blocks", "_field", "_starts", "_turns")
+
+    def __init__(self, encode: Callable[[Message], Encoded], field: bytes) -> None:
+        self._blocks: KeptPieces[Encoded] = KeptPieces(encode)
+        self._field = field
+        self._turns = JoinedJSON()
+        self._starts: list[int] = []  # the index of each turn's first message
+
+    def turns(self, messages: list[Message], start: int) -> bytearray:
+        """The turns of ``messages[start:]``: the inside of the JSON array."""
+        entries = self._blocks.pieces(messages, start)
+        # A turn is final once the next turn's first message is among the reused ones.
+        final = max(0, bisect.bisect_left(self._starts, self._blocks.reused) - 1)
+        index = self._starts[final] if final < len(self._starts) else 0
+        self._turns.keep(final)
+        del self._starts[final:]
+        role = ""  # the turn being assembled: its role and its messages' parts
+        blocks: list[tuple[list[bytes], list[bytes]]] = []
+        for position in range(index, len(entries)):
+            entry_role, results, others = entries[position]
+            if not results and not others:
+                continue
+            if entry_role != role:
+                if blocks:
+                    self._turns.add(self._turn(role, blocks))
+                role, blocks = entry_role, []
+                self._starts.append(position)
+            blocks.append((results, others))
+        if blocks:
+            self._turns.add(self._turn(role, blocks))
+        return self._turns.joined
+
+    def _turn(self, role: str, blocks: list[tuple[list[bytes], list[bytes]]]) -> bytes:
+        """One turn's JSON; tool results open their turn."""
+        content = [b for results, _ in blocks for b in results]
+        content += [b for _, others in blocks for b in others]
+        return b'{"role":"%s","%s":[%s]}' % (role.encode(), self._field, b",".join(content))

@@ -37,7 +37,7 @@ def server_error(message: str | None = None) -> Fault:
 
 
 def overloaded(message: str | None = None) -> Fault:
-    """Anthropic's 529 ``overloaded_error``."""
+    """Anthropic's 529 ``overloaded_error`` (Gemini's 503 ``UNAVAILABLE``)."""
     return Fault("status", 529, message, error_kind="overloaded")
 
 
@@ -78,6 +78,13 @@ MESSAGES = {
     ("anthropic", "overloaded"): "Overloaded",
     ("anthropic", "context_overflow"): "prompt is too long: 208310 tokens > 200000 maximum",
     ("anthropic", "authentication"): "invalid x-api-key",
+    ("gemini", "rate_limit"): "Resource has been exhausted (e.g. check quota).",
+    ("gemini", "server_error"): "An internal error has occurred. Please retry or report in "
+                                "https://developers.generativeai.google/guide/troubleshooting",
+    ("gemini", "overloaded"): "The model is overloaded. Please try again later.",
+    ("gemini", "context_overflow"): "The input token count (1196265) exceeds the maximum "
+                                    "number of tokens allowed (1048576).",
+    ("gemini", "authentication"): "API key not valid. Please pass a valid API key.",
 }
 
 ERROR_STATUS = {"rate_limit": 429, "overloaded": 529, "server_error": 500,

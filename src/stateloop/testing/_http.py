@@ -1,10 +1,11 @@
 """The fake provider's HTTP side: a threaded server on a loopback port and the handler that
-answers Chat Completions, Messages and embeddings requests, streaming real SSE and serving
+answers Chat Completions, Messages, Gemini and embeddings requests, streaming real SSE and serving
 injected faults the way each provider words them."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 import time
@@ -12,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from ..llm.tokens import estimate_tokens
-from . import _wire
+from . import _wire, _wire_gemini
 from ._faults import MESSAGES, STATUS_TYPES, Fault, context_overflow, fault_for
 from ._recorded import FakeScriptExhausted, Flavor, Recorded, RecordedRequest
 from .scripted import Call, Calls, ErrorReply, Reply, reply
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from .fake_openai import FakeOpenAI
 
 HOLD_AT_MOST = 300  # seconds a held stream waits for its release at most
+_GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):(?P<method>generateContent|"
+                     r"streamGenerateContent)$")
+GEMINI_MODELS = ("gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash")
 
 
 class Server(ThreadingHTTPServer):
@@ -58,7 +62,17 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
+        if self.path.split("?", 1)[0].rstrip("/") == "/v1beta/models":
+            problem = self._auth_problem("gemini")
+            if problem:
+                self._error("gemini", *problem)
+                return
+            self._json(200, {"models": [
+                {"name": f"models/{name}", "displayName": name, "inputTokenLimit": 1_048_576,
+                 "outputTokenLimit": 65_536,
+                 "supportedGenerationMethods": ["generateContent", "countTokens"]}
+                for name in GEMINI_MODELS]})
+        elif self.path.rstrip("/") == "/v1/models":
             self._json(200, {"object": "list", "data": [
                 {"id": "fake-model", "object": "model", "created": 0, "owned_by": "stateloop"}]})
         else:
@@ -68,7 +82,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as exc:
@@ -84,6 +99,11 @@ class Handler(BaseHTTPRequestHandler):
             self._completion("anthropic", body)
         elif path == "/v1/embeddings":
             self._embeddings(body)
+        elif gemini := _GEMINI.match(path):
+            body["model"] = gemini["model"]  # Gemini names the model in the path
+            if gemini["method"] == "streamGenerateContent":
+                body["stream"] = "alt=sse" in query.split("&")
+            self._completion("gemini", body)
         else:
             self._json(404, {"error": {"message": f"Unknown path {path}",
                                        "type": "invalid_request_error"}})
@@ -99,8 +119,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if fake.context_window is not None:
             prompt = fake.prompt_tokens(body)
-            limit = fake.context_window - int(body.get("max_tokens") or
-                                              body.get("max_completion_tokens") or 0)
+            limit = fake.context_window - int(
+                body.get("max_tokens") or body.get("max_completion_tokens")
+                or (body.get("generationConfig") or {}).get("maxOutputTokens") or 0)
             if prompt > limit:
                 with fake._lock:
                     fake.overflows += 1
@@ -127,7 +148,8 @@ class Handler(BaseHTTPRequestHandler):
         usage = fake._usage(completion, body, flavor)
         if not body.get("stream"):
             whole = (_wire.openai_completion(completion, model, usage) if flavor == "openai"
-                     else _wire.anthropic_message(completion, model, usage))
+                     else _wire_gemini.gemini_response(completion, model, usage)
+                     if flavor == "gemini" else _wire.anthropic_message(completion, model, usage))
             self._json(200, whole)
             return
         events: list[tuple[str | None, dict[str, Any]]]
@@ -136,6 +158,9 @@ class Handler(BaseHTTPRequestHandler):
             events = [(None, e) for e in _wire.openai_events(
                 completion, model, usage, chunk_size=fake.chunk_size,
                 include_usage=include_usage)]
+        elif flavor == "gemini":
+            events = [(None, e) for e in _wire_gemini.gemini_events(
+                completion, model, usage, chunk_size=fake.chunk_size)]
         else:
             events = list(_wire.anthropic_events(completion, model, usage,
                                                  chunk_size=fake.chunk_size))
@@ -151,11 +176,22 @@ class Handler(BaseHTTPRequestHandler):
         # Anthropic's SDKs send x-api-key, or a bearer token in newer versions.
         if flavor == "anthropic" and key not in (self.headers.get("x-api-key"), bearer):
             return 401, "invalid x-api-key"
+        if flavor == "gemini":  # Google answers a wrong key with a 400
+            given = self.headers.get("x-goog-api-key")
+            if not given:
+                return 403, ("Method doesn't allow unregistered callers (callers without "
+                             "established identity). Please use API Key or other form of API "
+                             "consumer identity to call this API.")
+            if given != key:
+                return 400, "API key not valid. Please pass a valid API key."
         return None
 
     def _request_problem(self, flavor: Flavor, body: dict[str, Any]) -> tuple[int, str] | None:
         if not body.get("model"):
             return 400, "model: Field required"
+        if flavor == "gemini":
+            problem = _wire_gemini.gemini_request_error(body, body["model"])
+            return (400, problem) if problem else None
         if not isinstance(body.get("messages"), list):
             return 400, "messages: Field required"
         for name in self.fake.reject_fields & set(body):
@@ -195,7 +231,7 @@ class Handler(BaseHTTPRequestHandler):
             self._chunk(_event(name, json.dumps(data)))
             if self.fake.chunk_delay:
                 time.sleep(self.fake.chunk_delay)
-        if flavor == "openai":
+        if flavor == "openai":  # Gemini's stream just ends
             self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"0\r\n\r\n", raw=True)
 
@@ -232,6 +268,11 @@ class Handler(BaseHTTPRequestHandler):
     def _fault(self, flavor: Flavor, fault: Fault) -> None:
         message = fault.message or MESSAGES.get((flavor, fault.error_kind or ""))
         headers = {}
+        if flavor == "gemini":  # the delay is in the body's RetryInfo, 503 for overloaded
+            status = 503 if fault.status == 529 else fault.status
+            self._error(flavor, status, message or f"HTTP {status}",
+                        retry_after=fault.retry_after)
+            return
         if fault.retry_after is not None:
             headers["retry-after"] = f"{fault.retry_after:g}"
             headers["retry-after-ms"] = f"{fault.retry_after * 1000:g}"
@@ -239,7 +280,13 @@ class Handler(BaseHTTPRequestHandler):
         self._error(flavor, fault.status, message or f"HTTP {fault.status}", headers, code)
 
     def _error(self, flavor: Flavor, status: int, message: str,
-               headers: dict[str, str] | None = None, code: str | None = None) -> None:
+               headers: dict[str, str] | None = None, code: str | None = None, *,
+               retry_after: float | None = None) -> None:
+        if flavor == "gemini":
+            reason = "API_KEY_INVALID" if message.startswith("API key not valid") else None
+            self._json(status, _wire_gemini.error_body(status, message, reason=reason,
+                                                       retry_after=retry_after))
+            return
         kind = STATUS_TYPES[flavor].get(status, "invalid_request_error" if status < 500
                                          else "api_error")
         if flavor == "openai":

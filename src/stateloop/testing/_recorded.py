@@ -12,7 +12,7 @@ from typing import Any, Literal
 from ..llm.base import ModelRequest
 from .scripted import ScriptItem
 
-Flavor = Literal["openai", "anthropic"]
+Flavor = Literal["openai", "anthropic", "gemini"]
 
 
 @dataclass(slots=True)

@@ -1,10 +1,12 @@
-"""A fake model provider over real HTTP: OpenAI Chat Completions, Anthropic Messages, embeddings.
+"""A fake model provider over real HTTP: OpenAI Chat Completions, Anthropic Messages, Google's
+Gemini ``generateContent``, embeddings.
 
 ``FakeOpenAI`` plays a ``ScriptedModel`` script (``reply``, ``call``, ``calls``, ``error``, or a
 function of the request) on a loopback port, streaming real SSE. Faults (429 with
 Retry-After, 500, 529, context overflow, a malformed chunk, a dropped connection) can be
 injected before script items; like the real services it rejects transcripts whose tool
-calls and results do not pair up.
+calls and results do not pair up (and, for Gemini, turns that do not alternate and tool
+schemas outside Gemini's subset).
 
     with FakeOpenAI([call("add", a=1, b=2), reply("3")], faults=[rate_limited(0.01)]) as fake:
         agent = Agent(model="openai/gpt-4o-mini", base_url=fake.base_url, api_key="test")
@@ -12,8 +14,8 @@ calls and results do not pair up.
 Run it standalone with ``python -m stateloop.testing.fake_openai --port 8000``.
 
 This module owns ``FakeOpenAI`` (lifecycle, script, usage) and the command line; the HTTP
-handler is in ``_http``, the wire formats in ``_wire``, the faults in ``_faults``, and the
-script and recording types in ``_recorded``.
+handler is in ``_http``, the wire formats in ``_wire`` (Gemini's in ``_wire_gemini``), the
+faults in ``_faults``, and the script and recording types in ``_recorded``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from ..llm.base import ModelRequest
 from ..llm.tokens import estimate_tokens
 from ..messages import Usage
-from . import _wire
+from . import _wire, _wire_gemini
 from ._faults import (
     Fault,
     context_overflow,
@@ -64,8 +66,9 @@ class FakeOpenAI:
     """An in-process HTTP server on a free loopback port that plays ``script``.
 
     ``base_url`` is for OpenAI-style clients (it ends in ``/v1``); ``url`` for the Anthropic
-    SDK, which adds ``/v1`` itself. Embeddings have ``embedding_dimensions`` values (unset:
-    OpenAI's size for its own models, such as 1536 for text-embedding-3-small, else 64).
+    SDK, which adds ``/v1`` itself, and for Gemini (``GeminiModel(base_url=fake.url)``).
+    Embeddings have ``embedding_dimensions`` values (unset: OpenAI's size for its own
+    models, such as 1536 for text-embedding-3-small, else 64).
     ``faults`` are served one per model request, before the script moves on (``None`` serves
     the script normally). A streamed reply pauses after ``hold_after`` chunks until
     ``release`` is set, so a test sees a run in flight for as long as it needs, however slow
@@ -160,7 +163,8 @@ class FakeOpenAI:
         # Read back as a ModelRequest only for a script function: for a long transcript that
         # costs more than the rest of the answer.
         request = (None if not callable(script) else _wire.openai_request(body)
-                   if flavor == "openai" else _wire.anthropic_request(body))
+                   if flavor == "openai" else _wire_gemini.gemini_request(body)
+                   if flavor == "gemini" else _wire.anthropic_request(body))
         with self._lock:
             fault = self._faults.popleft() if self._faults else None
             if isinstance(fault, ErrorReply):
@@ -181,14 +185,17 @@ class FakeOpenAI:
 
     def prompt_tokens(self, body: dict[str, Any]) -> int:
         """The size of a request's prompt, as this server measures (and reports) it."""
-        return estimate_tokens(json.dumps([body.get("system"), body.get("tools"),
-                                           body.get("messages")]))
+        return estimate_tokens(json.dumps([body.get("system") or body.get("systemInstruction"),
+                                           body.get("tools"),
+                                           body.get("messages") or body.get("contents")]))
 
     def _usage(self, item: Reply | Calls, body: dict[str, Any], flavor: Flavor) -> Usage:
         if item.usage is not None:
             return item.usage
         prompt = self.prompt_tokens(body)
         usage = Usage(prompt, _wire.output_tokens(item))
+        if flavor == "gemini" and type(item) is Reply and item.reasoning:
+            usage.reasoning_tokens = len(item.reasoning) // 4 + 1  # counted in the output
         if flavor == "anthropic":  # emulate prompt caching of tools + system
             prefix = _cached_prefix(body)
             if prefix:
@@ -247,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with open(args.script, encoding="utf-8") as file:
             script = load_script(json.load(file))
     fake = FakeOpenAI(script, latency=args.latency, host=args.host, port=args.port).start()
-    print(f"fake provider at {fake.base_url} (OpenAI) and {fake.url} (Anthropic); "
+    print(f"fake provider at {fake.base_url} (OpenAI) and {fake.url} (Anthropic, Gemini); "
           f"Ctrl-C stops", flush=True)
     try:
         while True:

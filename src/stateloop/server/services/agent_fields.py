@@ -18,7 +18,7 @@ from ...messages import Message, assistant, system, user
 from ..models.requests import MessageCreate
 
 _SETTINGS = ("max_output_tokens", "parallel_tool_calls", "temperature", "reasoning",
-             "thinking", "response_format")
+             "thinking", "thinking_config", "response_format", "response_schema")
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 _MAKERS = {"user": user, "system": system, "assistant": assistant}
@@ -43,7 +43,7 @@ def model_settings(settings: dict[str, Any] | None, response_format: Any, provid
         field = f"model_settings.{key}"
         if value is None or key == "provider_type":  # the provider comes from the model handle
             continue
-        if key == "response_format":
+        if key in ("response_format", "response_schema"):  # Gemini's settings say schema
             check_response_format(value, provider, field)
             response_format = value  # over the top-level one
         elif key == "max_output_tokens":
@@ -63,6 +63,8 @@ def model_settings(settings: dict[str, Any] | None, response_format: Any, provid
             sampling["reasoning_effort"] = _effort(value, provider, field)
         elif key == "thinking":
             sampling["thinking_budget"] = _thinking(value, provider, field)
+        elif key == "thinking_config":
+            sampling["thinking_budget"] = _gemini_thinking(value, provider, field)
         else:
             raise unprocessable(field, f"{key} is not supported by this server; it applies "
                                        f"{', '.join(_SETTINGS)}")
@@ -95,10 +97,32 @@ def _thinking(value: Any, provider: str, field: str) -> int | None:
             budget, int) or budget < 1024:
         raise unprocessable(field, "thinking must be {\"type\": \"enabled\" or \"disabled\", "
                                    "\"budget_tokens\": an integer of at least 1024}")
+    if provider == "google_ai":
+        raise unprocessable(field, "Gemini's thinking is model_settings.thinking_config")
     if provider != "anthropic":
         raise unprocessable(field, "thinking budgets are Claude's; OpenAI's models take "
                                    "model_settings.reasoning.reasoning_effort")
     return budget if kind == "enabled" else None
+
+
+def _gemini_thinking(value: Any, provider: str, field: str) -> int:
+    """Gemini's ``thinking_config`` as a thinking budget; thought summaries are always
+    streamed when the model thinks, so only a budget of 0 may leave them out."""
+    budget = value.get("thinking_budget", 1024) if isinstance(value, dict) else None
+    thoughts = value.get("include_thoughts", True) if isinstance(value, dict) else None
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < -1 or (
+            not isinstance(thoughts, bool)):
+        raise unprocessable(field, "thinking_config must be {\"thinking_budget\": an integer "
+                                   "of at least -1 (dynamic), \"include_thoughts\": true or "
+                                   "false}")
+    if provider != "google_ai":
+        raise unprocessable(field, "thinking_config is Gemini's; Claude takes "
+                                   "model_settings.thinking, OpenAI's models "
+                                   "model_settings.reasoning.reasoning_effort")
+    if not thoughts and budget != 0:
+        raise unprocessable(field, "thought summaries come with every thinking response; "
+                                   "turn thinking off with thinking_budget 0")
+    return budget
 
 
 def check_response_format(value: Any, provider: str,

@@ -42,7 +42,8 @@ def model_handle(model: str | None, llm_config: LLMConfig | None, default: str) 
     if llm_config is not None:
         if "/" in llm_config.model and llm_config.handle is None:
             return llm_config.model
-        provider = "anthropic" if llm_config.model_endpoint_type == "anthropic" else "openai"
+        kind = llm_config.model_endpoint_type
+        provider = kind if kind in ("anthropic", "google_ai") else "openai"
         return llm_config.handle or f"{provider}/{llm_config.model}"
     return default
 

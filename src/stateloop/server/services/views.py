@@ -23,7 +23,7 @@ from .messages import SEND_MESSAGE, call_frame
 from .relationships import EVERY
 from .tool_env import stored_env
 
-_ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic"}
+_ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic", "google_ai": "google_ai"}
 TOO_DEEP = f"(nested deeper than {MAX_DEPTH} levels: not shown)"
 
 
@@ -98,6 +98,10 @@ def model_settings(record: AgentRecord, config: dict[str, Any]) -> dict[str, Any
             "type": "enabled" if config["enable_reasoner"] else "disabled",
             "budget_tokens": config["max_reasoning_tokens"] or 1024},
             "verbosity": None, "effort": None}
+    if config["model_endpoint_type"] == "google_ai":  # unset: Letta's default budget
+        budget = config["max_reasoning_tokens"] if config["enable_reasoner"] else 1024
+        return {**common, "thinking_config": {"include_thoughts": budget != 0,
+                                              "thinking_budget": budget}}
     return {**common, "reasoning": {"reasoning_effort": config["reasoning_effort"] or "minimal"}}
 
 
