@@ -38,6 +38,10 @@ class OpenAIModel:
     server other than OpenAI's needs no key. ``context_window`` and ``max_output_tokens``
     override the model registry. ``system_role`` and ``max_tokens_field`` are chosen from
     the base URL and model when not given, and corrected once if the server rejects them.
+    ``provider`` names the service in the model's name and errors (``groq/llama-3.3-70b``);
+    ``chat_url`` replaces ``{base_url}/chat/completions`` (Azure's deployment URL),
+    ``key_header`` is where the key goes (``authorization`` as a bearer token, else the key
+    as is, as Azure's ``api-key``) and ``headers`` are sent with every call.
     """
 
     provider = "openai"
@@ -50,9 +54,12 @@ class OpenAIModel:
                  extra_body: dict[str, Any] | None = None,
                  system_role: Literal["system", "developer"] | None = None,
                  max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
+                 provider: str = "openai", chat_url: str | None = None,
+                 key_header: str = "authorization", headers: dict[str, str] | None = None,
                  ) -> None:
+        self.provider = provider
         self.model_id = name
-        self.name = f"{self.provider}/{name}"
+        self.name = f"{provider}/{name}"
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
                          ).rstrip("/")
         limits = model_limits(name, context_window=context_window,
@@ -64,6 +71,9 @@ class OpenAIModel:
         self.reasoning_effort = reasoning_effort
         self.extra_body = extra_body
         self._api_key = api_key
+        self._chat_url = chat_url or f"{self.base_url}/chat/completions"
+        self._key_header = key_header
+        self._extra_headers = dict(headers or {})
         self._max_tokens_override = max_output_tokens
         official = self.base_url == OPENAI_BASE_URL
         # Only OpenAI's reasoning models want "developer"; many other servers reject it.
@@ -89,8 +99,9 @@ class OpenAIModel:
                     "model is called; or give the agent another model (--model; demo/echo "
                     "needs no provider)", provider=self.provider)
             key = "none"  # local servers accept any key
-        return {"authorization": f"Bearer {key}", "content-type": "application/json",
-                "accept": "text/event-stream"}
+        auth = f"Bearer {key}" if self._key_header == "authorization" else key
+        return {**self._extra_headers, self._key_header: auth,
+                "content-type": "application/json", "accept": "text/event-stream"}
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one completion: deltas as they arrive, then the ``ModelResponse``."""
@@ -98,7 +109,7 @@ class OpenAIModel:
                             self.provider)
 
     async def _open(self, request: ModelRequest) -> httpx2.Response:
-        url = f"{self.base_url}/chat/completions"
+        url = self._chat_url
         headers = self._headers()
         for attempt in range(3):  # at most: drop the developer role, switch the max-tokens field
             try:
