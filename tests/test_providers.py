@@ -65,6 +65,10 @@ def test_a_provider_without_its_variables_names_them_when_called(
     assert "OLLAMA_BASE_URL" in resolve_model("ollama/llama3.1:8b").problem  # type: ignore[attr-defined]
     azure = resolve_model("azure/my-deployment").problem  # type: ignore[attr-defined]
     assert "AZURE_API_KEY and AZURE_BASE_URL" in azure
+    # the limits table knows the providers' common models
+    assert resolve_model("xai/grok-4-0709").context_window == 256_000
+    assert resolve_model("deepseek/deepseek-reasoner").max_output_tokens == 64_000
+    assert resolve_model("minimax/MiniMax-M2").context_window == 200_000
 
 
 def test_not_served_and_unknown_providers_say_why(clean_env: pytest.MonkeyPatch) -> None:
