@@ -20,11 +20,13 @@ from stateloop.cli.app import app
 from stateloop.errors import AuthenticationError, ConfigError
 from stateloop.llm import listing
 from stateloop.llm.anthropic import AnthropicModel
-from stateloop.llm.base import ModelRequest
+from stateloop.llm.base import ModelRequest, ModelResponse, ToolSpec
 from stateloop.llm.openai import OpenAIModel
 from stateloop.llm.providers import CATALOGUE, UnconfiguredModel
 from stateloop.llm.registry import resolve_model
 from stateloop.messages import user
+from stateloop.testing.fake_openai import FakeOpenAI
+from stateloop.testing.scripted import reply
 
 # Letta 0.16.8's ProviderType (letta/schemas/enums.py), every member.
 LETTA_PROVIDERS = {
@@ -120,6 +122,30 @@ def test_chat_completions_providers_get_their_endpoint_key_and_quirks(
 
     openai = resolve_model("openai/gpt-4o-mini", base_url="http://127.0.0.1:1/v1")
     assert isinstance(openai, OpenAIModel) and openai.base_url == "http://127.0.0.1:1/v1"
+
+
+def test_a_server_refusing_optional_fields_is_answered_without_them(
+        clean_env: pytest.MonkeyPatch) -> None:
+    refused = ["stream_options", "parallel_tool_calls"]
+    with FakeOpenAI([reply("fine"), reply("fine")], reject_fields=refused) as fake:
+        clean_env.setenv("GROQ_API_KEY", "k")
+        clean_env.setenv("GROQ_BASE_URL", fake.base_url)
+        model = resolve_model("groq/llama-3.3-70b-versatile")
+        tool = ToolSpec("noop", "Does nothing.", {"type": "object", "properties": {}})
+
+        async def call() -> list[ModelResponse]:
+            request = ModelRequest(messages=[user("hi")], tools=[tool],
+                                   parallel_tool_calls=False)
+            return [item async for item in model.stream(request)
+                    if isinstance(item, ModelResponse)]
+
+        for _ in range(2):  # the second call sends neither field at once
+            [response] = asyncio.run(call())
+            assert response.message.text == "fine"
+        sent = [sorted(set(refused) & set(r.body)) for r in fake.requests]
+        # the fake names one refused field at a time, in no fixed order
+        assert sent[0] == sorted(refused) and len(sent[1]) == 1, sent
+        assert sent[2:] == [[], []], sent
 
 
 def test_google_ai_resolves_to_the_gemini_adapter(clean_env: pytest.MonkeyPatch) -> None:
