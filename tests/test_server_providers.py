@@ -6,6 +6,7 @@ offer (and a provider that cannot be listed breaking nothing), their embeddings.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,7 +53,17 @@ def fake(script: Script) -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
-def server(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def silent() -> Iterator[str]:
+    """An address that takes connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def server(fake: FakeOpenAI, silent: str, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as env:
         for variable in {v for p in CATALOGUE.values() for v in p.variables}:
             env.delenv(variable, raising=False)
@@ -62,6 +73,7 @@ def server(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         env.setenv("TOGETHER_BASE_URL", fake.base_url)
         env.setenv("OLLAMA_BASE_URL", fake.url)  # without /v1, as Ollama's users write it
         env.setenv("VLLM_API_BASE", f"http://127.0.0.1:{_closed_port()}")  # nothing there
+        env.setenv("SGLANG_API_BASE", silent)  # its listing never comes
         db = tmp_path_factory.mktemp("providers") / "stateloop.db"
         with Server(settings_for(fake, db)) as running:
             yield running
@@ -140,7 +152,12 @@ def test_a_provider_without_its_key_is_named_when_its_model_is_called(
 
 def test_models_list_what_the_configured_providers_offer(server: Server,
                                                          client: Letta) -> None:
+    started = time.monotonic()
     models = {m.handle: m for m in client.models.list()}
+    assert time.monotonic() - started < 6  # the silent provider holds it back 2 s at most
+    started = time.monotonic()
+    assert client.models.list()  # later requests do not wait for it at all
+    assert time.monotonic() - started < 1.5
     # The fake lists one model; each provider pointed at it lists it under its own name.
     for provider in ("groq", "together", "ollama"):
         model = models[f"{provider}/fake-model"]
@@ -148,11 +165,15 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
             provider, provider, provider)
         assert model.model_endpoint is None  # an address the operator set is not shown
         assert model.context_window == 8192
-    assert not any(handle.startswith("vllm/") for handle in models)  # nothing there: no list
+    assert not any(handle.startswith(("vllm/", "sglang/")) for handle in models)
     assert "openai/gpt-4o-mini" in models  # the default, as before
     assert {m.provider_name for m in client.models.list(provider_name="groq")} == {"groq"}
     body = httpx.get(f"{server.url}/v1/models/").json()
     assert_letta_shape("/v1/models/", "get", body)
+    providers = {p["name"]: p["provider_type"]
+                 for p in httpx.get(f"{server.url}/v1/providers").json()}
+    assert {"groq", "together", "ollama", "openai"} <= set(providers)
+    assert providers["groq"] == "groq"
 
 
 def test_provider_embeddings_go_to_the_configured_endpoint(server: Server, client: Letta,

@@ -180,8 +180,9 @@ async def _list_into(provider: Provider, env: Environment, timeout: float,
 
 class ModelListings:
     """The listings of the configured providers, refreshed in the background once older than
-    ``ttl`` seconds; ``current`` waits at most ``wait`` seconds for a refresh under way, and
-    each provider's models show as soon as its own listing is read."""
+    ``ttl`` seconds. The first ``current`` waits at most ``wait`` seconds for the first
+    refresh; later ones answer at once with what is known (each provider's models show as
+    soon as its own listing is read)."""
 
     def __init__(self, *, ttl: float = 300.0, wait: float = 2.0,
                  timeout: float = TIMEOUT) -> None:
@@ -190,13 +191,16 @@ class ModelListings:
         self._failures: dict[str, str] = {}
         self._at = float("-inf")
         self._refreshing: asyncio.Task[None] | None = None
+        self._waited = False
 
     async def current(self) -> list[Listed]:
         """The models known now, after starting a refresh if they are old."""
         if time.monotonic() - self._at > self.ttl and self._refreshing is None:
             self._refreshing = asyncio.create_task(self._refresh())
-        if self._refreshing is not None:
-            # A slow provider holds a request back by ``wait`` at most; its models show later.
+        if self._refreshing is not None and not self._waited:
+            # A slow provider holds the first request back by ``wait`` at most; its models
+            # show later.
+            self._waited = True
             await asyncio.wait({self._refreshing}, timeout=self.wait)
         return [model for models in list(self._found.values()) for model in models]
 
