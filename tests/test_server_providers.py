@@ -72,6 +72,8 @@ def server(fake: FakeOpenAI, silent: str, tmp_path_factory: pytest.TempPathFacto
         env.setenv("TOGETHER_API_KEY", "together-test")
         env.setenv("TOGETHER_BASE_URL", fake.base_url)
         env.setenv("OLLAMA_BASE_URL", fake.url)  # without /v1, as Ollama's users write it
+        env.setenv("MINIMAX_API_KEY", "minimax-test")
+        env.setenv("MINIMAX_BASE_URL", fake.url)  # Anthropic Messages
         env.setenv("VLLM_API_BASE", f"http://127.0.0.1:{_closed_port()}")  # nothing there
         env.setenv("SGLANG_API_BASE", silent)  # its listing never comes
         db = tmp_path_factory.mktemp("providers") / "stateloop.db"
@@ -119,6 +121,19 @@ def test_ollama_and_together_agents_reply_with_their_own_endpoints(
         [request] = _chat_requests(fake, seen)
         assert request.body["model"] == handle.partition("/")[2]
         assert request.headers["authorization"] == key  # never the openai/ key ("test")
+
+
+def test_an_anthropic_format_provider_replies(client: Letta, script: Script,
+                                             fake: FakeOpenAI) -> None:
+    agent = client.agents.create(model="minimax/MiniMax-M2", include_base_tools=False)
+    assert agent.llm_config.context_window == 200_000
+    script.set(reply("hello from MiniMax"))
+    seen = len(fake.requests)
+    response = client.agents.messages.create(agent.id, input="hi")
+    assert response.messages[-1].content == "hello from MiniMax"  # type: ignore[union-attr]
+    [request] = [r for r in fake.requests[seen:] if r.path == "/v1/messages"]
+    assert request.body["model"] == "MiniMax-M2"
+    assert request.headers["x-api-key"] == "minimax-test"
 
 
 def test_override_model_takes_a_provider_handle(client: Letta, script: Script,
