@@ -163,6 +163,12 @@ LISTING = {"data": [
     {"id": "nomic-embed-text", "object": "model"},
     {"id": "bad-window", "object": "model", "context_window": "lots"},
     "not a model"]}
+GEMINI = {"models": [
+    {"name": "models/gemini-2.0-flash", "inputTokenLimit": 1048576, "outputTokenLimit": 8192,
+     "supportedGenerationMethods": ["generateContent", "countTokens"]},
+    {"name": "models/text-embedding-004", "inputTokenLimit": 2048,
+     "supportedGenerationMethods": ["embedContent"]},
+    {"name": "models/aqa", "supportedGenerationMethods": ["generateAnswer"]}]}
 TOGETHER = [{"id": "meta-llama/Llama-3.3-70B-Instruct-Turbo", "type": "chat",
              "context_length": 131072},
             {"id": "BAAI/bge-base-en-v1.5", "type": "embedding", "context_length": 512}]
@@ -170,6 +176,7 @@ TOGETHER = [{"id": "meta-llama/Llama-3.3-70B-Instruct-Turbo", "type": "chat",
 
 class _Listings(BaseHTTPRequestHandler):
     release = threading.Event()
+    keys: list[str | None] = []  # Gemini's key header, as received
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -185,6 +192,9 @@ class _Listings(BaseHTTPRequestHandler):
             body = json.dumps({"data": [{"id": f"m{i}"} for i in range(5000)]}).encode()
         elif kind == "together":
             body = json.dumps(TOGETHER).encode()
+        elif kind == "gemini" and self.path.startswith("/gemini/v1beta/models"):
+            self.keys.append(self.headers.get("x-goog-api-key"))
+            body = json.dumps(GEMINI).encode()
         else:
             body = json.dumps(LISTING).encode()
         self.send_response(200)
@@ -211,7 +221,8 @@ def test_listings_are_read_in_letta_terms_and_bounded(listings: str,
     env = {"GROQ_API_KEY": "k", "GROQ_BASE_URL": f"{listings}/good/v1",
            "TOGETHER_API_KEY": "k", "TOGETHER_BASE_URL": f"{listings}/together/v1",
            "VLLM_API_BASE": f"{listings}/hang", "OLLAMA_BASE_URL": f"{listings}/garbage",
-           "LMSTUDIO_BASE_URL": f"{listings}/huge"}
+           "LMSTUDIO_BASE_URL": f"{listings}/huge",
+           "GEMINI_API_KEY": "gemini-key", "GEMINI_BASE_URL": f"{listings}/gemini/"}
     monkeypatch.setattr(listing, "MAX_BYTES", 50_000)
     started = time.monotonic()
     models, failures = asyncio.run(listing.list_all(env, timeout=1.0))
@@ -224,6 +235,11 @@ def test_listings_are_read_in_letta_terms_and_bounded(listings: str,
     assert found["groq/llama-3.3-70b-versatile"].endpoint is None  # an operator's URL: hidden
     assert found["together/meta-llama/Llama-3.3-70B-Instruct-Turbo"].context_window == 131072
     assert found["together/BAAI/bge-base-en-v1.5"].embedding
+    gemini = found["google_ai/gemini-2.0-flash"]
+    assert (gemini.context_window, gemini.max_tokens, gemini.embedding) == (1048576, 8192, False)
+    assert found["google_ai/text-embedding-004"].embedding
+    assert "google_ai/aqa" not in found  # neither generates content nor embeds
+    assert _Listings.keys == ["gemini-key"]
     assert set(failures) == {"vllm", "ollama", "lmstudio_openai"}
     assert "within 1 s" in failures["vllm"]
     assert "not JSON" in failures["ollama"]

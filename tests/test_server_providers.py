@@ -5,9 +5,12 @@ offer (and a provider that cannot be listed breaking nothing), their embeddings.
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -61,9 +64,36 @@ def silent() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
+class _Listing(BaseHTTPRequestHandler):
+    """A provider's ``GET /v1/models`` with one chat and one embedding model."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = json.dumps({"data": [{"id": "nomic-ai/nomic-embed-text-v1.5"},
+                                    {"id": "llama-v3p1-8b-instruct",
+                                     "context_length": 131072}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 @pytest.fixture(scope="module")
-def server(fake: FakeOpenAI, silent: str, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[Server]:
+def listing() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Listing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(fake: FakeOpenAI, silent: str, listing: str,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as env:
         for variable in {v for p in CATALOGUE.values() for v in p.variables}:
             env.delenv(variable, raising=False)
@@ -76,6 +106,8 @@ def server(fake: FakeOpenAI, silent: str, tmp_path_factory: pytest.TempPathFacto
         env.setenv("MINIMAX_BASE_URL", fake.url)  # Anthropic Messages
         env.setenv("VLLM_API_BASE", f"http://127.0.0.1:{_closed_port()}")  # nothing there
         env.setenv("SGLANG_API_BASE", silent)  # its listing never comes
+        env.setenv("FIREWORKS_API_BASE", listing)  # a provider with embeddings
+        env.setenv("XAI_BASE_URL", listing)  # one without
         db = tmp_path_factory.mktemp("providers") / "stateloop.db"
         with Server(settings_for(fake, db)) as running:
             yield running
@@ -107,6 +139,11 @@ def test_a_groq_agent_calls_a_tool_and_replies(client: Letta, script: Script,
     requests = _chat_requests(fake, seen)
     assert [r.body["model"] for r in requests] == ["llama-3.3-70b-versatile"] * 2
     assert {r.headers["authorization"] for r in requests} == {"Bearer gsk-test"}
+    # an llm_config without a handle names the provider by its endpoint type, as Letta's do
+    by_config = client.agents.create(include_base_tools=False, llm_config={
+        "model": "llama-3.3-70b-versatile", "model_endpoint_type": "groq",
+        "context_window": 32000})
+    assert by_config.model == GROQ
 
 
 def test_ollama_and_together_agents_reply_with_their_own_endpoints(
@@ -153,12 +190,12 @@ def test_override_model_takes_a_provider_handle(client: Letta, script: Script,
 
 def test_a_provider_without_its_key_is_named_when_its_model_is_called(
         client: Letta, fake: FakeOpenAI) -> None:
-    agent = client.agents.create(model="xai/grok-4", include_base_tools=False)
+    agent = client.agents.create(model="deepseek/deepseek-chat", include_base_tools=False)
     seen = len(fake.requests)
     with pytest.raises(letta_client.APIStatusError) as caught:
         client.agents.messages.create(agent.id, input="hi")
     assert caught.value.status_code == 401
-    assert "XAI_API_KEY" in str(caught.value.body)
+    assert "DEEPSEEK_API_KEY" in str(caught.value.body)
     assert _chat_requests(fake, seen) == []  # nothing was sent anywhere
     with pytest.raises(letta_client.APIStatusError, match="SigV4"):
         client.agents.create(model="bedrock/anthropic.claude-3-5-sonnet",
@@ -185,6 +222,12 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
     assert {m.provider_name for m in client.models.list(provider_name="groq")} == {"groq"}
     body = httpx.get(f"{server.url}/v1/models/").json()
     assert_letta_shape("/v1/models/", "get", body)
+    assert models["fireworks/llama-v3p1-8b-instruct"].context_window == 131072
+    embeddings = {m.handle: m for m in client.models.embeddings.list()}
+    assert embeddings["fireworks/nomic-ai/nomic-embed-text-v1.5"].provider_type == "fireworks"
+    assert "xai/nomic-ai/nomic-embed-text-v1.5" not in embeddings  # xai/ embeds nothing here
+    assert_letta_shape("/v1/models/embedding", "get",
+                       httpx.get(f"{server.url}/v1/models/embedding").json())
     providers = {p["name"]: p["provider_type"]
                  for p in httpx.get(f"{server.url}/v1/providers").json()}
     assert {"groq", "together", "ollama", "openai"} <= set(providers)
@@ -207,6 +250,6 @@ def test_provider_embeddings_go_to_the_configured_endpoint(server: Server, clien
         client.agents.create(model=GROQ, include_base_tools=False, embedding_config={
             "embedding_endpoint_type": "ollama", "embedding_model": "nomic-embed-text",
             "embedding_endpoint": "http://attacker.example/v1", "embedding_dim": 24})
-    with pytest.raises(letta_client.UnprocessableEntityError, match="set FIREWORKS_API_KEY"):
-        client.agents.create(model=GROQ, embedding="fireworks/nomic-ai/nomic-embed-text-v1.5",
+    with pytest.raises(letta_client.UnprocessableEntityError, match="set LMSTUDIO_BASE_URL"):
+        client.agents.create(model=GROQ, embedding="lmstudio_openai/nomic-embed-text",
                              include_base_tools=False)

@@ -142,6 +142,23 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
     _off("letta", "it is Letta's hosted service (letta/letta-free)"),
 )}
 
+# Letta's ``model_endpoint_type`` and ``embedding_endpoint_type`` values for the providers
+# here; Letta writes the others (LM Studio, SGLang, Cerebras, Fireworks) as "openai".
+_MODEL_ENDPOINT_TYPES = frozenset({
+    "openai", "anthropic", "google_ai", "google_vertex", "azure", "groq", "ollama", "vllm",
+    "hugging-face", "baseten", "minimax", "mistral", "together", "bedrock", "deepseek", "xai",
+    "zai", "zai_coding", "openrouter", "chatgpt_oauth"})
+_EMBEDDING_ENDPOINT_TYPES = frozenset({
+    "openai", "anthropic", "bedrock", "google_ai", "google_vertex", "azure", "groq", "ollama",
+    "vllm", "hugging-face", "mistral", "together"})
+
+
+def endpoint_type(provider: str, *, embedding: bool = False) -> str:
+    """Letta's (deprecated, still required) endpoint type of ``provider``'s models."""
+    known = _EMBEDDING_ENDPOINT_TYPES if embedding else _MODEL_ENDPOINT_TYPES
+    return provider if provider in known else "openai"
+
+
 # Variables a handle's model may not take from a caller: the endpoint comes from the
 # catalogue (a server's OpenAI settings must never reach another provider).
 _ENDPOINT_OPTIONS = ("base_url", "api_key")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stateloop.errors import ConfigError
-from stateloop.llm.providers import CATALOGUE, Provider
+from stateloop.llm.providers import CATALOGUE, Provider, endpoint_type
 from stateloop.memory.embeddings import (
     Embedder,
     EmbeddingError,
@@ -221,7 +221,7 @@ class Embedders:
             raise EmbeddingUnavailable(
                 f"embedding_endpoint {endpoint!r} is not this server's: {provider.name}/ "
                 f"embeddings go to the endpoint the operator set; leave it out")
-        return {"embedding_endpoint_type": provider.name,
+        return {"embedding_endpoint_type": endpoint_type(provider.name, embedding=True),
                 "embedding_endpoint": where.base_url if where.public else None,
                 "embedding_model": model, "embedding_dim": dim or 0,
                 "embedding_chunk_size": chunk, "handle": f"{provider.name}/{model}",
@@ -255,6 +255,9 @@ class Embedders:
             return self.get_default()
         model = str(config["embedding_model"])
         kind = config.get("embedding_endpoint_type")
+        named = str(config.get("handle") or "").partition("/")[0]
+        if _embeds(named):  # the handle names the provider; Letta's type may say "openai"
+            kind = named
         if kind in ("hugging-face", "letta") and model in _MINILM_NAMES:
             return default_embedder()
         if kind == "openai" and self.openai.configured:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 
 from ...llm.listing import Listed
 from ...llm.models import DEFAULT_LIMITS, known_limits
-from ...llm.providers import CATALOGUE
+from ...llm.providers import CATALOGUE, endpoint_type
 from ...store import Page
 from ..deps import RuntimeDep
 from ..models.requests import errors
@@ -60,11 +60,13 @@ async def list_models(runtime: RuntimeDep,
 async def list_embedding_models(runtime: RuntimeDep) -> list[dict[str, Any]]:
     """The embedding models agents, archives and folders may ask for by handle: the default
     (``STATELOOP_EMBEDDING``) first, the offline MiniLM, OpenAI's when it is configured, then
-    the embedding models the configured providers list."""
+    the embedding models the configured providers with embeddings list."""
     found = [_embedding_model(config) for config in runtime.embedders.available()]
     known = {model["handle"] for model in found}
     for listed in await runtime.model_listings.current():
-        if listed.embedding and listed.handle not in known:
+        # Only providers whose embeddings are served here (an OpenAI-style /embeddings).
+        if (listed.embedding and CATALOGUE[listed.provider].embeddings
+                and listed.handle not in known):
             found.append(_listed_embedding(listed))
     return found
 
@@ -137,7 +139,7 @@ def _model(handle: str) -> dict[str, Any]:
     kind = provider if provider in _PROVIDER_TYPES else "openai"
     return {"handle": handle, "name": name, "display_name": name, "provider_type": kind,
             "provider_name": provider or kind, "model_type": "llm", "model": name,
-            "model_endpoint_type": kind, "model_endpoint": None,
+            "model_endpoint_type": endpoint_type(kind), "model_endpoint": None,
             "context_window": limits.context_window,
             "max_context_window": limits.context_window,
             "max_tokens": limits.max_output_tokens}
@@ -145,7 +147,8 @@ def _model(handle: str) -> dict[str, Any]:
 
 def _listed_model(listed: Listed) -> dict[str, Any]:
     return {**_model(listed.handle), "provider_type": listed.provider,
-            "model_endpoint_type": listed.provider, "model_endpoint": listed.endpoint,
+            "model_endpoint_type": endpoint_type(listed.provider),
+            "model_endpoint": listed.endpoint,
             "context_window": listed.context_window,
             "max_context_window": listed.context_window, "max_tokens": listed.max_tokens}
 
@@ -153,7 +156,8 @@ def _listed_model(listed: Listed) -> dict[str, Any]:
 def _listed_embedding(listed: Listed) -> dict[str, Any]:
     return {"handle": listed.handle, "name": listed.model, "display_name": listed.model,
             "provider_type": listed.provider, "provider_name": listed.provider,
-            "model_type": "embedding", "embedding_endpoint_type": listed.provider,
+            "model_type": "embedding",
+            "embedding_endpoint_type": endpoint_type(listed.provider, embedding=True),
             "embedding_endpoint": listed.endpoint, "embedding_model": listed.model,
             "embedding_dim": 0, "embedding_chunk_size": 300}
 
