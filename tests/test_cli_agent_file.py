@@ -132,18 +132,19 @@ def test_an_import_next_to_its_original_is_a_copy_and_a_shared_name_is_never_gue
 def test_an_imported_agent_whose_model_cannot_be_called_names_the_cli_options(
         cli: Cli, script: Script, fake: FakeOpenAI, tmp_path: Path) -> None:
     """A Letta file whose agent ran on Ollama: the import note and the run's error name
-    --base-url (the CLI's option), and with it the agent runs."""
+    OLLAMA_BASE_URL, the run's error --base-url (the CLI's option) too, and with it the agent
+    runs."""
     path = tmp_path / "ollama.af"
     path.write_text(json.dumps(minimal_file(llm_config={
         "model": "llama3.1:8b", "model_endpoint_type": "ollama", "context_window": 32000})))
     done = cli.inline("import", str(path), "--name", "local")
     assert done.exit_code == 0, done.output
-    assert "model 'ollama/llama3.1:8b' kept, but stateloop cannot call it" in done.stderr
-    assert "--base-url" in done.stderr and "OPENAI_BASE_URL" in done.stderr
+    assert "model 'ollama/llama3.1:8b' kept, but its provider is not configured" in done.stderr
+    assert "set OLLAMA_BASE_URL" in done.stderr
     refused = cli.inline("run", "local", "hi")
-    assert refused.exit_code == 2
-    [line] = refused.stderr.strip().splitlines()
-    assert "unknown model 'ollama/llama3.1:8b'" in line and "--base-url" in line, line
+    assert refused.exit_code == 3
+    assert "set OLLAMA_BASE_URL to use ollama/ models" in refused.stderr
+    assert "--model openai/llama3.1:8b with --base-url URL" in refused.stderr
     script.set(reply("Local."))
     ran = cli.inline("run", "local", "hi", "--model", "openai/llama3.1:8b", "--base-url",
                      fake.base_url)

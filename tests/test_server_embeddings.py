@@ -223,7 +223,7 @@ def test_what_cannot_be_served_is_refused_by_name(client: Letta, server: Server)
     refusals = {
         "letta/letta-free": r"Letta's hosted service",
         "anthropic/claude-3-5-sonnet": r"anthropic has no embedding models",
-        "ollama/nomic-embed-text": r"provider 'ollama' is not configured here",
+        "ollama/nomic-embed-text": r"set OLLAMA_BASE_URL to use ollama/ models",
         "text-embedding-3-small": r"must be 'PROVIDER/MODEL'",
     }
     for handle, message in refusals.items():

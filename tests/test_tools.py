@@ -148,10 +148,10 @@ def test_type_without_schema_fails_at_decoration():
 
 
 def test_unknown_model_string_lists_providers():
-    with pytest.raises(ConfigError, match="PROVIDER one of anthropic, demo, openai"):
+    with pytest.raises(ConfigError, match="PROVIDER one of anthropic, azure, baseten"):
         Agent(model="gemini-pro")
-    with pytest.raises(ConfigError, match="unknown model 'mistral/large'"):
-        Agent(model="mistral/large")
+    with pytest.raises(ConfigError, match="unknown model 'nope/large'"):
+        Agent(model="nope/large")
 
 
 def test_bad_agent_options_name_the_field():

@@ -17,6 +17,7 @@ from typing import Any
 from ..agent_options import parse_rules
 from ..agent_types import AGENT_TYPES
 from ..errors import ConfigError
+from ..llm.providers import UnconfiguredModel
 from ..llm.registry import resolve_model
 from ..llm.tokens import message_tokens
 from ..memory.blocks import Block
@@ -209,10 +210,14 @@ def _agent(entry: dict[str, Any], where: str, options: ImportOptions,
     max_tokens = _count(entry, "max_tokens", where) or _count(config, "max_tokens",
                                                               f"{where}.llm_config")
     try:
-        resolve_model(model, context_window=window or 8192, **options.model_options)
+        resolved = resolve_model(model, context_window=window or 8192, **options.model_options)
     except ConfigError as exc:
         notes.append(f"agent {name!r}: model {model!r} kept, but stateloop cannot call it "
                       f"as it is ({exc}); change it before running the agent")
+    else:
+        if isinstance(resolved, UnconfiguredModel):
+            notes.append(f"agent {name!r}: model {model!r} kept, but its provider is not "
+                         f"configured here: {resolved.problem} before running the agent")
     rules = []
     for index, rule in enumerate(_list(entry.get("tool_rules"), f"{where}.tool_rules")):
         try:

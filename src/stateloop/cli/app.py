@@ -1,4 +1,4 @@
-"""The ``stateloop`` command: chat, run, context, serve, and agents."""
+"""The ``stateloop`` command: chat, run, context, serve, agents and models."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from .. import __version__
 from ..surrogates import first_lone_surrogate
-from . import agent_files, agents, db, options
+from . import agent_files, agents, db, models, options
 from .backend import Backend, open_backend
 from .chat import Chat
 from .console import call_text, err, out
@@ -363,6 +363,7 @@ def up(
 app.command("import")(agent_files.import_file)
 app.command("export")(agent_files.export_file)
 app.command("migrate")(db.migrate)
+app.command("models")(models.list_models)
 
 
 def main() -> None:

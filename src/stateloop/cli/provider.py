@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ..llm.providers import CATALOGUE
 from .exits import NOT_CONFIGURED, CliError
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -50,3 +51,12 @@ def check_provider(model: str, base_url: str | None = None, *,
                            ("Or use an OpenAI-compatible model instead: "
                             "--model openai/MODEL with OPENAI_API_KEY or OPENAI_BASE_URL.",
                             DEMO_HINT))
+    elif provider != "demo" and provider in CATALOGUE:
+        problem = CATALOGUE[provider].missing()
+        if problem is not None:
+            where = base_url_flag or "OPENAI_BASE_URL"
+            raise CliError(f"no model provider configured for {model}: {problem}",
+                           NOT_CONFIGURED,
+                           ("`stateloop models` lists every provider and what it needs.",
+                            f"Or call the same model on any OpenAI-compatible server: --model "
+                            f"openai/{model.partition('/')[2]} with {where} URL.", DEMO_HINT))

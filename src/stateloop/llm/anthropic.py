@@ -38,7 +38,8 @@ class AnthropicModel:
     """A Claude model: ``AnthropicModel("claude-sonnet-4-5")``.
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
-    ``thinking_budget`` turns on extended thinking with that many tokens.
+    ``thinking_budget`` turns on extended thinking with that many tokens. ``provider`` names
+    a service that speaks the same wire format (``minimax/MiniMax-M2``).
     """
 
     provider = "anthropic"
@@ -46,9 +47,11 @@ class AnthropicModel:
     def __init__(self, name: str, *, base_url: str | None = None, api_key: str | None = None,
                  context_window: int | None = None, max_output_tokens: int | None = None,
                  timeout: float = 120.0, temperature: float | None = None,
-                 thinking_budget: int | None = None, cache_prompt: bool = True) -> None:
+                 thinking_budget: int | None = None, cache_prompt: bool = True,
+                 provider: str = "anthropic") -> None:
+        self.provider = provider
         self.model_id = name
-        self.name = f"{self.provider}/{name}"
+        self.name = f"{provider}/{name}"
         base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
         # The API's paths start with "/v1"; accept the OpenAI-style ".../v1" users often pass.
         self.base_url = base.rstrip("/").removesuffix("/v1")

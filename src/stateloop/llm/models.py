@@ -69,6 +69,23 @@ KNOWN_LIMITS: dict[str, ModelLimits] = {
     "gemma3": ModelLimits(131_072, 8_192),
     "deepseek-r1": ModelLimits(131_072, 32_768),
     "deepseek-v3": ModelLimits(131_072, 8_192),
+    # xAI, DeepSeek, Z.ai, Mistral, Moonshot, MiniMax: their providers' published windows
+    "grok-4-fast": ModelLimits(2_000_000, 30_000),
+    "grok-4": ModelLimits(256_000, 64_000),
+    "grok-code-fast": ModelLimits(256_000, 10_000),
+    "grok-3": ModelLimits(131_072, 8_192),
+    "deepseek-chat": ModelLimits(128_000, 8_192),
+    "deepseek-reasoner": ModelLimits(128_000, 64_000),
+    "glm-4.5": ModelLimits(128_000, 16_384),
+    "glm-4.6": ModelLimits(180_000, 16_384),
+    "glm-4.7": ModelLimits(180_000, 16_384),
+    "glm-5": ModelLimits(180_000, 16_384),
+    "mistral-large": ModelLimits(131_072, 8_192),
+    "mistral-medium": ModelLimits(131_072, 8_192),
+    "codestral": ModelLimits(256_000, 8_192),
+    "kimi-k2": ModelLimits(131_072, 16_384),
+    "minimax-m2": ModelLimits(200_000, 16_384),
+    "llama-4": ModelLimits(131_072, 8_192),
     # stateloop's own demo model (demo/echo, demo.py)
     "echo": ModelLimits(128_000, 4_096),
 }

@@ -4,8 +4,8 @@
 The quirks of those servers are handled here and nowhere else: reasoning sent as
 ``reasoning_content`` or ``reasoning``; tool calls whose id and name come only on the first
 fragment, or whole in one chunk, or without an index; ``finish_reason`` "stop" after tool
-calls; servers that reject the ``developer`` role or one of ``max_tokens`` /
-``max_completion_tokens``.
+calls; servers that reject the ``developer`` role, one of ``max_tokens`` /
+``max_completion_tokens``, ``stream_options`` or ``parallel_tool_calls``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from .pieces import KeptArray, dumps
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 _MAX_ID_LENGTH = 40  # OpenAI rejects longer tool-call ids
+# Optional fields some servers refuse; left out once a server names one in a 400.
+_OPTIONAL_FIELDS = ("stream_options", "parallel_tool_calls")
+_REFUSALS = ("support", "unrecognized", "unknown", "extra", "not allowed", "unexpected",
+             "not permitted", "invalid")
 
 
 class OpenAIModel:
@@ -38,6 +42,10 @@ class OpenAIModel:
     server other than OpenAI's needs no key. ``context_window`` and ``max_output_tokens``
     override the model registry. ``system_role`` and ``max_tokens_field`` are chosen from
     the base URL and model when not given, and corrected once if the server rejects them.
+    ``provider`` names the service in the model's name and errors (``groq/llama-3.3-70b``);
+    ``chat_url`` replaces ``{base_url}/chat/completions`` (Azure's deployment URL),
+    ``key_header`` is where the key goes (``authorization`` as a bearer token, else the key
+    as is, as Azure's ``api-key``) and ``headers`` are sent with every call.
     """
 
     provider = "openai"
@@ -50,9 +58,12 @@ class OpenAIModel:
                  extra_body: dict[str, Any] | None = None,
                  system_role: Literal["system", "developer"] | None = None,
                  max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
+                 provider: str = "openai", chat_url: str | None = None,
+                 key_header: str = "authorization", headers: dict[str, str] | None = None,
                  ) -> None:
+        self.provider = provider
         self.model_id = name
-        self.name = f"{self.provider}/{name}"
+        self.name = f"{provider}/{name}"
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
                          ).rstrip("/")
         limits = model_limits(name, context_window=context_window,
@@ -64,6 +75,10 @@ class OpenAIModel:
         self.reasoning_effort = reasoning_effort
         self.extra_body = extra_body
         self._api_key = api_key
+        self._chat_url = chat_url or f"{self.base_url}/chat/completions"
+        self._key_header = key_header
+        self._extra_headers = dict(headers or {})
+        self._left_out: set[str] = set()  # optional fields this server refused
         self._max_tokens_override = max_output_tokens
         official = self.base_url == OPENAI_BASE_URL
         # Only OpenAI's reasoning models want "developer"; many other servers reject it.
@@ -89,8 +104,9 @@ class OpenAIModel:
                     "model is called; or give the agent another model (--model; demo/echo "
                     "needs no provider)", provider=self.provider)
             key = "none"  # local servers accept any key
-        return {"authorization": f"Bearer {key}", "content-type": "application/json",
-                "accept": "text/event-stream"}
+        auth = f"Bearer {key}" if self._key_header == "authorization" else key
+        return {**self._extra_headers, self._key_header: auth,
+                "content-type": "application/json", "accept": "text/event-stream"}
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Stream one completion: deltas as they arrive, then the ``ModelResponse``."""
@@ -98,20 +114,28 @@ class OpenAIModel:
                             self.provider)
 
     async def _open(self, request: ModelRequest) -> httpx2.Response:
-        url = f"{self.base_url}/chat/completions"
+        url = self._chat_url
         headers = self._headers()
-        for attempt in range(3):  # at most: drop the developer role, switch the max-tokens field
+        tries = 3 + len(_OPTIONAL_FIELDS)  # a change of role, of max-tokens field, each field
+        for attempt in range(tries):
             try:
                 return await post_stream(url, self.body(request), headers, self.timeout,
                                          provider=self.provider)
             except InvalidRequest as exc:
-                if exc.status_code != 400 or attempt == 2 or not self._adapt_to(exc.message):
+                if (exc.status_code != 400 or attempt == tries - 1
+                        or not self._adapt_to(exc.message)):
                     raise
         raise AssertionError("unreachable")
 
     def _adapt_to(self, message: str) -> bool:
-        """Learn from a server rejecting the developer role or a max-tokens field; True to retry."""
+        """Learn from a server rejecting the developer role, a max-tokens field or an optional
+        field; True to retry."""
         lowered = message.lower()
+        for name in _OPTIONAL_FIELDS:
+            if (name not in self._left_out and name in lowered
+                    and any(word in lowered for word in _REFUSALS)):
+                self._left_out.add(name)  # its usage or parallel calls are then the server's
+                return True
         if self._system_role == "developer" and "developer" in lowered:
             self._system_role = "system"
             self._kept.clear()  # kept system messages carry the old role
@@ -125,11 +149,9 @@ class OpenAIModel:
 
     def body(self, request: ModelRequest) -> bytes:
         """The request body: its small fields serialized anew, the messages from kept pieces."""
-        head: dict[str, Any] = {
-            "model": self.model_id,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        head: dict[str, Any] = {"model": self.model_id, "stream": True}
+        if "stream_options" not in self._left_out:
+            head["stream_options"] = {"include_usage": True}
         if request.tools:
             head["tools"] = [{"type": "function", "function": spec.to_dict()}
                              for spec in request.tools]
@@ -138,8 +160,8 @@ class OpenAIModel:
                                        "function": {"name": request.forced_tool}}
             elif request.tool_choice != "auto":
                 head["tool_choice"] = request.tool_choice
-            if not request.parallel_tool_calls:  # the default is True; some servers lack it
-                head["parallel_tool_calls"] = False
+            if not request.parallel_tool_calls and "parallel_tool_calls" not in self._left_out:
+                head["parallel_tool_calls"] = False  # the default is True; some servers lack it
         max_tokens = request.max_tokens or self._max_tokens_override
         if max_tokens:
             head[self._max_tokens_field] = max_tokens

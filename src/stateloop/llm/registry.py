@@ -1,4 +1,5 @@
-"""Model strings such as ``"openai/gpt-4o-mini"`` resolved to provider adapters, imported lazily."""
+"""Model strings such as ``"openai/gpt-4o-mini"`` or ``"groq/llama-3.3-70b-versatile"``
+resolved to provider adapters, imported lazily."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib
 from typing import Any
 
 from ..errors import ConfigError
+from . import providers
 from .base import Model
 
 # provider prefix -> "module:class"; the module is imported only when the provider is used.
@@ -27,12 +29,16 @@ def resolve_model(model: str | Model, **options: Any) -> Model:
                               f"not {type(model).__name__}")
         return model
     provider, _, name = model.partition("/")
+    if name and provider not in PROVIDERS and provider in providers.CATALOGUE:
+        # Another provider of the catalogue: its endpoint and key come from its own
+        # variables, never from ``base_url``/``api_key`` (those are the openai/ endpoint's).
+        return providers.chat_model(provider, name, **options)
     if provider not in PROVIDERS or not name:
         raise ConfigError(
             f"unknown model {model!r}: expected 'PROVIDER/MODEL' with PROVIDER one of "
-            f"{', '.join(sorted(PROVIDERS))} (for an OpenAI-compatible server such as vLLM, "
-            f"Ollama, llama.cpp or LM Studio use 'openai/MODEL' with its URL: base_url=..., "
-            f"the CLI's --base-url or OPENAI_BASE_URL)")
+            f"{', '.join(sorted({*PROVIDERS, *providers.served()}))} (any other "
+            f"OpenAI-compatible server: 'openai/MODEL' with its URL: base_url=..., the CLI's "
+            f"--base-url or OPENAI_BASE_URL)")
     module_name, _, class_name = PROVIDERS[provider].partition(":")
     module = importlib.import_module(module_name)
     adapter: Model = getattr(module, class_name)(name, **options)

@@ -1,7 +1,8 @@
 """Which embedder serves an agent, archive or folder: Letta's ``EmbeddingConfig`` for a
-handle (``"openai/text-embedding-3-small"``) or a config, and ``Embedders``, which turns one
-into an embedder (``embeddings.py``'s MiniLM or an OpenAI-compatible endpoint), made once a
-model, or says which setting is missing."""
+handle (``"openai/text-embedding-3-small"``, ``"ollama/nomic-embed-text"``) or a config, and
+``Embedders``, which turns one into an embedder (``embeddings.py``'s MiniLM or the
+OpenAI-compatible endpoint of a configured provider), made once a model, or says which
+setting is missing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stateloop.errors import ConfigError
+from stateloop.llm.providers import CATALOGUE, Provider, endpoint_type
 from stateloop.memory.embeddings import (
     Embedder,
     EmbeddingError,
@@ -139,6 +141,9 @@ class Embedders:
             return {**self._minilm(), "embedding_chunk_size": chunk, "batch_size": batch}
         if provider == "openai":
             return self._openai(model, dim, given.get("embedding_endpoint"), chunk, batch)
+        if _embeds(provider):
+            return self._catalogued(CATALOGUE[provider], model, dim,
+                                    given.get("embedding_endpoint"), chunk, batch)
         if provider == "letta":
             raise EmbeddingUnavailable(
                 f"embedding {provider}/{model} is Letta's hosted service, not served here: ask "
@@ -204,6 +209,24 @@ class Embedders:
                 "embedding_chunk_size": chunk, "handle": f"openai/{model}",
                 "batch_size": batch}
 
+    def _catalogued(self, provider: Provider, model: str, dim: int | None, endpoint: Any,
+                    chunk: int, batch: int) -> dict[str, Any]:
+        problem = provider.missing()
+        if problem is not None:
+            raise EmbeddingUnavailable(f"embedding '{provider.name}/{model}' cannot be made "
+                                       f"here: {problem}")
+        where = provider.endpoint()
+        if endpoint and str(endpoint).rstrip("/") != where.base_url:
+            # Never a key to a URL a client names: embeddings go where the operator set.
+            raise EmbeddingUnavailable(
+                f"embedding_endpoint {endpoint!r} is not this server's: {provider.name}/ "
+                f"embeddings go to the endpoint the operator set; leave it out")
+        return {"embedding_endpoint_type": endpoint_type(provider.name, embedding=True),
+                "embedding_endpoint": where.base_url if where.public else None,
+                "embedding_model": model, "embedding_dim": dim or 0,
+                "embedding_chunk_size": chunk, "handle": f"{provider.name}/{model}",
+                "batch_size": batch}
+
     async def measured(self, config: dict[str, Any]) -> dict[str, Any]:
         """``config`` with its ``embedding_dim`` measured by one call when it is not known
         (an OpenAI-compatible server's own model): an ``EmbeddingError`` if the call fails."""
@@ -232,6 +255,9 @@ class Embedders:
             return self.get_default()
         model = str(config["embedding_model"])
         kind = config.get("embedding_endpoint_type")
+        named = str(config.get("handle") or "").partition("/")[0]
+        if _embeds(named):  # the handle names the provider; Letta's type may say "openai"
+            kind = named
         if kind in ("hugging-face", "letta") and model in _MINILM_NAMES:
             return default_embedder()
         if kind == "openai" and self.openai.configured:
@@ -239,6 +265,9 @@ class Embedders:
             resize = dim if model in _RESIZABLE and dim != OPENAI_DIMS[model] else None
             return self._openai_embedder(model, resize,
                                          int(config.get("batch_size") or DEFAULT_BATCH_SIZE))
+        if _embeds(kind) and CATALOGUE[str(kind)].missing() is None:
+            return self._provider_embedder(CATALOGUE[str(kind)], model,
+                                           int(config.get("batch_size") or DEFAULT_BATCH_SIZE))
         problem = (f"embedding '{config.get('handle') or f'{kind}/{model}'}' cannot be made "
                    f"here: " + (_OPENAI_SETTING if kind == "openai" else
                                 "its provider is not served (ask for openai/MODEL or "
@@ -261,6 +290,16 @@ class Embedders:
             return default_embedder()
         return self.get({"embedding_endpoint_type": "openai", "embedding_model": model})
 
+    def _provider_embedder(self, provider: Provider, model: str, batch: int) -> Embedder:
+        where = provider.endpoint()
+        key = (provider.name, model, where.base_url, batch)
+        made = self._made.get(key)
+        if made is None:  # "": no key sent (never OPENAI_API_KEY to another provider)
+            made = self._made[key] = OpenAIEmbedder(
+                model, base_url=where.base_url, api_key=where.api_key or "", batch_size=batch,
+                timeout=self.openai.timeout)
+        return made
+
     def _openai_embedder(self, model: str, dimensions: int | None, batch: int) -> Embedder:
         key = ("openai", model, dimensions, batch)
         made = self._made.get(key)
@@ -269,6 +308,12 @@ class Embedders:
                 model, base_url=self.openai.url, api_key=self.openai.api_key,
                 dimensions=dimensions, batch_size=batch, timeout=self.openai.timeout)
         return made
+
+
+def _embeds(provider: object) -> bool:
+    """Whether ``provider`` is a catalogue provider other than OpenAI with embedding models."""
+    found = CATALOGUE.get(str(provider))
+    return found is not None and found.embeddings and found.name != "openai"
 
 
 def serves(embedder: Embedder, model: str, dim: int | None) -> bool:

@@ -11,7 +11,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from ...llm.listing import Listed
 from ...llm.models import DEFAULT_LIMITS, known_limits
+from ...llm.providers import CATALOGUE, endpoint_type
 from ...store import Page
 from ..deps import RuntimeDep
 from ..models.requests import errors
@@ -22,7 +24,7 @@ from .agents import agent_states
 
 router = APIRouter()
 
-_PROVIDER_TYPES = {"openai", "anthropic"}
+_PROVIDER_TYPES = {"openai", "anthropic"} | set(CATALOGUE)
 
 
 @router.get("/v1/tags", tags=["tag"], response_model=list[str])
@@ -41,11 +43,13 @@ async def list_models(runtime: RuntimeDep,
                       provider_category: Annotated[list[str] | None, Query()] = None,
                       provider_name: str | None = None,
                       provider_type: str | None = None) -> list[dict[str, Any]]:
-    """The server's default model and every model an agent uses, by handle; all are
-    'base' models (none brought by a user's own key)."""
-    handles = {runtime.settings.default_model}
+    """The server's default model, every model an agent uses, and the chat models each
+    configured provider lists, by handle; all are 'base' models (none brought by a user's
+    own key)."""
+    listed = {m.handle: m for m in await runtime.model_listings.current() if not m.embedding}
+    handles = {runtime.settings.default_model, *listed}
     handles.update(await runtime.store.agent_models())
-    models = [_model(handle) for handle in sorted(handles)]
+    models = [_listed_model(listed[h]) if h in listed else _model(h) for h in sorted(handles)]
     return [m for m in models
             if (provider_category is None or "base" in provider_category)
             and provider_name in (None, m["provider_name"])
@@ -55,8 +59,16 @@ async def list_models(runtime: RuntimeDep,
 @router.get("/v1/models/embedding", tags=["models"], response_model=list[EmbeddingModel])
 async def list_embedding_models(runtime: RuntimeDep) -> list[dict[str, Any]]:
     """The embedding models agents, archives and folders may ask for by handle: the default
-    (``STATELOOP_EMBEDDING``) first, the offline MiniLM, and OpenAI's when it is configured."""
-    return [_embedding_model(config) for config in runtime.embedders.available()]
+    (``STATELOOP_EMBEDDING``) first, the offline MiniLM, OpenAI's when it is configured, then
+    the embedding models the configured providers with embeddings list."""
+    found = [_embedding_model(config) for config in runtime.embedders.available()]
+    known = {model["handle"] for model in found}
+    for listed in await runtime.model_listings.current():
+        # Only providers whose embeddings are served here (an OpenAI-style /embeddings).
+        if (listed.embedding and CATALOGUE[listed.provider].embeddings
+                and listed.handle not in known):
+            found.append(_listed_embedding(listed))
+    return found
 
 
 @router.get("/v1/agents/count", tags=["agents"], response_model=int)
@@ -127,10 +139,27 @@ def _model(handle: str) -> dict[str, Any]:
     kind = provider if provider in _PROVIDER_TYPES else "openai"
     return {"handle": handle, "name": name, "display_name": name, "provider_type": kind,
             "provider_name": provider or kind, "model_type": "llm", "model": name,
-            "model_endpoint_type": kind, "model_endpoint": None,
+            "model_endpoint_type": endpoint_type(kind), "model_endpoint": None,
             "context_window": limits.context_window,
             "max_context_window": limits.context_window,
             "max_tokens": limits.max_output_tokens}
+
+
+def _listed_model(listed: Listed) -> dict[str, Any]:
+    return {**_model(listed.handle), "provider_type": listed.provider,
+            "model_endpoint_type": endpoint_type(listed.provider),
+            "model_endpoint": listed.endpoint,
+            "context_window": listed.context_window,
+            "max_context_window": listed.context_window, "max_tokens": listed.max_tokens}
+
+
+def _listed_embedding(listed: Listed) -> dict[str, Any]:
+    return {"handle": listed.handle, "name": listed.model, "display_name": listed.model,
+            "provider_type": listed.provider, "provider_name": listed.provider,
+            "model_type": "embedding",
+            "embedding_endpoint_type": endpoint_type(listed.provider, embedding=True),
+            "embedding_endpoint": listed.endpoint, "embedding_model": listed.model,
+            "embedding_dim": 0, "embedding_chunk_size": 300}
 
 
 def _embedding_model(config: dict[str, Any]) -> dict[str, Any]:

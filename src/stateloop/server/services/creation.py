@@ -11,6 +11,7 @@ from ...agent import Agent
 from ...agent_options import parse_rules, tool_map
 from ...errors import ConfigError
 from ...llm.base import settings_dict
+from ...llm.providers import served
 from ...llm.registry import resolve_model
 from ...llm.tokens import message_tokens
 from ...memory.blocks import DEFAULT_BLOCK_LIMIT, Block
@@ -43,7 +44,7 @@ def model_handle(model: str | None, llm_config: LLMConfig | None, default: str) 
         if "/" in llm_config.model and llm_config.handle is None:
             return llm_config.model
         kind = llm_config.model_endpoint_type
-        provider = kind if kind in ("anthropic", "google_ai") else "openai"
+        provider = kind if kind in served() else "openai"
         return llm_config.handle or f"{provider}/{llm_config.model}"
     return default
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...agent import Agent
 from ...live_agents import LiveAgents, bind
+from ...llm.listing import ModelListings
 from ...mcp import close_all as close_mcp_sessions
 from ...memory.embedding_models import Embedders
 from ...memory.embeddings import Embedder
@@ -74,6 +75,8 @@ class Runtime:
                                  dropped=_stop_tools)
         # Every embedding model agents, archives and folders ask for, each made once.
         self.embedders = Embedders(settings.embedding_endpoint(), default=settings.embedding)
+        # What the configured providers list (GET /v1/models), refreshed in the background.
+        self.model_listings = ModelListings()
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -105,6 +108,7 @@ class Runtime:
             await self.store.fleet.start()
 
     async def close(self) -> None:
+        await self.model_listings.close()
         await self.runs.close()
         await self.callbacks.close()
         # Then memory agents' background runs (those the last runs started too): they write
