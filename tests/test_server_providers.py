@@ -103,6 +103,8 @@ def server(fake: FakeOpenAI, silent: str, listing: str,
         env.setenv("TOGETHER_BASE_URL", fake.base_url)
         env.setenv("OLLAMA_BASE_URL", fake.url)  # without /v1, as Ollama's users write it
         env.setenv("MINIMAX_API_KEY", "minimax-test")
+        env.setenv("GEMINI_API_KEY", "gemini-test")
+        env.setenv("GEMINI_BASE_URL", fake.url)  # Google's generateContent
         env.setenv("MINIMAX_BASE_URL", fake.url)  # Anthropic Messages
         env.setenv("VLLM_API_BASE", f"http://127.0.0.1:{_closed_port()}")  # nothing there
         env.setenv("SGLANG_API_BASE", silent)  # its listing never comes
@@ -144,6 +146,31 @@ def test_a_groq_agent_calls_a_tool_and_replies(client: Letta, script: Script,
         "model": "llama-3.3-70b-versatile", "model_endpoint_type": "groq",
         "context_window": 32000})
     assert by_config.model == GROQ
+
+
+def test_a_gemini_agent_calls_a_tool_and_replies(client: Letta, script: Script,
+                                                 fake: FakeOpenAI) -> None:
+    client.tools.create(source_code=SHOUT)
+    agent = client.agents.create(model="google_ai/gemini-2.5-flash", tools=["shout"],
+                                 include_base_tools=False)
+    assert agent.model == "google_ai/gemini-2.5-flash"
+    assert agent.llm_config.context_window == 1_048_576
+    script.set(call("shout", text="hello"), reply("It said HELLO."))
+    seen = len(fake.requests)
+    response = client.agents.messages.create(agent.id, input="shout hello")
+    assert [m.message_type for m in response.messages] == [
+        "tool_call_message", "tool_return_message", "assistant_message"]
+    assert response.messages[1].tool_return == "HELLO"  # type: ignore[union-attr]
+    assert response.messages[2].content == "It said HELLO."  # type: ignore[union-attr]
+    requests = [r for r in fake.requests[seen:] if "GenerateContent" in r.path]
+    assert [r.path.split("?")[0] for r in requests] == [
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent"] * 2
+    assert {r.headers["x-goog-api-key"] for r in requests} == {"gemini-test"}
+    assert "authorization" not in requests[0].headers  # the openai/ key goes nowhere else
+    # the tool's result went back as Gemini's functionResponse, naming its function
+    [response_part] = [part for content in requests[1].body["contents"]
+                       for part in content["parts"] if "functionResponse" in part]
+    assert response_part["functionResponse"]["name"] == "shout"
 
 
 def test_ollama_and_together_agents_reply_with_their_own_endpoints(
