@@ -360,4 +360,16 @@ def step_metrics(record: StepRecord) -> dict[str, Any]:
                         "llm_request_start_ns": timing.llm_request_start_ns,
                         "llm_request_ns": timing.llm_request_ns,
                         "time_to_first_token_ns": timing.time_to_first_token_ns,
-                        "tool_execution_ns": timing.tool_execution_ns}}
+                        "tool_execution_ns": timing.tool_execution_ns,
+                        "tool_calls": _tool_call_times(record)}}
+
+
+def _tool_call_times(record: StepRecord) -> list[list[Any]]:
+    """Each tool call of the step as ``[id, tool name, start ns, end ns, failed]`` (what a
+    run's trace is rebuilt from)."""
+    assert record.timing is not None
+    names = {call.id: call.name for message in record.messages for call in message.tool_calls}
+    failed = {message.tool_call_id for message in record.messages
+              if message.role == "tool" and message.is_error}
+    return [[call_id, names.get(call_id, "unknown"), began, done, call_id in failed]
+            for call_id, (began, done) in record.timing.tool_calls.items()]
