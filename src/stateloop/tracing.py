@@ -2,6 +2,9 @@
 conventions (``invoke_agent``, a span per step, ``chat {model}``, ``execute_tool {name}``),
 and the watchers an application adds (the server's Prometheus metrics).
 
+A watcher with a ``call(model, request, response)`` method also sees each model call the
+run makes (the server records providers' requests and responses that way, when asked).
+
 The spans are made from what each step measured (``hooks.StepTiming``) as the step is
 saved, with the times it measured, so the loop carries no tracing code. Nothing is done for
 a run unless an OpenTelemetry SDK is configured (a tracer provider set) or a watcher added:
@@ -14,7 +17,7 @@ them only when ``STATELOOP_TRACE_CONTENT`` is ``1`` or ``true``.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import orjson
@@ -23,11 +26,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .events import RunEnd
 from .hooks import StepRecord
+from .llm.base import Model, ModelRequest, ModelResponse, StreamItem
 from .loop_config import LoopConfig
 from .messages import Message
 
-__all__ = ["CONTENT_ENV", "RunTrace", "RunWatcher", "add_watcher", "remove_watcher",
-           "tracing_on", "watch"]
+__all__ = ["CONTENT_ENV", "RunTrace", "RunWatcher", "WatchedModel", "add_watcher",
+           "remove_watcher", "tracing_on", "watch"]
 
 CONTENT_ENV = "STATELOOP_TRACE_CONTENT"
 CLEAN_ENDS = frozenset({"end_turn", "requires_approval", "max_steps", "tool_rule"})
@@ -73,6 +77,9 @@ def watch(config: LoopConfig, run_id: str, agent_id: str) -> None:
         watchers.append(RunTrace(run_id, agent_id, model))
     if not watchers:
         return
+    callers = [watcher for watcher in watchers if hasattr(watcher, "call")]
+    if callers:
+        config.model = WatchedModel(config.model, callers)
     checkpoint, on_end = config.checkpoint, config.on_end
 
     def saved(record: StepRecord) -> Awaitable[None] | None:
@@ -88,6 +95,27 @@ def watch(config: LoopConfig, run_id: str, agent_id: str) -> None:
             on_end(end)
 
     config.checkpoint, config.on_end = saved, ended
+
+
+class WatchedModel:
+    """A run's model, telling watchers what each call that answered was asked and answered
+    (``watcher.call(model, request, response)``); everything else is the model's own."""
+
+    def __init__(self, model: Model, watchers: list[Any]) -> None:
+        self.model, self.watchers = model, watchers
+        self.name = model.name
+        self.context_window = model.context_window
+        self.max_output_tokens = model.max_output_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        async for item in self.model.stream(request):
+            if isinstance(item, ModelResponse):
+                for watcher in self.watchers:
+                    watcher.call(self.model, request, item)
+            yield item
 
 
 def _content_on() -> bool:
