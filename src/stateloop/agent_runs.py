@@ -378,7 +378,7 @@ class AgentRuns:
                 config.on_end = ended
                 if typed is not None:
                     typed.apply(config)
-                tracing.watch(config, run_id, self.id)
+                tracing.watch(config, run_id, self.id, self.turn.waited)
                 running = Running(run_loop(self.state.transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running

@@ -49,6 +49,16 @@ class StepTiming:
 
 
 @dataclass(slots=True)
+class QueueWait:
+    """How long a run waited for its thread's turn (the runs ahead of it to end), in
+    seconds; on a store several processes share, whether its turn came only after another
+    run's (None on a store of one process)."""
+
+    seconds: float
+    fleet_waited: bool | None = None
+
+
+@dataclass(slots=True)
 class Hooks:
     """Callables, sync or async, each optional.
 

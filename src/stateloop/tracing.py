@@ -25,7 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .events import RunEnd
-from .hooks import StepRecord
+from .hooks import QueueWait, StepRecord
 from .llm.base import Model, ModelRequest, ModelResponse, StreamItem
 from .loop_config import LoopConfig
 from .messages import Message
@@ -68,11 +68,17 @@ def tracing_on() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def watch(config: LoopConfig, run_id: str, agent_id: str) -> None:
+def watch(config: LoopConfig, run_id: str, agent_id: str,
+          waited: QueueWait | None = None) -> None:
     """Have this run's steps and end told to its watchers (its trace among them), by wrapping
-    ``config``'s checkpoint and ``on_end``; with none, ``config`` is left alone."""
+    ``config``'s checkpoint and ``on_end``; with none, ``config`` is left alone. Watchers
+    with a ``queued(wait)`` method are told first how long the run ``waited`` for its turn."""
     model = config.model.name
     watchers = [factory(run_id, agent_id, model) for factory in _watchers]
+    if waited is not None:
+        for watcher in watchers:
+            if hasattr(watcher, "queued"):
+                watcher.queued(waited)
     if tracing_on():
         watchers.append(RunTrace(run_id, agent_id, model))
     if not watchers:

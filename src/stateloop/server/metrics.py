@@ -1,7 +1,8 @@
 """The server's Prometheus metrics: runs by stop reason, steps, model calls (count, latency,
-time to first token, tokens) by model, tool calls (count, latency, errors) by tool. Fed by a
-run watcher (``stateloop.tracing``) as each step is saved; ``GET /metrics`` serves them in
-Prometheus' text format (routes/metrics.py)."""
+time to first token, tokens) by model, tool calls (count, latency, errors) by tool, how long
+runs waited for their agent's turn, and turns taken on a fleet. Fed by a run watcher
+(``stateloop.tracing``) as each step is saved; ``GET /metrics`` serves them in Prometheus'
+text format (routes/metrics.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from ..events import RunEnd
-from ..hooks import StepRecord
+from ..hooks import QueueWait, StepRecord
 
 __all__ = ["ServerMetrics"]
 
 # Model calls take seconds; tool calls from a millisecond (memory edits) to minutes.
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
 TOOL_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# A run waits for the runs of its agent ahead of it: nothing, or whole runs.
+QUEUE_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # Distinct values a model or tool label takes; later ones are counted as OTHER. Tool names
 # come from what a model calls (a name it makes up included) and models from what clients
 # name, so neither may grow the series, and a scrape, without bound.
@@ -48,6 +51,14 @@ class ServerMetrics:
                                       ["tool"], buckets=TOOL_BUCKETS, registry=registry)
         self.tool_errors = Counter("stateloop_tool_errors", "Tool calls that failed, by tool.",
                                    ["tool"], registry=registry)
+        # Not by agent: agent ids are unbounded, and each would be series of its own.
+        self.queue_wait = Histogram(
+            "stateloop_run_queue_wait_seconds", "How long a run waited for its agent's "
+            "earlier runs to end before it began.", buckets=QUEUE_BUCKETS, registry=registry)
+        self.fleet_turns = Counter(
+            "stateloop_fleet_turns", "Turns taken on a store several servers share "
+            "(PostgreSQL), by whether another server's run went first.", ["waited"],
+            registry=registry)
         self._models: set[str] = set()
         self._tools: set[str] = set()
 
@@ -97,6 +108,11 @@ class _RunCounts:
                                          m.tool_seconds.labels(label),
                                          m.tool_errors.labels(label))
         return series
+
+    def queued(self, wait: QueueWait) -> None:
+        self.metrics.queue_wait.observe(wait.seconds)
+        if wait.fleet_waited is not None:
+            self.metrics.fleet_turns.labels("true" if wait.fleet_waited else "false").inc()
 
     def step(self, record: StepRecord) -> None:
         timing = record.timing
