@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from .. import __version__
 from ..llm.warmup import prepare as prepare_models
 from ..store import open_store
+from ..store.batching import unwatch_commits, watch_commits
 from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
 from . import errors
@@ -81,6 +82,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         # In a thread before the server answers, not on the event loop in a client's call.
         await asyncio.to_thread(prepare_models)
         add_watcher(served_metrics.watch)
+        watch_commits(served_metrics.commit)
+        served_metrics.count_workers(runtime.workers)
         recorder = ProviderTraces(store) if config.provider_traces else None
         if recorder is not None:
             add_watcher(recorder.watch)
@@ -88,6 +91,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
             yield
         finally:
             remove_watcher(served_metrics.watch)
+            unwatch_commits(served_metrics.commit)
             if recorder is not None:
                 remove_watcher(recorder.watch)
                 await recorder.close()

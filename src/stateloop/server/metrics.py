@@ -1,6 +1,7 @@
 """The server's Prometheus metrics: runs by stop reason, steps, model calls (count, latency,
 time to first token, tokens) by model, tool calls (count, latency, errors) by tool, how long
-runs waited for their agent's turn, and turns taken on a fleet. Fed by a run watcher
+runs waited for their agent's turn, turns taken on a fleet, live sandbox workers and the
+store's commits of steps. Fed by a run watcher
 (``stateloop.tracing``) as each step is saved; ``GET /metrics`` serves them in Prometheus'
 text format (routes/metrics.py)."""
 
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..events import RunEnd
 from ..hooks import QueueWait, StepRecord
+from ..tools.pool import WorkerPool
 
 __all__ = ["ServerMetrics"]
 
@@ -19,6 +21,8 @@ __all__ = ["ServerMetrics"]
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
 TOOL_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 # A run waits for the runs of its agent ahead of it: nothing, or whole runs.
+# A group commit of steps' writes: a millisecond on SQLite, a round trip or a few on PostgreSQL.
+COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 QUEUE_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # Distinct values a model or tool label takes; later ones are counted as OTHER. Tool names
 # come from what a model calls (a name it makes up included) and models from what clients
@@ -59,8 +63,26 @@ class ServerMetrics:
             "stateloop_fleet_turns", "Turns taken on a store several servers share "
             "(PostgreSQL), by whether another server's run went first.", ["waited"],
             registry=registry)
+        self.commit_seconds = Histogram(
+            "stateloop_store_commit_seconds", "A commit of queued step writes (the steps that "
+            "ended together share one).", buckets=COMMIT_BUCKETS, registry=registry)
+        self.committed_steps = Counter("stateloop_store_committed_writes",
+                                       "Step writes committed.", registry=registry)
+        self.workers = Gauge("stateloop_sandbox_workers", "Live tool sandbox workers, idle "
+                             "(warm) or busy (in a call).", ["state"], registry=registry)
         self._models: set[str] = set()
         self._tools: set[str] = set()
+
+    def commit(self, seconds: float, items: int) -> None:
+        """A group commit of ``items`` step writes took ``seconds``
+        (``stateloop.store.batching.watch_commits``)."""
+        self.commit_seconds.observe(seconds)
+        self.committed_steps.inc(items)
+
+    def count_workers(self, pool: WorkerPool) -> None:
+        """Have ``stateloop_sandbox_workers`` read ``pool`` at each scrape."""
+        self.workers.labels("idle").set_function(lambda: pool.counts()[0])
+        self.workers.labels("busy").set_function(lambda: pool.counts()[1])
 
     def model_label(self, model: str) -> str:
         """The label a model is counted under (``OTHER`` once LABEL_VALUES are in use)."""
