@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .approvals import PendingApproval
+from .events import Compaction
 from .messages import Message, Usage
 
 
@@ -46,6 +47,9 @@ class StepTiming:
     time_to_first_token_ns: int
     tool_execution_ns: int = 0
     tool_calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # id: (start, end)
+    model_call: bool = True  # False: tool calls resumed after an approval, no model call
+    # Compactions before the call, each (start, end, what it did) on the wall clock.
+    compactions: list[tuple[int, int, Compaction]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,10 @@ saved, with the times it measured, so the loop carries no tracing code. Nothing 
 a run unless an OpenTelemetry SDK is configured (a tracer provider set) or a watcher added:
 then ``watch`` leaves the run's ``LoopConfig`` as it was.
 
+A compaction before a model call is a ``compact`` span of its step (tokens before and
+after, messages summarised); a memory tool's span names the block it edits
+(``stateloop.memory.block_label``).
+
 Message contents (the model's answer, tool arguments and results) are user data: spans carry
 them only when ``STATELOOP_TRACE_CONTENT`` is ``1`` or ``true``.
 """
@@ -28,7 +32,8 @@ from .events import RunEnd
 from .hooks import QueueWait, StepRecord
 from .llm.base import Model, ModelRequest, ModelResponse, StreamItem
 from .loop_config import LoopConfig
-from .messages import Message
+from .messages import Message, ToolCall
+from .tools.builtin import MEMORY_EDITS
 
 __all__ = ["CONTENT_ENV", "RunTrace", "RunWatcher", "WatchedModel", "add_watcher",
            "remove_watcher", "tracing_on", "watch"]
@@ -41,7 +46,8 @@ _tracer = trace.get_tracer("stateloop")
 
 class RunWatcher(Protocol):
     """Sees each step of one run as it is saved (``StepRecord.timing`` says where its time
-    went), and the run's end."""
+    went; ``step`` 0: tool calls resumed after an approval, outside any step), and the run's
+    end."""
 
     def step(self, record: StepRecord) -> None: ...
 
@@ -89,7 +95,8 @@ def watch(config: LoopConfig, run_id: str, agent_id: str,
     checkpoint, on_end = config.checkpoint, config.on_end
 
     def saved(record: StepRecord) -> Awaitable[None] | None:
-        if record.step:  # 0: messages saved outside a step
+        # 0: messages saved outside a step; timed, tool calls resumed after an approval
+        if record.step or record.timing is not None:
             for watcher in watchers:
                 watcher.step(record)
         return checkpoint(record) if checkpoint is not None else None
@@ -143,35 +150,55 @@ class RunTrace:
         self.context = trace.set_span_in_context(self.span)
 
     def step(self, record: StepRecord) -> None:
-        """The step's span, with its model call's and each tool call's, at their times."""
+        """The step's span, with its compactions', its model call's and each tool call's, at
+        their times. Tool calls resumed after an approval (no step of their own) are spans
+        of the run."""
+        timing = record.timing
+        if not record.step:
+            if timing is not None:
+                self._tools(record, self.context)
+            return
         start = int(record.started_at * 1e9)
         span = _tracer.start_span(f"step {record.step}", self.context, start_time=start,
                                   attributes={"stateloop.step": record.step})
-        timing = record.timing
         if timing is not None:
             inside = trace.set_span_in_context(span)
-            self._chat(record, inside)
-            calls = {call.id: call for message in record.messages
-                     for call in message.tool_calls}
-            results = {message.tool_call_id: message for message in record.messages
-                       if message.role == "tool"}
-            for call_id, (began, done) in timing.tool_calls.items():
-                call = calls.get(call_id)
-                name = call.name if call is not None else "unknown"
-                tool = _tracer.start_span(f"execute_tool {name}", inside, start_time=began,
-                                          attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                    "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"})
-                result = results.get(call_id)
-                if self.content and call is not None:
-                    tool.set_attribute("gen_ai.tool.call.arguments", _json(call.arguments))
-                if self.content and result is not None:
-                    tool.set_attribute("gen_ai.tool.call.result", result.text)
-                if result is not None and result.is_error:
-                    tool.set_status(Status(StatusCode.ERROR))
-                    tool.set_attribute("error.type", "tool_error")
-                tool.end(end_time=done)
+            for began, done, compaction in timing.compactions:
+                _tracer.start_span("compact", inside, start_time=began, attributes={
+                    "stateloop.compaction.tokens_before": compaction.tokens_before,
+                    "stateloop.compaction.tokens_after": compaction.tokens_after,
+                    "stateloop.compaction.messages_summarized": compaction.messages_evicted,
+                    "stateloop.compaction.strategy": compaction.strategy}).end(end_time=done)
+            if timing.model_call:
+                self._chat(record, inside)
+            self._tools(record, inside)
         span.end(end_time=start + int(record.duration * 1e9))
+
+    def _tools(self, record: StepRecord, parent: Any) -> None:
+        timing = record.timing
+        assert timing is not None
+        calls = {call.id: call for message in record.messages for call in message.tool_calls}
+        results = {message.tool_call_id: message for message in record.messages
+                   if message.role == "tool"}
+        for call_id, (began, done) in timing.tool_calls.items():
+            call, result = calls.get(call_id), results.get(call_id)
+            name = (call.name if call is not None
+                    else result.name if result is not None and result.name else "unknown")
+            tool = _tracer.start_span(f"execute_tool {name}", parent, start_time=began,
+                                      attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"})
+            label = _block_label(call) if call is not None else None
+            if label is not None:
+                tool.set_attribute("stateloop.memory.block_label", label)
+            if self.content and call is not None:
+                tool.set_attribute("gen_ai.tool.call.arguments", _json(call.arguments))
+            if self.content and result is not None:
+                tool.set_attribute("gen_ai.tool.call.result", result.text)
+            if result is not None and result.is_error:
+                tool.set_status(Status(StatusCode.ERROR))
+                tool.set_attribute("error.type", "tool_error")
+            tool.end(end_time=done)
 
     def _chat(self, record: StepRecord, parent: Any) -> None:
         timing = record.timing
@@ -205,6 +232,16 @@ class RunTrace:
             span.set_status(Status(StatusCode.ERROR, end.error or end.stop_reason))
             span.set_attribute("error.type", end.stop_reason)
         span.end()
+
+
+def _block_label(call: ToolCall) -> str | None:
+    """The memory block a memory tool's call edits (None: not a memory edit)."""
+    if call.name not in MEMORY_EDITS:
+        return None
+    label = call.arguments.get("label") or call.arguments.get("path")
+    if not isinstance(label, str):
+        return None
+    return label.removeprefix("/memories/").removesuffix(".md") or None
 
 
 def _shown(message: Message) -> dict[str, Any]:

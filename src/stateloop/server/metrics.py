@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..events import RunEnd
-from ..hooks import QueueWait, StepRecord
+from ..hooks import QueueWait, StepRecord, StepTiming
 from ..tools.pool import WorkerPool
 
 __all__ = ["ServerMetrics"]
@@ -138,20 +138,18 @@ class _RunCounts:
 
     def step(self, record: StepRecord) -> None:
         timing = record.timing
-        self.metrics.steps.inc()
+        if record.step:  # 0: tool calls resumed after an approval, outside a step
+            self.metrics.steps.inc()
         if timing is None:
             return
-        calls, seconds, first_token, tokens_in, tokens_out = self._model(
-            record.model or self.model)
-        calls.inc()
-        seconds.observe(timing.llm_request_ns / 1e9)
-        first_token.observe(timing.time_to_first_token_ns / 1e9)
-        tokens_in.inc(record.usage.input_tokens)
-        tokens_out.inc(record.usage.output_tokens)
+        if timing.model_call:
+            self._model_call(record, timing)
         if not timing.tool_calls:
             return
-        names = {call.id: call.name for message in record.messages
-                 for call in message.tool_calls}
+        names = {message.tool_call_id: message.name for message in record.messages
+                 if message.role == "tool" and message.tool_call_id and message.name}
+        names.update({call.id: call.name for message in record.messages
+                      for call in message.tool_calls})
         failed = {message.tool_call_id for message in record.messages
                   if message.role == "tool" and message.is_error}
         for call_id, (began, done) in timing.tool_calls.items():
@@ -160,6 +158,15 @@ class _RunCounts:
             took.observe((done - began) / 1e9)
             if call_id in failed:
                 errors.inc()
+
+    def _model_call(self, record: StepRecord, timing: StepTiming) -> None:
+        calls, seconds, first_token, tokens_in, tokens_out = self._model(
+            record.model or self.model)
+        calls.inc()
+        seconds.observe(timing.llm_request_ns / 1e9)
+        first_token.observe(timing.time_to_first_token_ns / 1e9)
+        tokens_in.inc(record.usage.input_tokens)
+        tokens_out.inc(record.usage.output_tokens)
 
     def end(self, end: RunEnd) -> None:
         self.metrics.runs.labels(end.stop_reason).inc()

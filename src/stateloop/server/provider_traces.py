@@ -90,7 +90,7 @@ class _StepCalls:
         self.last = (model, request, response)  # a retried call: the one that answered
 
     def step(self, record: StepRecord) -> None:
-        if self.last is None:  # a step with no model call (a tool call approved, resumed)
+        if self.last is None or not record.step:  # no model call (calls resumed, approved)
             return
         model, request, response = self.last
         self.last = None
