@@ -96,3 +96,29 @@ def test_fleet_turns_count_who_waited_for_another_server(
         assert scraped[(turns, (("waited", "false"),))] == 1
         assert scraped[(turns, (("waited", "true"),))] == 1
         assert scraped[("stateloop_run_queue_wait_seconds_sum", ())] >= HELD_S * 0.9
+
+
+def test_a_run_whose_stream_the_client_dropped_is_still_counted(
+        fake: FakeOpenAI, script: Script, tmp_path: Path) -> None:
+    with Server(settings_for(fake, tmp_path / "dropped.db")) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=60)
+        agent = new_agent(client)
+        before = scrape(server)
+        gate = threading.Event()
+        script.set(held(gate, reply("nobody reads this")))
+        try:
+            with httpx.stream("POST", f"{server.url}/v1/agents/{agent.id}/messages/stream",
+                              json={"input": "hello", "stream_tokens": True},
+                              timeout=30) as response:
+                assert response.status_code == 200
+                until(lambda: len(script.requests) == 1, "the model is called")
+            # the client has gone; the model answers after
+        finally:
+            gate.set()
+        ended = ("stateloop_runs_total",)
+        until(lambda: sum(value - before.get(key, 0) for key, value in scrape(server).items()
+                          if key[0] == ended[0]) == 1, "the dropped run is counted")
+        [run] = client.runs.list(agent_id=agent.id).items
+        counted = {dict(key[1])["stop_reason"] for key, value in scrape(server).items()
+                   if key[0] == ended[0] and value - before.get(key, 0) == 1}
+        assert counted == {run.stop_reason}

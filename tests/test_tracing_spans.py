@@ -112,3 +112,37 @@ async def test_a_tool_call_resumed_after_approval_is_traced_and_counted(
                for sample in family.samples}
     assert samples[("stateloop_tool_calls_total", (("tool", "wire_money"),))] == 1
     assert samples[("stateloop_steps_total", ())] == 2  # the model's steps, not the resumed calls
+
+
+async def test_a_run_its_consumer_left_still_ends_its_span_and_is_counted(
+        spans: InMemorySpanExporter) -> None:
+    metrics = ServerMetrics()
+    tracing.add_watcher(metrics.watch)
+    try:
+        agent = Agent(model=ScriptedModel([call("lookup_pause", seconds=0.0), reply("Done.")]),
+                      tools=[lookup_pause])
+        stream = agent.stream("look it up")
+        async for event in stream:
+            if event.type == "tool_execution_end":
+                break  # the consumer leaves mid-run
+        await stream.aclose()
+    finally:
+        tracing.remove_watcher(metrics.watch)
+    [run] = named(spans, "invoke_agent")
+    attributes = run.attributes or {}
+    assert attributes["stateloop.stop_reason"] == "cancelled"
+    assert run.status.status_code.name == "ERROR"  # stopped before its end
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in text_string_to_metric_families(metrics.exposition().decode())
+               for sample in family.samples}
+    assert samples[("stateloop_runs_total", (("stop_reason", "cancelled"),))] == 1
+
+
+@tool
+def lookup_pause(seconds: float) -> str:
+    """Look something up.
+
+    Args:
+        seconds: How long the lookup takes.
+    """
+    return "found"

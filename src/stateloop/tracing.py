@@ -32,7 +32,7 @@ from .events import RunEnd
 from .hooks import QueueWait, StepRecord
 from .llm.base import Model, ModelRequest, ModelResponse, StreamItem
 from .loop_config import LoopConfig
-from .messages import Message, ToolCall
+from .messages import Message, ToolCall, Usage
 from .tools.builtin import MEMORY_EDITS
 
 __all__ = ["CONTENT_ENV", "RunTrace", "RunWatcher", "WatchedModel", "add_watcher",
@@ -75,10 +75,12 @@ def tracing_on() -> bool:
 
 
 def watch(config: LoopConfig, run_id: str, agent_id: str,
-          waited: QueueWait | None = None) -> None:
+          waited: QueueWait | None = None) -> Callable[[], None] | None:
     """Have this run's steps and end told to its watchers (its trace among them), by wrapping
-    ``config``'s checkpoint and ``on_end``; with none, ``config`` is left alone. Watchers
-    with a ``queued(wait)`` method are told first how long the run ``waited`` for its turn."""
+    ``config``'s checkpoint and ``on_end``; with none, ``config`` is left alone (None is
+    returned). Watchers with a ``queued(wait)`` method are told first how long the run
+    ``waited`` for its turn. The function returned ends the run for its watchers, as
+    cancelled, if it was stopped without an end of its own (its consumer left)."""
     model = config.model.name
     watchers = [factory(run_id, agent_id, model) for factory in _watchers]
     if waited is not None:
@@ -88,26 +90,38 @@ def watch(config: LoopConfig, run_id: str, agent_id: str,
     if tracing_on():
         watchers.append(RunTrace(run_id, agent_id, model))
     if not watchers:
-        return
+        return None
     callers = [watcher for watcher in watchers if hasattr(watcher, "call")]
     if callers:
         config.model = WatchedModel(config.model, callers)
     checkpoint, on_end = config.checkpoint, config.on_end
 
+    steps, usage, over = [0], Usage(), [False]
+
     def saved(record: StepRecord) -> Awaitable[None] | None:
         # 0: messages saved outside a step; timed, tool calls resumed after an approval
         if record.step or record.timing is not None:
+            if record.step:
+                steps[0] += 1
+                usage.add(record.usage)
             for watcher in watchers:
                 watcher.step(record)
         return checkpoint(record) if checkpoint is not None else None
 
     def ended(end: RunEnd) -> None:
+        over[0] = True
         for watcher in watchers:
             watcher.end(end)
         if on_end is not None:
             on_end(end)
 
+    def abandoned() -> None:
+        if not over[0]:
+            ended(RunEnd(run_id, "cancelled", steps[0], usage,
+                         error="the run was stopped before it ended (its consumer left)"))
+
     config.checkpoint, config.on_end = saved, ended
+    return abandoned
 
 
 class WatchedModel:
