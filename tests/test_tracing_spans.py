@@ -6,6 +6,7 @@ approval traced (and counted in the server's metrics) like any other."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -146,3 +147,23 @@ def lookup_pause(seconds: float) -> str:
         seconds: How long the lookup takes.
     """
     return "found"
+
+
+async def test_each_step_s_store_commit_is_a_span_of_its_step(
+        spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    agent = Agent(model=ScriptedModel([call("lookup_pause", seconds=0.0), reply("Done.")]),
+                  tools=[lookup_pause], name="stored", store=f"sqlite:///{tmp_path / 'a.db'}")
+    try:
+        await agent.run("look it up")
+    finally:
+        await agent.aclose()
+    steps = {span.context.span_id: span for span in named(spans, "step ")}
+    commits = named(spans, "store commit")
+    assert len(steps) == 2 and len(commits) == 2
+    assert {commit.parent.span_id for commit in commits if commit.parent} == set(steps)
+    for commit in commits:
+        assert commit.parent is not None
+        step = steps[commit.parent.span_id]
+        assert (step.start_time or 0) <= (commit.start_time or 0) <= (commit.end_time or 0)
+        assert (commit.attributes or {})["stateloop.step"] == (step.attributes or {})[
+            "stateloop.step"]

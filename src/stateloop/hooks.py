@@ -33,6 +33,8 @@ class StepRecord:
     duration: float = 0.0
     pending_approval: PendingApproval | None = None  # the step paused for a human
     timing: StepTiming | None = None  # where the step's time went (None: no model call)
+    # Once the step's write committed, when its commit began and ended (ns); set by the store.
+    commit_times: Callable[[], tuple[int, int] | None] | None = None
 
 
 @dataclass(slots=True)

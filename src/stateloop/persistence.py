@@ -263,6 +263,7 @@ class Persistence:
             self._check()
             raise
         self._queued.append(queued)
+        record.commit_times = queued.commit_times
         self.unsaved = []
         self.dirty_blocks = {}
         self.system = None

@@ -162,11 +162,13 @@ class RunTrace:
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": agent_id,
             "gen_ai.request.model": name, "stateloop.run.id": run_id, **self.provider})
         self.context = trace.set_span_in_context(self.span)
+        self.uncommitted: list[tuple[Any, StepRecord]] = []  # steps whose write is queued
 
     def step(self, record: StepRecord) -> None:
         """The step's span, with its compactions', its model call's and each tool call's, at
         their times. Tool calls resumed after an approval (no step of their own) are spans
         of the run."""
+        self._commits()
         timing = record.timing
         if not record.step:
             if timing is not None:
@@ -175,6 +177,7 @@ class RunTrace:
         start = int(record.started_at * 1e9)
         span = _tracer.start_span(f"step {record.step}", self.context, start_time=start,
                                   attributes={"stateloop.step": record.step})
+        self.uncommitted.append((trace.set_span_in_context(span), record))
         if timing is not None:
             inside = trace.set_span_in_context(span)
             for began, done, compaction in timing.compactions:
@@ -187,6 +190,21 @@ class RunTrace:
                 self._chat(record, inside)
             self._tools(record, inside)
         span.end(end_time=start + int(record.duration * 1e9))
+
+    def _commits(self) -> None:
+        """A ``store commit`` span for each step whose write has landed since (its commit
+        is queued after the step is told, and lands at the next turn of the event loop)."""
+        waiting = []
+        for context, record in self.uncommitted:
+            times = record.commit_times() if record.commit_times is not None else None
+            if times is None:
+                if record.commit_times is not None:
+                    waiting.append((context, record))
+                continue
+            _tracer.start_span("store commit", context, start_time=times[0], attributes={
+                "db.operation.name": "COMMIT", "stateloop.step": record.step,
+            }).end(end_time=times[1])
+        self.uncommitted = waiting
 
     def _tools(self, record: StepRecord, parent: Any) -> None:
         timing = record.timing
@@ -237,6 +255,7 @@ class RunTrace:
 
     def end(self, end: RunEnd) -> None:
         """The run's span ends, with its stop reason and tokens."""
+        self._commits()  # the run's end is stored after its steps' writes landed
         span: Span = self.span
         span.set_attributes({"stateloop.stop_reason": end.stop_reason,
                              "stateloop.steps": end.steps,

@@ -64,11 +64,16 @@ class BatchFn:
 class Queued:
     """One queued item's outcome, filled in when its group commits."""
 
-    __slots__ = ("_done", "_error")
+    __slots__ = ("_done", "_error", "_times")
 
     def __init__(self) -> None:
         self._done = False
         self._error: BaseException | None = None
+        self._times: tuple[int, int] | None = None
+
+    def commit_times(self) -> tuple[int, int] | None:
+        """When its group's commit began and ended (ns, wall clock); None until it landed."""
+        return self._times if self._done and self._error is None else None
 
     def done(self) -> bool:
         return self._done
@@ -108,7 +113,7 @@ class GroupCommit:
     def commit_items(self, items: list[tuple[BatchFn, Any, Queued]], conn: Any, dbapi: Any,
                      then: Callable[[Any], Any] | None = None) -> Any:
         """``commit`` of items already taken from the queue."""
-        began = time.perf_counter()
+        began, began_ns = time.perf_counter(), time.time_ns()
         tx = self._tx
         units: list[list[tuple[BatchFn, Any, Queued]]] = []
         for entry in items:
@@ -161,9 +166,11 @@ class GroupCommit:
                 raise  # KeyboardInterrupt and the like are not the items' to keep
             then_error = exc
         finally:
+            times = (began_ns, time.time_ns())
             for _, _, queued in items:
                 queued._error = errors.get(id(queued))
                 queued._done = True
+                queued._times = times
             if items:
                 took = time.perf_counter() - began
                 for watcher in _commit_watchers:
