@@ -1,7 +1,8 @@
 """``GET /metrics`` on runs that queue: a send that waits for its agent's run in flight is
 timed in ``stateloop_run_queue_wait_seconds`` (one series, no agent label), and on
 PostgreSQL each turn is counted in ``stateloop_fleet_turns_total``, by whether another
-server's run went first (two servers on one database, driven by letta-client)."""
+server's run went first (two servers on one database, driven by letta-client); a run whose
+stream the client dropped is counted when it ends."""
 
 # ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
 
