@@ -17,6 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from stateloop import Agent, Block, tool, tracing
 from stateloop.approvals import Approval
 from stateloop.server.metrics import ServerMetrics
+from stateloop.server.services.run_trace import run_trace
+from stateloop.store import Page, open_store
 from stateloop.testing import ScriptedModel, call, reply
 
 SUMMARIZER = "You keep the running summary"
@@ -167,3 +169,24 @@ async def test_each_step_s_store_commit_is_a_span_of_its_step(
         assert (step.start_time or 0) <= (commit.start_time or 0) <= (commit.end_time or 0)
         assert (commit.attributes or {})["stateloop.step"] == (step.attributes or {})[
             "stateloop.step"]
+
+
+async def test_a_traced_run_s_rebuilt_trace_has_its_own_trace_id(
+        spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    agent = Agent(model=ScriptedModel([call("lookup_pause", seconds=0.0), reply("Done.")]),
+                  tools=[lookup_pause], name="traced", store=url)
+    try:
+        result = await agent.run("look it up")
+    finally:
+        await agent.aclose()
+    [run_span] = named(spans, "invoke_agent")
+    store = await open_store(url)
+    try:
+        run = await store.get_run(result.run_id)
+        steps = await store.page_steps(Page(), run_id=run.id)
+    finally:
+        await store.close()
+    rows = run_trace(run, steps, 1000)
+    assert {row["TraceId"] for row in rows} == {format(run_span.context.trace_id, "032x")}
+    assert [row["SpanName"] for row in rows].count("agent_step") == 2

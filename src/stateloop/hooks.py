@@ -33,6 +33,7 @@ class StepRecord:
     duration: float = 0.0
     pending_approval: PendingApproval | None = None  # the step paused for a human
     timing: StepTiming | None = None  # where the step's time went (None: no model call)
+    trace_id: str | None = None  # the run's OpenTelemetry trace (32 hex digits), when traced
     # Once the step's write committed, when its commit began and ended (ns); set by the store.
     commit_times: Callable[[], tuple[int, int] | None] | None = None
 

@@ -352,11 +352,13 @@ def describe(error: BaseException | None) -> str:
 
 
 def step_metrics(record: StepRecord) -> dict[str, Any]:
-    """What a stored step keeps of its timing (its metadata's ``metrics``, nanoseconds)."""
+    """What a stored step keeps of its timing (its metadata's ``metrics``, nanoseconds) and
+    of its trace (``trace_id``, when the run was traced)."""
     timing = record.timing
+    traced = {"trace_id": record.trace_id} if record.trace_id else {}
     if timing is None:
-        return {}
-    return {"metrics": {"step_start_ns": int(record.started_at * 1e9),
+        return traced
+    return {**traced, "metrics": {"step_start_ns": int(record.started_at * 1e9),
                         "step_ns": int(record.duration * 1e9),
                         "llm_request_start_ns": timing.llm_request_start_ns,
                         "llm_request_ns": timing.llm_request_ns,

@@ -162,6 +162,7 @@ class RunTrace:
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": agent_id,
             "gen_ai.request.model": name, "stateloop.run.id": run_id, **self.provider})
         self.context = trace.set_span_in_context(self.span)
+        self.trace_id = format(self.span.get_span_context().trace_id, "032x")
         self.uncommitted: list[tuple[Any, StepRecord]] = []  # steps whose write is queued
 
     def step(self, record: StepRecord) -> None:
@@ -169,6 +170,7 @@ class RunTrace:
         their times. Tool calls resumed after an approval (no step of their own) are spans
         of the run."""
         self._commits()
+        record.trace_id = self.trace_id  # stored with the step: the run's trace is found
         timing = record.timing
         if not record.step:
             if timing is not None:

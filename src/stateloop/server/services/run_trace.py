@@ -5,8 +5,9 @@ collected for it, so every server of a fleet answers it, before and after a rest
 
 The spans, named as Letta's trace viewer picks them out: the run (the root, no parent),
 ``agent_step`` per step, under each its model call's ``time_to_first_token`` and
-``chat {model}``, and ``Agent._execute_tool`` per tool call. Ids are derived from the run's
-and steps' ids, so a trace read twice is the same trace.
+``chat {model}``, and ``Agent._execute_tool`` per tool call. The trace id is the run's own
+when it was traced (its steps store it), else derived from its id; span ids are derived from
+the run's and steps' ids, so a trace read twice is the same trace.
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ def run_trace(run: RunRecord, steps: list[StepRecord], limit: int) -> list[dict[
              else max(span.start_ns + span.duration_ns for span in spans))
     root.duration_ns = max(0, ended - started)
     spans.sort(key=lambda span: span.start_ns)
-    return [_row(trace_id(run.id), span) for span in spans[:limit]]
+    traced = next((step.metadata["trace_id"] for step in steps if step.metadata.get("trace_id")),
+                  None)  # the run's own trace, when it was traced
+    return [_row(traced or trace_id(run.id), span) for span in spans[:limit]]
 
 
 def _step_spans(step: StepRecord, parent: str) -> list[_Span]:
