@@ -3,23 +3,29 @@ exporter: a compaction before a model call (``compact``, tokens before and after
 summarised), a memory edit's block label on its tool span, and tool calls resumed after an
 approval traced (and counted in the server's metrics) like any other."""
 
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from letta_client import Letta
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
+from fake_script import Script
 from stateloop import Agent, Block, tool, tracing
 from stateloop.approvals import Approval
 from stateloop.server.metrics import ServerMetrics
 from stateloop.server.services.run_trace import run_trace
 from stateloop.store import Page, open_store
 from stateloop.testing import ScriptedModel, call, reply
+from stateloop.testing.fake_openai import FakeOpenAI
+from test_server_support import Server, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
 
 SUMMARIZER = "You keep the running summary"
 
@@ -190,3 +196,21 @@ async def test_a_traced_run_s_rebuilt_trace_has_its_own_trace_id(
     rows = run_trace(run, steps, 1000)
     assert {row["TraceId"] for row in rows} == {format(run_span.context.trace_id, "032x")}
     assert [row["SpanName"] for row in rows].count("agent_step") == 2
+
+
+def test_a_traced_run_s_steps_carry_its_trace_id_through_the_server(
+        spans: InMemorySpanExporter, fake: FakeOpenAI, script: Script, tmp_path: Path) -> None:
+    with Server(settings_for(fake, tmp_path / "traced.db")) as server:
+        client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+        agent = new_agent(client)
+        script.set(reply("Hello."))
+        client.agents.messages.create(agent.id, input="hi")
+        [run] = client.runs.list(agent_id=agent.id).items
+        [step] = client.runs.steps.list(run.id).items
+        [run_span] = [span for span in named(spans, "invoke_agent")
+                      if (span.attributes or {})["stateloop.run.id"] == run.id]
+        traced = format(run_span.context.trace_id, "032x")
+        assert step.trace_id == traced
+        assert [s.id for s in client.steps.list(trace_ids=[traced]).items] == [step.id]
+        assert client.steps.list(trace_ids=["0" * 32]).items == []
+        assert {row["TraceId"] for row in client.runs.trace.retrieve(run.id)} == {traced}
