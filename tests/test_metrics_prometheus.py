@@ -6,7 +6,9 @@ it, and opening it opens nothing else."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -143,3 +145,38 @@ def test_made_up_tool_names_and_models_do_not_grow_the_metrics() -> None:
     assert samples[("stateloop_tool_errors_total", (("tool", OTHER),))] == extra
     assert samples[("stateloop_model_calls_total", (("model", OTHER),))] == extra
     assert samples[("stateloop_tool_calls_total", (("tool", "made_up_0"),))] == 1
+
+
+NAP = '''
+def nap(seconds: float) -> str:
+    """Sleep, then say so.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    import time
+    time.sleep(seconds)
+    return "rested"
+'''
+
+
+def test_sandbox_workers_and_store_commits_are_measured(guarded: Server,
+                                                        script: Script) -> None:
+    client = Letta(base_url=guarded.url, api_key=PASSWORD, max_retries=0, timeout=60)
+    client.tools.upsert(source_code=NAP)
+    agent = new_agent(client, tools=["nap"])
+    before = scrape(guarded)
+    script.set(call("nap", seconds=1.0), reply("Rested."))
+    with ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(client.agents.messages.create, agent.id, input="nap")
+        deadline = time.monotonic() + 15
+        while scrape(guarded).get(("stateloop_sandbox_workers", (("state", "busy"),))) != 1:
+            assert time.monotonic() < deadline, "no busy sandbox worker seen"
+            time.sleep(0.05)
+        assert sent.result().stop_reason.stop_reason == "end_turn"
+    after = scrape(guarded)
+    assert after[("stateloop_sandbox_workers", (("state", "busy"),))] == 0
+    assert after[("stateloop_sandbox_workers", (("state", "idle"),))] >= 1  # kept warm
+    assert moved(before, after, "stateloop_store_commit_seconds_count") >= 1
+    assert moved(before, after, "stateloop_store_commit_seconds_sum") > 0
+    assert moved(before, after, "stateloop_store_committed_writes_total") >= 2  # two steps

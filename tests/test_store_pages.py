@@ -82,7 +82,8 @@ async def test_pages_of_steps_in_both_places_a_step_is_kept(db_url: str) -> None
             owner = agents[n % 3 == 0].id
             step = StepRecord(run.id if owner == agents[0].id else other.id, index=n,
                               model="openai/gpt-4o-mini" if n < 6 else "anthropic/claude",
-                              created_at=T0 + n // 2)
+                              created_at=T0 + n // 2,
+                              metadata={"trace_id": "a1" * 16} if n < 2 else {})
             said = [] if n % 2 else [user(f"step {n}"), assistant(f"answer {n}")]
             await store.append_step(owner, said, step=step, run_id=step.run_id)
             steps.append(step)
@@ -110,6 +111,9 @@ async def test_pages_of_steps_in_both_places_a_step_is_kept(db_url: str) -> None
                                                               if s.index < 6]
         assert await step_ids(model="gpt") == []
         assert await step_ids(start=T0 + 2, end=T0 + 3) == ids[4:8]
+        traced = [s.id for s in steps if s.index < 2]  # one carried, one kept apart
+        assert await step_ids(trace_ids=["a1" * 16, "b2" * 16]) == traced
+        assert await step_ids(trace_ids=["b2" * 16]) == await step_ids(trace_ids=[]) == []
 
         carried, separate = (next(s for s in steps if s.index % 2 == odd) for odd in (0, 1))
         await store.set_step_feedback(carried.id, "positive", ["slow"])

@@ -155,9 +155,11 @@ def test_a_runs_span_tree_continues_the_callers_trace(cli: Cli, script: Script,
     assert run.start <= steps[0].start and steps[-1].end <= run.end <= request.end
     under = {step.name: sorted((s for s in spans if s.parent_id == step.span_id),
                                key=lambda s: s.start) for step in steps}
-    assert [s.name for s in under["step 1"]] == ["chat gpt-4o-mini", "execute_tool shout"]
-    assert [s.name for s in under["step 2"]] == ["chat gpt-4o-mini"]
-    chat, tool = under["step 1"]
+    assert [s.name for s in under["step 1"]] == ["chat gpt-4o-mini", "execute_tool shout",
+                                                 "store commit"]
+    assert [s.name for s in under["step 2"]] == ["chat gpt-4o-mini", "store commit"]
+    chat, tool, commit = under["step 1"]
+    assert tool.end <= commit.start < commit.end  # the step's write, after its work
     assert chat.kind == SPAN_KIND_CLIENT
     assert chat.attributes["gen_ai.request.model"] == "gpt-4o-mini"
     assert chat.attributes["gen_ai.usage.input_tokens"] > 0

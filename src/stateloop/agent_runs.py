@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import agent_options as options
@@ -357,6 +357,7 @@ class AgentRuns:
             run_id = persist.start_run() if persist is not None else new_id("run")
             scope = self.state.scope = CancelScope()
             running: Running | None = None
+            abandoned: Callable[[], None] | None = None
             try:
                 config = self.loop_config(resume)
                 if max_steps is not None:
@@ -378,12 +379,14 @@ class AgentRuns:
                 config.on_end = ended
                 if typed is not None:
                     typed.apply(config)
-                tracing.watch(config, run_id, self.id)
+                abandoned = tracing.watch(config, run_id, self.id, self.turn.waited)
                 running = Running(run_loop(self.state.transcript, new_input, config, run_id=run_id,
                                             agent_id=self.id, cancel=scope))
                 yield running
             finally:
                 self.state.scope = None
+                if abandoned is not None and (running is None or running.end is None):
+                    abandoned()  # its watchers see it end (its trace, the server's metrics)
                 if persist is not None and persist.run_open:  # it ended without a RunEnd
                     try:
                         await shielded(self.storage.end_unfinished(persist))

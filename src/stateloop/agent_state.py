@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .approvals import PendingApproval
 from .eager import shielded
 from .errors import AgentBusyError, CheckpointError, ConfigError
-from .hooks import StepRecord
+from .hooks import QueueWait, StepRecord
 from .memory.blocks import Block
 from .memory.context import ContextBuilder
 from .messages import Message
@@ -149,6 +150,7 @@ class ThreadTurn:
     def __init__(self, thread: TurnSettings, state: ThreadState) -> None:
         self.thread = thread
         self.state = state
+        self.waited = QueueWait(0.0)  # how the last turn taken came
 
     @contextlib.asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
@@ -162,8 +164,10 @@ class ThreadTurn:
                                  f"when its run ends")
         persist = self.state.persist
         fleet = persist.store.fleet if persist is not None else None
+        arrived = time.perf_counter()
         if fleet is None:
             async with lock:
+                self.waited = QueueWait(time.perf_counter() - arrived)
                 yield
             return
         agent_id, conversation_id = self.thread.id, self.thread.conversation_id
@@ -172,6 +176,7 @@ class ThreadTurn:
         try:
             async with lock:
                 await fleet.wait(turn, reject=reject)
+                self.waited = QueueWait(time.perf_counter() - arrived, turn.waited)
                 self.state.stale = self.state.stale or turn.stale
                 yield
         finally:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .approvals import PendingApproval
+from .events import Compaction
 from .messages import Message, Usage
 
 
@@ -32,6 +33,9 @@ class StepRecord:
     duration: float = 0.0
     pending_approval: PendingApproval | None = None  # the step paused for a human
     timing: StepTiming | None = None  # where the step's time went (None: no model call)
+    trace_id: str | None = None  # the run's OpenTelemetry trace (32 hex digits), when traced
+    # Once the step's write committed, when its commit began and ended (ns); set by the store.
+    commit_times: Callable[[], tuple[int, int] | None] | None = None
 
 
 @dataclass(slots=True)
@@ -46,6 +50,19 @@ class StepTiming:
     time_to_first_token_ns: int
     tool_execution_ns: int = 0
     tool_calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # id: (start, end)
+    model_call: bool = True  # False: tool calls resumed after an approval, no model call
+    # Compactions before the call, each (start, end, what it did) on the wall clock.
+    compactions: list[tuple[int, int, Compaction]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class QueueWait:
+    """How long a run waited for its thread's turn (the runs ahead of it to end), in
+    seconds; on a store several processes share, whether its turn came only after another
+    run's (None on a store of one process)."""
+
+    seconds: float
+    fleet_waited: bool | None = None
 
 
 @dataclass(slots=True)

@@ -150,9 +150,12 @@ class _Run(ModelCalls, ToolCalls):
                     attempt = Attempt()
                     while attempt.response is None:
                         if attempt.request is None and not self._fits(attempt):
+                            began = time.time_ns()
                             compaction = await self._fit_window(attempt)
-                            if compaction is not None and step_events:
-                                yield compaction
+                            if compaction is not None:
+                                attempt.compactions.append((began, time.time_ns(), compaction))
+                                if step_events:
+                                    yield compaction
                         if attempt.request is None:
                             attempt.request = self._request()
                             if config.hooks is not None:
@@ -176,7 +179,8 @@ class _Run(ModelCalls, ToolCalls):
                             yield ToolCallEnd(call)
                     step = self._accept(number, started, response, attempt.request, reply_id)
                     step.timing = StepTiming(attempt.started_ns, answered_ns - attempt.started_ns,
-                                             attempt.first_chunk_ns - attempt.started_ns)
+                                             attempt.first_chunk_ns - attempt.started_ns,
+                                             compactions=attempt.compactions)
                     if step_events:
                         yield MessageEvent(response.message)
 
@@ -191,7 +195,9 @@ class _Run(ModelCalls, ToolCalls):
                             yield ToolExecutionStart(call)
                     tools_started = time.perf_counter_ns()
                     outputs = await self._run_tools(calls, step.offered, step.answered)
-                    if step.timing is not None and calls:  # none: nothing ran
+                    if calls:
+                        if step.timing is None:  # resumed after an approval: no model call
+                            step.timing = StepTiming(0, 0, 0, model_call=False)
                         step.timing.tool_execution_ns = time.perf_counter_ns() - tools_started
                         step.timing.tool_calls, self.call_times = self.call_times, {}
                     results = self._answer(calls, outputs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import ContextWindowExceeded, InvalidResponse, ModelError
@@ -38,6 +38,7 @@ class Attempt:
     overflows: int = 0  # each answered by a compaction
     started_ns: int = 0  # wall clock when the first try began
     first_chunk_ns: int = 0  # wall clock when the first streamed chunk of any try came
+    compactions: list[tuple[int, int, Compaction]] = field(default_factory=list)  # (start, end)
 
 
 class ModelCalls:

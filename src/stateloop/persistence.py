@@ -263,6 +263,7 @@ class Persistence:
             self._check()
             raise
         self._queued.append(queued)
+        record.commit_times = queued.commit_times
         self.unsaved = []
         self.dirty_blocks = {}
         self.system = None
@@ -351,13 +352,27 @@ def describe(error: BaseException | None) -> str:
 
 
 def step_metrics(record: StepRecord) -> dict[str, Any]:
-    """What a stored step keeps of its timing (its metadata's ``metrics``, nanoseconds)."""
+    """What a stored step keeps of its timing (its metadata's ``metrics``, nanoseconds) and
+    of its trace (``trace_id``, when the run was traced)."""
     timing = record.timing
+    traced = {"trace_id": record.trace_id} if record.trace_id else {}
     if timing is None:
-        return {}
-    return {"metrics": {"step_start_ns": int(record.started_at * 1e9),
+        return traced
+    return {**traced, "metrics": {"step_start_ns": int(record.started_at * 1e9),
                         "step_ns": int(record.duration * 1e9),
                         "llm_request_start_ns": timing.llm_request_start_ns,
                         "llm_request_ns": timing.llm_request_ns,
                         "time_to_first_token_ns": timing.time_to_first_token_ns,
-                        "tool_execution_ns": timing.tool_execution_ns}}
+                        "tool_execution_ns": timing.tool_execution_ns,
+                        "tool_calls": _tool_call_times(record)}}
+
+
+def _tool_call_times(record: StepRecord) -> list[list[Any]]:
+    """Each tool call of the step as ``[id, tool name, start ns, end ns, failed]`` (what a
+    run's trace is rebuilt from)."""
+    assert record.timing is not None
+    names = {call.id: call.name for message in record.messages for call in message.tool_calls}
+    failed = {message.tool_call_id for message in record.messages
+              if message.role == "tool" and message.is_error}
+    return [[call_id, names.get(call_id, "unknown"), began, done, call_id in failed]
+            for call_id, (began, done) in record.timing.tool_calls.items()]

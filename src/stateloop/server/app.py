@@ -12,11 +12,13 @@ from fastapi import FastAPI
 from .. import __version__
 from ..llm.warmup import prepare as prepare_models
 from ..store import open_store
+from ..store.batching import unwatch_commits, watch_commits
 from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
 from . import errors
 from .metrics import ServerMetrics
 from .middleware import ServerMiddleware
+from .provider_traces import ProviderTraces
 from .routes import (
     agent_files,
     agents,
@@ -39,6 +41,7 @@ from .routes import (
     mcp_servers,
     messages,
     metadata,
+    provider_traces,
     providers,
     run_metrics,
     runs,
@@ -79,10 +82,19 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         # In a thread before the server answers, not on the event loop in a client's call.
         await asyncio.to_thread(prepare_models)
         add_watcher(served_metrics.watch)
+        watch_commits(served_metrics.commit)
+        served_metrics.count_workers(runtime.workers)
+        recorder = ProviderTraces(store) if config.provider_traces else None
+        if recorder is not None:
+            add_watcher(recorder.watch)
         try:
             yield
         finally:
             remove_watcher(served_metrics.watch)
+            unwatch_commits(served_metrics.commit)
+            if recorder is not None:
+                remove_watcher(recorder.watch)
+                await recorder.close()
             await folders.close_folders(runtime)
             await runtime.close()
 
@@ -98,7 +110,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # catalog and run_metrics first: their fixed paths (/v1/agents/count, /v1/runs/active)
     # would otherwise be taken for ids by the routes with a path parameter there.
     for module in (catalog, run_metrics, agents, context, blocks,
-                   tool_routes, archival, runs, steps, identities):
+                   tool_routes, archival, runs, steps, provider_traces, identities):
         app.include_router(module.router)
     # Their POSTs at fixed paths (/v1/tools/run, ...) meet no other POST route there.
     for router in (agent_ops_router, tool_ops_router):

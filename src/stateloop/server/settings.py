@@ -85,6 +85,9 @@ class ServerSettings(BaseSettings):
     # GET /metrics (Prometheus) without credentials: for a scraper on a trusted network.
     # It shows counts by model, tool and stop reason; no message, id or secret.
     metrics_open: bool = False
+    # Record each step's model request and response (GET /v1/steps/{id}/trace). They hold
+    # user data and whole contexts, so they are kept only when the operator asks.
+    provider_traces: bool = False
     # "json": one JSON object a log line (requests, runs' ends, messages) with trace ids.
     log_format: Literal["text", "json"] = "text"
     # Browsers: the names a request's Host may give (against DNS rebinding), comma-separated

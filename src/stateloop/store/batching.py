@@ -19,11 +19,28 @@ again statement by statement, as above.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 from stateloop.store.dialect import SQLITE_TX
+
+# Told each group's commit: its seconds and how many items it wrote (the server's metrics).
+CommitWatcher = Callable[[float, int], None]
+_commit_watchers: list[CommitWatcher] = []
+
+
+def watch_commits(watcher: CommitWatcher) -> None:
+    """Have ``watcher(seconds, items)`` told of every group commit from now on (on the
+    thread that commits)."""
+    _commit_watchers.append(watcher)
+
+
+def unwatch_commits(watcher: CommitWatcher) -> None:
+    """Stop telling ``watcher``."""
+    if watcher in _commit_watchers:
+        _commit_watchers.remove(watcher)
 
 
 def _no_chain(_item: Any) -> Any:
@@ -47,11 +64,16 @@ class BatchFn:
 class Queued:
     """One queued item's outcome, filled in when its group commits."""
 
-    __slots__ = ("_done", "_error")
+    __slots__ = ("_done", "_error", "_times")
 
     def __init__(self) -> None:
         self._done = False
         self._error: BaseException | None = None
+        self._times: tuple[int, int] | None = None
+
+    def commit_times(self) -> tuple[int, int] | None:
+        """When its group's commit began and ended (ns, wall clock); None until it landed."""
+        return self._times if self._done and self._error is None else None
 
     def done(self) -> bool:
         return self._done
@@ -91,6 +113,7 @@ class GroupCommit:
     def commit_items(self, items: list[tuple[BatchFn, Any, Queued]], conn: Any, dbapi: Any,
                      then: Callable[[Any], Any] | None = None) -> Any:
         """``commit`` of items already taken from the queue."""
+        began, began_ns = time.perf_counter(), time.time_ns()
         tx = self._tx
         units: list[list[tuple[BatchFn, Any, Queued]]] = []
         for entry in items:
@@ -143,9 +166,15 @@ class GroupCommit:
                 raise  # KeyboardInterrupt and the like are not the items' to keep
             then_error = exc
         finally:
+            times = (began_ns, time.time_ns())
             for _, _, queued in items:
                 queued._error = errors.get(id(queued))
                 queued._done = True
+                queued._times = times
+            if items:
+                took = time.perf_counter() - began
+                for watcher in _commit_watchers:
+                    watcher(took, len(items))
         if then_error is not None and then is not None:
             raise then_error
         return result

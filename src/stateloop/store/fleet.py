@@ -94,6 +94,7 @@ class Turn:
     version: int = 0
     stale: bool = False
     held: bool = False  # its turn came
+    waited: bool = False  # another run's turn came first
     claimed: bool = False  # a run took it (see ``arrived``)
     left: bool = False
 
@@ -170,6 +171,7 @@ class Fleet:
                     lambda conn: conn.execute(_HEAD, params).one()))
                 if head == turn.ticket:
                     break
+                turn.waited = True
                 if reject:
                     await self.leave(turn)
                     raise AgentBusyError(f"agent {turn.agent_id!r} is running in another "

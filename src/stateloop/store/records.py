@@ -282,3 +282,17 @@ class ConversationRecord:
     last_message_at: float | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class ProviderTraceRecord:
+    """What a step sent its model and what came back (Letta's ``ProviderTrace``)."""
+
+    step_id: str
+    agent_id: str
+    run_id: str | None
+    request_json: dict[str, Any]
+    response_json: dict[str, Any]
+    call_type: str = "agent_step"
+    id: str = field(default_factory=lambda: new_record_id("provider_trace"))
+    created_at: float = field(default_factory=time.time)

@@ -41,6 +41,8 @@ class Queued(Protocol):
 
     def exception(self) -> BaseException | None: ...
 
+    def commit_times(self) -> tuple[int, int] | None: ...
+
 
 class Runner(Protocol):
     """Runs functions of a sync Connection, each inside a transaction. Writes land in the
@@ -284,3 +286,6 @@ class _TaskOutcome:
         if not self._task.done() or self._task.cancelled():
             return None
         return self._task.exception()
+
+    def commit_times(self) -> tuple[int, int] | None:
+        return None  # each write commits on its own here: no group commit to time

@@ -502,3 +502,18 @@ memory_commits = Table(
     Column("changes", Json, nullable=False),  # path -> [old blob sha, new blob sha]
     Index("ix_memory_commits_agent", "agent_id", "seq"),
 )
+
+# A step's model request and response, kept only when the operator asks for them
+# (``STATELOOP_PROVIDER_TRACES``; revision 0027); deleted with their agent.
+provider_traces = Table(
+    "provider_traces", metadata,
+    Column("step_id", String, primary_key=True),
+    Column("id", String, nullable=False),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", String),
+    Column("call_type", String, nullable=False),
+    Column("request_json", Json, nullable=False),
+    Column("response_json", Json, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_provider_traces_agent", "agent_id"),
+)

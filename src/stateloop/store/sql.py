@@ -48,6 +48,7 @@ from stateloop.store.memory_repo import commit_agents, current_author
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner, with_block_version
+from stateloop.store.provider_traces import ProviderTracesMixin
 from stateloop.store.records import (
     EVERYTHING,
     AgentRecord,
@@ -128,7 +129,7 @@ class StoredAgent:
 class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
-               MemoryHistoryMixin, MemoryPushMixin):
+               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -40,12 +40,14 @@ class StepsMixin:
                          end: float | None = None, feedback: str | None = None,
                          has_feedback: bool | None = None,
                          tags: Sequence[str] | None = None,
-                         run_id: str | None = None) -> list[StepRecord]:
+                         run_id: str | None = None,
+                         trace_ids: Sequence[str] | None = None) -> list[StepRecord]:
         """The steps on ``page`` (on ``(created_at, id)``), of this agent, run, model (its
-        name or its handle), time range (inclusive), feedback, any of these tags, read in
-        SQL: each of the two places a step is kept gives at most a page, and the two merge."""
+        name or its handle), time range (inclusive), feedback, any of these tags, any of
+        these trace ids (of traced runs), read in SQL: each of the two places a step is kept
+        gives at most a page, and the two merge."""
         wanted = _Wanted(agent_id, model, start, end, feedback, has_feedback, tags,
-                         self.dialect, run_id)
+                         self.dialect, run_id, trace_ids)
         carried = (m.c.step_at, m.c.step_id)
         separate = (s.c.created_at, s.c.id)
         carried_stmt = _where(select(m.c.step_id, m.c.step, m.c.run_id, m.c.agent_id,
@@ -136,6 +138,7 @@ class _Wanted:
     tags: Sequence[str] | None
     dialect: str
     run_id: str | None = None
+    trace_ids: Sequence[str] | None = None
 
 
 def _where(stmt: Select[Any], owners: tuple[Any, Any], at: Any, model_of: Any, metadata: Any,
@@ -163,6 +166,8 @@ def _where(stmt: Select[Any], owners: tuple[Any, Any], at: Any, model_of: Any, m
         stmt = stmt.where(given.is_not(None) if has_feedback else given.is_(None))
     if tags:
         stmt = stmt.where(json_array_has_any(metadata, (*path, "tags"), tags, wanted.dialect))
+    if wanted.trace_ids is not None:
+        stmt = stmt.where(metadata[(*path, "trace_id")].as_string().in_(list(wanted.trace_ids)))
     return stmt
 
 

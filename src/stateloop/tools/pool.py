@@ -67,6 +67,10 @@ class WorkerPool:
                 kept[1].cancel()
             self._reap(worker)
 
+    def counts(self) -> tuple[int, int]:
+        """How many workers are live: idle (warm, waiting for a call) and busy."""
+        return len(self._idle), len(self._busy)
+
     def pids(self) -> list[int]:
         """The process ids of every worker started and not yet reaped."""
         return [worker.pid for worker in [*self._idle, *self._busy]]

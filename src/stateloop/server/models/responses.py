@@ -120,6 +120,7 @@ class Step(Response):
     error_data: dict[str, Any] | None = None
     feedback: str | None = None
     tags: list[str] = []
+    trace_id: str | None = None
 
 
 class Passage(Response):

@@ -1,18 +1,19 @@
-"""``/v1/runs``: the runs in flight, deleting a run, and a run's metrics.
+"""``/v1/runs``: the runs in flight, deleting a run, and a run's metrics and trace.
 
 Registered before routes/runs.py, so ``/v1/runs/active`` is not read as a run id.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 
 from ...store import Page
 from ..deps import RuntimeDep
 from ..models.requests import errors
 from ..models.responses import Run, RunMetrics
+from ..services.run_trace import run_trace
 from ..services.views import run_view
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -55,3 +56,16 @@ async def retrieve_metrics_for_run(run_id: str, runtime: RuntimeDep) -> dict[str
     return {"id": run.id, "agent_id": run.agent_id, "run_start_ns": int(started * 1e9),
             "run_ns": int(took * 1e9) if took is not None else None,
             "num_steps": run.step_count, "tools_used": sorted(t.id for t in tools)}
+
+
+@router.get("/{run_id}/trace", responses=errors(404), response_model=list[dict[str, Any]])
+async def retrieve_trace_for_run(
+        run_id: str, runtime: RuntimeDep,
+        limit: Annotated[int, Query(ge=1, le=5000, description="Most spans returned")] = 1000
+) -> list[dict[str, Any]]:
+    """The run's spans, oldest first, as rows of ClickHouse's ``otel_traces`` table: the run,
+    each step (``agent_step``), its model call (``time_to_first_token``, ``chat {model}``) and
+    tool calls (``Agent._execute_tool``), rebuilt from the times its steps stored."""
+    run = await runtime.store.get_run(run_id)
+    steps = await runtime.store.page_steps(Page(limit=limit), run_id=run_id)
+    return run_trace(run, steps, limit)

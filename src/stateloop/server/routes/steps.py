@@ -36,15 +36,13 @@ async def list_steps(runtime: RuntimeDep, before: str | None = None, after: str 
                      tags: Annotated[list[str] | None, Query()] = None
                      ) -> list[dict[str, Any]]:
     """Steps, newest first by default, filtered by agent, model (name or handle), time,
-    feedback and tags, paged in the database. Steps here carry no trace id, so
-    ``trace_ids`` matches none."""
+    feedback, tags and trace ids, paged in the database. A step carries a trace id when its
+    run was traced with OpenTelemetry (``trace_id``: its run's)."""
     start, end = _epoch("start_date", start_date), _epoch("end_date", end_date)
-    if trace_ids is not None:
-        return []
     found = await runtime.store.page_steps(
         Page(after=after, before=before, limit=limit, order=order), agent_id=agent_id,
         model=model, start=start, end=end, feedback=feedback, has_feedback=has_feedback,
-        tags=tags)
+        tags=tags, trace_ids=trace_ids)
     return [step_view(step) for step in found]
 
 

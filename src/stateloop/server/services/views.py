@@ -243,7 +243,8 @@ def step_view(step: StepRecord) -> dict[str, Any]:
             "cache_write_tokens": usage.cache_write_tokens,
             "status": "failed" if step.error else "success", "stop_reason": None,
             "error_type": None, "error_data": {"message": step.error} if step.error else None,
-            "feedback": step.metadata.get("feedback"), "tags": step.metadata.get("tags", [])}
+            "feedback": step.metadata.get("feedback"), "tags": step.metadata.get("tags", []),
+            "trace_id": step.metadata.get("trace_id")}
 
 
 def passage_view(passage: PassageRecord,
