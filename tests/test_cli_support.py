@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from fake_script import Script
 from started import stop, wait_until_healthy
+from stateloop.llm.providers import CATALOGUE
 from stateloop.testing.fake_openai import FakeOpenAI
 
 _OURS = ("STATELOOP_", "OPENAI_", "ANTHROPIC_")  # the variables the CLI reads
@@ -81,8 +82,9 @@ class Cli:
 
 def base_env(home: Path) -> dict[str, str]:
     """This environment without provider or stateloop settings, with HOME in ``home``."""
+    providers = {variable for provider in CATALOGUE.values() for variable in provider.variables}
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("STATELOOP_", "OPENAI_", "ANTHROPIC_"))}
+           if not k.startswith(("STATELOOP_", "OPENAI_", "ANTHROPIC_")) and k not in providers}
     env.update(HOME=str(home), TERM="dumb", NO_COLOR="1", PYTHONUNBUFFERED="1")
     return env
 
