@@ -188,6 +188,10 @@ def test_voice_path_streams_chunks(server: Server, client: Letta, script: Script
         openai.OpenAI(base_url=f"{server.url}/v1/voice-beta/agent-missing",
                       api_key="unused", max_retries=0).chat.completions.create(
             model="x", stream=True, messages=[{"role": "user", "content": "Speak"}])
+    refused = httpx.post(f"{server.url}/v1/voice-beta/{agent.id}/chat/completions",
+                         json={"messages": "Speak"})
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["loc"] == ["body", "messages"]
 
 
 def test_failed_run_is_an_error_the_client_raises(server: Server, client: Letta,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -56,6 +57,43 @@ class ChatCompletionRequest(BaseModel):
     n: int | None = Field(1, ge=1, le=1)
     max_tokens: int | None = None
     user: str | None = None
+
+
+class ChatCompletionMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str | None
+    refusal: str | None = None
+
+
+class Choice(BaseModel):
+    index: int
+    finish_reason: Literal["stop", "length"]
+    message: ChatCompletionMessage
+    logprobs: None = None
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """OpenAI's ``chat.completion``: the whole answer."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage | None = None
+    system_fingerprint: str | None = None
+
+
+ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"model": ChatCompletion, "description": "The answer, or with ``stream: true`` "
+          "Server-Sent Events of chat.completion.chunk objects",
+          "content": {"text/event-stream": {}}}, **errors(400, 404)}
 
 
 def openai_error(status: int, message: str, param: str | None,
@@ -135,8 +173,7 @@ NOT_AN_AGENT = ("For this endpoint, the 'model' field should contain an agent ID
                 "'agent-...'). Received: '{}'")
 
 
-@router.post("/chat/completions", response_model=None,
-             responses={200: {"content": {"text/event-stream": {}}}, **errors(400, 404)})
+@router.post("/chat/completions", response_model=None, responses=ANSWERS)
 async def create_chat_completion(body: ChatCompletionRequest, runtime: RuntimeDep
                                  ) -> JSONResponse | StreamingResponse:
     """Talk to the agent whose id is ``model``: OpenAI's ``chat.completion``, or with
@@ -147,7 +184,9 @@ async def create_chat_completion(body: ChatCompletionRequest, runtime: RuntimeDe
 
 
 @router.post("/voice-beta/{agent_id}/chat/completions", response_model=None,
-             responses={200: {"content": {"text/event-stream": {}}}, **errors(400, 404)})
+             responses={200: {"description": "Server-Sent Events of chat.completion.chunk "
+                              "objects", "content": {"text/event-stream": {}}},
+                        **errors(400, 404)})
 async def create_voice_chat_completions(
         agent_id: str, runtime: RuntimeDep,
         body: Annotated[dict[str, Any], Body()]) -> JSONResponse | StreamingResponse:
@@ -158,8 +197,7 @@ async def create_voice_chat_completions(
     try:
         request = ChatCompletionRequest.model_validate(
             {**body, "model": agent_id, "stream": True, "n": 1})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return openai_error(422, f"{where}: {first['msg']}", where)
+    except ValidationError as exc:  # FastAPI's 422, as the body had been declared
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])}
+                                      for e in exc.errors(include_url=False)]) from exc
     return await answer(runtime, agent_id, request)
