@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import httpx
 import openai
@@ -206,3 +207,26 @@ def test_failed_run_is_an_error_the_client_raises(server: Server, client: Letta,
     with pytest.raises(openai.BadRequestError, match="provider was invalid"):  # Letta's
         chat(server).chat.completions.create(
             model=agent.id, messages=[{"role": "user", "content": "Hi"}])
+
+
+def test_voice_turn_wakes_the_memory_agent(server: Server, client: Letta,
+                                           script: Script) -> None:
+    agent = new_agent(client, enable_sleeptime=True)
+    group = agent.multi_agent_group
+    assert group is not None
+    client.patch(f"/v1/groups/{group.id}", cast_to=object, body={"manager_config": {
+        "manager_type": "sleeptime", "sleeptime_agent_frequency": 1}})
+    memory_id = group.agent_ids[0]
+    script.set(reply("Voice answer."), reply("ok"))
+    voice = openai.OpenAI(base_url=f"{server.url}/v1/voice-beta/{agent.id}",
+                          api_key="unused", max_retries=0)
+    stream = voice.chat.completions.create(model="voice", stream=True,
+                                           messages=[{"role": "user", "content": "Speak"}])
+    assert "".join(c.choices[0].delta.content or "" for c in stream) == "Voice answer."
+    for _ in range(400):  # the memory agent's run, after the turn, in the background
+        if [r.status for r in client.runs.list(agent_id=memory_id)] == ["completed"]:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the memory agent never ran after the voice turn")
+    assert "Speak" in str([m.text for m in script.requests[-1].messages])
