@@ -230,3 +230,24 @@ def test_voice_turn_wakes_the_memory_agent(server: Server, client: Letta,
     else:
         raise AssertionError("the memory agent never ran after the voice turn")
     assert "Speak" in str([m.text for m in script.requests[-1].messages])
+
+
+def test_queued_behind_the_agents_run(server: Server, client: Letta, script: Script) -> None:
+    agent = new_agent(client)
+    gate = threading.Event()
+    script.set(held(gate, reply("First.")), reply("Second."))
+    answers: list[str | None] = []
+    turn = threading.Thread(target=lambda: answers.append(chat(server).chat.completions.create(
+        model=agent.id, messages=[{"role": "user", "content": "Next"}]
+    ).choices[0].message.content))
+    try:
+        client.agents.messages.create_async(agent.id, input="Begin")
+        turn.start()
+        turn.join(0.5)
+        assert turn.is_alive()  # waiting for the run in flight
+    finally:
+        gate.set()
+    turn.join(30)
+    assert answers == ["Second."]
+    seen = [m.text for m in script.requests[-1].messages]
+    assert seen[-3:] == ["Begin", "First.", "Next"]  # it ran after the first run's end

@@ -146,8 +146,10 @@ async def answer(runtime: Runtime, agent_id: str, body: ChatCompletionRequest
     handle = agent.model.name
     model = handle.partition("/")[2] or handle  # as the agent's llm_config names it
     stream = bool(body.stream)
+    # The agent is taken again once the run's place in its queue is (on a fleet, after the
+    # runs ahead of it, wherever they ran).
     channel = await start_run(runtime, agent_id, LettaRequest(input=text),
-                              stream_tokens=stream, agent=agent)
+                              stream_tokens=stream)
     completion_id = f"chatcmpl-{channel.run_id}"
     if stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
