@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import httpx
 import openai
@@ -251,3 +252,25 @@ def test_queued_behind_the_agents_run(server: Server, client: Letta, script: Scr
     assert answers == ["Second."]
     seen = [m.text for m in script.requests[-1].messages]
     assert seen[-3:] == ["Begin", "First.", "Next"]  # it ran after the first run's end
+
+
+def test_on_postgresql_the_turn_is_stored(fake: FakeOpenAI, script: Script,
+                                          tmp_path: pytest.TempPathFactory,
+                                          pg_database: Callable[..., str]) -> None:
+    settings = settings_for(fake, tmp_path / "unused.db",  # type: ignore[operator]
+                            database_url=pg_database())
+    with Server(settings) as on_pg:
+        letta = Letta(base_url=on_pg.url, api_key="unused", max_retries=0)
+        agent = new_agent(letta)
+        script.set(reply("Stored in PostgreSQL."), reply("Whole too."))
+        stream = chat(on_pg).chat.completions.create(
+            model=agent.id, stream=True, messages=[{"role": "user", "content": "Hi"}])
+        assert "".join(c.choices[0].delta.content or "" for c in stream) == (
+            "Stored in PostgreSQL.")
+        whole = chat(on_pg).chat.completions.create(
+            model=agent.id, messages=[{"role": "user", "content": "Again"}])
+        assert whole.choices[0].message.content == "Whole too."
+        said = [m for m in letta.agents.messages.list(agent.id)
+                if m.message_type in ("user_message", "assistant_message")]
+        assert [m.message_type for m in said] == ["user_message", "assistant_message"] * 2
+        assert [r.status for r in letta.runs.list(agent_id=agent.id)] == ["completed"] * 2
