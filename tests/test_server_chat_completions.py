@@ -274,3 +274,13 @@ def test_on_postgresql_the_turn_is_stored(fake: FakeOpenAI, script: Script,
                 if m.message_type in ("user_message", "assistant_message")]
         assert [m.message_type for m in said] == ["user_message", "assistant_message"] * 2
         assert [r.status for r in letta.runs.list(agent_id=agent.id)] == ["completed"] * 2
+
+
+def test_answer_cut_at_the_token_limit_finishes_with_length(server: Server, client: Letta,
+                                                            script: Script) -> None:
+    agent = new_agent(client)
+    script.set(reply("Cut off mid", finish_reason="length"))
+    answer = chat(server).chat.completions.create(
+        model=agent.id, messages=[{"role": "user", "content": "Say a lot"}])
+    assert answer.choices[0].finish_reason == "length"
+    assert answer.choices[0].message.content == "Cut off mid"
