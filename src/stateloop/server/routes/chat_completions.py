@@ -104,6 +104,8 @@ def openai_error(status: int, message: str, param: str | None,
 
 
 class ChatError(Exception):
+    """Input refused before any run starts: its status, message and the field it names."""
+
     def __init__(self, status: int, message: str, param: str | None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
