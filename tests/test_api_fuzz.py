@@ -62,7 +62,8 @@ SLOW = {"POST /v1/tools/mcp/servers/connect": 60, "POST /v1/tools/mcp/servers/te
         "POST /v1/conversations/{conversation_id}/messages": 10,
         "POST /v1/tools/mcp/servers/{mcp_server_name}/tools/{tool_name}/execute": 10,
         "POST /v1/tools": 15, "PUT /v1/tools": 15, "POST /v1/tools/run": 15,
-        "POST /v1/tools/generate-schema": 10}
+        "POST /v1/tools/generate-schema": 10, "POST /v1/chat/completions": 10,
+        "POST /v1/voice-beta/{agent_id}/chat/completions": 10}
 USUAL = 2
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
@@ -219,6 +220,9 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     elif operation.path == "/v1/agents/{agent_id}/memory/revert":
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_revert_to_head))
+    elif operation.path.endswith("/chat/completions"):
+        variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
+                        .map(lambda case: _said_to(case, known["agent_id"][0])))
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
@@ -262,6 +266,13 @@ def _with_run(case: Case, run_id: str) -> Case:
         case.body.update(run_id=run_id, otid=None)
     else:
         case.body = {"run_id": run_id}
+    return case
+
+
+def _said_to(case: Case, agent_id: str) -> Case:
+    """A chat completion whose model is an agent and whose last message is the user's."""
+    if isinstance(case.body, dict):
+        case.body.update(model=agent_id, messages=[{"role": "user", "content": "hello"}])
     return case
 
 

@@ -26,6 +26,7 @@ from .routes import (
     archives,
     blocks,
     catalog,
+    chat_completions,
     context,
     conversations,
     embeddings,
@@ -121,7 +122,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     for module in (groups, group_runs):
         app.include_router(module.router)
-    for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings, providers, metadata):
+    for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings, providers, metadata,
+                   chat_completions):
         app.include_router(module.router)
     app.include_router(mcp_servers.agent_router)
     # the web page at / and /ui/: no API route lives there
