@@ -71,6 +71,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     """Validate ``body``, store the agent with its blocks and opening messages; its id."""
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
+    await runtime.providers.refresh()  # a provider added on another process resolves too
     settings = model_settings(body.model_settings, body.response_format,
                               handle.partition("/")[0])
     embedding = await embedding_config(runtime.embedders, body.embedding,
@@ -173,6 +174,8 @@ async def _store_agent(runtime: Runtime, body: CreateAgent, draft: Agent, *,
 async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> None:
     """Apply a PATCH: validate every field, write the record, then change the live agent."""
     agent = await runtime.agent(agent_id)
+    if body.model or body.llm_config:
+        await runtime.providers.refresh()  # a provider added on another process resolves too
     if agent.running:
         raise HTTPException(409, detail=f"agent {agent_id!r} is running; modify it when the "
                                         "run ends (or cancel it)")

@@ -1,0 +1,103 @@
+"""Providers added over ``/v1/providers``: their keys sealed with the operator's key
+(``STATELOOP_ENCRYPTION_KEY``, Fernet), and the lookup through which their handles resolve
+on every process, read from the database on each call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cryptography.fernet import Fernet, InvalidToken
+
+from ...llm.registered import Registered
+from ...store.providers import ProviderRecord
+from ..settings import ServerSettings
+
+if TYPE_CHECKING:
+    from ...store.sql import SqlStore
+
+KEY_VARIABLE = "STATELOOP_ENCRYPTION_KEY"
+
+
+class KeyUnavailable(Exception):
+    """No usable encryption key: the words name the setting."""
+
+
+class KeyBox:
+    """Seals and opens provider keys with the operator's Fernet key."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self._fernet: Fernet | None = None
+        self.problem: str | None = None
+        key = settings.encryption_key
+        if key is None and settings.encryption_key_file:
+            try:
+                key = Path(settings.encryption_key_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                self.problem = (f"{KEY_VARIABLE}_FILE cannot be read: "
+                                f"{exc.strerror or type(exc).__name__}")
+                return
+        if not key:
+            self.problem = (f"set {KEY_VARIABLE} (or {KEY_VARIABLE}_FILE) to a Fernet key to "
+                            "store provider keys (encrypted at rest)")
+            return
+        try:
+            self._fernet = Fernet(key.encode())
+        except ValueError:
+            self.problem = (f"{KEY_VARIABLE} is not a Fernet key (32 url-safe base64-encoded "
+                            "bytes)")
+
+    def seal(self, secret: str | None) -> str | None:
+        if secret is None:
+            return None
+        if self._fernet is None:
+            raise KeyUnavailable(self.problem)
+        return self._fernet.encrypt(secret.encode()).decode()
+
+    def open(self, sealed: str | None) -> str | None:
+        if sealed is None:
+            return None
+        if self._fernet is None:
+            raise KeyUnavailable(self.problem)
+        try:
+            return self._fernet.decrypt(sealed.encode()).decode()
+        except InvalidToken:
+            raise KeyUnavailable(f"a provider key was sealed with another {KEY_VARIABLE}"
+                                 ) from None
+
+
+class ProviderBook:
+    """The ``Lookup`` of providers added over REST: ``known`` from the names last read
+    (``refresh``) and those since deleted (so their agents still load, and their calls say
+    the provider is gone), ``find`` from the database each time."""
+
+    def __init__(self, store: SqlStore, box: KeyBox) -> None:
+        self._store = store
+        self.box = box
+        self._names: set[str] = set()
+        self._gone: set[str] = set()
+
+    def known(self, name: str) -> bool:
+        return name in self._names or name in self._gone
+
+    async def refresh(self) -> None:
+        """Read the names again (a provider added on another process becomes known)."""
+        names = {p.name for p in await self._store.list_providers()}
+        self._gone = (self._gone | self._names) - names
+        self._names = names
+
+    def remember(self, name: str, present: bool) -> None:
+        if present:
+            self._names.add(name)
+            self._gone.discard(name)
+        else:
+            self._names.discard(name)
+            self._gone.add(name)
+
+    async def find(self, name: str) -> Registered | None:
+        record = await self._store.find_provider(name)
+        return None if record is None else self.registered(record)
+
+    def registered(self, record: ProviderRecord) -> Registered:
+        return Registered(record.provider_type, record.base_url,
+                          self.box.open(record.api_key_sealed), record.api_version)
