@@ -204,3 +204,21 @@ def test_without_an_encryption_key_or_the_opt_in_keys_and_private_urls_are_refus
                         headers=auth).json() == []
     with sqlite3.connect(tmp_path / "plain.db") as conn:
         assert conn.execute("SELECT count(*) FROM providers").fetchone() == (0,)
+
+
+def test_models_lists_what_each_added_provider_offers(http: httpx.Client,
+                                                      fake: FakeOpenAI) -> None:
+    provider = _create(http, fake, "listed")
+    models = http.get("/v1/models", params={"provider_category": "byok"}).json()
+    assert_letta_shape("/v1/models/", "get", models)
+    mine = [m for m in models if m["provider_name"] == "listed"]
+    assert [(m["handle"], m["provider_type"], m["provider_category"]) for m in mine] == [
+        ("listed/fake-model", "groq", "byok")]
+    assert mine[0]["model_endpoint"] is None  # an address a user gave is not shown
+    base = http.get("/v1/models", params={"provider_category": "base"}).json()
+    assert base and not [m for m in base if m["provider_category"] != "base"]
+    assert "listed/fake-model" not in {m["handle"] for m in base}
+    assert http.patch(f"/v1/providers/{provider['id']}/refresh").status_code == 200
+    assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
+    after = http.get("/v1/models", params={"provider_category": "byok"}).json()
+    assert "listed/fake-model" not in {m["handle"] for m in after}

@@ -41,10 +41,8 @@ _IDS = uuid.UUID("6f1d3c2e-3a53-4f0e-9a8e-5b2f4d0c7a19")  # namespace of the sta
 async def _base(runtime: RuntimeDep) -> list[dict[str, Any]]:
     """The operator's providers: those of the models ``/v1/models`` lists, by name."""
     found: dict[str, dict[str, Any]] = {}
-    for model in await list_models(runtime):
+    for model in await list_models(runtime, provider_category=["base"]):
         provider = model["provider_name"]
-        if runtime.providers.known(provider):
-            continue  # one added here
         found.setdefault(provider, {
             "id": f"provider-{uuid.uuid5(_IDS, provider)}", "name": provider,
             "provider_type": model["provider_type"], "provider_category": "base"})
@@ -172,6 +170,7 @@ async def refresh_provider_models(provider_id: str, runtime: RuntimeDep) -> dict
     """Read the provider's model listing again (Letta refreshes ``byok`` providers only)."""
     record = await _own(runtime, provider_id, "refreshed")
     await _check_stored(runtime, record)
+    await runtime.providers.relist(record)  # GET /v1/models shows what it lists now
     shown = _shown(record)
     shown["last_synced"] = datetime.fromtimestamp(time.time(), UTC).isoformat()
     return shown

@@ -1,14 +1,21 @@
 """Providers added over ``/v1/providers``: their keys sealed with the operator's key
-(``STATELOOP_ENCRYPTION_KEY``, Fernet), and the lookup through which their handles resolve
-on every process, read from the database on each call."""
+(``STATELOOP_ENCRYPTION_KEY``, Fernet), the lookup through which their handles resolve on
+every process (read from the database on each call), and their model listings, kept a
+while."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from ...llm.listing import Listed, ListingError, list_provider
+from ...llm.providers import CATALOGUE
 from ...llm.registered import Registered
 from ...store.providers import ProviderRecord
 from ..settings import ServerSettings
@@ -17,6 +24,11 @@ if TYPE_CHECKING:
     from ...store.sql import SqlStore
 
 KEY_VARIABLE = "STATELOOP_ENCRYPTION_KEY"
+LISTING_TTL = 300.0  # seconds a provider's model listing is kept
+LISTING_WAIT = 2.0  # seconds a request waits for listings not read yet
+LISTING_TIMEOUT = 8.0  # seconds one listing may take
+
+logger = logging.getLogger("stateloop.server")
 
 
 class KeyUnavailable(Exception):
@@ -76,6 +88,9 @@ class ProviderBook:
         self.box = box
         self._names: set[str] = set()
         self._gone: set[str] = set()
+        # name -> (the record's updated_at, when read, its models)
+        self._listed: dict[str, tuple[float, float, list[Listed]]] = {}
+        self._listing: dict[str, asyncio.Task[None]] = {}
 
     def known(self, name: str) -> bool:
         return name in self._names or name in self._gone
@@ -101,3 +116,39 @@ class ProviderBook:
     def registered(self, record: ProviderRecord) -> Registered:
         return Registered(record.provider_type, record.base_url,
                           self.box.open(record.api_key_sealed), record.api_version)
+
+    async def models(self, records: list[ProviderRecord]) -> dict[str, list[Listed]]:
+        """Each provider's models from its own listing: those read within ``LISTING_TTL``
+        (and since it last changed), the others read now, waiting ``LISTING_WAIT`` at most
+        (a slow one shows on a later request; one that fails lists nothing)."""
+        now = time.monotonic()
+        stale = [r for r in records if r.name not in self._listing and (
+            (kept := self._listed.get(r.name)) is None or kept[0] != r.updated_at
+            or now - kept[1] > LISTING_TTL)]
+        for record in stale:
+            task = asyncio.create_task(self._list(record))
+            self._listing[record.name] = task
+            task.add_done_callback(functools.partial(self._done, record.name))
+        waiting = [self._listing[r.name] for r in records if r.name in self._listing]
+        if waiting:
+            await asyncio.wait(waiting, timeout=LISTING_WAIT)
+        return {r.name: self._listed[r.name][2] for r in records if r.name in self._listed}
+
+    def _done(self, name: str, task: asyncio.Task[None]) -> None:
+        self._listing.pop(name, None)
+
+    async def relist(self, record: ProviderRecord) -> None:
+        """Read the provider's listing now (one that fails lists nothing)."""
+        await self._list(record)
+
+    async def _list(self, record: ProviderRecord) -> None:
+        kind = CATALOGUE[record.provider_type]
+        models: list[Listed] = []
+        try:
+            if kind.wire in ("chat", "gemini"):  # Anthropic's format has no listing here
+                models = await list_provider(kind, self.registered(record).environment(),
+                                             timeout=LISTING_TIMEOUT)
+        except (ListingError, KeyUnavailable, OSError) as exc:
+            logger.warning("the model listing of provider %s failed: %s", record.name,
+                           type(exc).__name__ if isinstance(exc, KeyUnavailable) else exc)
+        self._listed[record.name] = (record.updated_at, time.monotonic(), models)
