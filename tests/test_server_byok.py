@@ -222,3 +222,31 @@ def test_models_lists_what_each_added_provider_offers(http: httpx.Client,
     assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
     after = http.get("/v1/models", params={"provider_category": "byok"}).json()
     assert "listed/fake-model" not in {m["handle"] for m in after}
+
+
+def test_the_number_of_providers_is_bounded(http: httpx.Client, fake: FakeOpenAI,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from stateloop.server.routes import providers
+
+    count = len(http.get("/v1/providers", params={"provider_category": "byok"}).json())
+    monkeypatch.setattr(providers, "MAX_PROVIDERS", count)  # the server runs in this process
+    refused = http.post("/v1/providers", json={"name": "one-more", "provider_type": "groq",
+                                               "api_key": KEY})
+    assert refused.status_code == 400 and f"at most {count} providers" in refused.text
+
+
+def test_the_operator_key_comes_from_the_setting_or_a_file(tmp_path: Path) -> None:
+    from stateloop.server.services.byok import KeyBox, KeyUnavailable
+    from stateloop.server.settings import ServerSettings
+
+    sealed = KeyBox(ServerSettings(encryption_key=SEAL)).seal(KEY)
+    assert sealed is not None and KEY not in sealed
+    held = tmp_path / "seal"
+    held.write_text(SEAL + "\n")
+    assert KeyBox(ServerSettings(encryption_key_file=str(held))).open(sealed) == KEY
+    other = KeyBox(ServerSettings(encryption_key=Fernet.generate_key().decode()))
+    with pytest.raises(KeyUnavailable, match="sealed with another STATELOOP_ENCRYPTION_KEY"):
+        other.open(sealed)
+    assert "not a Fernet key" in str(KeyBox(ServerSettings(encryption_key="short")).problem)
+    missing = KeyBox(ServerSettings(encryption_key_file=str(tmp_path / "nowhere")))
+    assert "STATELOOP_ENCRYPTION_KEY_FILE cannot be read" in str(missing.problem)

@@ -23,6 +23,7 @@ from ..models.responses import Provider
 from ..pagination import Limit, Order
 from ..services.byok import KeyUnavailable
 from ..services.provider_checks import (
+    MAX_PROVIDERS,
     ProviderCheck,
     ProviderCreate,
     ProviderUpdate,
@@ -103,6 +104,9 @@ async def create_provider(body: ProviderCreate, runtime: RuntimeDep) -> dict[str
     check_name(body.name, [p["name"] for p in await _base(runtime)])
     check_type(body.provider_type)
     await check_url(body.base_url, runtime.settings.provider_private_urls)
+    if len(await runtime.store.list_providers()) >= MAX_PROVIDERS:
+        raise HTTPException(400, detail=f"at most {MAX_PROVIDERS} providers may be added; "
+                                        "delete one first")
     record = ProviderRecord(body.name, body.provider_type, body.base_url or None, body.region,
                             body.api_version, _seal(runtime, body.api_key),
                             _seal(runtime, body.access_key))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from ...errors import AuthenticationError
 from ...llm.listing import Listed, ListingError, list_provider
 from ...llm.providers import CATALOGUE
 from ...llm.registered import Registered
@@ -111,7 +112,13 @@ class ProviderBook:
 
     async def find(self, name: str) -> Registered | None:
         record = await self._store.find_provider(name)
-        return None if record is None else self.registered(record)
+        if record is None:
+            return None
+        try:
+            return self.registered(record)
+        except KeyUnavailable as exc:  # the operator's key changed, or is gone
+            raise AuthenticationError(f"the key of provider {name!r} cannot be read: {exc}",
+                                      provider=name) from None
 
     def registered(self, record: ProviderRecord) -> Registered:
         return Registered(record.provider_type, record.base_url,

@@ -18,6 +18,7 @@ from ...llm.providers import CATALOGUE, served
 from ...llm.registry import PROVIDERS
 
 CHECK_TIMEOUT = 10.0  # seconds a key check may take in all
+MAX_PROVIDERS = 200  # providers added over REST, at most (each is listed on /v1/models)
 RESERVED = frozenset({*CATALOGUE, *PROVIDERS, "letta"})  # handle prefixes taken already
 
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
