@@ -250,3 +250,25 @@ def test_the_operator_key_comes_from_the_setting_or_a_file(tmp_path: Path) -> No
     assert "not a Fernet key" in str(KeyBox(ServerSettings(encryption_key="short")).problem)
     missing = KeyBox(ServerSettings(encryption_key_file=str(tmp_path / "nowhere")))
     assert "STATELOOP_ENCRYPTION_KEY_FILE cannot be read" in str(missing.problem)
+
+
+def test_a_provider_whose_address_turned_private_is_not_called(
+        fake: FakeOpenAI, script: Script, tmp_path: Path) -> None:
+    settings = settings_for(fake, tmp_path / "turned.db", model_api_key=KEY,
+                            encryption_key=SEAL)  # private addresses not allowed
+    with Server(settings) as running, httpx.Client(base_url=running.url, timeout=30) as http:
+        with sqlite3.connect(tmp_path / "turned.db") as conn:  # as if its name moved
+            conn.execute(
+                "INSERT INTO providers (id, name, provider_type, base_url, api_key_sealed, "
+                "created_at, updated_at) VALUES ('provider-1', 'moved', 'groq', ?, ?, 0, 0)",
+                (fake.base_url, Fernet(SEAL.encode()).encrypt(KEY.encode()).decode()))
+        agent = http.post("/v1/agents", json={"model": "moved/fake-model",
+                                              "include_base_tools": False})
+        assert agent.status_code == 200, agent.text
+        script.set(reply("never sent"))
+        seen = len(fake.requests)
+        answer = http.post(f"/v1/agents/{agent.json()['id']}/messages",
+                           json={"messages": [{"role": "user", "content": "hi"}]})
+        assert answer.status_code == 400, answer.text
+        assert "STATELOOP_PROVIDER_PRIVATE_URLS" in answer.json()["detail"]
+        assert len(fake.requests) == seen

@@ -11,10 +11,13 @@ import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
+import httpx2
 from cryptography.fernet import Fernet, InvalidToken
 
-from ...errors import AuthenticationError
+from ...addresses import DEFAULT_PORTS, RefusedAddress, public_address
+from ...errors import AuthenticationError, InvalidRequest
 from ...llm.listing import Listed, ListingError, list_provider
 from ...llm.providers import CATALOGUE
 from ...llm.registered import Registered
@@ -84,9 +87,10 @@ class ProviderBook:
     (``refresh``) and those since deleted (so their agents still load, and their calls say
     the provider is gone), ``find`` from the database each time."""
 
-    def __init__(self, store: SqlStore, box: KeyBox) -> None:
+    def __init__(self, store: SqlStore, box: KeyBox, *, private_ok: bool = False) -> None:
         self._store = store
         self.box = box
+        self.private_ok = private_ok  # STATELOOP_PROVIDER_PRIVATE_URLS
         self._names: set[str] = set()
         self._gone: set[str] = set()
         # name -> (the record's updated_at, when read, its models)
@@ -114,6 +118,8 @@ class ProviderBook:
         record = await self._store.find_provider(name)
         if record is None:
             return None
+        if record.base_url and not self.private_ok:
+            await _public(record)  # its name may point elsewhere since it was added
         try:
             return self.registered(record)
         except KeyUnavailable as exc:  # the operator's key changed, or is gone
@@ -159,3 +165,17 @@ class ProviderBook:
             logger.warning("the model listing of provider %s failed: %s", record.name,
                            type(exc).__name__ if isinstance(exc, KeyUnavailable) else exc)
         self._listed[record.name] = (record.updated_at, time.monotonic(), models)
+
+
+async def _public(record: ProviderRecord) -> None:
+    """``InvalidRequest`` when the provider's host has a loopback, private or link-local
+    address now (one that resolves nowhere is left to fail when called)."""
+    url = urlsplit(record.base_url or "")
+    try:
+        await public_address(url.hostname or "", url.port or DEFAULT_PORTS.get(url.scheme, 443))
+    except RefusedAddress as exc:
+        raise InvalidRequest(f"provider {record.name!r}: base_url: {exc}, which providers may "
+                             "use only when STATELOOP_PROVIDER_PRIVATE_URLS=1 allows it",
+                             provider=record.name) from None
+    except httpx2.ConnectError:
+        pass

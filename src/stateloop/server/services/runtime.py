@@ -80,7 +80,8 @@ class Runtime:
         # What the configured providers list (GET /v1/models), refreshed in the background.
         self.model_listings = ModelListings()
         # Providers added over /v1/providers, their keys sealed with the operator's key.
-        self.providers = ProviderBook(store, KeyBox(settings))
+        self.providers = ProviderBook(store, KeyBox(settings),
+                                      private_ok=settings.provider_private_urls)
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
