@@ -165,7 +165,8 @@ def test_operator_providers_are_read_only(http: httpx.Client) -> None:
 @pytest.mark.parametrize(("body", "status", "words"), [
     ({"name": "groq"}, 409, "taken"),  # a catalogue prefix
     ({"name": "has/slash"}, 422, "name"),
-    ({"api_key": "k" * 5000}, 422, "api_key"),
+    ({"api_key": KEY + "k" * 5000}, 422, "api_key"),  # never quoted back
+    ({"api_key": KEY + "é"}, 422, "visible ASCII"),  # it goes in a header
     ({"base_url": "http://x/" + "a" * 3000}, 422, "base_url"),
     ({"provider_type": "bedrock"}, 422, "SigV4"),
     ({"provider_type": "nonsense"}, 422, "one of"),

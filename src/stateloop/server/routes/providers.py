@@ -27,6 +27,7 @@ from ..services.provider_checks import (
     ProviderCheck,
     ProviderCreate,
     ProviderUpdate,
+    check_keys,
     check_listing,
     check_name,
     check_type,
@@ -101,6 +102,7 @@ async def list_providers(runtime: RuntimeDep, name: str | None = None,
 async def create_provider(body: ProviderCreate, runtime: RuntimeDep) -> dict[str, Any]:
     """Add a provider; its models are ``NAME/MODEL`` at once, on every process. The key is
     stored sealed with ``STATELOOP_ENCRYPTION_KEY`` (without it, a key is refused)."""
+    check_keys(("api_key", body.api_key), ("access_key", body.access_key))
     check_name(body.name, [p["name"] for p in await _base(runtime)])
     check_type(body.provider_type)
     await check_url(body.base_url, runtime.settings.provider_private_urls)
@@ -118,6 +120,7 @@ async def create_provider(body: ProviderCreate, runtime: RuntimeDep) -> dict[str
 @router.post("/check", responses=errors(400, 401, 403, 502))
 async def check_provider(body: ProviderCheck, runtime: RuntimeDep) -> JSONResponse:
     """Whether the key opens the provider: its model listing read with it (nothing stored)."""
+    check_keys(("api_key", body.api_key), ("access_key", body.access_key))
     check_type(body.provider_type)
     await check_url(body.base_url, runtime.settings.provider_private_urls)
     await check_listing(body.provider_type, body.base_url or None, body.api_key or None,
@@ -138,6 +141,7 @@ async def modify_provider(provider_id: str, body: ProviderUpdate,
                           runtime: RuntimeDep) -> dict[str, Any]:
     """Replace a provider's key (and endpoint, region, API version when given)."""
     record = await _own(runtime, provider_id, "modified")
+    check_keys(("api_key", body.api_key), ("access_key", body.access_key))
     fields = body.model_fields_set
     if "base_url" in fields:
         await check_url(body.base_url, runtime.settings.provider_private_urls)

@@ -4,6 +4,7 @@ its provider accepts (``check``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -16,15 +17,19 @@ from ...llm import registered
 from ...llm.listing import ListingError, check_key
 from ...llm.providers import CATALOGUE, served
 from ...llm.registry import PROVIDERS
+from .agent_fields import unprocessable
 
 CHECK_TIMEOUT = 10.0  # seconds a key check may take in all
 MAX_PROVIDERS = 200  # providers added over REST, at most (each is listed on /v1/models)
 RESERVED = frozenset({*CATALOGUE, *PROVIDERS, "letta"})  # handle prefixes taken already
 
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
-Key = Annotated[str, Field(max_length=4096)]
+MAX_KEY = 4096  # characters of a key; checked by ``check_keys``, whose errors never quote it
 Url = Annotated[str, Field(max_length=2048)]
 Short = Annotated[str, Field(max_length=200)]
+
+
+_VISIBLE = re.compile(r"[!-~]*")
 
 
 class _Body(BaseModel):
@@ -34,8 +39,8 @@ class _Body(BaseModel):
 class ProviderCheck(_Body):
     """Letta's ``ProviderCheck``: a key to try, nothing stored."""
     provider_type: Short
-    api_key: Key
-    access_key: Key | None = None
+    api_key: str
+    access_key: str | None = None
     region: Short | None = None
     base_url: Url | None = None
     api_version: Short | None = None
@@ -48,11 +53,19 @@ class ProviderCreate(ProviderCheck):
 
 class ProviderUpdate(_Body):
     """Letta's ``ProviderUpdate``: the key, and what else is given."""
-    api_key: Key
-    access_key: Key | None = None
+    api_key: str
+    access_key: str | None = None
     region: Short | None = None
     base_url: Url | None = None
     api_version: Short | None = None
+
+
+def check_keys(*keys: tuple[str, str | None]) -> None:
+    """422 for a key over ``MAX_KEY`` characters or not of visible ASCII (it goes in a
+    header), naming the field and never quoting the key."""
+    for field, key in keys:
+        if key is not None and (len(key) > MAX_KEY or not _VISIBLE.fullmatch(key)):
+            raise unprocessable(field, f"must be at most {MAX_KEY} visible ASCII characters")
 
 
 def check_name(name: str, base: list[str]) -> None:
@@ -68,9 +81,9 @@ def check_type(provider_type: str) -> None:
     kind = CATALOGUE.get(provider_type)
     if kind is None or provider_type not in served():
         why = kind.not_served if kind and kind.not_served else "not a provider type with chat "
-        raise HTTPException(422, detail=f"provider_type {provider_type!r}: {why}"
-                                        f"{'' if kind and kind.not_served else 'models here'}"
-                                        f"; one of {', '.join(served())}")
+        raise unprocessable("provider_type", f"{provider_type!r}: {why}"
+                            f"{'' if kind and kind.not_served else 'models here'}"
+                            f"; one of {', '.join(served())}")
 
 
 async def check_url(base_url: str | None, private_ok: bool) -> None:
@@ -82,9 +95,9 @@ async def check_url(base_url: str | None, private_ok: bool) -> None:
         url = urlsplit(base_url)
         port = url.port or DEFAULT_PORTS[url.scheme]
     except (ValueError, KeyError):
-        raise HTTPException(422, detail="base_url must be an http:// or https:// URL") from None
+        raise unprocessable("base_url", "must be an http:// or https:// URL") from None
     if not url.hostname:
-        raise HTTPException(422, detail="base_url has no host")
+        raise unprocessable("base_url", "has no host")
     if private_ok:
         return
     try:
@@ -93,8 +106,7 @@ async def check_url(base_url: str | None, private_ok: bool) -> None:
         raise HTTPException(403, detail=f"base_url: {exc}, which providers may use only when "
                                         "STATELOOP_PROVIDER_PRIVATE_URLS=1 allows it") from None
     except httpx2.ConnectError:
-        raise HTTPException(422, detail=f"base_url: host {url.hostname!r} does not resolve"
-                            ) from None
+        raise unprocessable("base_url", f"host {url.hostname!r} does not resolve") from None
 
 
 async def check_listing(provider_type: str, base_url: str | None, api_key: str | None,
