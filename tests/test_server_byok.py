@@ -153,6 +153,8 @@ def test_a_deleted_providers_agents_are_told_which_handle_failed(
     assert answer.status_code == 400, answer.text
     assert "'short-lived/fake-model'" in answer.json()["detail"]
     assert "provider 'short-lived' was deleted" in answer.json()["detail"]
+    again = http.post("/v1/agents", json={"model": "short-lived/fake-model"})
+    assert again.status_code == 422 and "'short-lived' was deleted" in again.text
 
 
 def test_operator_providers_are_read_only(http: httpx.Client) -> None:

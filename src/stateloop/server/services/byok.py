@@ -100,6 +100,10 @@ class ProviderBook:
     def known(self, name: str) -> bool:
         return name in self._names or name in self._gone
 
+    def deleted(self, name: str) -> bool:
+        """Whether a provider of this name was deleted (and none added since)."""
+        return name in self._gone and name not in self._names
+
     async def refresh(self) -> None:
         """Read the names again (a provider added on another process becomes known)."""
         names = {p.name for p in await self._store.list_providers()}
