@@ -78,6 +78,10 @@ CONFIG = schemathesis.Config.from_dict({
 # command is refused. Private addresses stay refused, and every generated server URL is
 # pinned to one on loopback, so no request of the fuzz leaves this machine.
 REFUSED_URL = "http://127.0.0.1:9/mcp"
+# A provider's base_url is the fake's (set in each body: without one, a provider's public
+# endpoint would be called); its type one the catalogue serves.
+PROVIDER_URL: list[str] = []
+SEAL = "q3Vh1cJm0cX0Yw1dHqM1kTqv2w6tq5Fv8dX3rW9yP0E="  # a Fernet key for providers' keys
 
 SOURCE = '''
 def shout(text: str) -> str:
@@ -90,7 +94,7 @@ def shout(text: str) -> str:
 '''
 
 
-def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
+def _known_ids(client: Letta, demo: str, provider_url: str) -> dict[str, list[str]]:
     """Objects of every kind, so generated requests can name real ones: by path parameter,
     and ``cursor`` for ``after``/``before`` (ids of every kind, so some fit the listing)."""
     agent = client.agents.create(model="openai/gpt-4o-mini", include_base_tools=True,
@@ -138,7 +142,11 @@ def _known_ids(client: Letta, demo: str) -> dict[str, list[str]]:
     files = [client.folders.files.upload(f.id, file=("notes.txt", b"Ada likes tea")).id
              for f in (folder, source)]
     client.agents.folders.attach(folder.id, agent_id=agent.id)
-    known = {"archive_id": [archive.id], "passage_id": [archived.id],
+    provider: Any = client.post("/v1/providers", cast_to=object, body={
+        "name": "fuzzed-provider", "provider_type": "groq", "api_key": "gsk-fuzz",
+        "base_url": provider_url})  # letta-client has no providers
+    known = {"provider_id": [provider["id"]],
+             "archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
              "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],
              "mcp_tool_name": ["legacy_add"],
@@ -166,9 +174,12 @@ def served(request: pytest.FixtureRequest, fake: FakeOpenAI, script: Script,
     db = tmp_path_factory.mktemp("fuzz") / "stateloop.db"
     script.set()
     demo = demo_command(tmp_path_factory.mktemp("mcp"))
-    with Server(settings_for(fake, db, mcp_stdio_commands=[demo])) as server:
+    # Providers added over REST: their keys sealed, their URLs the fake's (see _on_loopback).
+    with Server(settings_for(fake, db, mcp_stdio_commands=[demo], encryption_key=SEAL,
+                             provider_private_urls=True)) as server:
         client = Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
-        known = {**_known_ids(client, demo), "demo": [demo]}
+        PROVIDER_URL[:] = [fake.base_url]
+        known = {**_known_ids(client, demo, fake.base_url), "demo": [demo]}
         # The document is built on its first request (about a second of CPU): on a loaded
         # machine, with the other parts building theirs, past schemathesis's 10 s.
         yield (schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=CONFIG,
@@ -307,10 +318,14 @@ def _with_mcp_server(case: Case, demo: str) -> Case:
 
 
 def _on_loopback(case: Case) -> Case:
-    """Any server or callback URL in the body names a refused loopback address (never
-    another host)."""
+    """Any server or callback URL in the body names a refused loopback address, and a
+    provider's the fake's (never another host)."""
     def pin(value: Any) -> None:
         if isinstance(value, dict):
+            if "api_key" in value and PROVIDER_URL:  # a provider's body
+                value["base_url"] = PROVIDER_URL[0]
+                if isinstance(value.get("provider_type"), str):
+                    value["provider_type"] = "groq"
             for key, item in value.items():
                 if key in ("server_url", "callback_url") and item is not None:
                     value[key] = REFUSED_URL

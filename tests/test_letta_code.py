@@ -49,6 +49,7 @@ from test_cli_support import (  # noqa: F401 (fixtures)
 
 RUNS = 180  # seconds one `letta` command may take on a loaded machine (it takes 2-6 s)
 MODEL = "gpt-4o-mini"  # the server's default model, which Letta Code's agents get
+SEAL = "q3Vh1cJm0cX0Yw1dHqM1kTqv2w6tq5Fv8dX3rW9yP0E="  # a Fernet key for providers' keys
 PING = 0.5  # seconds between the server's keep-alive pings: a quiet stream's first event
 REFUSED = re.compile(r'"(GET|POST|PATCH|PUT|DELETE) (\S+) HTTP/1\.1" (404|5\d\d)')
 
@@ -111,7 +112,9 @@ def server(fake: FakeOpenAI, demo: str, letta_js: Path,
     env = base_env(home)
     env.update(STATELOOP_DATABASE_URL=f"sqlite:///{home / 'agents.db'}",
                OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key",
-               STATELOOP_MCP_STDIO_COMMANDS=demo, STATELOOP_PING_INTERVAL=str(PING))
+               STATELOOP_MCP_STDIO_COMMANDS=demo, STATELOOP_PING_INTERVAL=str(PING),
+               STATELOOP_ENCRYPTION_KEY=SEAL,  # `letta connect` stores a key
+               STATELOOP_PROVIDER_PRIVATE_URLS="1")  # at the fake, on loopback
     with serving_with(env, home) as serving:
         yield serving
 
@@ -463,3 +466,25 @@ def test_a_password_protected_server_takes_letta_api_key(
         script.set(reply("Hello again."))
         assert letta.ok("--agent", created["agent_id"], "-p", "Hi", **key).strip() == (
             "Hello again.")
+
+
+def test_letta_connect_adds_a_provider_whose_models_agents_use(
+        letta: LettaCode, server: Serving, script: Script, fake: FakeOpenAI) -> None:
+    out = letta.ok("connect", "openai-compatible", "--base-url", fake.base_url,
+                   "--api-key", "sk-connected-5d2e")
+    assert "Connected" in out, out
+    added = server.get("/v1/providers", provider_category="byok")
+    assert [(p["name"], p["provider_type"]) for p in added] == [
+        ("lc-openai-compatible", "openai")]
+    assert "sk-connected-5d2e" not in json.dumps(added)
+    created = httpx.post(f"{server.url}/v1/agents", timeout=ANSWERS, json={
+        "model": f"lc-openai-compatible/{MODEL}", "include_base_tools": False})
+    assert created.status_code == 200, created.text
+    script.set(reply("Connected and talking."))
+    seen = len(fake.requests)
+    answer = httpx.post(f"{server.url}/v1/agents/{created.json()['id']}/messages",
+                        timeout=ANSWERS,
+                        json={"messages": [{"role": "user", "content": "hello"}]})
+    assert answer.json()["messages"][-1]["content"] == "Connected and talking."
+    calls = [r for r in fake.requests[seen:] if r.path.endswith("/chat/completions")]
+    assert calls[0].headers["authorization"] == "Bearer sk-connected-5d2e"

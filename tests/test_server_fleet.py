@@ -1,6 +1,7 @@
 """Two ``stateloop serve`` processes on one PostgreSQL, driven by letta-client: a run in
 flight on one is cancelled or steered through the other; an agent edited through one is seen
-by the other; a process killed mid-run leaves its run failed and the agent usable."""
+by the other; a process killed mid-run leaves its run failed and the agent usable; a provider
+added over REST on one serves an agent on the other, its key sealed in the database."""
 
 # ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
 
@@ -196,3 +197,33 @@ def test_a_conversations_run_is_streamed_again_by_the_other_process(
         assert replay.status_code == 200, replay.text
         data = [line[6:] for line in replay.text.splitlines() if line.startswith("data: ")]
         assert '"you said hello"' in replay.text and data[-1] == "[DONE]"
+
+
+def test_a_provider_added_on_one_process_serves_an_agent_on_the_other(
+        cli: Cli, script: Script, fake: Any, pg_database: Callable[..., str]) -> None:
+    import psycopg
+    from cryptography.fernet import Fernet
+
+    cli.env["STATELOOP_ENCRYPTION_KEY"] = Fernet.generate_key().decode()
+    cli.env["STATELOOP_PROVIDER_PRIVATE_URLS"] = "1"  # the fake provider is on loopback
+    with two_processes(cli, pg_database) as (one, two):
+        added = httpx.post(f"{url(one)}/v1/providers", timeout=ANSWERS, json={
+            "name": "crew", "provider_type": "together", "api_key": "sk-fleet-93c1",
+            "base_url": fake.base_url})
+        assert added.status_code == 200, added.text
+        agent = two.agents.create(model="crew/fake-model", include_base_tools=False).id
+        script.set(reply("through the crew's key"))
+        seen = len(fake.requests)
+        answer = two.agents.messages.create(agent, input="hello")
+        assert answer.messages[-1].content == "through the crew's key"
+        call_ = next(r for r in fake.requests[seen:] if r.path.endswith("/chat/completions"))
+        assert call_.headers["authorization"] == "Bearer sk-fleet-93c1"
+        with psycopg.connect(cli.env["STATELOOP_DATABASE_URL"]) as conn:
+            row = conn.execute("SELECT * FROM providers").fetchone()
+        assert row is not None and "sk-fleet-93c1" not in repr(row)
+        gone = httpx.delete(f"{url(one)}/v1/providers/{added.json()['id']}", timeout=ANSWERS)
+        assert gone.status_code == 200
+        failed = httpx.post(f"{url(two)}/v1/agents/{agent}/messages", timeout=ANSWERS,
+                            json={"messages": [{"role": "user", "content": "again"}]})
+        assert failed.status_code == 400
+        assert "'crew/fake-model'" in failed.json()["detail"]

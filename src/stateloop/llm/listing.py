@@ -85,6 +85,23 @@ async def list_provider(provider: Provider, env: Environment | None = None, *,
     return _openai_models(provider, where, body)
 
 
+async def check_key(provider: Provider, env: Environment, *, timeout: float = TIMEOUT) -> None:
+    """Whether ``provider``'s key (in ``env``) opens it: its model listing read with it;
+    ``ListingError`` (``HTTP 401``, ...) when it does not."""
+    if provider.wire != "anthropic":
+        await list_provider(provider, env, timeout=timeout)
+        return
+    where = provider.endpoint(env)
+    headers = {"x-api-key": where.api_key or "", "anthropic-version": "2023-06-01"}
+    try:
+        async with asyncio.timeout(timeout):
+            await _get(f"{where.base_url}/v1/models", headers)
+    except TimeoutError as exc:
+        raise ListingError(f"no answer within {timeout:g} s") from exc
+    except httpx2.HTTPError as exc:
+        raise ListingError(f"{type(exc).__name__}: {exc}") from exc
+
+
 async def _get(url: str, headers: dict[str, str]) -> bytes:
     client = await shared_client()
     request = client.build_request("GET", url, headers={**headers, "accept": "application/json"})

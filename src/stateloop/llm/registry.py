@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 from ..errors import ConfigError
-from . import providers
+from . import providers, registered
 from .base import Model
 
 # provider prefix -> "module:class"; the module is imported only when the provider is used.
@@ -33,6 +33,10 @@ def resolve_model(model: str | Model, **options: Any) -> Model:
         # Another provider of the catalogue: its endpoint and key come from its own
         # variables, never from ``base_url``/``api_key`` (those are the openai/ endpoint's).
         return providers.chat_model(provider, name, **options)
+    if name and provider not in PROVIDERS:
+        found = registered.resolve(provider, name, **options)  # added over /v1/providers
+        if found is not None:
+            return found
     if provider not in PROVIDERS or not name:
         raise ConfigError(
             f"unknown model {model!r}: expected 'PROVIDER/MODEL' with PROVIDER one of "

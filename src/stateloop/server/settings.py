@@ -72,6 +72,12 @@ class ServerSettings(BaseSettings):
     # and SSE ones reach loopback, private and link-local addresses only when allowed.
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_private_urls: bool = False
+    # Providers added over /v1/providers: the key their keys are sealed with (a Fernet key;
+    # or a file holding it), and whether their base_url may reach loopback, private and
+    # link-local addresses.
+    encryption_key: str | None = None
+    encryption_key_file: str | None = None
+    provider_private_urls: bool = False
     # A run's callback_url: seconds one call may take in all (Letta's 5), and whether it may
     # reach loopback, private and link-local addresses.
     callback_timeout: float = Field(default=5.0, gt=0)

@@ -363,6 +363,22 @@ mcp_servers = Table(
     Column("updated_at", Float, nullable=False),
 )
 
+# revision 0028: providers added over REST (Letta's "byok" category), unique by name; the key
+# and access key are stored encrypted (``key_box``), never in clear.
+providers = Table(
+    "providers", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("provider_type", String, nullable=False),
+    Column("base_url", String),
+    Column("region", String),
+    Column("api_version", String),
+    Column("api_key_sealed", String),
+    Column("access_key_sealed", String),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
 # revision 0015: folders of files (Letta's sources), their chunks embedded like passages, and
 # which agents see them (a file open or closed in the agent's context, with its window).
 folders = Table(

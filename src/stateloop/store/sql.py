@@ -49,6 +49,7 @@ from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner, with_block_version
 from stateloop.store.provider_traces import ProviderTracesMixin
+from stateloop.store.providers import ProvidersMixin
 from stateloop.store.records import (
     EVERYTHING,
     AgentRecord,
@@ -129,7 +130,7 @@ class StoredAgent:
 class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
-               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin):
+               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, ProvidersMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

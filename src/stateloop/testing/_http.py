@@ -73,6 +73,11 @@ class Handler(BaseHTTPRequestHandler):
                  "supportedGenerationMethods": ["generateContent", "countTokens"]}
                 for name in GEMINI_MODELS]})
         elif self.path.rstrip("/") == "/v1/models":
+            flavor: Flavor = "anthropic" if self.headers.get("x-api-key") else "openai"
+            problem = self._auth_problem(flavor)
+            if problem:
+                self._error(flavor, *problem)
+                return
             self._json(200, {"object": "list", "data": [
                 {"id": "fake-model", "object": "model", "created": 0, "owned_by": "stateloop"}]})
         else:

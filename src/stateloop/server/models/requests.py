@@ -23,8 +23,8 @@ class ErrorBody(BaseModel):
     detail: str
 
 
-_MEANINGS = {400: "Bad Request", 404: "Not Found", 409: "Conflict",
-             503: "Service Unavailable",
+_MEANINGS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+             409: "Conflict", 502: "Bad Gateway", 503: "Service Unavailable",
              413: "Content Too Large", 415: "Unsupported Media Type"}
 
 

@@ -349,6 +349,7 @@ class Model(Response):
     context_window: int
     max_context_window: int
     max_tokens: int | None = None
+    provider_category: str | None = None
 
 
 class EmbeddingModel(Response):

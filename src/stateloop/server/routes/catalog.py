@@ -15,6 +15,7 @@ from ...llm.listing import Listed
 from ...llm.models import DEFAULT_LIMITS, known_limits
 from ...llm.providers import CATALOGUE, endpoint_type
 from ...store import Page
+from ...store.providers import ProviderRecord
 from ..deps import RuntimeDep
 from ..models.requests import errors
 from ..models.responses import AgentState, EmbeddingModel, Model
@@ -44,16 +45,41 @@ async def list_models(runtime: RuntimeDep,
                       provider_name: str | None = None,
                       provider_type: str | None = None) -> list[dict[str, Any]]:
     """The server's default model, every model an agent uses, and the chat models each
-    configured provider lists, by handle; all are 'base' models (none brought by a user's
-    own key)."""
+    provider lists, by handle: the operator's providers' are 'base' models, those of the
+    providers added over ``/v1/providers`` 'byok' (``provider_category`` picks)."""
     listed = {m.handle: m for m in await runtime.model_listings.current() if not m.embedding}
     handles = {runtime.settings.default_model, *listed}
     handles.update(await runtime.store.agent_models())
-    models = [_listed_model(listed[h]) if h in listed else _model(h) for h in sorted(handles)]
-    return [m for m in models
-            if (provider_category is None or "base" in provider_category)
-            and provider_name in (None, m["provider_name"])
+    categories = provider_category or ["base", "byok"]
+    records = {r.name: r for r in await runtime.store.list_providers()}
+    own = await _own_models(runtime, records, handles) if "byok" in categories else {}
+    found = [{**(_listed_model(listed[h]) if h in listed else _model(h)),
+              "provider_category": "base"}
+             for h in sorted(handles) if h.partition("/")[0] not in records
+             and "base" in categories]
+    found += [{**own[h], "provider_category": "byok"} for h in sorted(own)]
+    return [m for m in found if provider_name in (None, m["provider_name"])
             and provider_type in (None, m["provider_type"])]
+
+
+async def _own_models(runtime: RuntimeDep, records: dict[str, ProviderRecord],
+                      handles: set[str]) -> dict[str, dict[str, Any]]:
+    """The models of the providers added over ``/v1/providers`` (``byok``), by handle: what
+    each lists, and those agents use that it does not list."""
+    own: dict[str, dict[str, Any]] = {}
+    for name, models in (await runtime.providers.models(list(records.values()))).items():
+        for model in models:
+            if not model.embedding:
+                own[f"{name}/{model.model}"] = {
+                    **_listed_model(model), "handle": f"{name}/{model.model}",
+                    "provider_name": name, "model_endpoint": None}
+    for handle in handles:
+        prefix = handle.partition("/")[0]
+        if prefix in records and handle not in own:
+            kind = records[prefix].provider_type
+            own[handle] = {**_model(handle), "provider_type": kind,
+                           "model_endpoint_type": endpoint_type(kind)}
+    return own
 
 
 @router.get("/v1/models/embedding", tags=["models"], response_model=list[EmbeddingModel])

@@ -71,6 +71,8 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     """Validate ``body``, store the agent with its blocks and opening messages; its id."""
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
+    await runtime.providers.refresh()  # a provider added on another process resolves too
+    _not_deleted(runtime, handle)
     settings = model_settings(body.model_settings, body.response_format,
                               handle.partition("/")[0])
     embedding = await embedding_config(runtime.embedders, body.embedding,
@@ -170,9 +172,20 @@ async def _store_agent(runtime: Runtime, body: CreateAgent, draft: Agent, *,
         raise
 
 
+def _not_deleted(runtime: Runtime, handle: str) -> None:
+    """A 422 for a handle of a provider deleted from ``/v1/providers``."""
+    prefix = handle.partition("/")[0]
+    if runtime.providers.deleted(prefix):
+        raise unprocessable("model", f"unknown model {handle!r}: its provider {prefix!r} "
+                                     "was deleted")
+
+
 async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> None:
     """Apply a PATCH: validate every field, write the record, then change the live agent."""
     agent = await runtime.agent(agent_id)
+    if body.model or body.llm_config:
+        await runtime.providers.refresh()  # a provider added on another process resolves too
+        _not_deleted(runtime, model_handle(body.model, body.llm_config, agent.model.name))
     if agent.running:
         raise HTTPException(409, detail=f"agent {agent_id!r} is running; modify it when the "
                                         "run ends (or cancel it)")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...agent import Agent
 from ...live_agents import LiveAgents, bind
+from ...llm import registered
 from ...llm.listing import ModelListings
 from ...mcp import close_all as close_mcp_sessions
 from ...memory.embedding_models import Embedders
@@ -34,6 +35,7 @@ from ...tools.sandbox import (
 from ...tools.source_reader import SourceReader
 from ..settings import ServerSettings
 from . import fleet
+from .byok import KeyBox, ProviderBook
 from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
@@ -77,6 +79,9 @@ class Runtime:
         self.embedders = Embedders(settings.embedding_endpoint(), default=settings.embedding)
         # What the configured providers list (GET /v1/models), refreshed in the background.
         self.model_listings = ModelListings()
+        # Providers added over /v1/providers, their keys sealed with the operator's key.
+        self.providers = ProviderBook(store, KeyBox(settings),
+                                      private_ok=settings.provider_private_urls)
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -97,6 +102,8 @@ class Runtime:
                                             self.limits.call_memory_mb, self.limits.processes,
                                             own_uid=bool(self._own_uid))
             logger.info("source tools run in bubblewrap sandboxes; %s", bound.describe())
+        registered.use(self.providers)
+        await self.providers.refresh()
         await self.upsert_builtin_tools()
         for tool in self.python_tools.values():
             await self.store.upsert_tool(tool_record(tool, binding=f"python:{tool.name}"))
@@ -108,6 +115,7 @@ class Runtime:
             await self.store.fleet.start()
 
     async def close(self) -> None:
+        registered.use(None)
         await self.model_listings.close()
         await self.runs.close()
         await self.callbacks.close()
@@ -134,6 +142,7 @@ class Runtime:
     async def _load(self, agent_id: str) -> Agent:
         """An agent as the server runs it: its tools bound here, the server's options."""
         stored = await self.store.load_agent(agent_id, by_name=False)  # one read transaction
+        await self.providers.refresh()  # its model may be of a provider added elsewhere
         record = stored.record
         tools = await self.bind_tools(record.tool_names, agent_env(record), stored.tools)
         options = {**self.agent_options(),  # the embedding the agent asked for

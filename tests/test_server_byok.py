@@ -1,0 +1,277 @@
+"""Providers added over ``/v1/providers`` (Letta's ``byok``) on SQLite: all eight
+operations in Letta's shapes, an agent replying through one with its own key, the key sealed
+in the database and never shown, a deleted provider named by its agents' next call, and the
+requests refused (no encryption key, private URLs, taken names, oversize fields, callers
+without the API's credentials)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+from letta_client import Letta
+
+from fake_script import Script
+from letta_spec import assert_letta_shape
+from stateloop.llm.providers import CATALOGUE
+from stateloop.testing.fake_openai import FakeOpenAI
+from stateloop.testing.scripted import reply
+from test_server_support import Server, settings_for
+
+KEY = "sk-byok-7f3a91"  # the key the fake provider takes
+SEAL = Fernet.generate_key().decode()
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def fake(script: Script) -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(script, chunk_size=4, api_key=KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("byok") / "stateloop.db"
+
+
+@pytest.fixture(scope="module")
+def server(fake: FakeOpenAI, db: Path) -> Iterator[Server]:
+    with pytest.MonkeyPatch.context() as env:
+        for variable in {v for p in CATALOGUE.values() for v in p.variables}:
+            env.delenv(variable, raising=False)
+        settings = settings_for(fake, db, model_api_key=KEY, encryption_key=SEAL,
+                                provider_private_urls=True)  # the fake is on loopback
+        with Server(settings) as running:
+            yield running
+
+
+@pytest.fixture
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def client(server: Server, script: Script) -> Letta:
+    script.set()
+    return Letta(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+
+
+def _create(http: httpx.Client, fake: FakeOpenAI, name: str, key: str = KEY) -> dict:
+    answer = http.post("/v1/providers", json={
+        "name": name, "provider_type": "groq", "api_key": key, "base_url": fake.base_url,
+        "profile": "ignored"})  # Letta Code sends one
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_an_agent_replies_through_a_provider_added_over_rest(
+        http: httpx.Client, client: Letta, script: Script, fake: FakeOpenAI, db: Path) -> None:
+    provider = _create(http, fake, "team-groq")
+    assert_letta_shape("/v1/providers/", "post", provider)
+    assert provider["provider_category"] == "byok" and provider["provider_type"] == "groq"
+    assert KEY not in http.get(f"/v1/providers/{provider['id']}").text
+    agent = client.agents.create(model="team-groq/fake-model", include_base_tools=False)
+    assert agent.model == "team-groq/fake-model"
+    script.set(reply("Hello from my own key."))
+    seen = len(fake.requests)
+    answer = client.agents.messages.create(agent.id, input="hi")
+    assert answer.messages[-1].content == "Hello from my own key."  # type: ignore[union-attr]
+    calls = [r for r in fake.requests[seen:] if r.path.endswith("/chat/completions")]
+    assert [r.body["model"] for r in calls] == ["fake-model"]
+    assert calls[0].headers["authorization"] == f"Bearer {KEY}"
+    # at rest: sealed with the operator's key, never in clear
+    with sqlite3.connect(db) as conn:
+        sealed, = conn.execute("SELECT api_key_sealed FROM providers WHERE name = ?",
+                               ("team-groq",)).fetchone()
+        assert KEY.encode() not in b"".join(
+            str(cell).encode() for row in conn.execute("SELECT * FROM providers")
+            for cell in row)
+    assert Fernet(SEAL.encode()).decrypt(sealed.encode()).decode() == KEY
+
+
+def test_providers_list_retrieve_modify_check_refresh_and_delete(
+        http: httpx.Client, fake: FakeOpenAI) -> None:
+    provider = _create(http, fake, "lister", key="sk-wrong")
+    listed = http.get("/v1/providers", params={"provider_category": "byok"}).json()
+    assert_letta_shape("/v1/providers/", "get", listed)
+    assert "lister" in {p["name"] for p in listed}
+    assert {p["provider_category"] for p in listed} == {"byok"}
+    assert "sk-wrong" not in http.get("/v1/providers").text
+    assert [p["id"] for p in http.get("/v1/providers", params={"name": "lister"}).json()] == [
+        provider["id"]]
+    base = http.get("/v1/providers", params={"provider_category": "base"}).json()
+    assert base and {p["provider_category"] for p in base} == {"base"}
+    one = http.get(f"/v1/providers/{provider['id']}")
+    assert_letta_shape("/v1/providers/{provider_id}", "get", one.json())
+    # the stored key is wrong: check says so, without echoing it
+    refused = http.post(f"/v1/providers/{provider['id']}/check")
+    assert refused.status_code == 401 and "sk-wrong" not in refused.text
+    assert http.patch(f"/v1/providers/{provider['id']}/refresh").status_code == 401
+    changed = http.patch(f"/v1/providers/{provider['id']}", json={"api_key": KEY,
+                                                                  "region": "eu"})
+    assert changed.status_code == 200 and changed.json()["region"] == "eu"
+    assert_letta_shape("/v1/providers/{provider_id}", "patch", changed.json())
+    assert http.post(f"/v1/providers/{provider['id']}/check").json() == {
+        "message": "Valid api key for provider_type=groq"}
+    refreshed = http.patch(f"/v1/providers/{provider['id']}/refresh")
+    assert refreshed.status_code == 200 and refreshed.json()["name"] == "lister"
+    gone = http.delete(f"/v1/providers/{provider['id']}")
+    assert gone.status_code == 200
+    assert http.get(f"/v1/providers/{provider['id']}").status_code == 404
+    assert http.delete(f"/v1/providers/{provider['id']}").status_code == 404
+
+
+def test_check_tries_a_key_without_storing_it(http: httpx.Client, fake: FakeOpenAI) -> None:
+    body = {"provider_type": "openrouter", "base_url": fake.base_url}
+    ok = http.post("/v1/providers/check", json={**body, "api_key": KEY})
+    assert ok.status_code == 200 and ok.json()["message"].endswith("openrouter")
+    bad = http.post("/v1/providers/check", json={**body, "api_key": "sk-nope"})
+    assert bad.status_code == 401 and "sk-nope" not in bad.text
+    assert "openrouter" not in {p["provider_type"] for p in http.get("/v1/providers").json()}
+    anthropic = http.post("/v1/providers/check", json={
+        "provider_type": "anthropic", "api_key": KEY, "base_url": fake.url})
+    assert anthropic.status_code == 200, anthropic.text
+
+
+def test_a_deleted_providers_agents_are_told_which_handle_failed(
+        http: httpx.Client, client: Letta, script: Script, fake: FakeOpenAI) -> None:
+    provider = _create(http, fake, "short-lived")
+    agent = client.agents.create(model="short-lived/fake-model", include_base_tools=False)
+    assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
+    script.set(reply("never sent"))
+    answer = http.post(f"/v1/agents/{agent.id}/messages",
+                       json={"messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 400, answer.text
+    assert "'short-lived/fake-model'" in answer.json()["detail"]
+    assert "provider 'short-lived' was deleted" in answer.json()["detail"]
+    again = http.post("/v1/agents", json={"model": "short-lived/fake-model"})
+    assert again.status_code == 422 and "'short-lived' was deleted" in again.text
+
+
+def test_operator_providers_are_read_only(http: httpx.Client) -> None:
+    base = http.get("/v1/providers", params={"provider_category": "base"}).json()[0]
+    changed = http.patch(f"/v1/providers/{base['id']}", json={"api_key": "x"})
+    assert changed.status_code == 400 and "environment" in changed.json()["detail"]
+    assert http.delete(f"/v1/providers/{base['id']}").status_code == 400
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    ({"name": "groq"}, 409, "taken"),  # a catalogue prefix
+    ({"name": "has/slash"}, 422, "name"),
+    ({"api_key": KEY + "k" * 5000}, 422, "api_key"),  # never quoted back
+    ({"api_key": KEY + "é"}, 422, "visible ASCII"),  # it goes in a header
+    ({"base_url": "http://x/" + "a" * 3000}, 422, "base_url"),
+    ({"provider_type": "bedrock"}, 422, "SigV4"),
+    ({"provider_type": "nonsense"}, 422, "one of"),
+    ({"base_url": "ftp://example.com"}, 422, "http"),
+])
+def test_bad_providers_are_refused_naming_the_problem(
+        http: httpx.Client, fake: FakeOpenAI, body: dict, status: int, words: str) -> None:
+    answer = http.post("/v1/providers", json={
+        "name": "fine", "provider_type": "groq", "api_key": KEY, "base_url": fake.base_url,
+        **body})
+    assert answer.status_code == status, answer.text
+    assert words in answer.text and KEY not in answer.text
+
+
+def test_a_taken_name_is_a_conflict(http: httpx.Client, fake: FakeOpenAI) -> None:
+    _create(http, fake, "twice")
+    again = http.post("/v1/providers", json={"name": "twice", "provider_type": "groq",
+                                             "api_key": KEY})
+    assert again.status_code == 409
+
+
+def test_without_an_encryption_key_or_the_opt_in_keys_and_private_urls_are_refused(
+        fake: FakeOpenAI, tmp_path: Path) -> None:
+    settings = settings_for(fake, tmp_path / "plain.db", api_keys=["letmein"])
+    with Server(settings) as running, httpx.Client(base_url=running.url) as http:
+        body = {"name": "mine", "provider_type": "groq", "api_key": KEY}
+        assert http.post("/v1/providers", json=body).status_code == 401  # no credentials
+        auth = {"authorization": "Bearer letmein"}
+        refused = http.post("/v1/providers", json=body, headers=auth)
+        assert refused.status_code == 400 and "STATELOOP_ENCRYPTION_KEY" in refused.text
+        private = http.post("/v1/providers", json={**body, "base_url": fake.base_url},
+                            headers=auth)
+        assert private.status_code == 403, private.text
+        assert "STATELOOP_PROVIDER_PRIVATE_URLS" in private.text
+        assert http.get("/v1/providers", params={"provider_category": "byok"},
+                        headers=auth).json() == []
+    with sqlite3.connect(tmp_path / "plain.db") as conn:
+        assert conn.execute("SELECT count(*) FROM providers").fetchone() == (0,)
+
+
+def test_models_lists_what_each_added_provider_offers(http: httpx.Client,
+                                                      fake: FakeOpenAI) -> None:
+    provider = _create(http, fake, "listed")
+    models = http.get("/v1/models", params={"provider_category": "byok"}).json()
+    assert_letta_shape("/v1/models/", "get", models)
+    mine = [m for m in models if m["provider_name"] == "listed"]
+    assert [(m["handle"], m["provider_type"], m["provider_category"]) for m in mine] == [
+        ("listed/fake-model", "groq", "byok")]
+    assert mine[0]["model_endpoint"] is None  # an address a user gave is not shown
+    base = http.get("/v1/models", params={"provider_category": "base"}).json()
+    assert base and not [m for m in base if m["provider_category"] != "base"]
+    assert "listed/fake-model" not in {m["handle"] for m in base}
+    assert http.patch(f"/v1/providers/{provider['id']}/refresh").status_code == 200
+    assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
+    after = http.get("/v1/models", params={"provider_category": "byok"}).json()
+    assert "listed/fake-model" not in {m["handle"] for m in after}
+
+
+def test_the_number_of_providers_is_bounded(http: httpx.Client, fake: FakeOpenAI,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from stateloop.server.routes import providers
+
+    count = len(http.get("/v1/providers", params={"provider_category": "byok"}).json())
+    monkeypatch.setattr(providers, "MAX_PROVIDERS", count)  # the server runs in this process
+    refused = http.post("/v1/providers", json={"name": "one-more", "provider_type": "groq",
+                                               "api_key": KEY})
+    assert refused.status_code == 400 and f"at most {count} providers" in refused.text
+
+
+def test_the_operator_key_comes_from_the_setting_or_a_file(tmp_path: Path) -> None:
+    from stateloop.server.services.byok import KeyBox, KeyUnavailable
+    from stateloop.server.settings import ServerSettings
+
+    sealed = KeyBox(ServerSettings(encryption_key=SEAL)).seal(KEY)
+    assert sealed is not None and KEY not in sealed
+    held = tmp_path / "seal"
+    held.write_text(SEAL + "\n")
+    assert KeyBox(ServerSettings(encryption_key_file=str(held))).open(sealed) == KEY
+    other = KeyBox(ServerSettings(encryption_key=Fernet.generate_key().decode()))
+    with pytest.raises(KeyUnavailable, match="sealed with another STATELOOP_ENCRYPTION_KEY"):
+        other.open(sealed)
+    assert "not a Fernet key" in str(KeyBox(ServerSettings(encryption_key="short")).problem)
+    missing = KeyBox(ServerSettings(encryption_key_file=str(tmp_path / "nowhere")))
+    assert "STATELOOP_ENCRYPTION_KEY_FILE cannot be read" in str(missing.problem)
+
+
+def test_a_provider_whose_address_turned_private_is_not_called(
+        fake: FakeOpenAI, script: Script, tmp_path: Path) -> None:
+    settings = settings_for(fake, tmp_path / "turned.db", model_api_key=KEY,
+                            encryption_key=SEAL)  # private addresses not allowed
+    with Server(settings) as running, httpx.Client(base_url=running.url, timeout=30) as http:
+        with sqlite3.connect(tmp_path / "turned.db") as conn:  # as if its name moved
+            conn.execute(
+                "INSERT INTO providers (id, name, provider_type, base_url, api_key_sealed, "
+                "created_at, updated_at) VALUES ('provider-1', 'moved', 'groq', ?, ?, 0, 0)",
+                (fake.base_url, Fernet(SEAL.encode()).encrypt(KEY.encode()).decode()))
+        agent = http.post("/v1/agents", json={"model": "moved/fake-model",
+                                              "include_base_tools": False})
+        assert agent.status_code == 200, agent.text
+        script.set(reply("never sent"))
+        seen = len(fake.requests)
+        answer = http.post(f"/v1/agents/{agent.json()['id']}/messages",
+                           json={"messages": [{"role": "user", "content": "hi"}]})
+        assert answer.status_code == 400, answer.text
+        assert "STATELOOP_PROVIDER_PRIVATE_URLS" in answer.json()["detail"]
+        assert len(fake.requests) == seen
