@@ -163,7 +163,9 @@ PAGED_BY_SEQ = {"/v1/agents/{agent_id}/memory/commits": ""}
 UNBOUNDED = {
     "/v1/jobs": "no jobs are kept: always an empty list, read from nothing",
     "/v1/jobs/active": "no jobs are kept: always an empty list, read from nothing",
-    "/v1/providers": "the providers of the configured models, read from no table",
+    "/v1/providers": "the environment's providers and at most 200 added ones (the cap)",
+    "/v1/runs/{run_id}/trace": "one run's spans, rebuilt from its steps (bounded by the "
+                               "run's max_steps); limit caps the answer at 5,000",
 }
 
 
