@@ -59,6 +59,7 @@ from stateloop.store.records import (
 )
 from stateloop.store.run_frames import RunFramesMixin
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
+from stateloop.store.schedules import SchedulesMixin
 from stateloop.store.steps import StepsMixin
 from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
@@ -129,7 +130,7 @@ class StoredAgent:
 class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
-               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin):
+               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, SchedulesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
