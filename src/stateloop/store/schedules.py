@@ -8,7 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnClause,
+    Connection,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
 
 from stateloop.store import schema
 from stateloop.store.errors import NotFoundError
@@ -16,6 +26,7 @@ from stateloop.store.records import ScheduleRecord
 from stateloop.store.runner import Runner
 
 t = schema.scheduled_messages
+r = schema.runs
 
 # When a schedule is next due after firing at a time (None: never again).
 Following = Callable[[dict[str, Any], float], "float | None"]
@@ -32,6 +43,7 @@ class SchedulesMixin:
     """The ``scheduled_messages`` table of ``SqlStore``."""
 
     _runner: Runner
+    dialect: str
 
     async def add_schedule(self, record: ScheduleRecord, *, limit: int) -> None:
         """Store a schedule; ValueError when its agent already has ``limit`` pending ones
@@ -94,28 +106,68 @@ class SchedulesMixin:
         return await self._runner.read(
             lambda conn: conn.execute(select(func.min(t.c.next_at))).scalar_one())
 
-    async def claim_due_schedules(self, now: float, following: Following, *,
+    async def claim_due_schedules(self, now: float, following: Following, owner: str, *,
                                   limit: int = 100) -> list[ScheduleRecord]:
         """The schedules due at ``now`` (at most ``limit``), each moved to when it is next
-        due (``following(schedule, now)``, None for never) in this same transaction: each
-        due time is claimed by one caller, however many processes ask at once. The records
-        returned keep the due time they were claimed at in ``next_at``."""
+        due (``following(schedule, now)``, None for never) and marked claimed by ``owner``
+        in this same transaction: each due time is claimed by one caller, however many
+        processes ask at once. The records returned keep the due time they were claimed at
+        in ``next_at``."""
 
         def txn(conn: Connection) -> list[ScheduleRecord]:
-            rows = conn.execute(select(t).where(t.c.next_at <= now)
+            rows = conn.execute(select(t).where(t.c.next_at <= now, t.c.claimed_by.is_(None))
                                 .order_by(t.c.next_at, t.c.id).limit(limit)
                                 .with_for_update(skip_locked=True)).all()
             claimed = []
             for row in rows:
                 conn.execute(update(t).where(t.c.id == row.id).values(
                     next_at=following(row.schedule, now), fired_count=row.fired_count + 1,
-                    last_fired_at=now))
+                    last_fired_at=now, claimed_by=owner, claimed_for=row.next_at))
                 claimed.append(_record(row))
             return claimed
 
         return await self._runner.write(txn)
 
-    async def schedule_fired(self, schedule_id: str, run_id: str) -> None:
-        """Record the run a schedule's latest firing started."""
+    async def schedule_fired(self, schedule_id: str, run_id: str | None) -> None:
+        """Record the run a schedule's latest firing started (None: it started none, the
+        agent refusing it); the firing's claim ends."""
         await self._runner.write(lambda conn: conn.execute(
-            update(t).where(t.c.id == schedule_id).values(last_run_id=run_id)))
+            update(t).where(t.c.id == schedule_id).values(last_run_id=run_id,
+                                                          claimed_by=None)))
+
+    async def take_orphaned_claims(self, owner: str) -> list[tuple[ScheduleRecord, str | None]]:
+        """Firings claimed by processes that are gone (on PostgreSQL: with no connection
+        left; on SQLite: any other, as one process holds the file), now claimed by
+        ``owner``; each with the run stored for it, if one was (its metadata names the
+        schedule from its first write: ``history.run_metadata``). The records keep the due time
+        of the firing in ``next_at``."""
+        orphaned = t.c.claimed_by.is_not(None) & (t.c.claimed_by != owner)
+        if self.dialect == "postgresql":
+            name: ColumnClause[Any] = literal_column("application_name")
+            orphaned &= t.c.claimed_by.not_in(select(name).select_from(
+                text("pg_stat_activity")).where(name.is_not(None)))
+
+        def any_orphaned(conn: Connection) -> bool:
+            return conn.execute(select(t.c.id).where(orphaned).limit(1)).first() is not None
+
+        if not await self._runner.read(any_orphaned):  # the usual answer: no write
+            return []
+
+        def txn(conn: Connection) -> list[tuple[ScheduleRecord, str | None]]:
+            rows = conn.execute(select(t).where(orphaned)
+                                .with_for_update(skip_locked=True)).all()
+            taken = []
+            for row in rows:
+                conn.execute(update(t).where(t.c.id == row.id).values(claimed_by=owner))
+                record = _record(row)
+                record.next_at = row.claimed_for
+                runs = conn.execute(select(r.c.id, r.c.metadata).where(
+                    r.c.agent_id == row.agent_id, r.c.created_at >= row.last_fired_at)).all()
+                # A later firing is claimed only once this one's claim ends: a run of the
+                # schedule's since this claim is this firing's.
+                stored = [run.id for run in runs
+                          if (run.metadata or {}).get("scheduled_message_id") == row.id]
+                taken.append((record, stored[0] if stored else None))
+            return taken
+
+        return await self._runner.write(txn)

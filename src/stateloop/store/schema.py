@@ -531,6 +531,9 @@ scheduled_messages = Table(
     Column("fired_count", Integer, nullable=False),
     Column("last_fired_at", Float),
     Column("last_run_id", String),
+    # The process firing it (until its run is stored) and the due time it fired for.
+    Column("claimed_by", String),
+    Column("claimed_for", Float),
     Column("created_at", Float, nullable=False),
     Index("ix_scheduled_messages_due", "next_at"),
     Index("ix_scheduled_messages_agent", "agent_id", "created_at", "id"),

@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import Field
 
 from ...storable import Count
+from ...store.history import run_metadata
 from ...store.records import ScheduleRecord
 from ..deps import RuntimeDep
 from ..models.requests import Lenient, LettaAsyncRequest, MessageCreate, errors
@@ -131,13 +132,14 @@ async def fire(runtime: Runtime, record: ScheduleRecord) -> None:
     """Send a due schedule's messages as an async send: the run queues behind the agent's
     others, its metadata names the schedule, and its ``callback_url`` hears of its end."""
     body = LettaAsyncRequest.model_validate(record.request)
-    channel = await start_run(runtime, record.agent_id, body)
-    run_id = channel.run_id
-    assert run_id is not None
-    run = await runtime.store.get_run(run_id)
-    await runtime.store.update_run(run_id, metadata={
-        **run.metadata, "scheduled_message_id": record.id,
-        "scheduled_for": iso(record.next_at)})
+    # The run is stored with the schedule's id: a process taking over the firing of one
+    # that died finds it (store/schedules.py).
+    token = run_metadata.set({record.agent_id: {"scheduled_message_id": record.id,
+                                                "scheduled_for": iso(record.next_at)}})
+    try:
+        channel = await start_run(runtime, record.agent_id, body)
+    finally:
+        run_metadata.reset(token)
     if body.callback_url is not None:
         await runtime.callbacks.expect(channel, body.callback_url)
-    await runtime.store.schedule_fired(record.id, run_id)
+    await runtime.store.schedule_fired(record.id, channel.run_id)

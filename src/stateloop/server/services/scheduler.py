@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +22,8 @@ from ...store.sql import SqlStore
 logger = logging.getLogger("stateloop.server")
 
 Fire = Callable[[ScheduleRecord], Awaitable[None]]
-CLAIMS = 100  # due schedules claimed in one transaction; more wait for the next round
+RECOVER = 2.0  # seconds between looks for firings a stopped process left unfinished
+CLAIMS = 10  # due schedules claimed in one transaction (then more at once): a fleet shares them
 
 
 def cron_problem(expression: str) -> str | None:
@@ -57,6 +60,11 @@ class Scheduler:
         self.fire = fire
         self.interval = interval
         self.clock = clock
+        # Claims are marked with the process: on a fleet its connections' name (a process
+        # whose name has no connection left is gone), on SQLite one of its own.
+        self.owner = (store.fleet.name if store.fleet is not None
+                      else f"stateloop:{uuid.uuid4().hex}")
+        self._recovered_at = -math.inf
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._firing: set[asyncio.Task[None]] = set()
@@ -71,16 +79,36 @@ class Scheduler:
     async def tick(self) -> int:
         """Fire what is due now; how many were claimed. With nothing due it is one read of
         an index (off the event loop), no write."""
+        if time.monotonic() - self._recovered_at >= RECOVER:
+            self._recovered_at = time.monotonic()
+            await self.recover()
         now = self.clock()
         due = await self.store.next_schedule_due()
         if due is None or due > now:
             return 0
-        claimed = await self.store.claim_due_schedules(now, next_time, limit=CLAIMS)
+        claimed = await self.store.claim_due_schedules(now, next_time, self.owner,
+                                                       limit=CLAIMS)
         for record in claimed:
-            task = asyncio.create_task(self._fire(record))
-            self._firing.add(task)
-            task.add_done_callback(self._firing.discard)
+            self._start(record)
         return len(claimed)
+
+    async def recover(self) -> int:
+        """Finish the firings of processes that died between claiming a schedule and storing
+        its run: fired again when no run was stored for it, else marked fired. How many."""
+        taken = await self.store.take_orphaned_claims(self.owner)
+        for record, run_id in taken:
+            if run_id is not None:
+                await self.store.schedule_fired(record.id, run_id)
+            else:
+                logger.info("scheduled message %s: firing it for a process that stopped",
+                            record.id)
+                self._start(record)
+        return len(taken)
+
+    def _start(self, record: ScheduleRecord) -> None:
+        task = asyncio.create_task(self._fire(record))
+        self._firing.add(task)
+        task.add_done_callback(self._firing.discard)
 
     async def _fire(self, record: ScheduleRecord) -> None:
         try:
@@ -88,6 +116,8 @@ class Scheduler:
         except Exception as exc:  # the agent was deleted, its input no longer fits, ...
             logger.warning("scheduled message %s for agent %s did not start: %s",
                            record.id, record.agent_id, exc)
+            with contextlib.suppress(Exception):  # its claim ends; the row may be gone
+                await self.store.schedule_fired(record.id, None)
 
     async def _poll(self) -> None:
         while True:

@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("fired_count", sa.Integer, nullable=False),
         sa.Column("last_fired_at", sa.Float),
         sa.Column("last_run_id", sa.String),
+        sa.Column("claimed_by", sa.String),
+        sa.Column("claimed_for", sa.Float),
         sa.Column("created_at", sa.Float, nullable=False),
     )
     op.create_index("ix_scheduled_messages_due", "scheduled_messages", ["next_at"])
