@@ -199,3 +199,15 @@ def test_a_recurring_message_fires_once_per_due_time_however_many_were_missed(
     assert len(script.requests) == 2
     assert sorted(r.metadata["scheduled_for"] for r in runs) == [
         "2031-03-04T09:05:00+00:00", "2031-03-04T09:10:00+00:00"]
+
+
+def test_a_time_already_past_fires_at_once(client: Letta, clock: Clock, script: Script) -> None:
+    agent = new_agent(client).id
+    script.set(reply("late, but here"))
+    made = client.agents.schedule.create(
+        agent, messages=[{"role": "user", "content": "were you asleep?"}],
+        schedule={"type": "one-time", "scheduled_at": ms(T0 - 3600)})
+    assert made.next_scheduled_at == "2031-03-04T08:00:00+00:00"
+    [run] = until(lambda: fired_runs(client, agent, made.id), "the message fires")
+    until(lambda: client.runs.retrieve(run.id).status == "completed", "its run completes")
+    assert client.agents.schedule.retrieve(made.id, agent_id=agent).next_scheduled_time is None
