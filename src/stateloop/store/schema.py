@@ -518,7 +518,7 @@ provider_traces = Table(
     Index("ix_provider_traces_agent", "agent_id"),
 )
 
-# Messages sent to an agent at a time or on a cron schedule (revision 0028). ``next_at`` is
+# Messages sent to an agent at a time or on a cron schedule (revision 0029). ``next_at`` is
 # when it is next due (seconds since the epoch); NULL once a one-time message has fired.
 # Deleted with their agent.
 scheduled_messages = Table(
