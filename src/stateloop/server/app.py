@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable, MutableMapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
@@ -46,6 +47,7 @@ from .routes import (
     providers,
     run_metrics,
     runs,
+    schedules,
     search,
     steps,
 )
@@ -57,6 +59,7 @@ from .routes.tool_ops import router as tool_ops_router
 from .services.fleet import AgentChanges
 from .services.memory_history import MemoryAuthor
 from .services.runtime import Runtime
+from .services.scheduler import Scheduler
 from .settings import ServerSettings
 from .web import router as web_router
 
@@ -88,9 +91,13 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         recorder = ProviderTraces(store) if config.provider_traces else None
         if recorder is not None:
             add_watcher(recorder.watch)
+        runtime.scheduler = Scheduler(store, partial(schedules.fire, runtime),
+                                      interval=config.schedule_interval)
+        runtime.scheduler.start()
         try:
             yield
         finally:
+            await runtime.scheduler.close()
             remove_watcher(served_metrics.watch)
             unwatch_commits(served_metrics.commit)
             if recorder is not None:
@@ -111,7 +118,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     # catalog and run_metrics first: their fixed paths (/v1/agents/count, /v1/runs/active)
     # would otherwise be taken for ids by the routes with a path parameter there.
     for module in (catalog, run_metrics, agents, context, blocks,
-                   tool_routes, archival, runs, steps, provider_traces, identities):
+                   tool_routes, archival, runs, steps, provider_traces, identities, schedules):
         app.include_router(module.router)
     # Their POSTs at fixed paths (/v1/tools/run, ...) meet no other POST route there.
     for router in (agent_ops_router, tool_ops_router):

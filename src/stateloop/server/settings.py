@@ -82,6 +82,10 @@ class ServerSettings(BaseSettings):
     # reach loopback, private and link-local addresses.
     callback_timeout: float = Field(default=5.0, gt=0)
     callback_private_urls: bool = False
+    # Scheduled messages: seconds between looks for due ones (and so how late one may
+    # fire), and how many pending ones an agent may have.
+    schedule_interval: float = Field(default=1.0, gt=0)
+    schedules_per_agent: int = Field(default=100, gt=0)
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
     # Agents kept in memory at most; beyond it the idle ones least recently used are let go

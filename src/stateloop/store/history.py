@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from types import EllipsisType
+from contextvars import ContextVar
+from types import EllipsisType, MappingProxyType
 from typing import Any
 
 import orjson
@@ -43,6 +44,12 @@ a, m, r, s = schema.agents, schema.messages, schema.runs, schema.steps
 logger = logging.getLogger("stateloop.store")
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+
+# What the runs of an agent (by id) started in this context carry in their metadata from their
+# first write: a scheduled message's id, so whether its run was stored is known however its
+# process ended. Keyed by agent: runs of other agents the run starts carry nothing.
+run_metadata: ContextVar[Mapping[str, Mapping[str, Any]]] = ContextVar(
+    "run_metadata", default=MappingProxyType({}))
 
 _INSERT_RUN = FastStatement(insert(r).values(
     {col.name: bindparam(col.name) for col in r.columns if col.name != "first_seq"}
@@ -281,8 +288,11 @@ class HistoryMixin:
     def queue_run(self, agent_id: str, conversation_id: str | None = None
                   ) -> tuple[RunRecord, Queued]:
         """A new 'running' run, queued like a step (it lands with the run's first step)."""
-        run = RunRecord(agent_id=agent_id, status="running",
-                        metadata={"conversation_id": conversation_id} if conversation_id else {})
+        planned = run_metadata.get()
+        metadata = dict(planned.get(agent_id, {}))
+        if conversation_id:
+            metadata["conversation_id"] = conversation_id
+        run = RunRecord(agent_id=agent_id, status="running", metadata=metadata)
         run.started_at = run.created_at
         self._in_flight.add(run.id)
         return run, self._runner.submit_batched(WRITE_STEPS, StepWrite.started(

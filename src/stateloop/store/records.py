@@ -296,3 +296,20 @@ class ProviderTraceRecord:
     call_type: str = "agent_step"
     id: str = field(default_factory=lambda: new_record_id("provider_trace"))
     created_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class ScheduleRecord:
+    """A message sent to an agent at a time (``schedule["scheduled_at"]``, Unix ms) or on a
+    cron schedule (``schedule["cron_expression"]``); ``next_at`` is when it is next due, in
+    seconds, None once a one-time message has fired."""
+
+    agent_id: str
+    request: dict[str, Any]
+    schedule: dict[str, Any]
+    next_at: float | None
+    fired_count: int = 0
+    last_fired_at: float | None = None
+    last_run_id: str | None = None
+    id: str = field(default_factory=lambda: new_record_id("scheduled_message"))
+    created_at: float = field(default_factory=time.time)

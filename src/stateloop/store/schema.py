@@ -533,3 +533,24 @@ provider_traces = Table(
     Column("created_at", Float, nullable=False),
     Index("ix_provider_traces_agent", "agent_id"),
 )
+
+# Messages sent to an agent at a time or on a cron schedule (revision 0029). ``next_at`` is
+# when it is next due (seconds since the epoch); NULL once a one-time message has fired.
+# Deleted with their agent.
+scheduled_messages = Table(
+    "scheduled_messages", metadata,
+    Column("id", String, primary_key=True),
+    Column("agent_id", String, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("request", Json, nullable=False),  # messages, max_steps, callback_url, ...
+    Column("schedule", Json, nullable=False),  # {"type": "one-time" | "recurring", ...}
+    Column("next_at", Float),
+    Column("fired_count", Integer, nullable=False),
+    Column("last_fired_at", Float),
+    Column("last_run_id", String),
+    # The process firing it (until its run is stored) and the due time it fired for.
+    Column("claimed_by", String),
+    Column("claimed_for", Float),
+    Column("created_at", Float, nullable=False),
+    Index("ix_scheduled_messages_due", "next_at"),
+    Index("ix_scheduled_messages_agent", "agent_id", "created_at", "id"),
+)

@@ -60,6 +60,7 @@ from stateloop.store.records import (
 )
 from stateloop.store.run_frames import RunFramesMixin
 from stateloop.store.runner import AsyncRunner, Runner, SqliteRunner
+from stateloop.store.schedules import SchedulesMixin
 from stateloop.store.steps import StepsMixin
 from stateloop.store.tool_registry import ToolRegistryMixin
 from stateloop.store.url import DatabaseURL, resolve_url
@@ -130,7 +131,8 @@ class StoredAgent:
 class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin, ArchivesMixin,
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
-               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, ProvidersMixin):
+               MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, ProvidersMixin,
+               SchedulesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

@@ -39,6 +39,7 @@ from .byok import KeyBox, ProviderBook
 from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
+from .scheduler import Scheduler
 from .tool_env import agent_env
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class Runtime:
         self.workers = WorkerPool()  # sandboxes of the source tools called, per bound tool
         self.runs = RunRegistry(events_per_run=settings.run_buffer_events,
                                 finished_runs=settings.run_buffer_runs)
+        # Fires scheduled messages; set by the app's lifespan (routes/schedules.py fires).
+        self.scheduler: Scheduler | None = None
         self.callbacks = Callbacks(store, timeout=settings.callback_timeout,
                                    private_ok=settings.callback_private_urls)
         self.agents = LiveAgents(store, Agent, load=self._load, limit=settings.live_agents,

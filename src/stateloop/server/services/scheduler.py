@@ -1,0 +1,140 @@
+"""The scheduler: scheduled messages fire when due, each due time once across every process
+serving the database, then move to their next time (a cron schedule's next time after the
+firing, so one missed while no process ran fires once, not once per missed minute)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from croniter import croniter
+
+from ...store.records import ScheduleRecord
+from ...store.sql import SqlStore
+
+logger = logging.getLogger("stateloop.server")
+
+Fire = Callable[[ScheduleRecord], Awaitable[None]]
+RECOVER = 2.0  # seconds between looks for firings a stopped process left unfinished
+CLAIMS = 10  # due schedules claimed in one transaction (then more at once): a fleet shares them
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why ``expression`` is not a standard five-field cron expression, or None. Five fields
+    fire at most once a minute; croniter's sixth field (seconds) is refused."""
+    if len(expression) > 200:
+        return "is longer than 200 characters"
+    if len(expression.split()) != 5:
+        return ("must have five fields (minute hour day-of-month month day-of-week), "
+                f"not {len(expression.split())}")
+    if not croniter.is_valid(expression):
+        return f"{expression!r} is not a valid cron expression"
+    return None
+
+
+def next_time(schedule: dict[str, Any], after: float) -> float | None:
+    """When ``schedule`` is next due after firing at ``after`` (seconds, UTC): a cron
+    expression's next match strictly after it; None for a one-time message."""
+    expression = schedule.get("cron_expression")
+    if expression is None:
+        return None
+    start = datetime.fromtimestamp(after, UTC)
+    return float(croniter(expression, start).get_next(float))
+
+
+class Scheduler:
+    """Claims due schedules every ``interval`` seconds (and when ``wake`` is called) and
+    hands each to ``fire``, in a task of its own. ``clock`` is the time the scheduler goes
+    by (seconds since the epoch): a test may move it."""
+
+    def __init__(self, store: SqlStore, fire: Fire, *, interval: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.fire = fire
+        self.interval = interval
+        self.clock = clock
+        # Claims are marked with the process: on a fleet its connections' name (a process
+        # whose name has no connection left is gone), on SQLite one of its own.
+        self.owner = (store.fleet.name if store.fleet is not None
+                      else f"stateloop:{uuid.uuid4().hex}")
+        self._recovered_at = -math.inf
+        self._woken = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._firing: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._poll())
+
+    def wake(self) -> None:
+        """Look for due schedules now (one was added, or the clock was moved)."""
+        self._woken.set()
+
+    async def tick(self) -> int:
+        """Fire what is due now; how many were claimed. With nothing due it is one read of
+        an index (off the event loop), no write."""
+        if time.monotonic() - self._recovered_at >= RECOVER:
+            self._recovered_at = time.monotonic()
+            await self.recover()
+        now = self.clock()
+        due = await self.store.next_schedule_due()
+        if due is None or due > now:
+            return 0
+        claimed = await self.store.claim_due_schedules(now, next_time, self.owner,
+                                                       limit=CLAIMS)
+        for record in claimed:
+            self._start(record)
+        return len(claimed)
+
+    async def recover(self) -> int:
+        """Finish the firings of processes that died between claiming a schedule and storing
+        its run: fired again when no run was stored for it, else marked fired. How many."""
+        taken = await self.store.take_orphaned_claims(self.owner)
+        for record, run_id in taken:
+            if run_id is not None:
+                await self.store.schedule_fired(record.id, run_id)
+            else:
+                logger.info("scheduled message %s: firing it for a process that stopped",
+                            record.id)
+                self._start(record)
+        return len(taken)
+
+    def _start(self, record: ScheduleRecord) -> None:
+        task = asyncio.create_task(self._fire(record))
+        self._firing.add(task)
+        task.add_done_callback(self._firing.discard)
+
+    async def _fire(self, record: ScheduleRecord) -> None:
+        try:
+            await self.fire(record)
+        except Exception as exc:  # the agent was deleted, its input no longer fits, ...
+            logger.warning("scheduled message %s for agent %s did not start: %s",
+                           record.id, record.agent_id, exc)
+            with contextlib.suppress(Exception):  # its claim ends; the row may be gone
+                await self.store.schedule_fired(record.id, None)
+
+    async def _poll(self) -> None:
+        while True:
+            try:
+                if await self.tick() >= CLAIMS:
+                    continue  # more are due: claim them without waiting
+            except Exception:  # the database is away for a moment: try again next round
+                logger.exception("could not claim due scheduled messages")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self.interval)
+            self._woken.clear()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for task in list(self._firing):
+            task.cancel()
+        await asyncio.gather(*self._firing, return_exceptions=True)
