@@ -100,12 +100,14 @@ def free_port() -> int:
 def serving(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> Iterator[str]:
     """``stateloop serve ARGS`` running; yields its URL on loopback."""
     port = free_port()
-    process = subprocess.Popen([*console_script(), "serve", "--port", str(port), *args],
-                               env=cli.environment(env), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    log = cli.db.with_name(f"serve-{port}.log")  # a file: a pipe nobody reads would fill
+    with log.open("w") as output:
+        process = subprocess.Popen([*console_script(), "serve", "--port", str(port), *args],
+                                   env=cli.environment(env), stdout=output,
+                                   stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_healthy(url, process, lambda: process.stdout.read() if process.stdout else "")
+        wait_until_healthy(url, process, log.read_text)
         yield url
     finally:
         stop(process)
