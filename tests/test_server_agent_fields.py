@@ -61,7 +61,7 @@ def test_embedding_config_is_null_unless_asked_and_then_the_one_asked_for(
     large = new_agent(client, embedding="openai/text-embedding-3-large")
     assert large.embedding_config is not None and large.embedding_config.embedding_dim == 3072
     with pytest.raises(letta_client.UnprocessableEntityError,
-                       match=r"ollama.*OPENAI_BASE_URL") as info:
+                       match=r"ollama.*OLLAMA_BASE_URL") as info:
         new_agent(client, embedding="ollama/nomic-embed-text")
     assert "embedding" in str(info.value.body)
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from letta_client import Letta
+from letta_client import APIConnectionError, Letta
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
@@ -111,6 +111,7 @@ class Watch:
 class Served:
     url: str
     process: subprocess.Popen[bytes]
+    log: Path
 
     def workers(self) -> list[psutil.Process]:
         """The server's upload workers now."""
@@ -145,12 +146,13 @@ def serving(home: Path) -> Iterator[Served]:
                STATELOOP_MODEL_API_KEY="test",
                STATELOOP_EMBEDDING="openai/text-embedding-3-small",
                STATELOOP_UPLOAD_CPU_SECONDS=str(CPU_SECONDS))
-    server = subprocess.Popen([sys.executable, "-m", "stateloop", "serve", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with (home / "serve.log").open("w") as log:  # read back when a request is cut off
+        server = subprocess.Popen([sys.executable, "-m", "stateloop", "serve", "--port",
+                                   str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_up(f"http://127.0.0.1:{fake_port}/v1/models", fake)
         _wait_up(f"http://127.0.0.1:{port}/v1/health", server)
-        yield Served(f"http://127.0.0.1:{port}", server)
+        yield Served(f"http://127.0.0.1:{port}", server, home / "serve.log")
     finally:
         for process in (server, fake):
             process.terminate()
@@ -181,7 +183,11 @@ def _upload_watched(client: Letta, served: Served, name: str, data: bytes,
         file = client.folders.files.upload(folder.id, file=(name, data))
         answered = time.perf_counter() - started
         assert file.processing_status == "pending" and answered < 5
-        file = processed(client, folder.id, file, timeout=300)
+        try:
+            file = processed(client, folder.id, file, timeout=300)
+        except APIConnectionError as exc:  # the server's side of a cut-off request
+            raise AssertionError(f"{exc!r}; the server's log:\n"
+                                 f"{served.log.read_text()[-5000:]}") from exc
     growth = max(watch.rss_mb) - watch.rss_mb[0]
     print(f"\n{name}: answered in {answered:.2f} s; health max {max(watch.latencies):.3f} s "
           f"over {len(watch.latencies)} polls; server RSS {watch.rss_mb[0]:.0f} MB -> peak "
