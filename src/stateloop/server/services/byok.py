@@ -21,6 +21,7 @@ from ...errors import AuthenticationError, InvalidRequest
 from ...llm.listing import Listed, ListingError, list_provider
 from ...llm.providers import CATALOGUE
 from ...llm.registered import Registered
+from ...llm.registry import PROVIDERS
 from ...store.providers import ProviderRecord
 from ..settings import ServerSettings
 
@@ -109,6 +110,13 @@ class ProviderBook:
         names = {p.name for p in await self._store.list_providers()}
         self._gone = (self._gone | self._names) - names
         self._names = names
+
+    async def refresh_for(self, handle: str | None) -> None:
+        """``refresh`` when ``handle`` may name a provider added over REST; a handle of the
+        catalogue's or a built-in provider needs no read."""
+        prefix = (handle or "").partition("/")[0]
+        if prefix and prefix not in CATALOGUE and prefix not in PROVIDERS:
+            await self.refresh()
 
     def remember(self, name: str, present: bool) -> None:
         if present:

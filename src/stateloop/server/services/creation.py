@@ -71,7 +71,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     """Validate ``body``, store the agent with its blocks and opening messages; its id."""
     store = runtime.store
     handle = model_handle(body.model, body.llm_config, runtime.settings.default_model)
-    await runtime.providers.refresh()  # a provider added on another process resolves too
+    await runtime.providers.refresh_for(handle)  # one added on another process resolves too
     _not_deleted(runtime, handle)
     settings = model_settings(body.model_settings, body.response_format,
                               handle.partition("/")[0])
@@ -184,8 +184,9 @@ async def update_agent(runtime: Runtime, agent_id: str, body: UpdateAgent) -> No
     """Apply a PATCH: validate every field, write the record, then change the live agent."""
     agent = await runtime.agent(agent_id)
     if body.model or body.llm_config:
-        await runtime.providers.refresh()  # a provider added on another process resolves too
-        _not_deleted(runtime, model_handle(body.model, body.llm_config, agent.model.name))
+        handle = model_handle(body.model, body.llm_config, agent.model.name)
+        await runtime.providers.refresh_for(handle)  # one added on another process resolves
+        _not_deleted(runtime, handle)
     if agent.running:
         raise HTTPException(409, detail=f"agent {agent_id!r} is running; modify it when the "
                                         "run ends (or cancel it)")

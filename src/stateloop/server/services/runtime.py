@@ -145,8 +145,8 @@ class Runtime:
     async def _load(self, agent_id: str) -> Agent:
         """An agent as the server runs it: its tools bound here, the server's options."""
         stored = await self.store.load_agent(agent_id, by_name=False)  # one read transaction
-        await self.providers.refresh()  # its model may be of a provider added elsewhere
         record = stored.record
+        await self.providers.refresh_for(record.model)  # a provider added elsewhere?
         tools = await self.bind_tools(record.tool_names, agent_env(record), stored.tools)
         options = {**self.agent_options(),  # the embedding the agent asked for
                    "embedder": self.embedders.for_agent(record.embedding_config)}

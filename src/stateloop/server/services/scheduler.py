@@ -65,6 +65,12 @@ class Scheduler:
         self.owner = (store.fleet.name if store.fleet is not None
                       else f"stateloop:{uuid.uuid4().hex}")
         self._recovered_at = -math.inf
+        # Alone on its database (SQLite: one server holds the file), only this process adds
+        # schedules and moves them, so the earliest due time read last stays true until
+        # ``wake`` or a claim: with none due, a look reads nothing.
+        self._alone = store.fleet is None
+        self._due: float | None = None
+        self._due_known = False
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._firing: set[asyncio.Task[None]] = set()
@@ -74,18 +80,25 @@ class Scheduler:
 
     def wake(self) -> None:
         """Look for due schedules now (one was added, or the clock was moved)."""
+        self._due_known = False
         self._woken.set()
 
     async def tick(self) -> int:
         """Fire what is due now; how many were claimed. With nothing due it is one read of
-        an index (off the event loop), no write."""
-        if time.monotonic() - self._recovered_at >= RECOVER:
+        an index (off the event loop), no write; alone on SQLite, not even that until a
+        schedule is added or the earliest known one comes due."""
+        if time.monotonic() - self._recovered_at >= RECOVER and not (
+                self._alone and self._recovered_at > -math.inf):  # SQLite: once, at start
             self._recovered_at = time.monotonic()
             await self.recover()
         now = self.clock()
-        due = await self.store.next_schedule_due()
+        if self._alone and self._due_known and (self._due is None or self._due > now):
+            return 0
+        due = self._due = await self.store.next_schedule_due()
+        self._due_known = True
         if due is None or due > now:
             return 0
+        self._due_known = False  # the claims move the due times
         claimed = await self.store.claim_due_schedules(now, next_time, self.owner,
                                                        limit=CLAIMS)
         for record in claimed:
