@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -145,7 +146,10 @@ def _known_ids(client: Letta, demo: str, provider_url: str) -> dict[str, list[st
     provider: Any = client.post("/v1/providers", cast_to=object, body={
         "name": "fuzzed-provider", "provider_type": "groq", "api_key": "gsk-fuzz",
         "base_url": provider_url})  # letta-client has no providers
-    known = {"provider_id": [provider["id"]],
+    scheduled = client.agents.schedule.create(agent.id, messages=[  # due in a year
+        {"role": "user", "content": "hello"}], schedule={
+        "type": "one-time", "scheduled_at": (time.time() + 365 * 86400) * 1000})
+    known = {"provider_id": [provider["id"]], "scheduled_message_id": [scheduled.id],
              "archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
              "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],
@@ -234,6 +238,9 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     elif operation.path.endswith("/chat/completions"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(lambda case: _said_to(case, known["agent_id"][0])))
+    elif operation.method.upper() == "POST" and operation.path.endswith("/schedule"):
+        variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
+                        .map(_scheduled))
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
@@ -284,6 +291,14 @@ def _said_to(case: Case, agent_id: str) -> Case:
     """A chat completion whose model is an agent and whose last message is the user's."""
     if isinstance(case.body, dict):
         case.body.update(model=agent_id, messages=[{"role": "user", "content": "hello"}])
+    return case
+
+
+def _scheduled(case: Case) -> Case:
+    """A message scheduled a year ahead (a generated time is seldom one a server takes)."""
+    if isinstance(case.body, dict):
+        case.body.update(messages=[{"role": "user", "content": "hello"}], schedule={
+            "type": "one-time", "scheduled_at": (time.time() + 365 * 86400) * 1000})
     return case
 
 

@@ -225,8 +225,10 @@ def test_listings_are_read_in_letta_terms_and_bounded(listings: str,
            "GEMINI_API_KEY": "gemini-key", "GEMINI_BASE_URL": f"{listings}/gemini/"}
     monkeypatch.setattr(listing, "MAX_BYTES", 50_000)
     started = time.monotonic()
-    models, failures = asyncio.run(listing.list_all(env, timeout=1.0))
-    assert time.monotonic() - started < 5
+    # A listing that never comes ends at the timeout; the others, on loopback, well before
+    # it even on a loaded machine.
+    models, failures = asyncio.run(listing.list_all(env, timeout=4.0))
+    assert time.monotonic() - started < 12
     found = {m.handle: m for m in models}
     assert found["groq/llama-3.3-70b-versatile"].context_window == 131072
     assert found["groq/mystery-model"].context_window == 8192  # the table's default
@@ -241,7 +243,7 @@ def test_listings_are_read_in_letta_terms_and_bounded(listings: str,
     assert "google_ai/aqa" not in found  # neither generates content nor embeds
     assert _Listings.keys == ["gemini-key"]
     assert set(failures) == {"vllm", "ollama", "lmstudio_openai"}
-    assert "within 1 s" in failures["vllm"]
+    assert "within 4 s" in failures["vllm"]
     assert "not JSON" in failures["ollama"]
     assert "larger than 50000 bytes" in failures["lmstudio_openai"]
     assert not any(m.provider in failures for m in models)
