@@ -107,7 +107,8 @@ NEW_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/jobs/active"), ("GET", f"/v1/job
               ("PATCH", f"/v1/providers/{PROVIDER}/refresh"),
               ("GET", f"/v1/runs/{RUN}/trace"), ("GET", f"/v1/steps/{STEP}/trace"),
               ("GET", f"/v1/telemetry/{STEP}"),
-              ("POST", "/v1/chat/completions"), ("POST", f"/v1/voice-beta/{AGENT}/chat/completions"),
+              ("POST", "/v1/chat/completions"),
+              ("POST", f"/v1/voice-beta/{AGENT}/chat/completions"),
               ("POST", f"/v1/agents/{AGENT}/schedule"), ("GET", f"/v1/agents/{AGENT}/schedule"),
               ("GET", f"/v1/agents/{AGENT}/schedule/{SCHEDULED}"),
               ("DELETE", f"/v1/agents/{AGENT}/schedule/{SCHEDULED}")]
@@ -123,8 +124,9 @@ def guarded(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
 @pytest.mark.parametrize(("method", "path"), NEW_ROUTES)
 def test_the_new_routes_need_the_password_and_refuse_other_sites(guarded: Server, method: str,
                                                                  path: str) -> None:
-    """Every caller needs the password, and a write from another site's page is refused before it reaches the route (a
-    rebound name is refused for every route alike: test_server_browsers.py)."""
+    """Every caller needs the password, and a write from another site's page is refused
+    before it reaches the route (a rebound name is refused for every route alike:
+    test_server_browsers.py)."""
     url = guarded.url + path
     refused = httpx.request(method, url, timeout=30)
     assert refused.status_code == 401 and "Authorization: Bearer" in refused.text
