@@ -54,10 +54,12 @@ class Lookup(Protocol):
 _lookup: Lookup | None = None
 
 
-def use(lookup: Lookup | None) -> None:
-    """Resolve handles of providers added at run time through ``lookup`` (None: none)."""
+def use(lookup: Lookup | None) -> Lookup | None:
+    """Resolve handles of providers added at run time through ``lookup`` (None: none);
+    returns the lookup used until now."""
     global _lookup
-    _lookup = lookup
+    previous, _lookup = _lookup, lookup
+    return previous
 
 
 def resolve(prefix: str, name: str, **options: Any) -> RegisteredModel | None:

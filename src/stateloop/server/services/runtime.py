@@ -85,6 +85,7 @@ class Runtime:
         # Providers added over /v1/providers, their keys sealed with the operator's key.
         self.providers = ProviderBook(store, KeyBox(settings),
                                       private_ok=settings.provider_private_urls)
+        self._outer_lookup: registered.Lookup | None = None
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -105,7 +106,8 @@ class Runtime:
                                             self.limits.call_memory_mb, self.limits.processes,
                                             own_uid=bool(self._own_uid))
             logger.info("source tools run in bubblewrap sandboxes; %s", bound.describe())
-        registered.use(self.providers)
+        # A server started inside another's process (a test) hands the lookup back on close.
+        self._outer_lookup = registered.use(self.providers)
         await self.providers.refresh()
         await self.upsert_builtin_tools()
         for tool in self.python_tools.values():
@@ -118,7 +120,7 @@ class Runtime:
             await self.store.fleet.start()
 
     async def close(self) -> None:
-        registered.use(None)
+        registered.use(self._outer_lookup)
         await self.model_listings.close()
         await self.runs.close()
         await self.callbacks.close()
