@@ -276,14 +276,16 @@ def test_stateloop_models_lists_the_usable_and_names_what_is_missing(
         listings: str) -> None:
     env: dict[str, str | None] = {variable: None for variable in EVERY_VARIABLE}
     env.update(GROQ_API_KEY="k", GROQ_BASE_URL=f"{listings}/good/v1",
-               OLLAMA_BASE_URL=f"{listings}/garbage", OPENAI_API_KEY="sk")
+               OLLAMA_BASE_URL=f"{listings}/garbage", OPENAI_API_KEY="sk",
+               OPENAI_BASE_URL=f"{listings}/good/v1", MINIMAX_API_KEY="m")
     done = CliRunner().invoke(app, ["models", "--timeout", "2"], env=env,
                               catch_exceptions=False)
     assert done.exit_code == 0, done.output
     usable, _, unusable = done.stdout.partition("Not usable:")
     assert "groq: 4 models" in usable
     assert "groq/llama-3.3-70b-versatile  (131072 tokens)" in usable
-    assert "openai: configured; name a model as openai/MODEL" in usable
+    assert "openai: 4 models" in usable and "openai/mystery-model" in usable
+    assert "minimax: configured; name a model as minimax/MODEL" in usable  # no listing
     assert "ollama: configured; its model listing failed (the listing is not JSON" in usable
     assert "together: set TOGETHER_API_KEY to use together/ models" in unusable
     assert "azure: set AZURE_API_KEY and AZURE_BASE_URL" in unusable

@@ -7,6 +7,7 @@ without the API's credentials)."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from letta_client import Letta
 
 from fake_script import Script
 from letta_spec import assert_letta_shape
+from patience import ANSWERS
 from stateloop.llm.providers import CATALOGUE
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import reply
@@ -227,6 +229,49 @@ def test_models_lists_what_each_added_provider_offers(http: httpx.Client,
     assert "listed/fake-model" not in {m["handle"] for m in after}
 
 
+def _listed(http: httpx.Client, provider: str) -> set[str]:
+    """The handles of ``provider``'s models on /v1/models, once its listing is read."""
+    deadline = time.monotonic() + ANSWERS
+    while True:
+        found = {m["handle"] for m in http.get("/v1/models", params={
+            "provider_category": "byok", "provider_name": provider}).json()}
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_anthropic_and_azure_providers_list_their_models_in_their_own_formats(
+        http: httpx.Client, client: Letta, fake: FakeOpenAI, script: Script) -> None:
+    claude = http.post("/v1/providers", json={
+        "name": "team-claude", "provider_type": "anthropic", "api_key": KEY,
+        "base_url": fake.url})
+    azure = http.post("/v1/providers", json={
+        "name": "team-azure", "provider_type": "azure", "api_key": KEY, "base_url": fake.url,
+        "api_version": "2024-10-21"})
+    assert claude.status_code == azure.status_code == 200, (claude.text, azure.text)
+    assert _listed(http, "team-claude") == {
+        "team-claude/claude-sonnet-4-5-20250929", "team-claude/claude-haiku-4-5-20251001",
+        "team-claude/claude-opus-4-1-20250805"}
+    # Azure's deployments, asked for with its api-key header (the fake refuses a Bearer key)
+    assert _listed(http, "team-azure") == {"team-azure/fake-deployment"}
+    for provider in (claude.json(), azure.json()):
+        assert http.post(f"/v1/providers/{provider['id']}/check").status_code == 200
+        assert http.patch(f"/v1/providers/{provider['id']}/refresh").status_code == 200
+    wrong = http.post("/v1/providers/check", json={
+        "provider_type": "azure", "api_key": "sk-wrong", "base_url": fake.url})
+    assert wrong.status_code == 401, wrong.text
+    agent = client.agents.create(model="team-azure/fake-deployment", include_base_tools=False)
+    script.set(reply("From a deployment."))
+    seen = len(fake.requests)
+    answer = client.agents.messages.create(agent.id, input="hi")
+    assert answer.messages[-1].content == "From a deployment."  # type: ignore[union-attr]
+    [sent] = [r for r in fake.requests[seen:] if r.path.endswith("/chat/completions")]
+    assert sent.path == "/openai/deployments/fake-deployment/chat/completions"
+    assert sent.headers["api-key"] == KEY
+    for provider in (claude.json(), azure.json()):
+        assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
+
+
 def test_the_number_of_providers_is_bounded(http: httpx.Client, fake: FakeOpenAI,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from stateloop.server.routes import providers
@@ -275,3 +320,4 @@ def test_a_provider_whose_address_turned_private_is_not_called(
         assert answer.status_code == 400, answer.text
         assert "STATELOOP_PROVIDER_PRIVATE_URLS" in answer.json()["detail"]
         assert len(fake.requests) == seen
+

@@ -104,6 +104,8 @@ def server(fake: FakeOpenAI, silent: str, listing: str,
         env.setenv("TOGETHER_BASE_URL", fake.base_url)
         env.setenv("OLLAMA_BASE_URL", fake.url)  # without /v1, as Ollama's users write it
         env.setenv("MINIMAX_API_KEY", "minimax-test")
+        env.setenv("ANTHROPIC_API_KEY", "anthropic-test")
+        env.setenv("ANTHROPIC_BASE_URL", fake.url)  # its paged /v1/models
         env.setenv("GEMINI_API_KEY", "gemini-test")
         env.setenv("GEMINI_BASE_URL", fake.url)  # Google's generateContent
         env.setenv("MINIMAX_BASE_URL", fake.url)  # Anthropic Messages
@@ -239,7 +241,8 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
     assert client.models.list()  # later requests do not wait for it at all
     assert time.monotonic() - started < 1.5
     # A listing slower than the first request's wait (a loaded machine) shows on a later one.
-    wanted = {f"{p}/fake-model" for p in ("groq", "together", "ollama")}
+    wanted = {f"{p}/fake-model" for p in ("groq", "together", "ollama", "openai")}
+    wanted.add("anthropic/claude-haiku-4-5-20251001")
     deadline = time.monotonic() + ANSWERS
     while not wanted <= set(models) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -253,6 +256,10 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
         assert model.context_window == 8192
     assert not any(handle.startswith(("vllm/", "sglang/")) for handle in models)
     assert "openai/gpt-4o-mini" in models  # the default, as before
+    # OpenAI's and Anthropic's models come from their own listings, as the others' do.
+    assert models["openai/fake-model"].model_endpoint_type == "openai"
+    claude = models["anthropic/claude-haiku-4-5-20251001"]
+    assert (claude.provider_type, claude.context_window) == ("anthropic", 200_000)
     assert {m.provider_name for m in client.models.list(provider_name="groq")} == {"groq"}
     body = httpx.get(f"{server.url}/v1/models/").json()
     assert_letta_shape("/v1/models/", "get", body)

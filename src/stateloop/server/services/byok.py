@@ -18,7 +18,7 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from ...addresses import DEFAULT_PORTS, RefusedAddress, public_address
 from ...errors import AuthenticationError, InvalidRequest
-from ...llm.listing import Listed, ListingError, list_provider
+from ...llm.listing import UNLISTED, Listed, ListingError, list_provider
 from ...llm.providers import CATALOGUE
 from ...llm.registered import Registered
 from ...llm.registry import PROVIDERS
@@ -170,7 +170,7 @@ class ProviderBook:
         kind = CATALOGUE[record.provider_type]
         models: list[Listed] = []
         try:
-            if kind.wire in ("chat", "gemini"):  # Anthropic's format has no listing here
+            if kind.name not in UNLISTED:
                 models = await list_provider(kind, self.registered(record).environment(),
                                              timeout=LISTING_TIMEOUT)
         except (ListingError, KeyUnavailable, OSError) as exc:

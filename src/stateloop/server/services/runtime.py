@@ -81,7 +81,12 @@ class Runtime:
         # Every embedding model agents, archives and folders ask for, each made once.
         self.embedders = Embedders(settings.embedding_endpoint(), default=settings.embedding)
         # What the configured providers list (GET /v1/models), refreshed in the background.
-        self.model_listings = ModelListings()
+        # openai/ is where the server's settings point it (STATELOOP_MODEL_BASE_URL, ...).
+        openai = settings.model_options()
+        self.model_listings = ModelListings(overrides={
+            variable: openai[option] for option, variable in (
+                ("base_url", "OPENAI_BASE_URL"), ("api_key", "OPENAI_API_KEY"))
+            if option in openai})
         # Providers added over /v1/providers, their keys sealed with the operator's key.
         self.providers = ProviderBook(store, KeyBox(settings),
                                       private_ok=settings.provider_private_urls)
