@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import letta_client
 import pytest
 from cryptography.fernet import Fernet
 from letta_client import Letta
@@ -271,6 +272,40 @@ def test_anthropic_and_azure_providers_list_their_models_in_their_own_formats(
     for provider in (claude.json(), azure.json()):
         assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
 
+
+
+def test_a_gemini_providers_embedding_models_are_listed_and_used(
+        http: httpx.Client, client: Letta, fake: FakeOpenAI) -> None:
+    added = http.post("/v1/providers", json={
+        "name": "team-gemini", "provider_type": "google_ai", "api_key": KEY,
+        "base_url": fake.url})
+    assert added.status_code == 200, added.text
+    deadline = time.monotonic() + ANSWERS
+    while True:
+        listed = {m.handle: m for m in client.models.embeddings.list()}
+        if "team-gemini/gemini-embedding-001" in listed or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    model = listed["team-gemini/gemini-embedding-001"]
+    assert (model.provider_name, model.provider_type, model.embedding_endpoint_type,
+            model.embedding_endpoint) == ("team-gemini", "google_ai", "google_ai", None)
+    assert "team-gemini/gemini-2.5-flash" not in listed  # a chat model
+    assert_letta_shape("/v1/models/embedding", "get", http.get("/v1/models/embedding").json())
+    agent = client.agents.create(model="team-gemini/gemini-2.5-flash",
+                                 embedding="team-gemini/gemini-embedding-001",
+                                 include_base_tools=False)
+    assert agent.embedding_config is not None
+    assert (agent.embedding_config.handle, agent.embedding_config.embedding_endpoint_type,
+            agent.embedding_config.embedding_dim) == (
+        "team-gemini/gemini-embedding-001", "google_ai", 768)
+    seen = len(fake.requests)
+    client.agents.passages.create(agent.id, text="The sky is blue.")
+    [request] = [r for r in fake.requests[seen:] if r.path.endswith(":batchEmbedContents")]
+    assert request.headers["x-goog-api-key"] == KEY
+    assert "The sky is blue." in str(client.agents.passages.search(agent.id, query="sky"))
+    assert http.delete(f"/v1/providers/{added.json()['id']}").status_code == 200
+    with pytest.raises(letta_client.APIStatusError, match="team-gemini"):
+        client.agents.passages.create(agent.id, text="Its provider is gone.")
 
 def test_the_number_of_providers_is_bounded(http: httpx.Client, fake: FakeOpenAI,
                                             monkeypatch: pytest.MonkeyPatch) -> None:

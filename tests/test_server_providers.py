@@ -57,6 +57,13 @@ def fake(script: Script) -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
+def mistral(script: Script) -> Iterator[FakeOpenAI]:
+    """Mistral: tool-call ids of nine letters and digits, any other refused."""
+    with FakeOpenAI(script, chunk_size=4, embedding_dimensions=16, mistral_ids=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def silent() -> Iterator[str]:
     """An address that takes connections and never answers."""
     with socket.socket() as sock:
@@ -93,7 +100,7 @@ def listing() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server(fake: FakeOpenAI, silent: str, listing: str,
+def server(fake: FakeOpenAI, mistral: FakeOpenAI, silent: str, listing: str,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as env:
         for variable in {v for p in CATALOGUE.values() for v in p.variables}:
@@ -104,6 +111,8 @@ def server(fake: FakeOpenAI, silent: str, listing: str,
         env.setenv("TOGETHER_BASE_URL", fake.base_url)
         env.setenv("OLLAMA_BASE_URL", fake.url)  # without /v1, as Ollama's users write it
         env.setenv("MINIMAX_API_KEY", "minimax-test")
+        env.setenv("MISTRAL_API_KEY", "mistral-test")
+        env.setenv("MISTRAL_BASE_URL", mistral.base_url)
         env.setenv("ANTHROPIC_API_KEY", "anthropic-test")
         env.setenv("ANTHROPIC_BASE_URL", fake.url)  # its paged /v1/models
         env.setenv("GEMINI_API_KEY", "gemini-test")
@@ -294,3 +303,63 @@ def test_provider_embeddings_go_to_the_configured_endpoint(server: Server, clien
     with pytest.raises(letta_client.UnprocessableEntityError, match="set LMSTUDIO_BASE_URL"):
         client.agents.create(model=GROQ, embedding="lmstudio_openai/nomic-embed-text",
                              include_base_tools=False)
+
+
+def test_gemini_and_mistral_embeddings_go_to_their_own_apis(server: Server, client: Letta,
+                                                            fake: FakeOpenAI,
+                                                            mistral: FakeOpenAI) -> None:
+    listed = {m.handle: m for m in client.models.embeddings.list()}
+    assert listed["google_ai/gemini-embedding-001"].embedding_endpoint_type == "google_ai"
+    agent = client.agents.create(model=GROQ, embedding="google_ai/gemini-embedding-001",
+                                 include_base_tools=False)
+    assert agent.embedding_config is not None
+    assert (agent.embedding_config.embedding_endpoint_type,
+            agent.embedding_config.embedding_dim) == ("google_ai", 24)
+    seen = len(fake.requests)
+    client.agents.passages.create(agent.id, text="The sky is blue.")
+    [request] = [r for r in fake.requests[seen:] if "mbedContent" in r.path]
+    assert request.path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+    assert request.headers["x-goog-api-key"] == "gemini-test"
+    assert request.body["requests"][0]["model"] == "models/gemini-embedding-001"
+    found = client.agents.passages.search(agent.id, query="blue sky")
+    assert "The sky is blue." in str(found)
+
+    other = client.agents.create(model=GROQ, embedding="mistral/mistral-embed",
+                                 include_base_tools=False)
+    assert other.embedding_config is not None
+    assert (other.embedding_config.embedding_endpoint_type,
+            other.embedding_config.embedding_dim) == ("mistral", 16)
+    seen = len(mistral.requests)
+    client.agents.passages.create(other.id, text="Grass is green.")
+    [request] = [r for r in mistral.requests[seen:] if r.path.endswith("/embeddings")]
+    assert request.body["model"] == "mistral-embed"
+    assert request.headers["authorization"] == "Bearer mistral-test"
+
+
+def test_mistral_gets_tool_call_ids_it_accepts(client: Letta, script: Script,
+                                              fake: FakeOpenAI, mistral: FakeOpenAI) -> None:
+    client.tools.create(source_code=SHOUT)
+    # The first turn's call ids are the fake OpenAI's ("call_..."), which Mistral refuses.
+    agent = client.agents.create(model=GROQ, tools=["shout"], include_base_tools=False)
+    script.set(call("shout", text="one"), reply("ONE."))
+    client.agents.messages.create(agent.id, input="shout one")
+    script.set(call("shout", text="two"), reply("It said TWO."))
+    seen = len(mistral.requests)
+    response = client.agents.messages.create(agent.id, input="shout two",
+                                             override_model="mistral/mistral-large-latest")
+    assert response.messages[-1].content == "It said TWO."  # type: ignore[union-attr]
+    requests = _chat_requests(mistral, seen)
+    assert [r.body["model"] for r in requests] == ["mistral-large-latest"] * 2
+    sent = [m for m in requests[-1].body["messages"] if m["role"] in ("assistant", "tool")]
+    ids = [c["id"] for m in sent for c in m.get("tool_calls") or ()]
+    ids += [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert len(ids) == 4 and all(len(i) == 9 and i.isalnum() for i in ids), ids
+    # A call and its result keep one id; the first turn's was mapped, Mistral's kept.
+    results = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    calls = [c["id"] for m in sent for c in m.get("tool_calls") or ()]
+    assert results == calls
+    listed = client.agents.messages.list(agent.id)
+    own = [m.tool_call.tool_call_id for m in listed  # type: ignore[union-attr]
+           if m.message_type == "tool_call_message"]
+    assert own[0].startswith("call_") and own[1] == calls[1]
+

@@ -40,7 +40,7 @@ class Provider:
     key_always: bool = False  # the key is needed at an operator's URL too (Azure)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     headers: tuple[tuple[str, str], ...] = ()  # (header, variable) sent when the variable is set
-    embeddings: bool = False  # serves ``/embeddings`` in OpenAI's format
+    embeddings: bool = False  # has embedding models (Gemini's format for wire "gemini")
     not_served: str | None = None
 
     @property
@@ -114,13 +114,13 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
     _chat("fireworks", "FIREWORKS_API_KEY", "https://api.fireworks.ai/inference/v1",
           base_env="FIREWORKS_API_BASE", max_tokens_field="max_tokens", embeddings=True),
     Provider("google_ai", "gemini", "GEMINI_API_KEY", "GEMINI_BASE_URL",
-             "https://generativelanguage.googleapis.com"),
+             "https://generativelanguage.googleapis.com", embeddings=True),
     _chat("groq", "GROQ_API_KEY", "https://api.groq.com/openai/v1"),
     _chat("lmstudio_openai", None, None, base_env="LMSTUDIO_BASE_URL", add_v1=True,
           embeddings=True),
     Provider("minimax", "anthropic", "MINIMAX_API_KEY", "MINIMAX_BASE_URL",
              "https://api.minimax.io/anthropic"),
-    _chat("mistral", "MISTRAL_API_KEY", "https://api.mistral.ai/v1"),
+    _chat("mistral", "MISTRAL_API_KEY", "https://api.mistral.ai/v1", embeddings=True),
     _chat("ollama", None, None, base_env="OLLAMA_BASE_URL", add_v1=True, embeddings=True),
     _chat("openrouter", "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1",
           headers=(("HTTP-Referer", "OPENROUTER_REFERER"), ("X-Title", "OPENROUTER_TITLE"))),

@@ -46,6 +46,10 @@ class Lookup(Protocol):
         """Whether a provider of this name was there when last looked (no I/O)."""
         ...
 
+    def provider_type(self, name: str) -> str | None:
+        """The catalogue type of the provider of this name when last looked (no I/O)."""
+        ...
+
     async def find(self, name: str) -> Registered | None:
         """The provider named ``name`` now, or None."""
         ...
@@ -60,6 +64,16 @@ def use(lookup: Lookup | None) -> Lookup | None:
     global _lookup
     previous, _lookup = _lookup, lookup
     return previous
+
+
+def provider_type(name: str) -> str | None:
+    """The catalogue type of the provider added at run time named ``name``, or None."""
+    return None if _lookup is None else _lookup.provider_type(name)
+
+
+async def find(name: str) -> Registered | None:
+    """The provider added at run time named ``name`` now, or None."""
+    return None if _lookup is None else await _lookup.find(name)
 
 
 def resolve(prefix: str, name: str, **options: Any) -> RegisteredModel | None:

@@ -1,6 +1,7 @@
-"""Text embeddings: an offline MiniLM default (int8 ONNX, no download) and any
-OpenAI-compatible ``/v1/embeddings`` endpoint. Vectors come back L2-normalised float32.
-Which one serves an agent, archive or folder is ``embedding_models.py``'s."""
+"""Text embeddings: an offline MiniLM default (int8 ONNX, no download), any
+OpenAI-compatible ``/v1/embeddings`` endpoint and Google's Gemini API
+(``batchEmbedContents``). Vectors come back L2-normalised float32. Which one serves an
+agent, archive or folder is ``embedding_models.py``'s."""
 
 from __future__ import annotations
 
@@ -243,15 +244,57 @@ class OpenAIEmbedder:
             matrix = np.array([item["embedding"] for item in data], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingError(f"malformed embeddings response from {url}: {exc}") from exc
-        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+        return self._checked(matrix, url, len(texts))
+
+    def _checked(self, matrix: np.ndarray, url: str, count: int) -> np.ndarray:
+        """``matrix`` when it holds ``count`` vectors of this model's size (learnt from the
+        first answer), else an ``EmbeddingError``."""
+        if matrix.ndim != 2 or matrix.shape[0] != count:
             raise EmbeddingError(f"embeddings endpoint {url} returned {matrix.shape[0]} "
-                                 f"vectors for {len(texts)} inputs")
+                                 f"vectors for {count} inputs")
         if self._dim is None:
             self._dim = int(matrix.shape[1])
         elif matrix.shape[1] != self._dim:
             raise EmbeddingError(f"{self._model!r} returned {matrix.shape[1]}-dim vectors, "
                                  f"expected {self._dim}")
         return matrix
+
+
+class GeminiEmbedder(OpenAIEmbedder):
+    """Google's Gemini API: ``POST {base}/v1beta/models/{model}:batchEmbedContents`` with the
+    key in ``x-goog-api-key``, at most 100 texts a request (Gemini's limit)."""
+
+    MAX_BATCH = 100
+
+    def __init__(self, model: str = "gemini-embedding-001", *, base_url: str, api_key: str,
+                 batch_size: int = MAX_BATCH, timeout: float = 60.0, client: Any = None) -> None:
+        super().__init__(model, base_url=base_url, api_key=api_key,
+                         batch_size=min(batch_size, self.MAX_BATCH), timeout=timeout,
+                         client=client)
+
+    async def _post(self, client: Any, texts: list[str]) -> np.ndarray:
+        import httpx  # lazy: httpx, for a remote embedder only
+        import numpy as np  # lazy: numpy, for embeddings only
+
+        name = f"models/{self._model}"
+        body = {"requests": [{"model": name, "content": {"parts": [{"text": text}]}}
+                             for text in texts]}
+        url = f"{self.base_url}/v1beta/{name}:batchEmbedContents"
+        try:
+            response = await client.post(url, json=body,
+                                         headers={"x-goog-api-key": self.api_key or ""})
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"embeddings request to {url} for {self._model!r} failed: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise EmbeddingError(f"embeddings endpoint {url} answered {response.status_code} "
+                                 f"for {self._model!r}: {response.text[:300]}")
+        try:
+            matrix = np.array([item["values"] for item in response.json()["embeddings"]],
+                              dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"malformed embeddings response from {url}: {exc}") from exc
+        return self._checked(matrix, url, len(texts))
 
 
 @functools.cache

@@ -113,7 +113,7 @@ async def create_provider(body: ProviderCreate, runtime: RuntimeDep) -> dict[str
                             body.api_version, _seal(runtime, body.api_key),
                             _seal(runtime, body.access_key))
     await runtime.store.create_provider(record)
-    runtime.providers.remember(record.name, True)
+    runtime.providers.remember(record, True)
     return _shown(record)
 
 
@@ -160,7 +160,7 @@ async def delete_provider(provider_id: str, runtime: RuntimeDep) -> JSONResponse
     """Remove a provider; agents on its models fail their next call, naming the handle."""
     record = await _own(runtime, provider_id, "deleted")
     await runtime.store.delete_provider(record.id)
-    runtime.providers.remember(record.name, False)
+    runtime.providers.remember(record, False)
     return JSONResponse({"message": f"Provider id={provider_id} successfully deleted"})
 
 
