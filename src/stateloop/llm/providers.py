@@ -41,6 +41,7 @@ class Provider:
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     headers: tuple[tuple[str, str], ...] = ()  # (header, variable) sent when the variable is set
     embeddings: bool = False  # has embedding models (Gemini's format for wire "gemini")
+    tool_call_ids: Literal["openai", "mistral"] = "openai"  # Mistral's: nine alphanumerics
     not_served: str | None = None
 
     @property
@@ -120,7 +121,8 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
           embeddings=True),
     Provider("minimax", "anthropic", "MINIMAX_API_KEY", "MINIMAX_BASE_URL",
              "https://api.minimax.io/anthropic"),
-    _chat("mistral", "MISTRAL_API_KEY", "https://api.mistral.ai/v1", embeddings=True),
+    _chat("mistral", "MISTRAL_API_KEY", "https://api.mistral.ai/v1", embeddings=True,
+          tool_call_ids="mistral"),
     _chat("ollama", None, None, base_env="OLLAMA_BASE_URL", add_v1=True, embeddings=True),
     _chat("openrouter", "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1",
           headers=(("HTTP-Referer", "OPENROUTER_REFERER"), ("X-Title", "OPENROUTER_TITLE"))),
@@ -203,7 +205,8 @@ def chat_model(prefix: str, name: str, env: Environment | None = None, **options
     return OpenAIModel(name, base_url=where.base_url, api_key=where.api_key or "none",
                        provider=prefix, chat_url=chat_url, key_header=key_header or
                        "authorization", headers=where.headers,
-                       max_tokens_field=provider.max_tokens_field, **options)
+                       max_tokens_field=provider.max_tokens_field,
+                       tool_call_ids=provider.tool_call_ids, **options)
 
 
 def azure_url(base_url: str, deployment: str, path: str, env: Environment | None = None) -> str:
