@@ -84,6 +84,12 @@ def test_an_agent_replies_through_a_provider_added_over_rest(
     assert KEY not in http.get(f"/v1/providers/{provider['id']}").text
     agent = client.agents.create(model="team-groq/fake-model", include_base_tools=False)
     assert agent.model == "team-groq/fake-model"
+    # Letta's endpoint type is its provider type's, in the agent and in its Agent File
+    assert agent.llm_config.model_endpoint_type == "groq"
+    assert client.agents.retrieve(agent.id).llm_config.model_endpoint_type == "groq"
+    [exported] = http.get(f"/v1/agents/{agent.id}/export").json()["agents"]
+    assert (exported["llm_config"]["model_endpoint_type"],
+            exported["llm_config"]["provider_category"]) == ("groq", "byok")
     script.set(reply("Hello from my own key."))
     seen = len(fake.requests)
     answer = client.agents.messages.create(agent.id, input="hi")

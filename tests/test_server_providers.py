@@ -257,10 +257,10 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
         time.sleep(0.2)
         models = {m.handle: m for m in client.models.list()}
     # The fake lists one model; each provider pointed at it lists it under its own name.
-    for provider in ("groq", "together", "ollama"):
+    for provider, kind in (("groq", "groq"), ("together", "together"), ("ollama", "openai")):
         model = models[f"{provider}/fake-model"]
         assert (model.provider_type, model.provider_name, model.model_endpoint_type) == (
-            provider, provider, provider)
+            provider, provider, kind)  # Letta writes Ollama's models as "openai"
         assert model.model_endpoint is None  # an address the operator set is not shown
         assert model.context_window == 8192
     assert not any(handle.startswith(("vllm/", "sglang/")) for handle in models)
@@ -362,4 +362,39 @@ def test_mistral_gets_tool_call_ids_it_accepts(client: Letta, script: Script,
     own = [m.tool_call.tool_call_id for m in listed  # type: ignore[union-attr]
            if m.message_type == "tool_call_message"]
     assert own[0].startswith("call_") and own[1] == calls[1]
+
+
+# Letta 0.16.8's model_endpoint_type for each provider's models (letta/schemas/providers/),
+# and the provider_type of the model_settings it derives from it (llm_config.py).
+ENDPOINT_TYPES = {
+    GROQ: ("groq", "groq"), TOGETHER: ("together", "together"),
+    "ollama/qwen3:8b": ("openai", "openai"), "mistral/mistral-large-latest": ("openai", "openai"),
+    "sglang/qwen3": ("openai", "sglang"), "google_ai/gemini-2.5-flash": ("google_ai", "google_ai"),
+    "minimax/MiniMax-M2": ("minimax", "anthropic"), "xai/grok-4-0709": ("xai", "xai"),
+    "deepseek/deepseek-chat": ("deepseek", "deepseek"), "zai_coding/glm-4.6": ("zai_coding", "zai"),
+    "openrouter/openai/gpt-4o": ("openrouter", "openrouter"),
+    "baseten/zai-org/GLM-4.6": ("baseten", "baseten"), "azure/gpt4o": ("azure", "azure"),
+    "fireworks/llama-v3p1-8b-instruct": ("openai", "openai"),  # Letta has no provider for it
+    "openai/gpt-4o-mini": ("openai", "openai"), "anthropic/claude-sonnet-4-5": ("anthropic",
+                                                                                "anthropic"),
+}
+
+
+def test_agents_report_lettas_endpoint_type_for_each_provider(server: Server,
+                                                              client: Letta) -> None:
+    made = {handle: client.agents.create(model=handle, include_base_tools=False)
+            for handle in ENDPOINT_TYPES}
+    listed = {a.id: a for a in client.agents.list(limit=200)}
+    for handle, (endpoint, settings) in ENDPOINT_TYPES.items():
+        agent = made[handle]
+        for seen in (agent, client.agents.retrieve(agent.id), listed[agent.id]):
+            assert seen.llm_config.model_endpoint_type == endpoint, handle
+        body = httpx.get(f"{server.url}/v1/agents/{agent.id}").json()
+        assert_letta_shape("/v1/agents/{agent_id}", "get", body)
+        assert body["model_settings"].get("provider_type") == settings, handle
+        exported = httpx.get(f"{server.url}/v1/agents/{agent.id}/export").json()
+        [config] = [a["llm_config"] for a in exported["agents"]]
+        assert (config["model_endpoint_type"], config["handle"]) == (endpoint, handle)
+        assert config["model_endpoint"] in (None, CATALOGUE[handle.partition("/")[0]].base_url,
+                                            "https://api.anthropic.com/v1")
 

@@ -144,21 +144,23 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
     _off("letta", "it is Letta's hosted service (letta/letta-free)"),
 )}
 
-# Letta's ``model_endpoint_type`` and ``embedding_endpoint_type`` values for the providers
-# here; Letta writes the others (LM Studio, SGLang, Cerebras, Fireworks) as "openai".
-_MODEL_ENDPOINT_TYPES = frozenset({
-    "openai", "anthropic", "google_ai", "google_vertex", "azure", "groq", "ollama", "vllm",
-    "hugging-face", "baseten", "minimax", "mistral", "together", "bedrock", "deepseek", "xai",
-    "zai", "zai_coding", "openrouter", "chatgpt_oauth"})
+# Letta's ``model_endpoint_type`` is the provider's name but for these, whose models Letta's
+# providers write as "openai" (they speak OpenAI's format; Fireworks has no provider in Letta,
+# and its ``Model`` schema has no such type); ``embedding_endpoint_type`` is the name for those
+# in the set below. Any other (a handle Letta does not know) is "openai".
+_OPENAI_ENDPOINTS = frozenset({"ollama", "vllm", "sglang", "lmstudio_openai", "cerebras",
+                               "mistral", "fireworks", "letta", "hugging-face"})
 _EMBEDDING_ENDPOINT_TYPES = frozenset({
     "openai", "anthropic", "bedrock", "google_ai", "google_vertex", "azure", "groq", "ollama",
     "vllm", "hugging-face", "mistral", "together"})
 
 
 def endpoint_type(provider: str, *, embedding: bool = False) -> str:
-    """Letta's (deprecated, still required) endpoint type of ``provider``'s models."""
-    known = _EMBEDDING_ENDPOINT_TYPES if embedding else _MODEL_ENDPOINT_TYPES
-    return provider if provider in known else "openai"
+    """Letta's (deprecated, still required) endpoint type of ``provider``'s models, as
+    Letta's provider of that name writes it."""
+    if embedding:
+        return provider if provider in _EMBEDDING_ENDPOINT_TYPES else "openai"
+    return provider if provider in CATALOGUE and provider not in _OPENAI_ENDPOINTS else "openai"
 
 
 # Variables a handle's model may not take from a caller: the endpoint comes from the
