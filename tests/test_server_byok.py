@@ -313,6 +313,30 @@ def test_a_gemini_providers_embedding_models_are_listed_and_used(
     with pytest.raises(letta_client.APIStatusError, match="team-gemini"):
         client.agents.passages.create(agent.id, text="Its provider is gone.")
 
+
+def test_providers_are_listed_by_creation_as_letta_lists_them(
+        http: httpx.Client, fake: FakeOpenAI) -> None:
+    # Named against their order of creation, so a list by name would differ.
+    made = [_create(http, fake, name)["id"] for name in ("order-c", "order-a", "order-b")]
+
+    def ids(**params: str) -> list[str]:
+        answer = http.get("/v1/providers", params={"provider_category": "byok", **params})
+        assert answer.status_code == 200, answer.text
+        return [p["id"] for p in answer.json() if p["id"] in made]
+
+    assert ids() == made[::-1]  # newest first, Letta's default
+    assert ids(order="desc", order_by="created_at") == made[::-1]
+    assert ids(order="asc") == made
+    assert ids(order="asc", after=made[0]) == made[1:]
+    assert ids(order="desc", before=made[0]) == made[:0:-1]
+    everything = http.get("/v1/providers", params={"order": "asc"}).json()
+    categories = [p["provider_category"] for p in everything]
+    assert categories == sorted(categories)  # the operator's ("base") before those added
+    refused = http.get("/v1/providers", params={"order_by": "name"})
+    assert refused.status_code == 422 and "order_by" in refused.text
+    for provider_id in made:
+        assert http.delete(f"/v1/providers/{provider_id}").status_code == 200
+
 def test_the_number_of_providers_is_bounded(http: httpx.Client, fake: FakeOpenAI,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from stateloop.server.routes import providers
