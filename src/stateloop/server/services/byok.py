@@ -115,11 +115,11 @@ class ProviderBook:
         self._gone = {name: kind for name, kind in gone.items() if name not in names}
         self._names = names
 
-    async def refresh_for(self, handle: str | None) -> None:
-        """``refresh`` when ``handle`` may name a provider added over REST; a handle of the
-        catalogue's or a built-in provider needs no read."""
-        prefix = (handle or "").partition("/")[0]
-        if prefix and prefix not in CATALOGUE and prefix not in PROVIDERS:
+    async def refresh_for(self, *handles: str | None) -> None:
+        """``refresh`` (once) when a handle may name a provider added over REST; handles of
+        the catalogue's or built-in providers need no read."""
+        prefixes = {(handle or "").partition("/")[0] for handle in handles} - {""}
+        if any(p not in CATALOGUE and p not in PROVIDERS for p in prefixes):
             await self.refresh()
 
     def remember(self, record: ProviderRecord, present: bool) -> None:

@@ -153,7 +153,9 @@ class Runtime:
         """An agent as the server runs it: its tools bound here, the server's options."""
         stored = await self.store.load_agent(agent_id, by_name=False)  # one read transaction
         record = stored.record
-        await self.providers.refresh_for(record.model)  # a provider added elsewhere?
+        # A provider added on another process, for its model or its embeddings?
+        await self.providers.refresh_for(record.model,
+                                         (record.embedding_config or {}).get("handle"))
         tools = await self.bind_tools(record.tool_names, agent_env(record), stored.tools)
         options = {**self.agent_options(),  # the embedding the agent asked for
                    "embedder": self.embedders.for_agent(record.embedding_config)}
