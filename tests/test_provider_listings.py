@@ -96,3 +96,7 @@ def test_azure_lists_its_deployments_and_is_called_with_its_api_key_header(
     [sent] = fake.requests
     assert sent.path == "/openai/deployments/fake-deployment/chat/completions"
     assert sent.headers["api-key"] == "the-key"
+    # A deployment name stays one path segment.
+    odd = chat_model("azure", "../../x?y", env=env)
+    assert odd._chat_url.startswith(  # type: ignore[attr-defined]
+        f"{fake.url}/openai/deployments/..%2F..%2Fx%3Fy/chat/completions?api-version=")

@@ -192,6 +192,10 @@ class _Listings(BaseHTTPRequestHandler):
             body = json.dumps({"data": [{"id": f"m{i}"} for i in range(5000)]}).encode()
         elif kind == "together":
             body = json.dumps(TOGETHER).encode()
+        elif kind == "anthropic-loop":  # "more" for ever, the same page each time
+            self.keys.append(self.path)
+            body = json.dumps({"data": [{"type": "model", "id": "claude-sonnet-4-5"}],
+                               "has_more": True, "last_id": "claude-sonnet-4-5"}).encode()
         elif kind == "gemini" and self.path.startswith("/gemini/v1beta/models"):
             self.keys.append(self.headers.get("x-goog-api-key"))
             body = json.dumps(GEMINI).encode()
@@ -247,6 +251,15 @@ def test_listings_are_read_in_letta_terms_and_bounded(listings: str,
     assert "not JSON" in failures["ollama"]
     assert "larger than 50000 bytes" in failures["lmstudio_openai"]
     assert not any(m.provider in failures for m in models)
+
+
+def test_a_paged_listing_that_never_ends_is_read_once(listings: str) -> None:
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": f"{listings}/anthropic-loop"}
+    _Listings.keys.clear()
+    models = asyncio.run(listing.list_provider(CATALOGUE["anthropic"], env, timeout=10))
+    assert [m.handle for m in models] == ["anthropic/claude-sonnet-4-5"]
+    assert _Listings.keys == ["/anthropic-loop/v1/models?limit=1000",
+                              "/anthropic-loop/v1/models?limit=1000&after_id=claude-sonnet-4-5"]
 
 
 def test_model_listings_answer_within_their_wait_and_fill_in_later(

@@ -323,6 +323,9 @@ def test_gemini_and_mistral_embeddings_go_to_their_own_apis(server: Server, clie
     assert request.body["requests"][0]["model"] == "models/gemini-embedding-001"
     found = client.agents.passages.search(agent.id, query="blue sky")
     assert "The sky is blue." in str(found)
+    with pytest.raises(letta_client.UnprocessableEntityError, match="not a Gemini model"):
+        client.agents.create(model=GROQ, embedding="google_ai/../../v1beta/cachedContents",
+                             include_base_tools=False)
 
     other = client.agents.create(model=GROQ, embedding="mistral/mistral-embed",
                                  include_base_tools=False)

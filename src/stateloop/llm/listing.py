@@ -157,6 +157,7 @@ async def _anthropic_models(provider: Provider, where: Endpoint) -> list[Listed]
     """Anthropic's ``GET /v1/models``, page after page (``has_more``, ``after_id``)."""
     headers = {"x-api-key": where.api_key or "", "anthropic-version": ANTHROPIC_VERSION}
     found: list[Listed] = []
+    seen: set[str] = set()
     after = ""
     for _ in range(MAX_PAGES):
         query = f"?limit={ANTHROPIC_PAGE}" + (f"&after_id={quote(after)}" if after else "")
@@ -166,13 +167,15 @@ async def _anthropic_models(provider: Provider, where: Endpoint) -> list[Listed]
             raise ListingError("the listing has no list of models")
         for entry in entries:
             if (isinstance(entry, dict) and entry.get("type", "model") == "model"
-                    and isinstance(entry.get("id"), str)
+                    and isinstance(entry.get("id"), str) and entry["id"] not in seen
                     and not entry["id"].startswith("claude-2")):  # no tool calls
+                seen.add(entry["id"])
                 found.append(_listed(provider, where, entry["id"][:200],
                                      entry.get("context_window"), False))
-        after = str(body.get("last_id") or "")
-        if not body.get("has_more") or not after or len(found) >= MAX_MODELS:
-            break
+        last = str(body.get("last_id") or "")[:200]
+        if not body.get("has_more") or last in ("", after) or len(found) >= MAX_MODELS:
+            break  # the last page, or one that would be asked for again
+        after = last
     return found[:MAX_MODELS]
 
 

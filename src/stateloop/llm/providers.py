@@ -18,6 +18,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from ..errors import AuthenticationError, ConfigError
 from .base import Model, ModelRequest, StreamItem
@@ -219,7 +220,9 @@ def azure_url(base_url: str, deployment: str, path: str, env: Environment | None
     if base_url.endswith("/openai/v1"):
         return f"{base_url}/{path}"
     version = env.get("AZURE_API_VERSION") or "2024-09-01-preview"
-    return f"{base_url}/openai/deployments/{deployment}/{path}?api-version={version}"
+    # The deployment name is a path segment: nothing in it may leave the deployment's path.
+    return (f"{base_url}/openai/deployments/{quote(deployment, safe='')}/{path}"
+            f"?api-version={quote(version, safe='')}")
 
 
 class UnconfiguredModel:

@@ -152,6 +152,7 @@ class Embedders:
                 raise EmbeddingUnavailable(f"embedding '{provider}/{model}': provider "
                                            f"{provider!r} is of type {kind!r}, which has no "
                                            "embedding models here")
+            _check_name(CATALOGUE[kind], model)
             return {"embedding_endpoint_type": endpoint_type(kind, embedding=True),
                     "embedding_endpoint": None, "embedding_model": model,
                     "embedding_dim": dim or 0, "embedding_chunk_size": chunk,
@@ -227,6 +228,7 @@ class Embedders:
         if problem is not None:
             raise EmbeddingUnavailable(f"embedding '{provider.name}/{model}' cannot be made "
                                        f"here: {problem}")
+        _check_name(provider, model)
         where = provider.endpoint()
         if endpoint and str(endpoint).rstrip("/") != where.base_url:
             # Never a key to a URL a client names: embeddings go where the operator set.
@@ -359,6 +361,14 @@ class RegisteredEmbedder:
         if len(texts):
             self._dim = int(vectors.shape[1])
         return vectors
+
+
+def _check_name(provider: Provider, model: str) -> None:
+    """``EmbeddingUnavailable`` for a model name Gemini's URL path cannot hold."""
+    if provider.wire == "gemini" and not GeminiEmbedder.MODEL_ID.fullmatch(
+            model.removeprefix("models/")):
+        raise EmbeddingUnavailable(f"embedding '{provider.name}/{model}': not a Gemini model "
+                                   "name (letters, digits, '.', '_' and '-')")
 
 
 def _embeds(provider: object) -> bool:

@@ -9,6 +9,7 @@ import asyncio
 import functools
 import importlib.util
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -265,12 +266,18 @@ class GeminiEmbedder(OpenAIEmbedder):
     key in ``x-goog-api-key``, at most 100 texts a request (Gemini's limit)."""
 
     MAX_BATCH = 100
+    # A model id goes into the URL's path: nothing that could leave ``/v1beta/models/``.
+    MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
     def __init__(self, model: str = "gemini-embedding-001", *, base_url: str, api_key: str,
                  batch_size: int = MAX_BATCH, timeout: float = 60.0, client: Any = None) -> None:
-        super().__init__(model, base_url=base_url, api_key=api_key,
-                         batch_size=min(batch_size, self.MAX_BATCH), timeout=timeout,
-                         client=client)
+        model = model.removeprefix("models/")
+        if not self.MODEL_ID.fullmatch(model):
+            raise EmbeddingUnavailable(f"{model!r} is not a Gemini model name (letters, "
+                                       "digits, '.', '_' and '-')")
+        super().__init__(model, base_url=base_url.rstrip("/").removesuffix("/v1beta"),
+                         api_key=api_key, batch_size=min(batch_size, self.MAX_BATCH),
+                         timeout=timeout, client=client)
 
     async def _post(self, client: Any, texts: list[str]) -> np.ndarray:
         import httpx  # lazy: httpx, for a remote embedder only
