@@ -1,6 +1,6 @@
 """Wire formats for the fake server: script items as OpenAI / Anthropic bodies and SSE streams,
-Anthropic's model listing, Mistral's tool-call ids,
-and wire requests back as ``ModelRequest`` for script functions."""
+Anthropic's model listing and Mistral's tool-call ids, and wire requests back as
+``ModelRequest`` for script functions."""
 
 from __future__ import annotations
 
