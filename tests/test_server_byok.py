@@ -275,6 +275,17 @@ def test_anthropic_and_azure_providers_list_their_models_in_their_own_formats(
     [sent] = [r for r in fake.requests[seen:] if r.path.endswith("/chat/completions")]
     assert sent.path == "/openai/deployments/fake-deployment/chat/completions"
     assert sent.headers["api-key"] == KEY
+    # its embedding deployments too: listed, and called with the key in api-key
+    embedding = {m.handle: m for m in client.models.embeddings.list()}["team-azure/fake-embedding"]
+    assert (embedding.provider_type, embedding.embedding_endpoint_type) == ("azure", "azure")
+    embedded = client.agents.create(model="team-azure/fake-deployment",
+                                    embedding="team-azure/fake-embedding",
+                                    include_base_tools=False)
+    seen = len(fake.requests)
+    client.agents.passages.create(embedded.id, text="Deployed embeddings.")
+    [sent] = [r for r in fake.requests[seen:] if r.path.endswith("/embeddings")]
+    assert sent.path == "/openai/deployments/fake-embedding/embeddings"
+    assert (sent.headers["api-key"], sent.body["input"]) == (KEY, ["Deployed embeddings."])
     for provider in (claude.json(), azure.json()):
         assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
 

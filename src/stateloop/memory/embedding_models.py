@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from stateloop.errors import ConfigError
 from stateloop.llm import registered
-from stateloop.llm.providers import CATALOGUE, Environment, Provider, endpoint_type
+from stateloop.llm.providers import CATALOGUE, Environment, Provider, azure_url, endpoint_type
 from stateloop.memory.embeddings import (
     Embedder,
     EmbeddingError,
@@ -310,12 +310,21 @@ class Embedders:
     def _provider_embedder(self, provider: Provider, model: str, batch: int,
                            env: Environment | None = None) -> OpenAIEmbedder:
         where = provider.endpoint(env)
-        key = (provider.name, model, where.base_url, where.api_key, batch)
+        # Azure's embeddings are a deployment's, with the key in api-key.
+        url = (azure_url(where.base_url, model, "embeddings", env) if provider.name == "azure"
+               else None)
+        key = (provider.name, model, where.base_url, url, where.api_key, batch)
         made = self._made.get(key)
         if made is None:  # "": no key sent (never OPENAI_API_KEY to another provider)
-            kind = GeminiEmbedder if provider.wire == "gemini" else OpenAIEmbedder
-            made = kind(model, base_url=where.base_url, api_key=where.api_key or "",
-                        batch_size=batch, timeout=self.openai.timeout)
+            if provider.wire == "gemini":
+                made = GeminiEmbedder(model, base_url=where.base_url,
+                                      api_key=where.api_key or "", batch_size=batch,
+                                      timeout=self.openai.timeout)
+            else:
+                made = OpenAIEmbedder(model, base_url=where.base_url,
+                                      api_key=where.api_key or "", batch_size=batch,
+                                      timeout=self.openai.timeout, url=url,
+                                      key_header="api-key" if url else "authorization")
             self._made[key] = made
         assert isinstance(made, OpenAIEmbedder)
         return made

@@ -175,12 +175,16 @@ class MiniLMEmbedder:
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, LM Studio, ...)."""
+    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, LM Studio, ...).
+    ``url`` replaces ``{base_url}/embeddings`` (an Azure deployment's) and ``key_header`` is
+    where the key goes (``authorization`` as a bearer token, else as is: Azure's
+    ``api-key``)."""
 
     def __init__(self, model: str = "text-embedding-3-small", *,
                  base_url: str | None = None, api_key: str | None = None,
                  dimensions: int | None = None, batch_size: int = 256,
-                 timeout: float = 60.0, client: Any = None) -> None:
+                 timeout: float = 60.0, client: Any = None, url: str | None = None,
+                 key_header: str = "authorization") -> None:
         self._model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL")
                          or "https://api.openai.com/v1").rstrip("/")
@@ -190,6 +194,8 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.timeout = timeout
         self._client = client  # an httpx.AsyncClient, e.g. with a mock transport in tests
+        self.url = url or f"{self.base_url}/embeddings"
+        self.key_header = key_header
 
     @property
     def model(self) -> str:
@@ -226,8 +232,10 @@ class OpenAIEmbedder:
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        url = f"{self.base_url}/embeddings"
+        bearer = self.key_header == "authorization"
+        headers = ({self.key_header: f"Bearer {self.api_key}" if bearer else self.api_key}
+                   if self.api_key else {})
+        url = self.url
         try:
             response = await client.post(url, json=body, headers=headers)
         except httpx.TimeoutException as exc:
