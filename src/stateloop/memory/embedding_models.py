@@ -281,7 +281,11 @@ class Embedders:
                                          int(config.get("batch_size") or DEFAULT_BATCH_SIZE))
         batch = int(config.get("batch_size") or DEFAULT_BATCH_SIZE)
         if _embeds(kind) and CATALOGUE[str(kind)].missing() is None:
-            return self._provider_embedder(CATALOGUE[str(kind)], model, batch)
+            try:
+                return self._provider_embedder(CATALOGUE[str(kind)], model, batch)
+            except EmbeddingUnavailable as exc:  # a stored name no longer accepted
+                return UnconfiguredEmbedder(model, int(config.get("embedding_dim") or 0),
+                                            str(exc))
         if registered.provider_type(named) is not None:
             return RegisteredEmbedder(self, named, model, int(config.get("embedding_dim") or 0),
                                       batch)
@@ -365,8 +369,12 @@ class RegisteredEmbedder:
             raise EmbeddingError(f"embedding '{self.provider}/{self._model}' cannot be made: "
                                  f"its provider {self.provider!r} was deleted")
         kind = CATALOGUE[found.provider_type]
-        vectors = await self._embedders._provider_embedder(
-            kind, self._model, self._batch, found.environment()).embed(texts)
+        try:
+            embedder = self._embedders._provider_embedder(kind, self._model, self._batch,
+                                                          found.environment())
+        except EmbeddingUnavailable as exc:
+            raise EmbeddingError(str(exc)) from None
+        vectors = await embedder.embed(texts)
         if len(texts):
             self._dim = int(vectors.shape[1])
         return vectors
