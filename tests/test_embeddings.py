@@ -1,4 +1,5 @@
-"""Embedders: the offline MiniLM default and an OpenAI-compatible endpoint."""
+"""Embedders: the offline MiniLM default, an OpenAI-compatible endpoint and Gemini's
+``batchEmbedContents``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from stateloop.memory.embedding_models import Embedders, OpenAIEndpoint, Unconfi
 from stateloop.memory.embeddings import (
     EmbeddingError,
     EmbeddingUnavailable,
+    GeminiEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     minilm_tokenizer,
@@ -144,3 +146,30 @@ async def test_a_stored_config_whose_provider_is_gone_names_the_setting() -> Non
     # an agent asking for it makes its new archive with the default, which the archive records
     assert embedders.for_agent(stored) is embedders.get_default()
     assert [c["handle"] for c in embedders.available()] == ["hugging-face/all-MiniLM-L6-v2-int8"]
+
+
+async def test_gemini_embeddings_are_batched_as_gemini_allows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAI(api_key="g-key", embedding_dimensions=32) as fake:
+        embedder = GeminiEmbedder("gemini-embedding-001", base_url=f"{fake.url}/v1beta",
+                                  api_key="g-key", batch_size=500)
+        texts = [f"text number {i}" for i in range(150)]
+        vectors = await embedder.embed(texts)
+        assert vectors.shape == (150, 32) and embedder.dim == 32
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+        sizes = [len(r.body["requests"]) for r in fake.requests]
+        assert sizes == [100, 50]  # Gemini takes 100 texts a request at most
+        assert {r.headers["x-goog-api-key"] for r in fake.requests} == {"g-key"}
+        wrong = GeminiEmbedder("gemini-embedding-001", base_url=fake.url, api_key="nope")
+        with pytest.raises(EmbeddingError, match="answered 400"):
+            await wrong.embed(["hi"])
+    with pytest.raises(EmbeddingUnavailable, match="not a Gemini model name"):
+        GeminiEmbedder("../../v1beta/files", base_url="https://example.com", api_key="k")
+    # A stored config whose name is refused loads; its calls say why.
+    monkeypatch.setenv("GEMINI_API_KEY", "g-key")
+    stored = Embedders().get({"handle": "google_ai/../x", "embedding_model": "../x",
+                              "embedding_endpoint_type": "google_ai", "embedding_dim": 8})
+    assert isinstance(stored, UnconfiguredEmbedder)
+    with pytest.raises(EmbeddingError, match="not a Gemini model name"):
+        await stored.embed(["hi"])
+

@@ -192,6 +192,10 @@ class _Listings(BaseHTTPRequestHandler):
             body = json.dumps({"data": [{"id": f"m{i}"} for i in range(5000)]}).encode()
         elif kind == "together":
             body = json.dumps(TOGETHER).encode()
+        elif kind == "anthropic-loop":  # "more" for ever, the same page each time
+            self.keys.append(self.path)
+            body = json.dumps({"data": [{"type": "model", "id": "claude-sonnet-4-5"}],
+                               "has_more": True, "last_id": "claude-sonnet-4-5"}).encode()
         elif kind == "gemini" and self.path.startswith("/gemini/v1beta/models"):
             self.keys.append(self.headers.get("x-goog-api-key"))
             body = json.dumps(GEMINI).encode()
@@ -249,6 +253,15 @@ def test_listings_are_read_in_letta_terms_and_bounded(listings: str,
     assert not any(m.provider in failures for m in models)
 
 
+def test_a_paged_listing_that_never_ends_is_read_once(listings: str) -> None:
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": f"{listings}/anthropic-loop"}
+    _Listings.keys.clear()
+    models = asyncio.run(listing.list_provider(CATALOGUE["anthropic"], env, timeout=10))
+    assert [m.handle for m in models] == ["anthropic/claude-sonnet-4-5"]
+    assert _Listings.keys == ["/anthropic-loop/v1/models?limit=1000",
+                              "/anthropic-loop/v1/models?limit=1000&after_id=claude-sonnet-4-5"]
+
+
 def test_model_listings_answer_within_their_wait_and_fill_in_later(
         listings: str, clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("GROQ_API_KEY", "k")
@@ -276,14 +289,16 @@ def test_stateloop_models_lists_the_usable_and_names_what_is_missing(
         listings: str) -> None:
     env: dict[str, str | None] = {variable: None for variable in EVERY_VARIABLE}
     env.update(GROQ_API_KEY="k", GROQ_BASE_URL=f"{listings}/good/v1",
-               OLLAMA_BASE_URL=f"{listings}/garbage", OPENAI_API_KEY="sk")
+               OLLAMA_BASE_URL=f"{listings}/garbage", OPENAI_API_KEY="sk",
+               OPENAI_BASE_URL=f"{listings}/good/v1", MINIMAX_API_KEY="m")
     done = CliRunner().invoke(app, ["models", "--timeout", "2"], env=env,
                               catch_exceptions=False)
     assert done.exit_code == 0, done.output
     usable, _, unusable = done.stdout.partition("Not usable:")
     assert "groq: 4 models" in usable
     assert "groq/llama-3.3-70b-versatile  (131072 tokens)" in usable
-    assert "openai: configured; name a model as openai/MODEL" in usable
+    assert "openai: 4 models" in usable and "openai/mystery-model" in usable
+    assert "minimax: configured; name a model as minimax/MODEL" in usable  # no listing
     assert "ollama: configured; its model listing failed (the listing is not JSON" in usable
     assert "together: set TOGETHER_API_KEY to use together/ models" in unusable
     assert "azure: set AZURE_API_KEY and AZURE_BASE_URL" in unusable

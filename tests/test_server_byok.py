@@ -7,16 +7,19 @@ without the API's credentials)."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import letta_client
 import pytest
 from cryptography.fernet import Fernet
 from letta_client import Letta
 
 from fake_script import Script
 from letta_spec import assert_letta_shape
+from patience import ANSWERS
 from stateloop.llm.providers import CATALOGUE
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import reply
@@ -81,6 +84,12 @@ def test_an_agent_replies_through_a_provider_added_over_rest(
     assert KEY not in http.get(f"/v1/providers/{provider['id']}").text
     agent = client.agents.create(model="team-groq/fake-model", include_base_tools=False)
     assert agent.model == "team-groq/fake-model"
+    # Letta's endpoint type is its provider type's, in the agent and in its Agent File
+    assert agent.llm_config.model_endpoint_type == "groq"
+    assert client.agents.retrieve(agent.id).llm_config.model_endpoint_type == "groq"
+    [exported] = http.get(f"/v1/agents/{agent.id}/export").json()["agents"]
+    assert (exported["llm_config"]["model_endpoint_type"],
+            exported["llm_config"]["provider_category"]) == ("groq", "byok")
     script.set(reply("Hello from my own key."))
     seen = len(fake.requests)
     answer = client.agents.messages.create(agent.id, input="hi")
@@ -227,6 +236,118 @@ def test_models_lists_what_each_added_provider_offers(http: httpx.Client,
     assert "listed/fake-model" not in {m["handle"] for m in after}
 
 
+def _listed(http: httpx.Client, provider: str) -> set[str]:
+    """The handles of ``provider``'s models on /v1/models, once its listing is read."""
+    deadline = time.monotonic() + ANSWERS
+    while True:
+        found = {m["handle"] for m in http.get("/v1/models", params={
+            "provider_category": "byok", "provider_name": provider}).json()}
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_anthropic_and_azure_providers_list_their_models_in_their_own_formats(
+        http: httpx.Client, client: Letta, fake: FakeOpenAI, script: Script) -> None:
+    claude = http.post("/v1/providers", json={
+        "name": "team-claude", "provider_type": "anthropic", "api_key": KEY,
+        "base_url": fake.url})
+    azure = http.post("/v1/providers", json={
+        "name": "team-azure", "provider_type": "azure", "api_key": KEY, "base_url": fake.url,
+        "api_version": "2024-10-21"})
+    assert claude.status_code == azure.status_code == 200, (claude.text, azure.text)
+    assert _listed(http, "team-claude") == {
+        "team-claude/claude-sonnet-4-5-20250929", "team-claude/claude-haiku-4-5-20251001",
+        "team-claude/claude-opus-4-1-20250805"}
+    # Azure's deployments, asked for with its api-key header (the fake refuses a Bearer key)
+    assert _listed(http, "team-azure") == {"team-azure/fake-deployment"}
+    for provider in (claude.json(), azure.json()):
+        assert http.post(f"/v1/providers/{provider['id']}/check").status_code == 200
+        assert http.patch(f"/v1/providers/{provider['id']}/refresh").status_code == 200
+    wrong = http.post("/v1/providers/check", json={
+        "provider_type": "azure", "api_key": "sk-wrong", "base_url": fake.url})
+    assert wrong.status_code == 401, wrong.text
+    agent = client.agents.create(model="team-azure/fake-deployment", include_base_tools=False)
+    script.set(reply("From a deployment."))
+    seen = len(fake.requests)
+    answer = client.agents.messages.create(agent.id, input="hi")
+    assert answer.messages[-1].content == "From a deployment."  # type: ignore[union-attr]
+    [sent] = [r for r in fake.requests[seen:] if r.path.endswith("/chat/completions")]
+    assert sent.path == "/openai/deployments/fake-deployment/chat/completions"
+    assert sent.headers["api-key"] == KEY
+    # its embedding deployments too: listed, and called with the key in api-key
+    embedding = {m.handle: m for m in client.models.embeddings.list()}["team-azure/fake-embedding"]
+    assert (embedding.provider_type, embedding.embedding_endpoint_type) == ("azure", "azure")
+    embedded = client.agents.create(model="team-azure/fake-deployment",
+                                    embedding="team-azure/fake-embedding",
+                                    include_base_tools=False)
+    seen = len(fake.requests)
+    client.agents.passages.create(embedded.id, text="Deployed embeddings.")
+    [sent] = [r for r in fake.requests[seen:] if r.path.endswith("/embeddings")]
+    assert sent.path == "/openai/deployments/fake-embedding/embeddings"
+    assert (sent.headers["api-key"], sent.body["input"]) == (KEY, ["Deployed embeddings."])
+    for provider in (claude.json(), azure.json()):
+        assert http.delete(f"/v1/providers/{provider['id']}").status_code == 200
+
+
+
+def test_a_gemini_providers_embedding_models_are_listed_and_used(
+        http: httpx.Client, client: Letta, fake: FakeOpenAI) -> None:
+    added = http.post("/v1/providers", json={
+        "name": "team-gemini", "provider_type": "google_ai", "api_key": KEY,
+        "base_url": fake.url})
+    assert added.status_code == 200, added.text
+    deadline = time.monotonic() + ANSWERS
+    while True:
+        listed = {m.handle: m for m in client.models.embeddings.list()}
+        if "team-gemini/gemini-embedding-001" in listed or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    model = listed["team-gemini/gemini-embedding-001"]
+    assert (model.provider_name, model.provider_type, model.embedding_endpoint_type,
+            model.embedding_endpoint) == ("team-gemini", "google_ai", "google_ai", None)
+    assert "team-gemini/gemini-2.5-flash" not in listed  # a chat model
+    assert_letta_shape("/v1/models/embedding", "get", http.get("/v1/models/embedding").json())
+    agent = client.agents.create(model="team-gemini/gemini-2.5-flash",
+                                 embedding="team-gemini/gemini-embedding-001",
+                                 include_base_tools=False)
+    assert agent.embedding_config is not None
+    assert (agent.embedding_config.handle, agent.embedding_config.embedding_endpoint_type,
+            agent.embedding_config.embedding_dim) == (
+        "team-gemini/gemini-embedding-001", "google_ai", 768)
+    seen = len(fake.requests)
+    client.agents.passages.create(agent.id, text="The sky is blue.")
+    [request] = [r for r in fake.requests[seen:] if r.path.endswith(":batchEmbedContents")]
+    assert request.headers["x-goog-api-key"] == KEY
+    assert "The sky is blue." in str(client.agents.passages.search(agent.id, query="sky"))
+    assert http.delete(f"/v1/providers/{added.json()['id']}").status_code == 200
+    with pytest.raises(letta_client.APIStatusError, match="team-gemini"):
+        client.agents.passages.create(agent.id, text="Its provider is gone.")
+
+
+def test_providers_are_listed_by_creation_as_letta_lists_them(
+        http: httpx.Client, fake: FakeOpenAI) -> None:
+    # Named against their order of creation, so a list by name would differ.
+    made = [_create(http, fake, name)["id"] for name in ("order-c", "order-a", "order-b")]
+
+    def ids(**params: str) -> list[str]:
+        answer = http.get("/v1/providers", params={"provider_category": "byok", **params})
+        assert answer.status_code == 200, answer.text
+        return [p["id"] for p in answer.json() if p["id"] in made]
+
+    assert ids() == made[::-1]  # newest first, Letta's default
+    assert ids(order="desc", order_by="created_at") == made[::-1]
+    assert ids(order="asc") == made
+    assert ids(order="asc", after=made[0]) == made[1:]
+    assert ids(order="desc", before=made[0]) == made[:0:-1]
+    everything = http.get("/v1/providers", params={"order": "asc"}).json()
+    categories = [p["provider_category"] for p in everything]
+    assert categories == sorted(categories)  # the operator's ("base") before those added
+    refused = http.get("/v1/providers", params={"order_by": "name"})
+    assert refused.status_code == 422 and "order_by" in refused.text
+    for provider_id in made:
+        assert http.delete(f"/v1/providers/{provider_id}").status_code == 200
+
 def test_the_number_of_providers_is_bounded(http: httpx.Client, fake: FakeOpenAI,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from stateloop.server.routes import providers
@@ -275,3 +396,4 @@ def test_a_provider_whose_address_turned_private_is_not_called(
         assert answer.status_code == 400, answer.text
         assert "STATELOOP_PROVIDER_PRIVATE_URLS" in answer.json()["detail"]
         assert len(fake.requests) == seen
+

@@ -211,13 +211,19 @@ def test_a_provider_added_on_one_process_serves_an_agent_on_the_other(
             "name": "crew", "provider_type": "together", "api_key": "sk-fleet-93c1",
             "base_url": fake.base_url})
         assert added.status_code == 200, added.text
-        agent = two.agents.create(model="crew/fake-model", include_base_tools=False).id
+        agent = two.agents.create(model="crew/fake-model", embedding="crew/fake-embed",
+                                  include_base_tools=False).id
         script.set(reply("through the crew's key"))
         seen = len(fake.requests)
         answer = two.agents.messages.create(agent, input="hello")
         assert answer.messages[-1].content == "through the crew's key"
         call_ = next(r for r in fake.requests[seen:] if r.path.endswith("/chat/completions"))
         assert call_.headers["authorization"] == "Bearer sk-fleet-93c1"
+        seen = len(fake.requests)
+        one.agents.passages.create(agent, text="Embedded with the crew's key.")
+        embedded = next(r for r in fake.requests[seen:] if r.path.endswith("/embeddings"))
+        assert (embedded.body["model"], embedded.headers["authorization"]) == (
+            "fake-embed", "Bearer sk-fleet-93c1")
         with psycopg.connect(cli.env["STATELOOP_DATABASE_URL"]) as conn:
             row = conn.execute("SELECT * FROM providers").fetchone()
         assert row is not None and "sk-fleet-93c1" not in repr(row)

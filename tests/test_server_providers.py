@@ -57,6 +57,13 @@ def fake(script: Script) -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
+def mistral(script: Script) -> Iterator[FakeOpenAI]:
+    """Mistral: tool-call ids of nine letters and digits, any other refused."""
+    with FakeOpenAI(script, chunk_size=4, embedding_dimensions=16, mistral_ids=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def silent() -> Iterator[str]:
     """An address that takes connections and never answers."""
     with socket.socket() as sock:
@@ -93,7 +100,7 @@ def listing() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server(fake: FakeOpenAI, silent: str, listing: str,
+def server(fake: FakeOpenAI, mistral: FakeOpenAI, silent: str, listing: str,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as env:
         for variable in {v for p in CATALOGUE.values() for v in p.variables}:
@@ -104,6 +111,10 @@ def server(fake: FakeOpenAI, silent: str, listing: str,
         env.setenv("TOGETHER_BASE_URL", fake.base_url)
         env.setenv("OLLAMA_BASE_URL", fake.url)  # without /v1, as Ollama's users write it
         env.setenv("MINIMAX_API_KEY", "minimax-test")
+        env.setenv("MISTRAL_API_KEY", "mistral-test")
+        env.setenv("MISTRAL_BASE_URL", mistral.base_url)
+        env.setenv("ANTHROPIC_API_KEY", "anthropic-test")
+        env.setenv("ANTHROPIC_BASE_URL", fake.url)  # its paged /v1/models
         env.setenv("GEMINI_API_KEY", "gemini-test")
         env.setenv("GEMINI_BASE_URL", fake.url)  # Google's generateContent
         env.setenv("MINIMAX_BASE_URL", fake.url)  # Anthropic Messages
@@ -239,20 +250,25 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
     assert client.models.list()  # later requests do not wait for it at all
     assert time.monotonic() - started < 1.5
     # A listing slower than the first request's wait (a loaded machine) shows on a later one.
-    wanted = {f"{p}/fake-model" for p in ("groq", "together", "ollama")}
+    wanted = {f"{p}/fake-model" for p in ("groq", "together", "ollama", "openai")}
+    wanted.add("anthropic/claude-haiku-4-5-20251001")
     deadline = time.monotonic() + ANSWERS
     while not wanted <= set(models) and time.monotonic() < deadline:
         time.sleep(0.2)
         models = {m.handle: m for m in client.models.list()}
     # The fake lists one model; each provider pointed at it lists it under its own name.
-    for provider in ("groq", "together", "ollama"):
+    for provider, kind in (("groq", "groq"), ("together", "together"), ("ollama", "openai")):
         model = models[f"{provider}/fake-model"]
         assert (model.provider_type, model.provider_name, model.model_endpoint_type) == (
-            provider, provider, provider)
+            provider, provider, kind)  # Letta writes Ollama's models as "openai"
         assert model.model_endpoint is None  # an address the operator set is not shown
         assert model.context_window == 8192
     assert not any(handle.startswith(("vllm/", "sglang/")) for handle in models)
     assert "openai/gpt-4o-mini" in models  # the default, as before
+    # OpenAI's and Anthropic's models come from their own listings, as the others' do.
+    assert models["openai/fake-model"].model_endpoint_type == "openai"
+    claude = models["anthropic/claude-haiku-4-5-20251001"]
+    assert (claude.provider_type, claude.context_window) == ("anthropic", 200_000)
     assert {m.provider_name for m in client.models.list(provider_name="groq")} == {"groq"}
     body = httpx.get(f"{server.url}/v1/models/").json()
     assert_letta_shape("/v1/models/", "get", body)
@@ -287,3 +303,101 @@ def test_provider_embeddings_go_to_the_configured_endpoint(server: Server, clien
     with pytest.raises(letta_client.UnprocessableEntityError, match="set LMSTUDIO_BASE_URL"):
         client.agents.create(model=GROQ, embedding="lmstudio_openai/nomic-embed-text",
                              include_base_tools=False)
+
+
+def test_gemini_and_mistral_embeddings_go_to_their_own_apis(server: Server, client: Letta,
+                                                            fake: FakeOpenAI,
+                                                            mistral: FakeOpenAI) -> None:
+    listed = {m.handle: m for m in client.models.embeddings.list()}
+    assert listed["google_ai/gemini-embedding-001"].embedding_endpoint_type == "google_ai"
+    agent = client.agents.create(model=GROQ, embedding="google_ai/gemini-embedding-001",
+                                 include_base_tools=False)
+    assert agent.embedding_config is not None
+    assert (agent.embedding_config.embedding_endpoint_type,
+            agent.embedding_config.embedding_dim) == ("google_ai", 24)
+    seen = len(fake.requests)
+    client.agents.passages.create(agent.id, text="The sky is blue.")
+    [request] = [r for r in fake.requests[seen:] if "mbedContent" in r.path]
+    assert request.path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+    assert request.headers["x-goog-api-key"] == "gemini-test"
+    assert request.body["requests"][0]["model"] == "models/gemini-embedding-001"
+    found = client.agents.passages.search(agent.id, query="blue sky")
+    assert "The sky is blue." in str(found)
+    with pytest.raises(letta_client.UnprocessableEntityError, match="not a Gemini model"):
+        client.agents.create(model=GROQ, embedding="google_ai/../../v1beta/cachedContents",
+                             include_base_tools=False)
+
+    other = client.agents.create(model=GROQ, embedding="mistral/mistral-embed",
+                                 include_base_tools=False)
+    assert other.embedding_config is not None
+    assert (other.embedding_config.embedding_endpoint_type,
+            other.embedding_config.embedding_dim) == ("mistral", 16)
+    seen = len(mistral.requests)
+    client.agents.passages.create(other.id, text="Grass is green.")
+    [request] = [r for r in mistral.requests[seen:] if r.path.endswith("/embeddings")]
+    assert request.body["model"] == "mistral-embed"
+    assert request.headers["authorization"] == "Bearer mistral-test"
+
+
+def test_mistral_gets_tool_call_ids_it_accepts(client: Letta, script: Script,
+                                              fake: FakeOpenAI, mistral: FakeOpenAI) -> None:
+    client.tools.create(source_code=SHOUT)
+    # The first turn's call ids are the fake OpenAI's ("call_..."), which Mistral refuses.
+    agent = client.agents.create(model=GROQ, tools=["shout"], include_base_tools=False)
+    script.set(call("shout", text="one"), reply("ONE."))
+    client.agents.messages.create(agent.id, input="shout one")
+    script.set(call("shout", text="two"), reply("It said TWO."))
+    seen = len(mistral.requests)
+    response = client.agents.messages.create(agent.id, input="shout two",
+                                             override_model="mistral/mistral-large-latest")
+    assert response.messages[-1].content == "It said TWO."  # type: ignore[union-attr]
+    requests = _chat_requests(mistral, seen)
+    assert [r.body["model"] for r in requests] == ["mistral-large-latest"] * 2
+    sent = [m for m in requests[-1].body["messages"] if m["role"] in ("assistant", "tool")]
+    ids = [c["id"] for m in sent for c in m.get("tool_calls") or ()]
+    ids += [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert len(ids) == 4 and all(len(i) == 9 and i.isalnum() for i in ids), ids
+    # A call and its result keep one id; the first turn's was mapped, Mistral's kept.
+    results = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    calls = [c["id"] for m in sent for c in m.get("tool_calls") or ()]
+    assert results == calls
+    listed = client.agents.messages.list(agent.id)
+    own = [m.tool_call.tool_call_id for m in listed  # type: ignore[union-attr]
+           if m.message_type == "tool_call_message"]
+    assert own[0].startswith("call_") and own[1] == calls[1]
+
+
+# Letta 0.16.8's model_endpoint_type for each provider's models (letta/schemas/providers/),
+# and the provider_type of the model_settings it derives from it (llm_config.py).
+ENDPOINT_TYPES = {
+    GROQ: ("groq", "groq"), TOGETHER: ("together", "together"),
+    "ollama/qwen3:8b": ("openai", "openai"), "mistral/mistral-large-latest": ("openai", "openai"),
+    "sglang/qwen3": ("openai", "sglang"), "google_ai/gemini-2.5-flash": ("google_ai", "google_ai"),
+    "minimax/MiniMax-M2": ("minimax", "anthropic"), "xai/grok-4-0709": ("xai", "xai"),
+    "deepseek/deepseek-chat": ("deepseek", "deepseek"), "zai_coding/glm-4.6": ("zai_coding", "zai"),
+    "openrouter/openai/gpt-4o": ("openrouter", "openrouter"),
+    "baseten/zai-org/GLM-4.6": ("baseten", "baseten"), "azure/gpt4o": ("azure", "azure"),
+    "fireworks/llama-v3p1-8b-instruct": ("openai", "openai"),  # Letta has no provider for it
+    "openai/gpt-4o-mini": ("openai", "openai"), "anthropic/claude-sonnet-4-5": ("anthropic",
+                                                                                "anthropic"),
+}
+
+
+def test_agents_report_lettas_endpoint_type_for_each_provider(server: Server,
+                                                              client: Letta) -> None:
+    made = {handle: client.agents.create(model=handle, include_base_tools=False)
+            for handle in ENDPOINT_TYPES}
+    listed = {a.id: a for a in client.agents.list(limit=200)}
+    for handle, (endpoint, settings) in ENDPOINT_TYPES.items():
+        agent = made[handle]
+        for seen in (agent, client.agents.retrieve(agent.id), listed[agent.id]):
+            assert seen.llm_config.model_endpoint_type == endpoint, handle
+        body = httpx.get(f"{server.url}/v1/agents/{agent.id}").json()
+        assert_letta_shape("/v1/agents/{agent_id}", "get", body)
+        assert body["model_settings"].get("provider_type") == settings, handle
+        exported = httpx.get(f"{server.url}/v1/agents/{agent.id}/export").json()
+        [config] = [a["llm_config"] for a in exported["agents"]]
+        assert (config["model_endpoint_type"], config["handle"]) == (endpoint, handle)
+        assert config["model_endpoint"] in (None, CATALOGUE[handle.partition("/")[0]].base_url,
+                                            "https://api.anthropic.com/v1")
+

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..llm.providers import CATALOGUE
+from ..llm.registered import endpoint_type, provider_type
 from ..messages import Message
 from ..persistence import get_store, stored_state
 from ..store.records import AgentRecord, BlockRecord, GroupRecord, ToolRecord
@@ -159,11 +161,14 @@ def _llm_config(record: AgentRecord) -> dict[str, Any]:
     provider, _, name = handle.partition("/") if "/" in handle else ("openai", "", handle)
     base = record.extra.get(LLM_KEY) or {}
     same = base.get("handle") == handle
-    endpoint = "https://api.anthropic.com/v1" if provider == "anthropic" else \
-        "https://api.openai.com/v1"
+    kind = CATALOGUE.get(provider)
+    # The provider's public address (never one the operator set), as Letta writes it.
+    endpoint = ("https://api.anthropic.com/v1" if provider == "anthropic"
+                else kind.base_url if kind is not None else None)
     config = {
-        "model": name, "display_name": None, "model_endpoint_type": provider,
-        "model_endpoint": endpoint, "provider_name": provider, "provider_category": "base",
+        "model": name, "display_name": None, "model_endpoint_type": endpoint_type(handle),
+        "model_endpoint": endpoint, "provider_name": provider,
+        "provider_category": "byok" if provider_type(provider) else "base",
         "model_wrapper": None, "context_window": 32000, "put_inner_thoughts_in_kwargs": False,
         "handle": handle, "temperature": 0.7, "max_tokens": None, "enable_reasoner": False,
         "reasoning_effort": None, "max_reasoning_tokens": 0, "frequency_penalty": None,

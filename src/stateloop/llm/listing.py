@@ -1,6 +1,7 @@
-"""What the configured providers offer: each one's own model listing (``GET {base}/models``,
-Gemini's ``models``), read within bounds of time, size and count, and kept for a while by
-``ModelListings`` so that a request never waits for a provider.
+"""What the configured providers offer: each one's own model listing (``GET {base}/models``;
+Anthropic's paged ``/v1/models``, Gemini's ``models``, an Azure resource's deployments), read
+within bounds of time, size and count, and kept for a while by ``ModelListings`` so that a
+request never waits for a provider.
 
 Only the endpoints the operator configured are asked (``providers.CATALOGUE`` and the
 environment); a provider that fails, hangs or answers garbage lists nothing and is logged.
@@ -14,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 import orjson
@@ -28,9 +30,17 @@ MAX_BYTES = 4 * 1024 * 1024  # a listing larger than this is refused (OpenRouter
 MAX_MODELS = 2_000  # models kept from one provider
 MAX_WINDOW = 10_000_000  # a context window above this is taken as garbage
 TIMEOUT = 8.0  # seconds for one provider's listing, connecting included
-# Providers listed here: their own (OpenAI, Anthropic) keep the server's own listing;
-# Azure's models are deployments, which its listing does not name; MiniMax has none.
-UNLISTED = frozenset({"openai", "anthropic", "azure", "minimax"})
+MAX_PAGES = 20  # pages of a paged listing (Anthropic's) read at most
+ANTHROPIC_PAGE = 1000  # models asked for a page (Anthropic's most)
+UNLISTED = frozenset({"minimax"})  # providers with no model listing
+ANTHROPIC_VERSION = "2023-06-01"
+# Azure's deployment listing answers only this version (as Letta calls it).
+AZURE_DEPLOYMENTS_VERSION = "2023-03-15-preview"
+# OpenAI's own listing names every model it has; those an agent can chat with start so, and
+# do not name a mode Chat Completions lacks (as Letta filters it).
+OPENAI_CHAT = ("gpt-4", "gpt-5", "o1", "o3", "o4")
+OPENAI_NOT_CHAT = ("transcribe", "search", "realtime", "tts", "audio", "computer", "o1-mini",
+                   "o1-preview", "o1-pro")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +65,7 @@ class ListingError(Exception):
 
 def listable(env: Environment | None = None) -> list[Provider]:
     """The configured providers whose models come from their own listing."""
-    return [p for p in CATALOGUE.values() if p.wire in ("chat", "gemini")
+    return [p for p in CATALOGUE.values() if p.wire in ("chat", "gemini", "anthropic")
             and p.name not in UNLISTED and p.missing(env) is None]
 
 
@@ -63,43 +73,44 @@ async def list_provider(provider: Provider, env: Environment | None = None, *,
                         timeout: float = TIMEOUT) -> list[Listed]:
     """``provider``'s models from its own listing; ``ListingError`` when it cannot be read."""
     where = provider.endpoint(env)
-    if provider.wire == "gemini":
-        url = f"{where.base_url}/v1beta/models?pageSize=1000"
-        headers = {"x-goog-api-key": where.api_key or ""}
-    else:
-        url = f"{where.base_url}/models"
-        headers = {**where.headers, "authorization": f"Bearer {where.api_key or 'none'}"}
     try:
         async with asyncio.timeout(timeout):
-            raw = await _get(url, headers)
+            if provider.wire == "anthropic":
+                return await _anthropic_models(provider, where)
+            if provider.wire == "gemini":
+                url = f"{where.base_url}/v1beta/models?pageSize=1000"
+                headers = {"x-goog-api-key": where.api_key or ""}
+            elif provider.name == "azure":  # its key in ``api-key``; a Bearer one is refused
+                url = (f"{where.base_url.removesuffix('/openai/v1')}/openai/deployments"
+                       f"?api-version={AZURE_DEPLOYMENTS_VERSION}")
+                headers = {"api-key": where.api_key or ""}
+            else:
+                url = f"{where.base_url}/models"
+                headers = {**where.headers, "authorization": f"Bearer {where.api_key or 'none'}"}
+            body = await _get_json(url, headers)
     except TimeoutError as exc:
         raise ListingError(f"no answer within {timeout:g} s") from exc
     except httpx2.HTTPError as exc:
         raise ListingError(f"{type(exc).__name__}: {exc}") from exc
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ListingError(f"the listing is not JSON: {exc}") from exc
     if provider.wire == "gemini":
         return _gemini_models(provider, where, body)
+    if provider.name == "azure":
+        return _azure_models(provider, where, body)
     return _openai_models(provider, where, body)
 
 
 async def check_key(provider: Provider, env: Environment, *, timeout: float = TIMEOUT) -> None:
     """Whether ``provider``'s key (in ``env``) opens it: its model listing read with it;
     ``ListingError`` (``HTTP 401``, ...) when it does not."""
-    if provider.wire != "anthropic":
-        await list_provider(provider, env, timeout=timeout)
-        return
-    where = provider.endpoint(env)
-    headers = {"x-api-key": where.api_key or "", "anthropic-version": "2023-06-01"}
+    await list_provider(provider, env, timeout=timeout)
+
+
+async def _get_json(url: str, headers: dict[str, str]) -> Any:
+    raw = await _get(url, headers)
     try:
-        async with asyncio.timeout(timeout):
-            await _get(f"{where.base_url}/v1/models", headers)
-    except TimeoutError as exc:
-        raise ListingError(f"no answer within {timeout:g} s") from exc
-    except httpx2.HTTPError as exc:
-        raise ListingError(f"{type(exc).__name__}: {exc}") from exc
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ListingError(f"the listing is not JSON: {exc}") from exc
 
 
 async def _get(url: str, headers: dict[str, str]) -> bytes:
@@ -131,11 +142,58 @@ def _openai_models(provider: Provider, where: Endpoint, body: Any) -> list[Liste
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             continue
         name = entry["id"][:200]
+        if (provider.name == "openai" and where.public and "embed" not in name
+                and (not name.startswith(OPENAI_CHAT) or any(w in name for w in OPENAI_NOT_CHAT))):
+            continue
         own = next((entry[key] for key in ("context_window", "context_length", "max_model_len",
                                            "max_context_length") if key in entry), None)
         kind = str(entry.get("type") or "")
         embedding = kind == "embedding" or "embed" in name.lower()
         found.append(_listed(provider, where, name, own, embedding))
+    return found
+
+
+async def _anthropic_models(provider: Provider, where: Endpoint) -> list[Listed]:
+    """Anthropic's ``GET /v1/models``, page after page (``has_more``, ``after_id``)."""
+    headers = {"x-api-key": where.api_key or "", "anthropic-version": ANTHROPIC_VERSION}
+    found: list[Listed] = []
+    seen: set[str] = set()
+    after = ""
+    for _ in range(MAX_PAGES):
+        query = f"?limit={ANTHROPIC_PAGE}" + (f"&after_id={quote(after)}" if after else "")
+        body = await _get_json(f"{where.base_url}/v1/models{query}", headers)
+        entries = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(entries, list):
+            raise ListingError("the listing has no list of models")
+        for entry in entries:
+            if (isinstance(entry, dict) and entry.get("type", "model") == "model"
+                    and isinstance(entry.get("id"), str) and entry["id"] not in seen
+                    and not entry["id"].startswith("claude-2")):  # no tool calls
+                seen.add(entry["id"])
+                found.append(_listed(provider, where, entry["id"][:200],
+                                     entry.get("context_window"), False))
+        last = str(body.get("last_id") or "")[:200]
+        if not body.get("has_more") or last in ("", after) or len(found) >= MAX_MODELS:
+            break  # the last page, or one that would be asked for again
+        after = last
+    return found[:MAX_MODELS]
+
+
+def _azure_models(provider: Provider, where: Endpoint, body: Any) -> list[Listed]:
+    # A handle names a deployment (``azure/DEPLOYMENT``); its limits are its model's.
+    entries = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        raise ListingError("the listing has no list of deployments")
+    found = []
+    for entry in entries[:MAX_MODELS]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            continue
+        if entry.get("status") not in (None, "succeeded"):
+            continue  # still being made, or failed
+        model = str(entry.get("model") or entry["id"])
+        limits = known_limits(model) or DEFAULT_LIMITS
+        found.append(Listed(provider.name, entry["id"][:200], limits.context_window,
+                            limits.max_output_tokens, "embed" in model.lower(), None))
     return found
 
 
@@ -196,14 +254,15 @@ async def _list_into(provider: Provider, env: Environment, timeout: float,
 
 
 class ModelListings:
-    """The listings of the configured providers, refreshed in the background once older than
-    ``ttl`` seconds. The first ``current`` waits at most ``wait`` seconds for the first
-    refresh; later ones answer at once with what is known (each provider's models show as
-    soon as its own listing is read)."""
+    """The listings of the configured providers (the environment, with ``overrides`` over
+    it), refreshed in the background once older than ``ttl`` seconds. The first ``current``
+    waits at most ``wait`` seconds for the first refresh; later ones answer at once with what
+    is known (each provider's models show as soon as its own listing is read)."""
 
-    def __init__(self, *, ttl: float = 300.0, wait: float = 2.0,
-                 timeout: float = TIMEOUT) -> None:
+    def __init__(self, *, ttl: float = 300.0, wait: float = 2.0, timeout: float = TIMEOUT,
+                 overrides: Environment | None = None) -> None:
         self.ttl, self.wait, self.timeout = ttl, wait, timeout
+        self.overrides = dict(overrides or {})  # variables over the environment's
         self._found: dict[str, list[Listed]] = {}
         self._failures: dict[str, str] = {}
         self._at = float("-inf")
@@ -227,7 +286,7 @@ class ModelListings:
         return dict(self._failures)
 
     async def _refresh(self) -> None:
-        env = dict(os.environ)
+        env = {**os.environ, **self.overrides}
         providers = listable(env)
         try:
             for gone in set(self._found).difference(p.name for p in providers):

@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator
+import re
+import string
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import httpx2
@@ -29,6 +31,8 @@ from .pieces import KeptArray, dumps
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 _MAX_ID_LENGTH = 40  # OpenAI rejects longer tool-call ids
+_MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")  # the only tool-call ids Mistral accepts
+_ALNUM = string.ascii_letters + string.digits
 # Optional fields some servers refuse; left out once a server names one in a 400.
 _OPTIONAL_FIELDS = ("stream_options", "parallel_tool_calls")
 _REFUSALS = ("support", "unrecognized", "unknown", "extra", "not allowed", "unexpected",
@@ -46,6 +50,8 @@ class OpenAIModel:
     ``chat_url`` replaces ``{base_url}/chat/completions`` (Azure's deployment URL),
     ``key_header`` is where the key goes (``authorization`` as a bearer token, else the key
     as is, as Azure's ``api-key``) and ``headers`` are sent with every call.
+    ``tool_call_ids="mistral"`` sends each tool-call id as nine letters and digits (a call and
+    its result alike), the only ids Mistral accepts; ids it made itself go back unchanged.
     """
 
     provider = "openai"
@@ -60,7 +66,7 @@ class OpenAIModel:
                  max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
                  provider: str = "openai", chat_url: str | None = None,
                  key_header: str = "authorization", headers: dict[str, str] | None = None,
-                 ) -> None:
+                 tool_call_ids: Literal["openai", "mistral"] = "openai") -> None:
         self.provider = provider
         self.model_id = name
         self.name = f"{provider}/{name}"
@@ -88,8 +94,10 @@ class OpenAIModel:
         # know only max_tokens.
         self._max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if official else "max_tokens")
+        ids = mistral_id if tool_call_ids == "mistral" else wire_id
+        self._wire_id = ids
         self._kept = KeptArray(
-            lambda message: dumps(wire_message(message, self._system_role)))
+            lambda message: dumps(wire_message(message, self._system_role, ids)))
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model_id!r}, base_url={self.base_url!r})"
@@ -181,7 +189,8 @@ class OpenAIModel:
         # encoded on each call, the rest is kept.
         start = 1 if messages and messages[0].role == "system" else 0
         kept = self._kept.inside(messages, start)
-        first = dumps(wire_message(messages[0], self._system_role)) if start else b""
+        first = (dumps(wire_message(messages[0], self._system_role, self._wire_id)) if start
+                 else b"")
         comma = b"," if first and kept else b""
         return b"".join((dumps(head)[:-1], b',"messages":[', first, comma, kept, b"]}"))
 
@@ -290,12 +299,22 @@ def wire_id(id: str) -> str:
     return "call_" + hashlib.sha256(id.encode()).hexdigest()[:_MAX_ID_LENGTH - 5]
 
 
+def mistral_id(id: str) -> str:
+    """A tool-call id Mistral accepts (nine letters and digits), the same for a call and its
+    result: its own ids as they are, any other as nine characters of its digest."""
+    if _MISTRAL_ID.fullmatch(id):
+        return id
+    number = int.from_bytes(hashlib.sha256(id.encode()).digest()[:8], "big")
+    return "".join(_ALNUM[(number // len(_ALNUM) ** i) % len(_ALNUM)] for i in range(9))
+
+
 def to_wire_messages(messages: list[Message], system_role: str = "system") -> list[dict[str, Any]]:
     """Transcript messages as Chat Completions messages."""
     return [wire_message(message, system_role) for message in messages]
 
 
-def wire_message(message: Message, system_role: str = "system") -> dict[str, Any]:
+def wire_message(message: Message, system_role: str = "system",
+                 ids: Callable[[str], str] = wire_id) -> dict[str, Any]:
     """One transcript message as a Chat Completions message.
 
     Reasoning is not sent back: Chat Completions has no field for it, and servers that emit
@@ -309,7 +328,7 @@ def wire_message(message: Message, system_role: str = "system") -> dict[str, Any
         entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
         if message.tool_calls:
             entry["tool_calls"] = [
-                {"id": wire_id(call.id), "type": "function",
+                {"id": ids(call.id), "type": "function",
                  "function": {"name": call.name,
                               "arguments": call.raw_arguments
                               if call.raw_arguments is not None
@@ -318,7 +337,7 @@ def wire_message(message: Message, system_role: str = "system") -> dict[str, Any
         elif entry["content"] is None:
             entry["content"] = ""
         return entry
-    return {"role": "tool", "tool_call_id": wire_id(message.tool_call_id or ""),
+    return {"role": "tool", "tool_call_id": ids(message.tool_call_id or ""),
             "content": message.text}
 
 

@@ -18,6 +18,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from ..errors import AuthenticationError, ConfigError
 from .base import Model, ModelRequest, StreamItem
@@ -40,7 +41,8 @@ class Provider:
     key_always: bool = False  # the key is needed at an operator's URL too (Azure)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     headers: tuple[tuple[str, str], ...] = ()  # (header, variable) sent when the variable is set
-    embeddings: bool = False  # serves ``/embeddings`` in OpenAI's format
+    embeddings: bool = False  # has embedding models (Gemini's format for wire "gemini")
+    tool_call_ids: Literal["openai", "mistral"] = "openai"  # Mistral's: nine alphanumerics
     not_served: str | None = None
 
     @property
@@ -106,7 +108,8 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
              "https://api.openai.com/v1", embeddings=True),
     Provider("anthropic", "anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
              "https://api.anthropic.com"),
-    Provider("azure", "chat", "AZURE_API_KEY", "AZURE_BASE_URL", key_always=True),
+    Provider("azure", "chat", "AZURE_API_KEY", "AZURE_BASE_URL", key_always=True,
+             embeddings=True),
     _chat("baseten", "BASETEN_API_KEY", "https://inference.baseten.co/v1",
           max_tokens_field="max_tokens"),
     _chat("cerebras", "CEREBRAS_API_KEY", "https://api.cerebras.ai/v1"),
@@ -114,13 +117,14 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
     _chat("fireworks", "FIREWORKS_API_KEY", "https://api.fireworks.ai/inference/v1",
           base_env="FIREWORKS_API_BASE", max_tokens_field="max_tokens", embeddings=True),
     Provider("google_ai", "gemini", "GEMINI_API_KEY", "GEMINI_BASE_URL",
-             "https://generativelanguage.googleapis.com"),
+             "https://generativelanguage.googleapis.com", embeddings=True),
     _chat("groq", "GROQ_API_KEY", "https://api.groq.com/openai/v1"),
     _chat("lmstudio_openai", None, None, base_env="LMSTUDIO_BASE_URL", add_v1=True,
           embeddings=True),
     Provider("minimax", "anthropic", "MINIMAX_API_KEY", "MINIMAX_BASE_URL",
              "https://api.minimax.io/anthropic"),
-    _chat("mistral", "MISTRAL_API_KEY", "https://api.mistral.ai/v1"),
+    _chat("mistral", "MISTRAL_API_KEY", "https://api.mistral.ai/v1", embeddings=True,
+          tool_call_ids="mistral"),
     _chat("ollama", None, None, base_env="OLLAMA_BASE_URL", add_v1=True, embeddings=True),
     _chat("openrouter", "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1",
           headers=(("HTTP-Referer", "OPENROUTER_REFERER"), ("X-Title", "OPENROUTER_TITLE"))),
@@ -142,21 +146,23 @@ CATALOGUE: dict[str, Provider] = {p.name: p for p in (
     _off("letta", "it is Letta's hosted service (letta/letta-free)"),
 )}
 
-# Letta's ``model_endpoint_type`` and ``embedding_endpoint_type`` values for the providers
-# here; Letta writes the others (LM Studio, SGLang, Cerebras, Fireworks) as "openai".
-_MODEL_ENDPOINT_TYPES = frozenset({
-    "openai", "anthropic", "google_ai", "google_vertex", "azure", "groq", "ollama", "vllm",
-    "hugging-face", "baseten", "minimax", "mistral", "together", "bedrock", "deepseek", "xai",
-    "zai", "zai_coding", "openrouter", "chatgpt_oauth"})
+# Letta's ``model_endpoint_type`` is the provider's name but for these, whose models Letta's
+# providers write as "openai" (they speak OpenAI's format; Fireworks has no provider in Letta,
+# and its ``Model`` schema has no such type); ``embedding_endpoint_type`` is the name for those
+# in the set below. Any other (a handle Letta does not know) is "openai".
+_OPENAI_ENDPOINTS = frozenset({"ollama", "vllm", "sglang", "lmstudio_openai", "cerebras",
+                               "mistral", "fireworks", "letta", "hugging-face"})
 _EMBEDDING_ENDPOINT_TYPES = frozenset({
     "openai", "anthropic", "bedrock", "google_ai", "google_vertex", "azure", "groq", "ollama",
     "vllm", "hugging-face", "mistral", "together"})
 
 
 def endpoint_type(provider: str, *, embedding: bool = False) -> str:
-    """Letta's (deprecated, still required) endpoint type of ``provider``'s models."""
-    known = _EMBEDDING_ENDPOINT_TYPES if embedding else _MODEL_ENDPOINT_TYPES
-    return provider if provider in known else "openai"
+    """Letta's (deprecated, still required) endpoint type of ``provider``'s models, as
+    Letta's provider of that name writes it."""
+    if embedding:
+        return provider if provider in _EMBEDDING_ENDPOINT_TYPES else "openai"
+    return provider if provider in CATALOGUE and provider not in _OPENAI_ENDPOINTS else "openai"
 
 
 # Variables a handle's model may not take from a caller: the endpoint comes from the
@@ -203,7 +209,8 @@ def chat_model(prefix: str, name: str, env: Environment | None = None, **options
     return OpenAIModel(name, base_url=where.base_url, api_key=where.api_key or "none",
                        provider=prefix, chat_url=chat_url, key_header=key_header or
                        "authorization", headers=where.headers,
-                       max_tokens_field=provider.max_tokens_field, **options)
+                       max_tokens_field=provider.max_tokens_field,
+                       tool_call_ids=provider.tool_call_ids, **options)
 
 
 def azure_url(base_url: str, deployment: str, path: str, env: Environment | None = None) -> str:
@@ -214,7 +221,9 @@ def azure_url(base_url: str, deployment: str, path: str, env: Environment | None
     if base_url.endswith("/openai/v1"):
         return f"{base_url}/{path}"
     version = env.get("AZURE_API_VERSION") or "2024-09-01-preview"
-    return f"{base_url}/openai/deployments/{deployment}/{path}?api-version={version}"
+    # The deployment name is a path segment: nothing in it may leave the deployment's path.
+    return (f"{base_url}/openai/deployments/{quote(deployment, safe='')}/{path}"
+            f"?api-version={quote(version, safe='')}")
 
 
 class UnconfiguredModel:

@@ -1,6 +1,7 @@
 """Models of providers added at run time (Letta's ``byok`` providers): a handle
 ``NAME/MODEL`` whose provider is looked up anew on each call, so a provider added, changed or
-removed anywhere is seen at once, and called through the catalogue adapter of its type.
+removed anywhere is seen at once, and called through the catalogue adapter of its type (whose
+Letta endpoint type the handle reports).
 
 The server installs a ``Lookup`` (``use``); without one, no such handle resolves.
 """
@@ -46,6 +47,10 @@ class Lookup(Protocol):
         """Whether a provider of this name was there when last looked (no I/O)."""
         ...
 
+    def provider_type(self, name: str) -> str | None:
+        """The catalogue type of the provider of this name when last looked (no I/O)."""
+        ...
+
     async def find(self, name: str) -> Registered | None:
         """The provider named ``name`` now, or None."""
         ...
@@ -54,10 +59,30 @@ class Lookup(Protocol):
 _lookup: Lookup | None = None
 
 
-def use(lookup: Lookup | None) -> None:
-    """Resolve handles of providers added at run time through ``lookup`` (None: none)."""
+def use(lookup: Lookup | None) -> Lookup | None:
+    """Resolve handles of providers added at run time through ``lookup`` (None: none);
+    returns the lookup used until now."""
     global _lookup
-    _lookup = lookup
+    previous, _lookup = _lookup, lookup
+    return previous
+
+
+def provider_type(name: str) -> str | None:
+    """The catalogue type of the provider added at run time named ``name``, or None."""
+    return None if _lookup is None else _lookup.provider_type(name)
+
+
+def endpoint_type(handle: str) -> str:
+    """Letta's ``model_endpoint_type`` of the model ``handle`` names: its provider's, or that
+    of its type for a provider added at run time."""
+    prefix = handle.partition("/")[0] if "/" in handle else "openai"
+    kind = prefix if prefix in providers.CATALOGUE else provider_type(prefix) or "openai"
+    return providers.endpoint_type(kind)
+
+
+async def find(name: str) -> Registered | None:
+    """The provider added at run time named ``name`` now, or None."""
+    return None if _lookup is None else await _lookup.find(name)
 
 
 def resolve(prefix: str, name: str, **options: Any) -> RegisteredModel | None:

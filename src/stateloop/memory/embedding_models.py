@@ -1,8 +1,8 @@
 """Which embedder serves an agent, archive or folder: Letta's ``EmbeddingConfig`` for a
 handle (``"openai/text-embedding-3-small"``, ``"ollama/nomic-embed-text"``) or a config, and
-``Embedders``, which turns one into an embedder (``embeddings.py``'s MiniLM or the
-OpenAI-compatible endpoint of a configured provider), made once a model, or says which
-setting is missing."""
+``Embedders``, which turns one into an embedder (``embeddings.py``'s MiniLM, the
+OpenAI-compatible endpoint of a configured provider or Gemini's, or a provider added at run
+time, found again on each call), made once a model, or says which setting is missing."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stateloop.errors import ConfigError
-from stateloop.llm.providers import CATALOGUE, Provider, endpoint_type
+from stateloop.llm import registered
+from stateloop.llm.providers import CATALOGUE, Environment, Provider, azure_url, endpoint_type
 from stateloop.memory.embeddings import (
     Embedder,
     EmbeddingError,
     EmbeddingUnavailable,
+    GeminiEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     default_embedder,
@@ -144,6 +146,17 @@ class Embedders:
         if _embeds(provider):
             return self._catalogued(CATALOGUE[provider], model, dim,
                                     given.get("embedding_endpoint"), chunk, batch)
+        kind = registered.provider_type(provider)
+        if kind is not None:  # a provider added at run time
+            if not CATALOGUE[kind].embeddings:
+                raise EmbeddingUnavailable(f"embedding '{provider}/{model}': provider "
+                                           f"{provider!r} is of type {kind!r}, which has no "
+                                           "embedding models here")
+            _check_name(CATALOGUE[kind], model)
+            return {"embedding_endpoint_type": endpoint_type(kind, embedding=True),
+                    "embedding_endpoint": None, "embedding_model": model,
+                    "embedding_dim": dim or 0, "embedding_chunk_size": chunk,
+                    "handle": f"{provider}/{model}", "batch_size": batch}
         if provider == "letta":
             raise EmbeddingUnavailable(
                 f"embedding {provider}/{model} is Letta's hosted service, not served here: ask "
@@ -215,6 +228,7 @@ class Embedders:
         if problem is not None:
             raise EmbeddingUnavailable(f"embedding '{provider.name}/{model}' cannot be made "
                                        f"here: {problem}")
+        _check_name(provider, model)
         where = provider.endpoint()
         if endpoint and str(endpoint).rstrip("/") != where.base_url:
             # Never a key to a URL a client names: embeddings go where the operator set.
@@ -265,9 +279,16 @@ class Embedders:
             resize = dim if model in _RESIZABLE and dim != OPENAI_DIMS[model] else None
             return self._openai_embedder(model, resize,
                                          int(config.get("batch_size") or DEFAULT_BATCH_SIZE))
+        batch = int(config.get("batch_size") or DEFAULT_BATCH_SIZE)
         if _embeds(kind) and CATALOGUE[str(kind)].missing() is None:
-            return self._provider_embedder(CATALOGUE[str(kind)], model,
-                                           int(config.get("batch_size") or DEFAULT_BATCH_SIZE))
+            try:
+                return self._provider_embedder(CATALOGUE[str(kind)], model, batch)
+            except EmbeddingUnavailable as exc:  # a stored name no longer accepted
+                return UnconfiguredEmbedder(model, int(config.get("embedding_dim") or 0),
+                                            str(exc))
+        if registered.provider_type(named) is not None:
+            return RegisteredEmbedder(self, named, model, int(config.get("embedding_dim") or 0),
+                                      batch)
         problem = (f"embedding '{config.get('handle') or f'{kind}/{model}'}' cannot be made "
                    f"here: " + (_OPENAI_SETTING if kind == "openai" else
                                 "its provider is not served (ask for openai/MODEL or "
@@ -290,14 +311,26 @@ class Embedders:
             return default_embedder()
         return self.get({"embedding_endpoint_type": "openai", "embedding_model": model})
 
-    def _provider_embedder(self, provider: Provider, model: str, batch: int) -> Embedder:
-        where = provider.endpoint()
-        key = (provider.name, model, where.base_url, batch)
+    def _provider_embedder(self, provider: Provider, model: str, batch: int,
+                           env: Environment | None = None) -> OpenAIEmbedder:
+        where = provider.endpoint(env)
+        # Azure's embeddings are a deployment's, with the key in api-key.
+        url = (azure_url(where.base_url, model, "embeddings", env) if provider.name == "azure"
+               else None)
+        key = (provider.name, model, where.base_url, url, where.api_key, batch)
         made = self._made.get(key)
         if made is None:  # "": no key sent (never OPENAI_API_KEY to another provider)
-            made = self._made[key] = OpenAIEmbedder(
-                model, base_url=where.base_url, api_key=where.api_key or "", batch_size=batch,
-                timeout=self.openai.timeout)
+            if provider.wire == "gemini":
+                made = GeminiEmbedder(model, base_url=where.base_url,
+                                      api_key=where.api_key or "", batch_size=batch,
+                                      timeout=self.openai.timeout)
+            else:
+                made = OpenAIEmbedder(model, base_url=where.base_url,
+                                      api_key=where.api_key or "", batch_size=batch,
+                                      timeout=self.openai.timeout, url=url,
+                                      key_header="api-key" if url else "authorization")
+            self._made[key] = made
+        assert isinstance(made, OpenAIEmbedder)
         return made
 
     def _openai_embedder(self, model: str, dimensions: int | None, batch: int) -> Embedder:
@@ -308,6 +341,51 @@ class Embedders:
                 model, base_url=self.openai.url, api_key=self.openai.api_key,
                 dimensions=dimensions, batch_size=batch, timeout=self.openai.timeout)
         return made
+
+
+class RegisteredEmbedder:
+    """The embedder of a provider added at run time: each call finds the provider again (a
+    changed key or address is used at once; a deleted provider is an ``EmbeddingError``)."""
+
+    def __init__(self, embedders: Embedders, provider: str, model: str, dim: int,
+                 batch: int) -> None:
+        self._embedders, self.provider, self._model = embedders, provider, model
+        self._dim, self._batch = dim, batch
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        if not self._dim:
+            raise ConfigError(f"embedding dimension of {self.provider}/{self._model} is "
+                              "unknown until the first call")
+        return self._dim
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        found = await registered.find(self.provider)
+        if found is None:
+            raise EmbeddingError(f"embedding '{self.provider}/{self._model}' cannot be made: "
+                                 f"its provider {self.provider!r} was deleted")
+        kind = CATALOGUE[found.provider_type]
+        try:
+            embedder = self._embedders._provider_embedder(kind, self._model, self._batch,
+                                                          found.environment())
+        except EmbeddingUnavailable as exc:
+            raise EmbeddingError(str(exc)) from None
+        vectors = await embedder.embed(texts)
+        if len(texts):
+            self._dim = int(vectors.shape[1])
+        return vectors
+
+
+def _check_name(provider: Provider, model: str) -> None:
+    """``EmbeddingUnavailable`` for a model name Gemini's URL path cannot hold."""
+    if provider.wire == "gemini" and not GeminiEmbedder.MODEL_ID.fullmatch(
+            model.removeprefix("models/")):
+        raise EmbeddingUnavailable(f"embedding '{provider.name}/{model}': not a Gemini model "
+                                   "name (letters, digits, '.', '_' and '-')")
 
 
 def _embeds(provider: object) -> bool:

@@ -1,6 +1,7 @@
-"""Text embeddings: an offline MiniLM default (int8 ONNX, no download) and any
-OpenAI-compatible ``/v1/embeddings`` endpoint. Vectors come back L2-normalised float32.
-Which one serves an agent, archive or folder is ``embedding_models.py``'s."""
+"""Text embeddings: an offline MiniLM default (int8 ONNX, no download), any
+OpenAI-compatible ``/v1/embeddings`` endpoint and Google's Gemini API
+(``batchEmbedContents``). Vectors come back L2-normalised float32. Which one serves an
+agent, archive or folder is ``embedding_models.py``'s."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import functools
 import importlib.util
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -173,12 +175,16 @@ class MiniLMEmbedder:
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, LM Studio, ...)."""
+    """Any OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, LM Studio, ...).
+    ``url`` replaces ``{base_url}/embeddings`` (an Azure deployment's) and ``key_header`` is
+    where the key goes (``authorization`` as a bearer token, else as is: Azure's
+    ``api-key``)."""
 
     def __init__(self, model: str = "text-embedding-3-small", *,
                  base_url: str | None = None, api_key: str | None = None,
                  dimensions: int | None = None, batch_size: int = 256,
-                 timeout: float = 60.0, client: Any = None) -> None:
+                 timeout: float = 60.0, client: Any = None, url: str | None = None,
+                 key_header: str = "authorization") -> None:
         self._model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL")
                          or "https://api.openai.com/v1").rstrip("/")
@@ -188,6 +194,8 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.timeout = timeout
         self._client = client  # an httpx.AsyncClient, e.g. with a mock transport in tests
+        self.url = url or f"{self.base_url}/embeddings"
+        self.key_header = key_header
 
     @property
     def model(self) -> str:
@@ -224,8 +232,10 @@ class OpenAIEmbedder:
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        url = f"{self.base_url}/embeddings"
+        bearer = self.key_header == "authorization"
+        headers = ({self.key_header: f"Bearer {self.api_key}" if bearer else self.api_key}
+                   if self.api_key else {})
+        url = self.url
         try:
             response = await client.post(url, json=body, headers=headers)
         except httpx.TimeoutException as exc:
@@ -243,15 +253,63 @@ class OpenAIEmbedder:
             matrix = np.array([item["embedding"] for item in data], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingError(f"malformed embeddings response from {url}: {exc}") from exc
-        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+        return self._checked(matrix, url, len(texts))
+
+    def _checked(self, matrix: np.ndarray, url: str, count: int) -> np.ndarray:
+        """``matrix`` when it holds ``count`` vectors of this model's size (learnt from the
+        first answer), else an ``EmbeddingError``."""
+        if matrix.ndim != 2 or matrix.shape[0] != count:
             raise EmbeddingError(f"embeddings endpoint {url} returned {matrix.shape[0]} "
-                                 f"vectors for {len(texts)} inputs")
+                                 f"vectors for {count} inputs")
         if self._dim is None:
             self._dim = int(matrix.shape[1])
         elif matrix.shape[1] != self._dim:
             raise EmbeddingError(f"{self._model!r} returned {matrix.shape[1]}-dim vectors, "
                                  f"expected {self._dim}")
         return matrix
+
+
+class GeminiEmbedder(OpenAIEmbedder):
+    """Google's Gemini API: ``POST {base}/v1beta/models/{model}:batchEmbedContents`` with the
+    key in ``x-goog-api-key``, at most 100 texts a request (Gemini's limit)."""
+
+    MAX_BATCH = 100
+    # A model id goes into the URL's path: nothing that could leave ``/v1beta/models/``.
+    MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+    def __init__(self, model: str = "gemini-embedding-001", *, base_url: str, api_key: str,
+                 batch_size: int = MAX_BATCH, timeout: float = 60.0, client: Any = None) -> None:
+        model = model.removeprefix("models/")
+        if not self.MODEL_ID.fullmatch(model):
+            raise EmbeddingUnavailable(f"{model!r} is not a Gemini model name (letters, "
+                                       "digits, '.', '_' and '-')")
+        super().__init__(model, base_url=base_url.rstrip("/").removesuffix("/v1beta"),
+                         api_key=api_key, batch_size=min(batch_size, self.MAX_BATCH),
+                         timeout=timeout, client=client)
+
+    async def _post(self, client: Any, texts: list[str]) -> np.ndarray:
+        import httpx  # lazy: httpx, for a remote embedder only
+        import numpy as np  # lazy: numpy, for embeddings only
+
+        name = f"models/{self._model}"
+        body = {"requests": [{"model": name, "content": {"parts": [{"text": text}]}}
+                             for text in texts]}
+        url = f"{self.base_url}/v1beta/{name}:batchEmbedContents"
+        try:
+            response = await client.post(url, json=body,
+                                         headers={"x-goog-api-key": self.api_key or ""})
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"embeddings request to {url} for {self._model!r} failed: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise EmbeddingError(f"embeddings endpoint {url} answered {response.status_code} "
+                                 f"for {self._model!r}: {response.text[:300]}")
+        try:
+            matrix = np.array([item["values"] for item in response.json()["embeddings"]],
+                              dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"malformed embeddings response from {url}: {exc}") from exc
+        return self._checked(matrix, url, len(texts))
 
 
 @functools.cache

@@ -1,9 +1,11 @@
 """The fake provider's HTTP side: a threaded server on a loopback port and the handler that
-answers Chat Completions, Messages, Gemini and embeddings requests, streaming real SSE and serving
-injected faults the way each provider words them."""
+answers Chat Completions (OpenAI's paths and an Azure deployment's), Messages, Gemini, their
+model listings and embeddings, streaming real SSE and serving injected faults the way each
+provider words them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import socket
@@ -23,8 +25,12 @@ if TYPE_CHECKING:
 
 HOLD_AT_MOST = 300  # seconds a held stream waits for its release at most
 _GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):(?P<method>generateContent|"
-                     r"streamGenerateContent)$")
+                     r"streamGenerateContent|embedContent|batchEmbedContents)$")
+_AZURE = re.compile(r"^/openai/deployments/(?P<model>[^/]+)/(?P<path>chat/completions|"
+                    r"embeddings)$")
 GEMINI_MODELS = ("gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash")
+GEMINI_EMBEDDING_MODELS = ("gemini-embedding-001", "text-embedding-004")
+AZURE_DEPLOYMENTS = (("fake-deployment", "gpt-4o"), ("fake-embedding", "text-embedding-3-small"))
 
 
 class Server(ThreadingHTTPServer):
@@ -62,7 +68,12 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.split("?", 1)[0].rstrip("/") == "/v1beta/models":
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
+        with self.fake._lock:
+            self.fake.listings.append(RecordedRequest(
+                "GET", self.path, {k.lower(): v for k, v in self.headers.items()}, {}))
+        if path == "/v1beta/models":
             problem = self._auth_problem("gemini")
             if problem:
                 self._error("gemini", *problem)
@@ -71,15 +82,34 @@ class Handler(BaseHTTPRequestHandler):
                 {"name": f"models/{name}", "displayName": name, "inputTokenLimit": 1_048_576,
                  "outputTokenLimit": 65_536,
                  "supportedGenerationMethods": ["generateContent", "countTokens"]}
-                for name in GEMINI_MODELS]})
-        elif self.path.rstrip("/") == "/v1/models":
-            flavor: Flavor = "anthropic" if self.headers.get("x-api-key") else "openai"
-            problem = self._auth_problem(flavor)
+                for name in GEMINI_MODELS] + [
+                {"name": f"models/{name}", "displayName": name, "inputTokenLimit": 2_048,
+                 "outputTokenLimit": 1, "supportedGenerationMethods": ["embedContent"]}
+                for name in GEMINI_EMBEDDING_MODELS]})
+        elif path == "/v1/models" and self.headers.get("anthropic-version"):
+            problem = self._auth_problem("anthropic")
             if problem:
-                self._error(flavor, *problem)
+                self._error("anthropic", *problem)
+                return
+            self._json(200, _wire.anthropic_models_page(dict(
+                pair.partition("=")[::2] for pair in query.split("&") if pair)))
+        elif path == "/v1/models":
+            problem = self._auth_problem("openai")
+            if problem:
+                self._error("openai", *problem)
                 return
             self._json(200, {"object": "list", "data": [
                 {"id": "fake-model", "object": "model", "created": 0, "owned_by": "stateloop"}]})
+        elif path == "/openai/deployments":  # Azure's deployments, with its key in ``api-key``
+            problem = self._azure_problem()
+            if problem:
+                self._error("openai", *problem)
+                return
+            self._json(200, {"object": "list", "data": [
+                {"id": name, "model": model, "owner": "organization-owner", "object": "deployment",
+                 "status": "succeeded", "created_at": 0, "updated_at": 0,
+                 "scale_settings": {"scale_type": "standard"}}
+                for name, model in AZURE_DEPLOYMENTS]})
         else:
             self._json(404, {"error": {"message": f"Unknown path {self.path}",
                                        "type": "invalid_request_error"}})
@@ -104,7 +134,21 @@ class Handler(BaseHTTPRequestHandler):
             self._completion("anthropic", body)
         elif path == "/v1/embeddings":
             self._embeddings(body)
-        elif gemini := _GEMINI.match(path):
+        elif azure := _AZURE.match(path):
+            problem = self._azure_problem()
+            if problem:
+                self._error("openai", *problem)
+                return
+            body.setdefault("model", azure["model"])  # Azure names the deployment in the path
+            if azure["path"] == "embeddings":
+                self._embeddings(body, checked=True)
+            else:
+                self._completion("openai", body, checked=True)
+        elif (gemini := _GEMINI.match(path)) and gemini["method"].endswith("mbedContents"):
+            self._gemini_embeddings(gemini["model"], body)
+        elif gemini and gemini["method"] == "embedContent":
+            self._gemini_embeddings(gemini["model"], {"requests": [body]}, single=True)
+        elif gemini:
             body["model"] = gemini["model"]  # Gemini names the model in the path
             if gemini["method"] == "streamGenerateContent":
                 body["stream"] = "alt=sse" in query.split("&")
@@ -115,9 +159,10 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- model calls -------------------------------------------------------------------------
 
-    def _completion(self, flavor: Flavor, body: dict[str, Any]) -> None:
+    def _completion(self, flavor: Flavor, body: dict[str, Any], *, checked: bool = False) -> None:
         fake = self.fake
-        problem = self._auth_problem(flavor) or self._request_problem(flavor, body)
+        problem = ((None if checked else self._auth_problem(flavor))
+                   or self._request_problem(flavor, body))
         if problem:
             status, message = problem
             self._error(flavor, status, message)
@@ -149,6 +194,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         assert isinstance(item, Reply | Call | Calls), f"not a script item: {item!r}"
         completion = _wire.as_calls(item)
+        if fake.mistral_ids and isinstance(completion, Calls):  # Mistral makes 9-character ids
+            completion = dataclasses.replace(completion, calls=[
+                dataclasses.replace(c, id=c.id or _wire.mistral_id()) for c in completion.calls])
         model = body.get("model") or "fake-model"
         usage = fake._usage(completion, body, flavor)
         if not body.get("stream"):
@@ -191,6 +239,16 @@ class Handler(BaseHTTPRequestHandler):
                 return 400, "API key not valid. Please pass a valid API key."
         return None
 
+    def _azure_problem(self) -> tuple[int, str] | None:
+        """Azure's answer to a request whose key is not in ``api-key`` (a Bearer token there
+        is an Entra ID token, which a key is not)."""
+        given = self.headers.get("api-key")
+        if not given or (self.fake.api_key is not None and given != self.fake.api_key):
+            return 401, ("Access denied due to invalid subscription key or wrong API endpoint. "
+                         "Make sure to provide a valid key for an active subscription and use "
+                         "a correct regional API endpoint for your resource.")
+        return None
+
     def _request_problem(self, flavor: Flavor, body: dict[str, Any]) -> tuple[int, str] | None:
         if not body.get("model"):
             return 400, "model: Field required"
@@ -208,6 +266,8 @@ class Handler(BaseHTTPRequestHandler):
                 return 400, f"Unexpected message role: {message.get('role')}"
         if flavor == "openai":
             problem = _wire.openai_transcript_error(body["messages"])
+            if self.fake.mistral_ids and not problem:
+                problem = _wire.mistral_id_error(body["messages"])
         else:
             if not self.headers.get("anthropic-version"):
                 return 400, "anthropic-version: header is required"
@@ -303,8 +363,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- embeddings --------------------------------------------------------------------------
 
-    def _embeddings(self, body: dict[str, Any]) -> None:
-        problem = self._auth_problem("openai")
+    def _embeddings(self, body: dict[str, Any], *, checked: bool = False) -> None:
+        problem = None if checked else self._auth_problem("openai")
         if problem:
             self._error("openai", *problem)
             return
@@ -322,6 +382,36 @@ class Handler(BaseHTTPRequestHandler):
         tokens = sum(estimate_tokens(t) for t in texts)
         self._json(200, {"object": "list", "data": data, "model": body.get("model"),
                          "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def _gemini_embeddings(self, model: str, body: dict[str, Any], *,
+                           single: bool = False) -> None:
+        """``batchEmbedContents`` (``embedContent``: one request, one ``embedding``)."""
+        problem = self._auth_problem("gemini")
+        requests = body.get("requests")
+        if problem is None and (not isinstance(requests, list) or not requests):
+            problem = 400, "* BatchEmbedContentsRequest.requests: at least one is required"
+        texts: list[str] = []
+        for number, request in enumerate(requests or []):
+            if problem:
+                break
+            request = request if isinstance(request, dict) else {}
+            parts = (request.get("content") or {}).get("parts")
+            if not single and request.get("model") != f"models/{model}":
+                problem = 400, (f"* BatchEmbedContentsRequest.requests[{number}].model: the "
+                                f"model must be models/{model}")
+            elif not isinstance(parts, list) or not parts or not all(
+                    isinstance(part, dict) and isinstance(part.get("text"), str)
+                    for part in parts):
+                problem = 400, f"* requests[{number}].content.parts: text parts are required"
+            else:
+                texts.append(" ".join(part["text"] for part in parts))
+        if problem:
+            self._error("gemini", *problem)
+            return
+        dimensions = int(body.get("outputDimensionality") or self.fake.embedding_dimensions
+                         or 768)
+        vectors = [{"values": _wire.embed(text, dimensions)} for text in texts]
+        self._json(200, {"embedding": vectors[0]} if single else {"embeddings": vectors})
 
     def _json(self, status: int, body: dict[str, Any],
               headers: dict[str, str] | None = None) -> None:

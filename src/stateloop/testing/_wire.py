@@ -1,5 +1,6 @@
 """Wire formats for the fake server: script items as OpenAI / Anthropic bodies and SSE streams,
-and wire requests back as ``ModelRequest`` for script functions."""
+Anthropic's model listing and Mistral's tool-call ids, and wire requests back as
+``ModelRequest`` for script functions."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import math
 import os
 import re
+import string
 import struct
 import time
 from typing import Any
@@ -19,6 +21,10 @@ from ..messages import ImagePart, Message, Part, ReasoningPart, TextPart, ToolCa
 from .scripted import Call, Calls, Reply
 
 Completion = Reply | Calls
+ANTHROPIC_MODELS = ("claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001",
+                    "claude-opus-4-1-20250805")
+ALNUM = string.ascii_letters + string.digits
+MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
 
 
 def signature(thinking: str) -> str:
@@ -364,3 +370,32 @@ def encode_embedding(vector: list[float], encoding_format: str | None) -> list[f
     if encoding_format == "base64":  # what the openai SDK asks for by default
         return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
     return vector
+
+
+def anthropic_models_page(query: dict[str, str]) -> dict[str, Any]:
+    """A page of Anthropic's ``GET /v1/models``: ``limit`` models after ``after_id``."""
+    names = list(ANTHROPIC_MODELS)
+    after = query.get("after_id")
+    start = names.index(after) + 1 if after in names else 0
+    page = names[start:start + max(1, int(query.get("limit") or 20))]
+    return {"data": [{"type": "model", "id": name, "display_name": name,
+                      "created_at": "2025-01-01T00:00:00Z"} for name in page],
+            "has_more": start + len(page) < len(names),
+            "first_id": page[0] if page else None, "last_id": page[-1] if page else None}
+
+
+def mistral_id() -> str:
+    return "".join(ALNUM[byte % len(ALNUM)] for byte in os.urandom(9))
+
+
+def mistral_id_error(messages: list[dict[str, Any]]) -> str | None:
+    """Mistral's complaint about a tool-call id that is not 9 letters and digits, or None."""
+    for message in messages:
+        ids = [call.get("id") for call in message.get("tool_calls") or ()]
+        if message.get("role") == "tool":
+            ids.append(message.get("tool_call_id"))
+        for found in ids:
+            if not isinstance(found, str) or not MISTRAL_ID.fullmatch(found):
+                return (f"Tool call id was {found} but must be a-z, A-Z, 0-9, with a length "
+                        "of 9.")
+    return None

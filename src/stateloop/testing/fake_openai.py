@@ -1,5 +1,6 @@
-"""A fake model provider over real HTTP: OpenAI Chat Completions, Anthropic Messages, Google's
-Gemini ``generateContent``, embeddings.
+"""A fake model provider over real HTTP: OpenAI Chat Completions (and Azure's deployment
+paths), Anthropic Messages, Google's Gemini ``generateContent``, each one's model listing,
+embeddings (OpenAI's and Gemini's).
 
 ``FakeOpenAI`` plays a ``ScriptedModel`` script (``reply``, ``call``, ``calls``, ``error``, or a
 function of the request) on a loopback port, streaming real SSE. Faults (429 with
@@ -72,7 +73,10 @@ class FakeOpenAI:
     ``faults`` are served one per model request, before the script moves on (``None`` serves
     the script normally). A streamed reply pauses after ``hold_after`` chunks until
     ``release`` is set, so a test sees a run in flight for as long as it needs, however slow
-    the machine. Every request lands in ``requests``.
+    the machine. Every request lands in ``requests`` (a model listing's in ``listings``).
+    With ``mistral_ids`` its tool-call ids are Mistral's (nine letters and digits) and a
+    request with any other is refused, as Mistral does. Azure's deployment paths
+    (``/openai/deployments/NAME/...``) take the key in ``api-key`` only.
     """
 
     def __init__(self, script: FakeScript = (), *, latency: float = 0.0, chunk_delay: float = 0.0,
@@ -80,7 +84,7 @@ class FakeOpenAI:
                  api_key: str | None = None, embedding_dimensions: int | None = None,
                  reject_roles: Sequence[str] = (), reject_fields: Sequence[str] = (),
                  context_window: int | None = None, hold_after: int | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 mistral_ids: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.latency = latency
         self.chunk_delay = chunk_delay
         self.hold_after = hold_after
@@ -92,7 +96,9 @@ class FakeOpenAI:
         self.reject_fields = set(reject_fields)
         self.context_window = context_window  # prompts over it get the overflow error
         self.overflows = 0  # how many requests were refused for being too long
+        self.mistral_ids = mistral_ids
         self.requests: list[RecordedRequest] = []
+        self.listings: list[RecordedRequest] = []  # model listings asked for (GET)
         self._script = script
         self._position = 0
         self._faults: collections.deque[Fault | ErrorReply | None] = collections.deque(faults)

@@ -85,15 +85,22 @@ async def _own_models(runtime: RuntimeDep, records: dict[str, ProviderRecord],
 @router.get("/v1/models/embedding", tags=["models"], response_model=list[EmbeddingModel])
 async def list_embedding_models(runtime: RuntimeDep) -> list[dict[str, Any]]:
     """The embedding models agents, archives and folders may ask for by handle: the default
-    (``STATELOOP_EMBEDDING``) first, the offline MiniLM, OpenAI's when it is configured, then
-    the embedding models the configured providers with embeddings list."""
+    (``STATELOOP_EMBEDDING``) first, the offline MiniLM, OpenAI's when it is configured, the
+    embedding models the configured providers with embeddings list, then those the providers
+    added over ``/v1/providers`` list (``NAME/MODEL``)."""
     found = [_embedding_model(config) for config in runtime.embedders.available()]
     known = {model["handle"] for model in found}
     for listed in await runtime.model_listings.current():
-        # Only providers whose embeddings are served here (an OpenAI-style /embeddings).
+        # Only providers whose embeddings are served here.
         if (listed.embedding and CATALOGUE[listed.provider].embeddings
                 and listed.handle not in known):
             found.append(_listed_embedding(listed))
+    records = {r.name: r for r in await runtime.store.list_providers()}
+    for name, models in (await runtime.providers.models(list(records.values()))).items():
+        kind = records[name].provider_type
+        found += [{**_listed_embedding(model), "handle": f"{name}/{model.model}",
+                   "provider_name": name, "embedding_endpoint": None}
+                  for model in models if model.embedding and CATALOGUE[kind].embeddings]
     return found
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
@@ -79,14 +79,18 @@ def _seal(runtime: RuntimeDep, secret: str | None) -> str | None:
 async def list_providers(runtime: RuntimeDep, name: str | None = None,
                          provider_type: str | None = None,
                          provider_category: Annotated[list[str] | None, Query()] = None,
-                         limit: Limit = 50, order: Order = "desc", before: str | None = None,
+                         limit: Limit = 50, order: Order = "desc",
+                         order_by: Literal["created_at"] = "created_at",
+                         before: str | None = None,
                          after: str | None = None) -> list[dict[str, Any]]:
-    """The operator's providers (``base``) and those added here (``byok``), by name;
-    ``before``/``after`` are ids of this list."""
+    """The operator's providers (``base``) and those added here (``byok``) by creation, as
+    Letta sorts them: newest first, or oldest with ``order=asc``. The operator's come before
+    any added here (by name among themselves); ``before``/``after`` are ids of this list."""
     await runtime.providers.refresh()
-    providers = [*await _base(runtime),
-                 *(_shown(r) for r in await runtime.store.list_providers())]
-    providers.sort(key=lambda p: p["name"], reverse=order == "desc")
+    base = sorted(await _base(runtime), key=lambda p: p["name"])
+    providers = [*base, *(_shown(r) for r in await runtime.store.list_providers())]
+    if order == "desc":
+        providers.reverse()
     providers = [p for p in providers if name in (None, p["name"])
                  and provider_type in (None, p["provider_type"])
                  and (not provider_category or p["provider_category"] in provider_category)]
@@ -113,7 +117,7 @@ async def create_provider(body: ProviderCreate, runtime: RuntimeDep) -> dict[str
                             body.api_version, _seal(runtime, body.api_key),
                             _seal(runtime, body.access_key))
     await runtime.store.create_provider(record)
-    runtime.providers.remember(record.name, True)
+    runtime.providers.remember(record, True)
     return _shown(record)
 
 
@@ -160,7 +164,7 @@ async def delete_provider(provider_id: str, runtime: RuntimeDep) -> JSONResponse
     """Remove a provider; agents on its models fail their next call, naming the handle."""
     record = await _own(runtime, provider_id, "deleted")
     await runtime.store.delete_provider(record.id)
-    runtime.providers.remember(record.name, False)
+    runtime.providers.remember(record, False)
     return JSONResponse({"message": f"Provider id={provider_id} successfully deleted"})
 
 

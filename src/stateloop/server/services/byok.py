@@ -18,7 +18,7 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from ...addresses import DEFAULT_PORTS, RefusedAddress, public_address
 from ...errors import AuthenticationError, InvalidRequest
-from ...llm.listing import Listed, ListingError, list_provider
+from ...llm.listing import UNLISTED, Listed, ListingError, list_provider
 from ...llm.providers import CATALOGUE
 from ...llm.registered import Registered
 from ...llm.registry import PROVIDERS
@@ -92,8 +92,8 @@ class ProviderBook:
         self._store = store
         self.box = box
         self.private_ok = private_ok  # STATELOOP_PROVIDER_PRIVATE_URLS
-        self._names: set[str] = set()
-        self._gone: set[str] = set()
+        self._names: dict[str, str] = {}  # name -> provider type, as last read
+        self._gone: dict[str, str] = {}  # those since deleted
         # name -> (the record's updated_at, when read, its models)
         self._listed: dict[str, tuple[float, float, list[Listed]]] = {}
         self._listing: dict[str, asyncio.Task[None]] = {}
@@ -101,30 +101,34 @@ class ProviderBook:
     def known(self, name: str) -> bool:
         return name in self._names or name in self._gone
 
+    def provider_type(self, name: str) -> str | None:
+        return self._names.get(name) or self._gone.get(name)
+
     def deleted(self, name: str) -> bool:
         """Whether a provider of this name was deleted (and none added since)."""
         return name in self._gone and name not in self._names
 
     async def refresh(self) -> None:
         """Read the names again (a provider added on another process becomes known)."""
-        names = {p.name for p in await self._store.list_providers()}
-        self._gone = (self._gone | self._names) - names
+        names = {p.name: p.provider_type for p in await self._store.list_providers()}
+        gone = {**self._gone, **self._names}
+        self._gone = {name: kind for name, kind in gone.items() if name not in names}
         self._names = names
 
-    async def refresh_for(self, handle: str | None) -> None:
-        """``refresh`` when ``handle`` may name a provider added over REST; a handle of the
-        catalogue's or a built-in provider needs no read."""
-        prefix = (handle or "").partition("/")[0]
-        if prefix and prefix not in CATALOGUE and prefix not in PROVIDERS:
+    async def refresh_for(self, *handles: str | None) -> None:
+        """``refresh`` (once) when a handle may name a provider added over REST; handles of
+        the catalogue's or built-in providers need no read."""
+        prefixes = {(handle or "").partition("/")[0] for handle in handles} - {""}
+        if any(p not in CATALOGUE and p not in PROVIDERS for p in prefixes):
             await self.refresh()
 
-    def remember(self, name: str, present: bool) -> None:
+    def remember(self, record: ProviderRecord, present: bool) -> None:
         if present:
-            self._names.add(name)
-            self._gone.discard(name)
+            self._names[record.name] = record.provider_type
+            self._gone.pop(record.name, None)
         else:
-            self._names.discard(name)
-            self._gone.add(name)
+            self._names.pop(record.name, None)
+            self._gone[record.name] = record.provider_type
 
     async def find(self, name: str) -> Registered | None:
         record = await self._store.find_provider(name)
@@ -170,7 +174,7 @@ class ProviderBook:
         kind = CATALOGUE[record.provider_type]
         models: list[Listed] = []
         try:
-            if kind.wire in ("chat", "gemini"):  # Anthropic's format has no listing here
+            if kind.name not in UNLISTED:
                 models = await list_provider(kind, self.registered(record).environment(),
                                              timeout=LISTING_TIMEOUT)
         except (ListingError, KeyUnavailable, OSError) as exc:

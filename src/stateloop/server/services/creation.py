@@ -75,6 +75,7 @@ async def create_agent(runtime: Runtime, body: CreateAgent) -> str:
     _not_deleted(runtime, handle)
     settings = model_settings(body.model_settings, body.response_format,
                               handle.partition("/")[0])
+    await runtime.providers.refresh_for(body.embedding)  # a provider added elsewhere?
     embedding = await embedding_config(runtime.embedders, body.embedding,
                                        body.embedding_config, body.embedding_chunk_size)
     names = await tool_names(runtime, body.tools or [], body.tool_ids or [])
@@ -289,6 +290,7 @@ async def _update_model_fields(runtime: Runtime, agent: Agent, body: UpdateAgent
             config["model_settings"] = settings_dict(settings["model_settings"])
         changes["llm_config"] = config
     if "embedding" in fields:
+        await runtime.providers.refresh_for(body.embedding)  # a provider added elsewhere?
         changes["embedding_config"] = await embedding_config(runtime.embedders,
                                                              body.embedding, None)
         # An archive the agent makes from now on is embedded with this model.

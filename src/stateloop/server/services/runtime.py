@@ -81,10 +81,16 @@ class Runtime:
         # Every embedding model agents, archives and folders ask for, each made once.
         self.embedders = Embedders(settings.embedding_endpoint(), default=settings.embedding)
         # What the configured providers list (GET /v1/models), refreshed in the background.
-        self.model_listings = ModelListings()
+        # openai/ is where the server's settings point it (STATELOOP_MODEL_BASE_URL, ...).
+        openai = settings.model_options()
+        self.model_listings = ModelListings(overrides={
+            variable: openai[option] for option, variable in (
+                ("base_url", "OPENAI_BASE_URL"), ("api_key", "OPENAI_API_KEY"))
+            if option in openai})
         # Providers added over /v1/providers, their keys sealed with the operator's key.
         self.providers = ProviderBook(store, KeyBox(settings),
                                       private_ok=settings.provider_private_urls)
+        self._outer_lookup: registered.Lookup | None = None
 
     async def start(self) -> None:
         """Check that source tools can be isolated; register built-in and Python tools, so
@@ -105,7 +111,8 @@ class Runtime:
                                             self.limits.call_memory_mb, self.limits.processes,
                                             own_uid=bool(self._own_uid))
             logger.info("source tools run in bubblewrap sandboxes; %s", bound.describe())
-        registered.use(self.providers)
+        # A server started inside another's process (a test) hands the lookup back on close.
+        self._outer_lookup = registered.use(self.providers)
         await self.providers.refresh()
         await self.upsert_builtin_tools()
         for tool in self.python_tools.values():
@@ -118,7 +125,7 @@ class Runtime:
             await self.store.fleet.start()
 
     async def close(self) -> None:
-        registered.use(None)
+        registered.use(self._outer_lookup)
         await self.model_listings.close()
         await self.runs.close()
         await self.callbacks.close()
@@ -146,7 +153,9 @@ class Runtime:
         """An agent as the server runs it: its tools bound here, the server's options."""
         stored = await self.store.load_agent(agent_id, by_name=False)  # one read transaction
         record = stored.record
-        await self.providers.refresh_for(record.model)  # a provider added elsewhere?
+        # A provider added on another process, for its model or its embeddings?
+        await self.providers.refresh_for(record.model,
+                                         (record.embedding_config or {}).get("handle"))
         tools = await self.bind_tools(record.tool_names, agent_env(record), stored.tools)
         options = {**self.agent_options(),  # the embedding the agent asked for
                    "embedder": self.embedders.for_agent(record.embedding_config)}

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...approvals import PendingApproval
 from ...deepjson import MAX_DEPTH, cut, deeper_than
+from ...llm.registered import endpoint_type
 from ...store import (
     AgentRecord,
     BlockRecord,
@@ -23,7 +24,21 @@ from .messages import SEND_MESSAGE, call_frame
 from .relationships import EVERY
 from .tool_env import stored_env
 
-_ENDPOINT_TYPES = {"openai": "openai", "anthropic": "anthropic", "google_ai": "google_ai"}
+# Letta's model settings of each endpoint type: (its provider_type, the fields it adds to
+# max_output_tokens, parallel_tool_calls and temperature); a type not here has none of them.
+_PLAIN = ("response_format",)
+_SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "openai": ("openai", ("reasoning", "strict", "response_format")),
+    "anthropic": ("anthropic", ("thinking", "verbosity", "effort", "strict", "response_format")),
+    "minimax": ("anthropic", ("thinking", "verbosity", "strict", "response_format")),
+    "google_ai": ("google_ai", ("thinking_config", "strict", "response_format")),
+    "azure": ("azure", _PLAIN), "xai": ("xai", _PLAIN), "groq": ("groq", _PLAIN),
+    "deepseek": ("deepseek", _PLAIN), "together": ("together", _PLAIN),
+    "bedrock": ("bedrock", _PLAIN), "openrouter": ("openrouter", _PLAIN),
+    "zai": ("zai", ("thinking", "response_format")),
+    "zai_coding": ("zai", ("thinking", "response_format")), "baseten": ("baseten", ()),
+}
+_SGLANG = ("sglang", ("reasoning", "strict", "response_format", "tool_call_parser"))
 TOO_DEEP = f"(nested deeper than {MAX_DEPTH} levels: not shown)"
 
 
@@ -58,10 +73,10 @@ def tool_view(tool: ToolRecord) -> dict[str, Any]:
 
 def llm_config(record: AgentRecord) -> dict[str, Any]:
     handle = record.model or ""
-    provider, _, name = handle.partition("/")
+    name = handle.partition("/")[2]
     config = record.llm_config
     return {"model": name or handle, "handle": handle,
-            "model_endpoint_type": _ENDPOINT_TYPES.get(provider, "openai"),
+            "model_endpoint_type": endpoint_type(handle),
             "model_endpoint": None,
             "context_window": config.get("context_window") or 8192,
             "max_tokens": config.get("max_tokens"),
@@ -87,22 +102,28 @@ def model_settings(record: AgentRecord, config: dict[str, Any]) -> dict[str, Any
         return shown(asked)
     # A stored value that cannot be shown is marked in llm_config; here the default stands.
     limit, temperature = config["max_tokens"], config["temperature"]
-    common = {"max_output_tokens": limit if isinstance(limit, int) and limit > 0 else 4096,
-              "parallel_tool_calls": bool(config["parallel_tool_calls"]),
-              "provider_type": config["model_endpoint_type"],
-              "temperature": temperature if isinstance(temperature, int | float)
-              and math.isfinite(temperature) else 1.0,
-              "response_format": None, "strict": False}
-    if config["model_endpoint_type"] == "anthropic":
-        return {**common, "thinking": {
-            "type": "enabled" if config["enable_reasoner"] else "disabled",
-            "budget_tokens": config["max_reasoning_tokens"] or 1024},
-            "verbosity": None, "effort": None}
-    if config["model_endpoint_type"] == "google_ai":  # unset: Letta's default budget
-        budget = config["max_reasoning_tokens"] if config["enable_reasoner"] else 1024
-        return {**common, "thinking_config": {"include_thoughts": budget != 0,
-                                              "thinking_budget": budget}}
-    return {**common, "reasoning": {"reasoning_effort": config["reasoning_effort"] or "minimal"}}
+    kind = config["model_endpoint_type"]
+    provider, fields = (_SGLANG if kind == "openai" and config["handle"].startswith("sglang/")
+                        else _SETTINGS.get(kind, ("", ())))
+    found: dict[str, Any] = {
+        "max_output_tokens": limit if isinstance(limit, int) and limit > 0 else 4096,
+        "parallel_tool_calls": bool(config["parallel_tool_calls"])}
+    if not provider:  # a type Letta has no settings for: its base ModelSettings
+        return found
+    found["provider_type"] = provider
+    found["temperature"] = (temperature if isinstance(temperature, int | float)
+                            and math.isfinite(temperature) else 1.0)
+    budget = config["max_reasoning_tokens"] if config["enable_reasoner"] else 1024
+    thinking = "enabled" if config["enable_reasoner"] else "disabled"
+    extras = {
+        "reasoning": {"reasoning_effort": config["reasoning_effort"] or "minimal"},
+        "strict": False, "response_format": None, "verbosity": None, "effort": None,
+        "tool_call_parser": None,
+        "thinking": {"type": thinking, "clear_thinking": False} if provider == "zai" else {
+            "type": thinking, "budget_tokens": config["max_reasoning_tokens"] or 1024},
+        # unset: Letta's default budget
+        "thinking_config": {"include_thoughts": budget != 0, "thinking_budget": budget}}
+    return {**found, **{name: extras[name] for name in fields}}
 
 
 def embedding_config(record: AgentRecord) -> dict[str, Any] | None:
