@@ -169,9 +169,18 @@ def test_a_batch_runs_a_bounded_number_at_a_time_and_is_listed_while_it_runs(
         listed = client.get(BATCHES, cast_to=object)
         assert_letta_shape(BATCHES, "get", listed)
         assert batch["id"] in [b["id"] for b in listed]
+        other = create(client, [{"agent_id": agents[0], "input": "more"}])
+        first = client.get(BATCHES, cast_to=object, options={"params": {
+            "limit": 1, "order": "asc"}})
+        rest = client.get(BATCHES, cast_to=object, options={"params": {
+            "after": first[0]["id"], "order": "asc"}})
+        assert [b["id"] for b in first + rest][-2:] == [batch["id"], other["id"]]
+        newest = client.get(BATCHES, cast_to=object, options={"params": {"limit": 1}})
+        assert [b["id"] for b in newest] == [other["id"]]
     done = ended(client, batch["id"])
     assert [r["status"] for r in done["metadata"]["requests"]] == ["completed"] * 5
-    assert len(script.requests) == 5
+    ended(client, other["id"])
+    assert len(script.requests) == 6
     assert batch["id"] not in [b["id"] for b in client.get(BATCHES, cast_to=object)]
 
 
