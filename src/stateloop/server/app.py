@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..llm.warmup import prepare as prepare_models
+from ..scheduler import Scheduler
 from ..store import open_store
 from ..store.batching import unwatch_commits, watch_commits
 from ..tools import Tool
@@ -61,7 +62,6 @@ from .services.batches import BatchRunner
 from .services.fleet import AgentChanges
 from .services.memory_history import MemoryAuthor
 from .services.runtime import Runtime
-from .services.scheduler import Scheduler
 from .settings import ServerSettings
 from .web import router as web_router
 

@@ -18,6 +18,7 @@ from ...llm.listing import ModelListings
 from ...mcp import close_all as close_mcp_sessions
 from ...memory.embedding_models import Embedders
 from ...memory.embeddings import Embedder
+from ...scheduler import Scheduler
 from ...store import ToolRecord
 from ...tools import Tool
 from ...tools.builtin import builtin_names, builtin_tool, builtin_tool_type
@@ -40,7 +41,6 @@ from .byok import KeyBox, ProviderBook
 from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
-from .scheduler import Scheduler
 from .tool_env import agent_env
 
 if TYPE_CHECKING:
