@@ -235,6 +235,8 @@ def test_bad_batches_are_refused_naming_the_problem_before_anything_runs(
     assert "bytes" in str(large.value.body)
     with pytest.raises(UnprocessableEntityError):
         create(client, [{"agent_id": agent, "input": "hi"}], callback_url="ftp://example.com")
+    with pytest.raises(UnprocessableEntityError):  # each batch lists its requests
+        client.get(BATCHES, cast_to=object, options={"params": {"limit": 101}})
     time.sleep(0.3)
     assert client.get(BATCHES, cast_to=object) == before
     assert runs_of(client, agent) == [] and script.requests == []

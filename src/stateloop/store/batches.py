@@ -121,9 +121,9 @@ class BatchesMixin:
 
     async def claim_batch_requests(self, owner: str, *, per_batch: int,
                                    batches: int = 20) -> list[BatchRequestRecord]:
-        """Pending requests of running batches (at most ``batches`` batches, oldest first)
-        marked ``running`` and claimed by ``owner``, so that no batch has more than
-        ``per_batch`` running at once; each request is claimed by one caller."""
+        """Pending requests of running batches (of at most ``batches`` batches with some
+        pending, oldest first) marked ``running`` and claimed by ``owner``, so that no batch
+        has more than ``per_batch`` running at once; each request is claimed by one caller."""
         now = time.time()
 
         def any_pending(conn: Connection) -> bool:
@@ -131,7 +131,9 @@ class BatchesMixin:
                                 ).first() is not None
 
         def txn(conn: Connection) -> list[BatchRequestRecord]:
-            ids = conn.execute(select(b.c.id).where(b.c.status == "running")
+            waiting = select(q.c.batch_id).where(q.c.status == "pending")
+            ids = conn.execute(select(b.c.id).where(b.c.status == "running",
+                                                    b.c.id.in_(waiting))
                                .order_by(b.c.created_at, b.c.id).limit(batches)
                                .with_for_update(skip_locked=True)).scalars().all()
             claimed: list[BatchRequestRecord] = []

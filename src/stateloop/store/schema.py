@@ -570,6 +570,7 @@ message_batches = Table(
     Column("updated_at", Float, nullable=False),
     Column("completed_at", Float),
     Index("ix_message_batches_created", "created_at", "id"),
+    Index("ix_message_batches_status", "status", "created_at", "id"),
 )
 
 batch_requests = Table(
@@ -588,4 +589,5 @@ batch_requests = Table(
     Column("started_at", Float),
     Column("completed_at", Float),
     Index("ix_batch_requests_batch", "batch_id", "status", "position"),
+    Index("ix_batch_requests_status", "status", "batch_id"),  # the pending ones, at a look
 )

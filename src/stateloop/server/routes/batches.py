@@ -103,11 +103,14 @@ async def create_batch(body: CreateBatch, runtime: RuntimeDep) -> dict[str, Any]
 
 @router.get("", response_model=None)
 async def list_batches(runtime: RuntimeDep, before: str | None = None,
-                       after: str | None = None, limit: Limit = 100, order: Order = "desc",
+                       after: str | None = None,
+                       limit: Annotated[int | None, Query(ge=1, le=100)] = 100,
+                       order: Order = "desc",
                        order_by: Literal["created_at"] = "created_at"
                        ) -> list[dict[str, Any]]:
     """The batches still running (as Letta lists its created and running ones), newest
-    first by default. A finished or cancelled batch is retrieved by its id."""
+    first by default, 100 at most (each lists its requests). A finished or cancelled batch
+    is retrieved by its id."""
     batches = await runtime.store.list_batches(
         Page(after=after, before=before, limit=limit, order=order), statuses=ACTIVE)
     return [batch_view(batch) for batch in batches]

@@ -57,8 +57,8 @@ def outcome_of_run(run: Any) -> Outcome:
 
 
 class BatchRunner:
-    """Claims batch requests every ``interval`` seconds (and when ``wake`` is called) and
-    runs each in a task of its own."""
+    """Claims batch requests when ``wake`` is called and, on a fleet (where other processes
+    add and cancel batches), every ``interval`` seconds; runs each in a task of its own."""
 
     def __init__(self, store: SqlStore, execute: Execute, stop: Stop, callbacks: Callbacks, *,
                  concurrency: int, interval: float = 1.0) -> None:
@@ -164,12 +164,17 @@ class BatchRunner:
 
     async def _poll(self) -> None:
         while True:
+            failed = False
             try:
                 await self.tick()
             except Exception:  # the database is away for a moment: try again next round
                 logger.exception("could not claim batch requests")
+                failed = True
+            # Alone on SQLite, every batch is added, cancelled and advanced here, each time
+            # with a wake: no look is needed between (and none reads the database).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), self.interval)
+                await asyncio.wait_for(self._woken.wait(), None if self._alone and not failed
+                                       else self.interval)
             self._woken.clear()
 
     async def close(self) -> None:

@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("completed_at", sa.Float),
     )
     op.create_index("ix_message_batches_created", "message_batches", ["created_at", "id"])
+    op.create_index("ix_message_batches_status", "message_batches",
+                    ["status", "created_at", "id"])
     op.create_table(
         "batch_requests",
         sa.Column("id", sa.String, primary_key=True),
@@ -46,10 +48,13 @@ def upgrade() -> None:
     )
     op.create_index("ix_batch_requests_batch", "batch_requests",
                     ["batch_id", "status", "position"])
+    op.create_index("ix_batch_requests_status", "batch_requests", ["status", "batch_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_batch_requests_status", "batch_requests")
     op.drop_index("ix_batch_requests_batch", "batch_requests")
     op.drop_table("batch_requests")
+    op.drop_index("ix_message_batches_status", "message_batches")
     op.drop_index("ix_message_batches_created", "message_batches")
     op.drop_table("message_batches")
