@@ -313,3 +313,28 @@ def test_a_batch_survives_a_restart_and_each_request_runs_once(
         listed = client.get(f"{BATCHES}/{batch['id']}/messages", cast_to=object,
                             options={"params": {"agent_id": agents[2], "order": "asc"}})
         assert [m["content"][0]["text"] for m in listed["messages"]] == ["job 2", "re: job 2"]
+
+
+def test_a_batch_is_a_job_retrieved_cancelled_and_deleted_at_v1_jobs(
+        client: Letta, script: Script, fake: FakeOpenAI) -> None:
+    agents = [new_agent(client).id for _ in range(3)]
+    script.set(*[echo] * 3)
+    with holding(fake):
+        batch = create(client, [{"agent_id": a, "input": "work"} for a in agents])
+        until(lambda: len(script.requests) == 2, "two requests reach the model")
+        job = client.get(f"/v1/jobs/{batch['id']}", cast_to=object)
+        assert_letta_shape("/v1/jobs/{job_id}", "get", job)
+        assert (job["id"], job["job_type"], job["status"]) == (batch["id"], "batch", "running")
+        assert client.get("/v1/jobs", cast_to=object) == []  # Letta lists jobs of type job
+        cancelled = client.patch(f"/v1/jobs/{batch['id']}/cancel", cast_to=object)
+        assert_letta_shape("/v1/jobs/{job_id}/cancel", "patch", cancelled)
+        assert cancelled["status"] == "cancelled"
+        until(lambda: all(r["status"] == "cancelled" for r in retrieve(
+            client, batch["id"])["metadata"]["requests"]), "its runs are cancelled")
+    deleted = client.delete(f"/v1/jobs/{batch['id']}", cast_to=object)
+    assert deleted["id"] == batch["id"]
+    for path in (f"/v1/jobs/{batch['id']}", f"{BATCHES}/{batch['id']}"):
+        with pytest.raises(NotFoundError):
+            client.get(path, cast_to=object)
+    started = [run for a in agents for run in runs_of(client, a)]
+    assert len(started) == 2  # the runs it started are kept

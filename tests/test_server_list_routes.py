@@ -171,8 +171,10 @@ PAGED_BY_ID = {
 }
 # List routes with nothing to bound, and why.
 UNBOUNDED = {
-    "/v1/jobs": "no jobs are kept: always an empty list, read from nothing",
-    "/v1/jobs/active": "no jobs are kept: always an empty list, read from nothing",
+    "/v1/jobs": "no jobs of Letta's job type are kept (a batch is of type batch): always an "
+                "empty list, read from nothing",
+    "/v1/jobs/active": "no jobs of Letta's job type are kept: always an empty list, read "
+                       "from nothing",
     "/v1/providers": "the environment's providers and at most 200 added ones (the cap)",
     "/v1/runs/{run_id}/trace": "one run's spans, rebuilt from its steps (bounded by the "
                                "run's max_steps); limit caps the answer at 5,000",

@@ -49,7 +49,7 @@ def test_the_readme_says_how_many_of_letta_s_operations_are_served(server: Serve
         assert added in served
 
 
-def test_jobs_are_none_and_any_job_id_is_not_found(server: Server) -> None:
+def test_the_job_lists_are_empty_and_an_unknown_job_id_is_not_found(server: Server) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as http:
         for path in ("/v1/jobs", "/v1/jobs/", "/v1/jobs/active", "/v1/jobs?active=true"):
             listed = http.get(path, follow_redirects=True)

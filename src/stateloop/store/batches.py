@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnClause,
     Connection,
+    delete,
     func,
     insert,
     literal_column,
@@ -203,6 +204,12 @@ class BatchesMixin:
             return _load(conn, [batch_id])[0]
 
         return await self._runner.write(txn)
+
+    async def delete_batch(self, batch_id: str) -> bool:
+        """Delete a batch and its requests (the runs they started stay); False when there
+        is none of that id."""
+        return await self._runner.write(lambda conn: bool(
+            conn.execute(delete(b).where(b.c.id == batch_id)).rowcount))
 
     async def cancelled_batch_requests(self, request_ids: Sequence[str]) -> list[str]:
         """Which of these requests belong to batches that were cancelled."""
