@@ -338,3 +338,23 @@ def test_a_batch_is_a_job_retrieved_cancelled_and_deleted_at_v1_jobs(
             client.get(path, cast_to=object)
     started = [run for a in agents for run in runs_of(client, a)]
     assert len(started) == 2  # the runs it started are kept
+
+
+def test_a_request_queued_behind_its_agents_run_is_cancelled_as_it_starts(
+        client: Letta, script: Script, fake: FakeOpenAI) -> None:
+    agent = new_agent(client).id
+    script.set(*[echo] * 2)
+    with holding(fake):
+        first = client.agents.messages.create_async(agent, input="before the batch")
+        until(lambda: len(script.requests) == 1, "the agent's own run reaches the model")
+        batch = create(client, [{"agent_id": agent, "input": "queued"}])
+        until(lambda: retrieve(client, batch["id"])["metadata"]["requests"][0]["status"]
+              == "running", "the request is claimed, its run queued behind the first")
+        client.patch(f"{BATCHES}/{batch['id']}/cancel", cast_to=object)
+        time.sleep(0.3)  # the runner has marked it
+    (result,) = until(lambda: (lambda rs: rs if rs[0]["status"] != "running" else None)(
+        retrieve(client, batch["id"])["metadata"]["requests"]), "the request ends")
+    assert result["status"] == "cancelled" and result["run_id"] is not None
+    run = client.runs.retrieve(result["run_id"])
+    assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    assert client.runs.retrieve(first.id).status == "completed"  # the agent's own run

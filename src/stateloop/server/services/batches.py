@@ -75,7 +75,7 @@ class BatchRunner:
         self._alone = store.fleet is None
         self._recovered_at = -math.inf
         self._running: dict[str, tuple[BatchRequestRecord, asyncio.Task[None]]] = {}
-        self._cancel_on_start: set[str] = set()  # cancelled while queued behind other runs
+        self._cancelled: set[str] = set()  # requests in flight whose batch was cancelled
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -94,12 +94,11 @@ class BatchRunner:
             await self.recover()
         for request_id in await self.store.cancelled_batch_requests(list(self._running)):
             record = self._running[request_id][0] if request_id in self._running else None
-            if record is None or request_id in self._cancel_on_start:
+            if record is None or request_id in self._cancelled:
                 continue
-            if record.run_id is None:  # queued behind the agent's runs: stopped as it starts
-                self._cancel_on_start.add(request_id)
-            else:
-                await self._stop(record)
+            self._cancelled.add(request_id)
+            if record.run_id is not None:  # else queued behind the agent's runs: stopped
+                await self._stop(record)    # as it starts
         claimed = await self.store.claim_batch_requests(self.owner, per_batch=self.concurrency)
         for record in claimed:
             task = asyncio.create_task(self._run(record))
@@ -125,7 +124,7 @@ class BatchRunner:
         async def started(run_id: str) -> None:
             record.run_id = run_id
             await self.store.batch_request_started(record.id, run_id)
-            if record.id in self._cancel_on_start:
+            if record.id in self._cancelled:  # cancelled while queued behind other runs
                 await self._stop(record)
 
         try:
@@ -136,7 +135,7 @@ class BatchRunner:
             outcome = Outcome("failed", record.run_id, "error", str(exc) or type(exc).__name__)
         finally:
             self._running.pop(record.id, None)
-            self._cancel_on_start.discard(record.id)
+            self._cancelled.discard(record.id)
         await self._finish(record, outcome)
         self.wake()  # its batch may run another now
 
