@@ -107,3 +107,28 @@ async def test_requests_of_a_process_that_is_gone_are_taken_over(db_url: str) ->
         assert await store.take_orphaned_batch_requests(owner(store)) == []
     finally:
         await store.close()
+
+
+async def test_a_callback_a_gone_process_was_to_call_is_taken_over(db_url: str) -> None:
+    store = await open_store(db_url)
+    try:
+        agent = await store.create_agent(AgentRecord(name="called"))
+        batch = batch_of([agent.id])
+        batch.callback_url = "https://example.com/done"
+        await store.add_batch(batch)
+        quiet = batch_of([agent.id])  # no callback: nobody's to call
+        await store.add_batch(quiet)
+        claimed = await store.claim_batch_requests(GONE, per_batch=1)
+        for request in claimed:
+            done = await store.finish_batch_request(request.id, "completed", owner=GONE)
+            assert done is not None and done.status == "completed"
+        # the process died before calling back: the next takes the call over, once
+        [taken] = await store.take_unsent_batch_callbacks(owner(store))
+        assert taken.id == batch.id and taken.callback_url == "https://example.com/done"
+        assert await store.take_unsent_batch_callbacks(owner(store)) == []
+        await store.batch_called_back(batch.id, {"sent_at": 1.0, "status_code": 200})
+        assert await store.take_unsent_batch_callbacks("stateloop:next-server") == []
+        assert (await store.get_batch(batch.id)).callback == {"sent_at": 1.0,
+                                                              "status_code": 200}
+    finally:
+        await store.close()

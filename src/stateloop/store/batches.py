@@ -84,7 +84,7 @@ class BatchesMixin:
                                         f"{request.agent_id!r} not found")
             conn.execute(insert(b), [{
                 "id": batch.id, "status": batch.status, "callback_url": batch.callback_url,
-                "callback": None, "created_at": batch.created_at,
+                "callback": None, "callback_owner": None, "created_at": batch.created_at,
                 "updated_at": batch.updated_at, "completed_at": None}])
             for index, request in enumerate(batch.requests):
                 request.batch_id, request.position = batch.id, index
@@ -166,9 +166,11 @@ class BatchesMixin:
 
     async def finish_batch_request(self, request_id: str, status: str, *,
                                    run_id: str | None = None, stop_reason: str | None = None,
-                                   error: str | None = None) -> BatchRecord | None:
+                                   error: str | None = None, owner: str | None = None
+                                   ) -> BatchRecord | None:
         """Record how a running request ended; when it was its batch's last, the batch is
-        ``completed`` and returned (to call its ``callback_url``), else None."""
+        ``completed`` and returned, else None. A completed batch with a ``callback_url`` is
+        ``owner``'s to call back until ``batch_called_back`` records the call."""
         now = time.time()
 
         def txn(conn: Connection) -> BatchRecord | None:
@@ -179,7 +181,7 @@ class BatchesMixin:
             conn.execute(update(q).where(q.c.id == request_id, q.c.status == "running").values(
                 status=status, run_id=run_id or row.run_id, stop_reason=stop_reason,
                 error=error, completed_at=now, claimed_by=None))
-            return _complete_if_done(conn, row.batch_id, now)
+            return _complete_if_done(conn, row.batch_id, now, owner)
 
         return await self._runner.write(txn)
 
@@ -237,7 +239,28 @@ class BatchesMixin:
     async def batch_called_back(self, batch_id: str, callback: dict[str, Any]) -> None:
         """Record the call of the batch's ``callback_url`` (when, and its answer)."""
         await self._runner.write(lambda conn: conn.execute(
-            update(b).where(b.c.id == batch_id).values(callback=callback)))
+            update(b).where(b.c.id == batch_id).values(callback=callback, callback_owner=None)))
+
+    async def take_unsent_batch_callbacks(self, owner: str) -> list[BatchRecord]:
+        """Completed batches whose callback a process that is gone was to call (as for
+        ``take_orphaned_batch_requests``), now ``owner``'s to call."""
+        unsent = b.c.callback_owner.is_not(None) & (b.c.callback_owner != owner)
+        if self.dialect == "postgresql":
+            name: ColumnClause[Any] = literal_column("application_name")
+            unsent &= b.c.callback_owner.not_in(select(name).select_from(
+                text("pg_stat_activity")).where(name.is_not(None)))
+
+        def txn(conn: Connection) -> list[BatchRecord]:
+            ids = list(conn.execute(select(b.c.id).where(unsent)
+                                    .with_for_update(skip_locked=True)).scalars())
+            if ids:
+                conn.execute(update(b).where(b.c.id.in_(ids)).values(callback_owner=owner))
+            return _load(conn, ids)
+
+        if await self._runner.read(lambda conn: conn.execute(
+                select(b.c.id).where(unsent).limit(1)).first() is None):
+            return []  # the usual answer: no write
+        return await self._runner.write(txn)
 
     async def take_orphaned_batch_requests(self, owner: str
                                            ) -> list[tuple[BatchRequestRecord, Any]]:
@@ -289,12 +312,17 @@ def _run_of(conn: Connection, row: Any) -> Any:
                  if (run.metadata or {}).get("batch_request_id") == row.id), None)
 
 
-def _complete_if_done(conn: Connection, batch_id: str, now: float) -> BatchRecord | None:
-    """Mark a running batch none of whose requests is left to run ``completed``; it, if so."""
+def _complete_if_done(conn: Connection, batch_id: str, now: float, owner: str | None
+                      ) -> BatchRecord | None:
+    """Mark a running batch none of whose requests is left to run ``completed`` (its
+    callback ``owner``'s to call); it, if so."""
     left = conn.execute(select(q.c.id).where(q.c.batch_id == batch_id,
                                              q.c.status.not_in(ENDED)).limit(1)).first()
     if left is not None:
         return None
     done = conn.execute(update(b).where(b.c.id == batch_id, b.c.status == "running").values(
         status="completed", updated_at=now, completed_at=now))
+    if done.rowcount:
+        conn.execute(update(b).where(b.c.id == batch_id, b.c.callback_url.is_not(None))
+                     .values(callback_owner=owner))
     return _load(conn, [batch_id])[0] if done.rowcount else None

@@ -566,6 +566,7 @@ message_batches = Table(
     Column("status", String, nullable=False),  # running, completed, cancelled
     Column("callback_url", String),
     Column("callback", Json),  # {"sent_at", "status_code" | "error"} once it was called
+    Column("callback_owner", String),  # the process to call it, from completion to the call
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("completed_at", Float),

@@ -3,7 +3,7 @@
 each as a run of its agent, records how it ended, stops those whose batch was cancelled,
 and calls a batch's ``callback_url`` once its last request has ended. Requests a stopped
 process left claimed are taken over: run again when it stored no run for them, else ended
-as their run did."""
+as their run did; a callback it was to call is called."""
 
 from __future__ import annotations
 
@@ -107,10 +107,13 @@ class BatchRunner:
 
     async def recover(self) -> int:
         """End the requests whose runs stopped processes left (pending again, if they stored
-        none: the next claim runs them); how many were ended here."""
+        none: the next claim runs them), and call the callbacks they left uncalled; how many
+        requests were ended here."""
         taken = await self.store.take_orphaned_batch_requests(self.owner)
         for record, run in taken:
             await self._finish(record, outcome_of_run(run))
+        for batch in await self.store.take_unsent_batch_callbacks(self.owner):
+            await self._call_back(batch)  # completed, its callback not yet called
         return len(taken)
 
     async def _stop(self, record: BatchRequestRecord) -> None:
@@ -143,7 +146,7 @@ class BatchRunner:
         try:
             done = await self.store.finish_batch_request(
                 record.id, outcome.status, run_id=outcome.run_id,
-                stop_reason=outcome.stop_reason, error=outcome.error)
+                stop_reason=outcome.stop_reason, error=outcome.error, owner=self.owner)
             if done is not None and done.callback_url is not None:
                 await self._call_back(done)
         except Exception:

@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String, nullable=False),
         sa.Column("callback_url", sa.String),
         sa.Column("callback", sa.JSON),
+        sa.Column("callback_owner", sa.String),
         sa.Column("created_at", sa.Float, nullable=False),
         sa.Column("updated_at", sa.Float, nullable=False),
         sa.Column("completed_at", sa.Float),
