@@ -30,6 +30,7 @@ from test_server_support import Script, Server, fake, script, settings_for  # no
 # counts (its messages' kept with it; its passages'), runs left running and the group it
 # manages; one statement each.
 LOAD_STATEMENTS = 9
+FLEET_LOOKS = ("pg_stat_activity", "FROM scheduled_messages", "FROM batch_requests")
 
 
 @tool
@@ -56,7 +57,9 @@ def traced(store: SqlStore) -> Iterator[Trace]:
     def on_statement(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         first = id(conn) in begun
         begun.discard(id(conn))
-        if "pg_stat_activity" in statement:  # a fleet's sweep for dead processes, each second
+        # A fleet's looks each second, beside any request: for dead processes, due scheduled
+        # messages and batch requests to run.
+        if any(table in statement for table in FLEET_LOOKS):
             return
         if statement not in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT"):
             trace.statements.append(" ".join(statement.split())[:1000])

@@ -159,16 +159,22 @@ SDK = {"X-Stainless-Package-Version": "1.0.0"}
 # Lists paged their own way, each checked below: an agent's memory commits, newest first, paged
 # by ``before`` (a commit's seq), as ``git log`` reads.
 PAGED_BY_SEQ = {"/v1/agents/{agent_id}/memory/commits": ""}
-# Lists of an agent's few rows, paged by ``after`` in their index's order (agent, created_at,
-# id) and read through letta-client in their own tests, with why they are not filled here.
+# Lists of few rows, paged by a cursor in SQL and read through letta-client in their own
+# tests, with why they are not filled here.
 PAGED_BY_ID = {
     "/v1/agents/{agent_id}/schedule": "an agent's scheduled messages (at most 100 pending): "
                                       "test_server_schedules.py pages them",
+    "/v1/messages/batches": "the batches running now, by (created_at, id): "
+                            "test_server_batches.py pages them",
+    "/v1/messages/batches/{batch_id}/messages": "the messages of a batch's runs (at most 500), "
+                                                "by seq: test_server_batches.py pages them",
 }
 # List routes with nothing to bound, and why.
 UNBOUNDED = {
-    "/v1/jobs": "no jobs are kept: always an empty list, read from nothing",
-    "/v1/jobs/active": "no jobs are kept: always an empty list, read from nothing",
+    "/v1/jobs": "no jobs of Letta's job type are kept (a batch is of type batch): always an "
+                "empty list, read from nothing",
+    "/v1/jobs/active": "no jobs of Letta's job type are kept: always an empty list, read "
+                       "from nothing",
     "/v1/providers": "the environment's providers and at most 200 added ones (the cap)",
     "/v1/runs/{run_id}/trace": "one run's spans, rebuilt from its steps (bounded by the "
                                "run's max_steps); limit caps the answer at 5,000",

@@ -16,7 +16,7 @@ import pytest
 from letta_client import ConflictError, Letta, NotFoundError, UnprocessableEntityError
 
 from fake_script import Script
-from stateloop.server.services.scheduler import Scheduler
+from stateloop.scheduler import Scheduler
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import reply
 from test_server_support import Server, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)

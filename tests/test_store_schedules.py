@@ -9,7 +9,7 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
-from stateloop.server.services.scheduler import next_time
+from stateloop.cron import next_time
 from stateloop.store import open_store
 from stateloop.store.records import AgentRecord, ScheduleRecord
 from stateloop.store.sql import SqlStore

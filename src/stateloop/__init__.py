@@ -15,6 +15,7 @@ from .mcp import MCPTools
 from .memory.blocks import Block
 from .messages import Message, ToolCall, Usage
 from .run_result import RunResult
+from .schedules import Schedules
 from .tools import Tool, ToolContext, ToolOutput, tool
 
 __version__ = "0.1.0"
@@ -34,6 +35,7 @@ __all__ = [
     "Message",
     "ModelError",
     "RunResult",
+    "Schedules",
     "StateloopError",
     "StepRecord",
     "StopReason",

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..llm.warmup import prepare as prepare_models
+from ..scheduler import Scheduler
 from ..store import open_store
 from ..store.batching import unwatch_commits, watch_commits
 from ..tools import Tool
@@ -25,6 +26,7 @@ from .routes import (
     agents,
     archival,
     archives,
+    batches,
     blocks,
     catalog,
     chat_completions,
@@ -56,10 +58,10 @@ from .routes import tools as tool_routes
 from .routes.agent_file import router as agent_file_router
 from .routes.agent_ops import router as agent_ops_router
 from .routes.tool_ops import router as tool_ops_router
+from .services.batches import BatchRunner
 from .services.fleet import AgentChanges
 from .services.memory_history import MemoryAuthor
 from .services.runtime import Runtime
-from .services.scheduler import Scheduler
 from .settings import ServerSettings
 from .web import router as web_router
 
@@ -94,9 +96,14 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         runtime.scheduler = Scheduler(store, partial(schedules.fire, runtime),
                                       interval=config.schedule_interval)
         runtime.scheduler.start()
+        runtime.batches = BatchRunner(store, partial(batches.execute, runtime),
+                                      partial(batches.stop, runtime), runtime.callbacks,
+                                      concurrency=config.batch_concurrency)
+        runtime.batches.start()
         try:
             yield
         finally:
+            await runtime.batches.close()
             await runtime.scheduler.close()
             remove_watcher(served_metrics.watch)
             unwatch_commits(served_metrics.commit)
@@ -115,9 +122,10 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         app.include_router(module.router)
     # Agent Files: POST /v1/agents/import is a fixed path where /v1/agents/{agent_id} has one.
     app.include_router(agent_file_router)
-    # catalog and run_metrics first: their fixed paths (/v1/agents/count, /v1/runs/active)
-    # would otherwise be taken for ids by the routes with a path parameter there.
-    for module in (catalog, run_metrics, agents, context, blocks,
+    # catalog, run_metrics and batches first: their fixed paths (/v1/agents/count,
+    # /v1/runs/active, /v1/messages/batches) would otherwise be taken for ids by the routes
+    # with a path parameter there.
+    for module in (catalog, run_metrics, batches, agents, context, blocks,
                    tool_routes, archival, runs, steps, provider_traces, identities, schedules):
         app.include_router(module.router)
     # Their POSTs at fixed paths (/v1/tools/run, ...) meet no other POST route there.

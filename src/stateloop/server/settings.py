@@ -86,6 +86,10 @@ class ServerSettings(BaseSettings):
     # fire), and how many pending ones an agent may have.
     schedule_interval: float = Field(default=1.0, gt=0)
     schedules_per_agent: int = Field(default=100, gt=0)
+    # Message batches: how many requests of one batch run at once (across every process
+    # serving the database), and how many requests one batch may hold.
+    batch_concurrency: int = Field(default=4, gt=0)
+    batch_max_requests: int = Field(default=500, gt=0)
     run_buffer_events: int = 20_000  # events kept per run for resuming its stream
     run_buffer_runs: int = 500  # finished runs whose events are kept
     # Agents kept in memory at most; beyond it the idle ones least recently used are let go

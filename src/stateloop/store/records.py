@@ -313,3 +313,37 @@ class ScheduleRecord:
     last_run_id: str | None = None
     id: str = field(default_factory=lambda: new_record_id("scheduled_message"))
     created_at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class BatchRequestRecord:
+    """One request of a message batch: an agent's input (a ``LettaRequest`` as JSON) and what
+    became of it: ``pending``, ``running``, ``completed``, ``failed`` or ``cancelled``, with
+    the run it started, that run's stop reason and error."""
+
+    agent_id: str
+    request: dict[str, Any]
+    batch_id: str = ""
+    position: int = 0
+    status: str = "pending"
+    run_id: str | None = None
+    stop_reason: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    completed_at: float | None = None
+    id: str = field(default_factory=lambda: new_record_id("batch_item"))
+
+
+@dataclass(slots=True)
+class BatchRecord:
+    """A message batch: ``running`` until each of its requests has ended (``completed``)
+    or it is ``cancelled``; ``callback`` records the call of its ``callback_url``."""
+
+    requests: list[BatchRequestRecord]
+    status: str = "running"
+    callback_url: str | None = None
+    callback: dict[str, Any] | None = None
+    id: str = field(default_factory=lambda: new_record_id("job"))
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    completed_at: float | None = None

@@ -554,3 +554,41 @@ scheduled_messages = Table(
     Index("ix_scheduled_messages_due", "next_at"),
     Index("ix_scheduled_messages_agent", "agent_id", "created_at", "id"),
 )
+
+# Message batches (revision 0030): requests to many agents submitted at once, each run as an
+# ordinary run of its agent. A request row is ``pending`` until a process claims it
+# (``running``, ``claimed_by`` naming the process), then ``completed``, ``failed`` or
+# ``cancelled`` with its run's stop reason. Requests are deleted with their batch, not with
+# their agent: a request whose agent went away ends failed, and says so.
+message_batches = Table(
+    "message_batches", metadata,
+    Column("id", String, primary_key=True),
+    Column("status", String, nullable=False),  # running, completed, cancelled
+    Column("callback_url", String),
+    Column("callback", Json),  # {"sent_at", "status_code" | "error"} once it was called
+    Column("callback_owner", String),  # the process to call it, from completion to the call
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("completed_at", Float),
+    Index("ix_message_batches_created", "created_at", "id"),
+    Index("ix_message_batches_status", "status", "created_at", "id"),
+)
+
+batch_requests = Table(
+    "batch_requests", metadata,
+    Column("id", String, primary_key=True),
+    Column("batch_id", String, ForeignKey("message_batches.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("agent_id", String, nullable=False),
+    Column("request", Json, nullable=False),  # messages or input, max_steps, ...
+    Column("status", String, nullable=False),
+    Column("claimed_by", String),
+    Column("run_id", String),
+    Column("stop_reason", String),
+    Column("error", Text),
+    Column("started_at", Float),
+    Column("completed_at", Float),
+    Index("ix_batch_requests_batch", "batch_id", "status", "position"),
+    Index("ix_batch_requests_status", "status", "batch_id"),  # the pending ones, at a look
+)

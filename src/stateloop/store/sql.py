@@ -20,6 +20,7 @@ from stateloop.messages import Message
 from stateloop.store import rows, schema
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
+from stateloop.store.batches import BatchesMixin
 from stateloop.store.block_changes import BlockChangesMixin, block_records
 from stateloop.store.blocks import BlocksMixin, check_limit, link_block
 from stateloop.store.catalog import CatalogMixin, agents_where
@@ -132,7 +133,7 @@ class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
                MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, ProvidersMixin,
-               SchedulesMixin):
+               SchedulesMixin, BatchesMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

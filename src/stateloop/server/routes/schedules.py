@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import Field
 
+from ...cron import cron_problem, next_time
 from ...storable import Count
 from ...store.history import run_metadata
 from ...store.records import ScheduleRecord
@@ -20,7 +21,6 @@ from ..models.responses import iso
 from ..services.callbacks import check_callback_url
 from ..services.creation import unprocessable
 from ..services.runtime import Runtime
-from ..services.scheduler import cron_problem, next_time
 from .messages import start_run
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/schedule", tags=["agents"])

@@ -104,14 +104,16 @@ class Callbacks:
                        "completed_at": iso(run.completed_at),
                        "metadata": {**metadata, "result": result}}
             sent: dict[str, Any] = {"url": url, "sent_at": time.time()}
-            sent.update(await self._post(url, payload))
+            sent.update(await self.post(url, payload, subject=f"run {run_id}"))
             run = await self._store.get_run(run_id)
             await self._store.update_run(run_id, metadata={**run.metadata, CALLBACK_KEY: sent})
         except Exception:  # the run has ended as it did; only its callback is lost
             logger.exception("the callback of run %s could not be sent or recorded", run_id)
 
-    async def _post(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """``status_code`` of the answer, or ``error`` saying why there is none."""
+    async def post(self, url: str, payload: dict[str, Any], *, subject: str
+                   ) -> dict[str, Any]:
+        """POST ``payload`` (about ``subject``, "run ..." or "batch ...") to ``url``:
+        ``status_code`` of the answer, or ``error`` saying why there is none."""
         transport = GuardedTransport(public_only=not self._private_ok,
                                      max_bytes=RESPONSE_BYTES)
         try:
@@ -125,7 +127,7 @@ class Callbacks:
             reason = (f"no answer within {self._timeout:g} s"
                       if isinstance(exc, (TimeoutError, httpx2.TimeoutException))
                       else str(exc) or type(exc).__name__)
-            return {"error": f"Failed to dispatch callback for run {payload['run_id']} to "
+            return {"error": f"Failed to dispatch callback for {subject} to "
                              f"{url}: {reason}"}
 
     async def close(self) -> None:

@@ -18,6 +18,7 @@ from ...llm.listing import ModelListings
 from ...mcp import close_all as close_mcp_sessions
 from ...memory.embedding_models import Embedders
 from ...memory.embeddings import Embedder
+from ...scheduler import Scheduler
 from ...store import ToolRecord
 from ...tools import Tool
 from ...tools.builtin import builtin_names, builtin_tool, builtin_tool_type
@@ -35,11 +36,11 @@ from ...tools.sandbox import (
 from ...tools.source_reader import SourceReader
 from ..settings import ServerSettings
 from . import fleet
+from .batches import BatchRunner
 from .byok import KeyBox, ProviderBook
 from .callbacks import Callbacks
 from .mcp_bridge import MCPPolicy, bound_tool
 from .runs import RunRegistry
-from .scheduler import Scheduler
 from .tool_env import agent_env
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class Runtime:
                                 finished_runs=settings.run_buffer_runs)
         # Fires scheduled messages; set by the app's lifespan (routes/schedules.py fires).
         self.scheduler: Scheduler | None = None
+        # Runs message batches' requests; set by the app's lifespan (routes/batches.py runs).
+        self.batches: BatchRunner | None = None
         self.callbacks = Callbacks(store, timeout=settings.callback_timeout,
                                    private_ok=settings.callback_private_urls)
         self.agents = LiveAgents(store, Agent, load=self._load, limit=settings.live_agents,

@@ -1,6 +1,7 @@
 """The scheduler: scheduled messages fire when due, each due time once across every process
 serving the database, then move to their next time (a cron schedule's next time after the
-firing, so one missed while no process ran fires once, not once per missed minute)."""
+firing, so one missed while no process ran fires once, not once per missed minute). What a
+firing does is given to it: the server sends an async message, the library runs its agent."""
 
 from __future__ import annotations
 
@@ -11,42 +12,16 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Any
 
-from croniter import croniter
+from .cron import next_time
+from .store.records import ScheduleRecord
+from .store.sql import SqlStore
 
-from ...store.records import ScheduleRecord
-from ...store.sql import SqlStore
-
-logger = logging.getLogger("stateloop.server")
+logger = logging.getLogger("stateloop")
 
 Fire = Callable[[ScheduleRecord], Awaitable[None]]
 RECOVER = 2.0  # seconds between looks for firings a stopped process left unfinished
 CLAIMS = 10  # due schedules claimed in one transaction (then more at once): a fleet shares them
-
-
-def cron_problem(expression: str) -> str | None:
-    """Why ``expression`` is not a standard five-field cron expression, or None. Five fields
-    fire at most once a minute; croniter's sixth field (seconds) is refused."""
-    if len(expression) > 200:
-        return "is longer than 200 characters"
-    if len(expression.split()) != 5:
-        return ("must have five fields (minute hour day-of-month month day-of-week), "
-                f"not {len(expression.split())}")
-    if not croniter.is_valid(expression):
-        return f"{expression!r} is not a valid cron expression"
-    return None
-
-
-def next_time(schedule: dict[str, Any], after: float) -> float | None:
-    """When ``schedule`` is next due after firing at ``after`` (seconds, UTC): a cron
-    expression's next match strictly after it; None for a one-time message."""
-    expression = schedule.get("cron_expression")
-    if expression is None:
-        return None
-    start = datetime.fromtimestamp(after, UTC)
-    return float(croniter(expression, start).get_next(float))
 
 
 class Scheduler:
@@ -131,6 +106,10 @@ class Scheduler:
                            record.id, record.agent_id, exc)
             with contextlib.suppress(Exception):  # its claim ends; the row may be gone
                 await self.store.schedule_fired(record.id, None)
+
+    async def drain(self) -> None:
+        """Wait for the firings started so far to end."""
+        await asyncio.gather(*self._firing, return_exceptions=True)
 
     async def _poll(self) -> None:
         while True:
