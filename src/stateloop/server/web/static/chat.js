@@ -1,5 +1,6 @@
-// Chat: the history, a run streamed as it happens (reasoning, tool calls and their results,
-// the answer), cancel, steer, approvals answered inline, and each run's stop reason and usage.
+// Chat: the history a page at a time with what each run left (its stop reason, its error, the
+// approvals given), a run streamed as it happens (reasoning, tool calls and their results, the
+// answer), cancel, steer, approvals answered inline, and each run's stop reason and usage.
 
 import { api, stream } from "./api.js";
 import { clear, guard, h, pretty, say } from "./dom.js";
@@ -23,6 +24,9 @@ class Transcript {
       for (const call of frame.tool_calls || [frame.tool_call]) this.call(call, kind);
     } else if (kind === "tool_return_message") {
       for (const result of frame.tool_returns || [frame]) this.result(result);  // one per call
+    }
+    else if (kind === "approval_response_message") {
+      for (const decision of frame.approvals || []) this.decided(decision);
     }
     else if (kind === "error_message") this.note(`Error: ${frame.message || frame.detail || ""}`, "error");
     else return;
@@ -63,6 +67,34 @@ class Transcript {
   }
 
   note(message, cls = "") { this.log.append(h("p", { class: `note ${cls}` }, message)); }
+
+  /** A stored decision on a call: on the call's card, as it read when it was made. */
+  decided(decision) {
+    const said = decision.type === "tool" ? `Run by the client (${decision.status})`
+      : decision.approve ? "Approved" : `Denied${decision.reason ? `: ${decision.reason}` : ""}`;
+    const note = h("p", { class: "note decision" }, said);
+    const card = this.calls.get(decision.tool_call_id);
+    if (card) card.el.append(note); else this.log.append(note);
+  }
+
+  /** Stored frames, each run's stop reason (and error) after its last frame; ``runs`` maps
+   * run ids to runs, ``goesOn`` is the run the frames after these (already shown) belong to. */
+  replay(frames, runs, goesOn) {
+    let open = null;
+    const close = () => { if (open && runs.has(open)) this.stopped(runs.get(open)); };
+    for (const frame of frames) {
+      if (frame.run_id && frame.run_id !== open) { close(); open = frame.run_id; }
+      this.add(frame);
+    }
+    if (open !== goesOn) close();
+  }
+
+  stopped(run) {
+    if (!run.stop_reason) return;  // still going
+    const error = run.metadata?.error;
+    this.note(`Run ${run.id} stopped: ${run.stop_reason}`, `stop ${run.stop_reason}`);
+    if (error) this.note(`Error: ${typeof error === "string" ? error : error.message ?? JSON.stringify(error)}`, "error");
+  }
 
   /** Approve / deny (with a reason) each call the agent waits on; ``send`` gets the decisions. */
   approvals(pending, send) {
@@ -138,6 +170,48 @@ function answerer(session) {
   return (decisions) => run(session, { messages: [{ type: "approval", approvals: decisions }] });
 }
 
+export const PAGE = 50;  // messages drawn at a time: the newest first, earlier ones on demand
+
+/** The runs of ``frames`` not yet in ``known``: the agent's latest runs in one call, any
+ * older one on its own. */
+async function runsOf(agentId, frames, known) {
+  const wanted = new Set(frames.map((f) => f.run_id).filter((id) => id && !known.has(id)));
+  if (!wanted.size) return known;
+  const latest = await guard(() => api("GET", "/v1/runs", undefined, { agent_id: agentId, limit: 100 })) || [];
+  for (const run of latest) known.set(run.id, run);
+  await Promise.all([...wanted].filter((id) => !known.has(id)).map(async (id) => {
+    const run = await guard(() => api("GET", `/v1/runs/${id}`));
+    if (run) known.set(id, run);
+  }));
+  return known;
+}
+
+/** The page of history before what the log shows, drawn above it with a button for the next. */
+async function earlier(session, agentId) {
+  const { log, transcript } = session;
+  const oldest = session.oldest;
+  const frames = await guard(() => api("GET", `/v1/agents/${agentId}/messages`, undefined,
+    { limit: PAGE, before: oldest })) || [];
+  session.runs = await runsOf(agentId, frames, session.runs ?? new Map());
+  const page = new Transcript(h("div"));
+  page.calls = transcript.calls;  // a result on this page finds its call on an earlier one
+  page.replay(frames, session.runs, session.firstRun);
+  const more = log.querySelector(".earlier");
+  const top = more ? more.nextSibling : log.firstChild;
+  const height = log.scrollHeight;
+  for (const child of [...page.log.childNodes]) log.insertBefore(child, top);
+  more?.remove();
+  if (frames.length) {
+    session.oldest = frames.find((f) => f.message_type !== "approval_response_message")?.id;
+    session.firstRun = frames[0].run_id;
+  }
+  if (frames.length === PAGE) {
+    log.prepend(h("button", { type: "button", class: "earlier",
+      onclick: () => earlier(session, agentId) }, "Load earlier messages"));
+  }
+  log.scrollTop = oldest ? log.scrollHeight - height : log.scrollHeight;
+}
+
 export async function chatView(panel, agent) {
   const session = sessionFor(agent.id);
   const { transcript } = session;
@@ -186,8 +260,7 @@ export async function chatView(panel, agent) {
   if (resumed) return;
 
   // the history last: the composer works while it loads
-  const history = await guard(() => api("GET", `/v1/agents/${agent.id}/messages`, undefined, { limit: 100 }));
-  for (const frame of history || []) transcript.add(frame);
+  await earlier(session, agent.id);
   const pending = current()?.pending_approval;
   if (pending && !busy()) transcript.approvals(pending, answerer(session));
 }

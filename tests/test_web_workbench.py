@@ -1,0 +1,132 @@
+"""The web page as a place to work on an agent (headless Chromium, a real server on loopback
+with the fake model): the conversation with the agent's memory, context and settings beside
+it on one screen, what a run left shown again from the stored history, agents told apart and
+listed a page at a time."""
+
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+
+from fake_script import Script, held
+from stateloop.testing.scripted import call, error, reply
+from test_server_support import Server
+from test_web_page import new_agent, open_agent, send
+from test_web_support import axe_violations, browser, fake, page, screenshot, script, server  # noqa: F401
+
+
+def on_screen(page: Any, *locators: Any) -> None:
+    """Each of ``locators`` wholly inside the window, and nothing wider than it."""
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    for locator in locators:
+        box = locator.bounding_box()
+        assert box is not None, locator
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (locator, box)
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height + 1, (locator, box)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def test_a_block_changes_beside_the_conversation_on_one_screen(page: Any, script: Script,
+                                                               server: Server) -> None:
+    agent = new_agent(server, "bench-watch", tools=["core_memory_append"], tags=["demo"])
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_agent(page, agent)
+    side = page.get_by_role("complementary", name="The agent at a glance")
+    block = side.get_by_role("article", name="Block human")
+    expect(block).to_contain_text("Name: Ada")
+    settings = side.locator("dl.settings")
+    expect(settings).to_contain_text("openai/gpt-4o-mini")
+    expect(settings).to_contain_text("core_memory_append")
+    expect(settings).to_contain_text("demo")
+    expect(side.locator("#bar .bar-caption")).to_contain_text("/ 128,000 tokens")
+
+    second_step = threading.Event()
+    script.set(call("core_memory_append", label="human", content="Likes tea."),
+               held(second_step, reply("Noted.")))
+    try:
+        send(page, "I like tea")
+        # the block shows the tool's edit while the run still goes, with the chat in view
+        expect(block).to_contain_text("Likes tea.")
+        expect(block).to_contain_text("changed")
+        expect(page.get_by_role("button", name="Cancel run")).to_be_enabled()
+        log = page.get_by_role("log", name="Conversation")
+        on_screen(page, log, page.get_by_label("Message", exact=True), block, settings,
+                  side.locator("#bar"), page.get_by_role("button", name="Cancel run"))
+        screenshot(page, "workbench-1400x900")
+    finally:
+        second_step.set()
+    expect(log.get_by_role("article", name="Assistant")).to_contain_text("Noted.")
+    assert axe_violations(page) == []
+
+    page.set_viewport_size({"width": 1024, "height": 768})
+    on_screen(page, log, page.get_by_label("Message", exact=True), block,
+              page.get_by_role("button", name="Send", exact=True))
+    screenshot(page, "workbench-1024x768")
+
+
+def test_what_runs_left_is_there_after_a_reload_and_a_switch(page: Any, script: Script,
+                                                             server: Server) -> None:
+    agent = new_agent(server, "bench-history", tools=["shout"], tool_rules=[
+        {"type": "requires_approval", "tool_name": "shout"}])
+    other = new_agent(server, "bench-other")
+    open_agent(page, agent)
+    script.set(call("shout", text="a"), reply("Shouted."))
+    send(page, "Shout a")
+    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("article", name="Assistant")).to_contain_text("Shouted.")
+    script.set(call("shout", text="b"), reply("Fine."))
+    send(page, "Shout b")
+    card = page.get_by_role("article", name="Approval requested: shout").last
+    card.get_by_label("Reason").fill("not now")
+    card.get_by_role("button", name="Deny").click()
+    expect(page.get_by_role("article", name="Assistant").last).to_contain_text("Fine.")
+    script.set(error("invalid_request", "the model refused this request"))
+    send(page, "fail")
+    expect(page.get_by_text(re.compile("stopped: ")).last).to_be_visible()
+
+    runs = httpx.get(f"{server.url}/v1/runs", params={"agent_id": agent["id"]}).json()
+    reasons = [r["stop_reason"] for r in reversed(runs)]  # oldest first
+    for shown in ("reload", "switch"):
+        if shown == "reload":
+            page.reload()
+        else:
+            page.get_by_role("button", name=re.compile("^bench-other")).click()
+            expect(page.get_by_role("heading", name=other["name"])).to_be_visible()
+            page.get_by_role("button", name=re.compile("^bench-history")).click()
+        log = page.get_by_role("log", name="Conversation")
+        notes = log.locator("p.note.stop")
+        expect(notes).to_have_count(len(runs))
+        for note, run, reason in zip(notes.all(), reversed(runs), reasons, strict=True):
+            expect(note).to_have_text(f"Run {run['id']} stopped: {reason}")
+        cards = log.get_by_role("article", name="Tool call: shout")
+        expect(cards.nth(0)).to_contain_text("Approved")
+        expect(cards.nth(1)).to_contain_text("Denied: not now")
+        expect(log.locator("p.note.error")).to_contain_text("the model refused this request")
+    screenshot(page, "history-kept")
+    assert reasons[:2] == ["requires_approval", "end_turn"] and len(reasons) == 5
+
+
+def test_the_agent_list_pages_and_searches_on_the_server(page: Any, server: Server) -> None:
+    made = [new_agent(server, f"fleet-{n:02}", memory_blocks=[]) for n in range(52)]
+    page.reload()
+    nav = page.get_by_role("navigation", name="Agents")
+    fleet = nav.get_by_role("button", name=re.compile("^fleet-"))
+    expect(fleet.first).to_contain_text("fleet-51")  # newest first
+    listed = nav.locator("button.agent").count()
+    assert listed == 50
+    with page.expect_response(re.compile(r"/v1/agents\?.*after=")):
+        nav.get_by_role("button", name="More agents").click()
+    expect(fleet).to_have_count(52)
+    expect(nav.get_by_role("button", name="More agents")).to_be_hidden()
+    with page.expect_response(re.compile(r"/v1/agents\?.*query_text=fleet-07")):
+        nav.get_by_label("Search agents").fill("fleet-07")
+    expect(fleet).to_have_count(1)
+    screenshot(page, "agents-searched")
+    for agent in made:
+        httpx.delete(f"{server.url}/v1/agents/{agent['id']}").raise_for_status()
