@@ -68,6 +68,8 @@ def test_a_block_changes_beside_the_conversation_on_one_screen(page: Any, script
     on_screen(page, log, page.get_by_label("Message", exact=True), block,
               page.get_by_role("button", name="Send", exact=True))
     screenshot(page, "workbench-1024x768")
+    side.get_by_role("button", name="Edit settings").click()
+    expect(page.get_by_role("tab", name="Settings")).to_have_attribute("aria-selected", "true")
 
 
 def test_what_runs_left_is_there_after_a_reload_and_a_switch(page: Any, script: Script,
@@ -110,6 +112,70 @@ def test_what_runs_left_is_there_after_a_reload_and_a_switch(page: Any, script: 
         expect(log.locator("p.note.error")).to_contain_text("the model refused this request")
     screenshot(page, "history-kept")
     assert reasons[:2] == ["requires_approval", "end_turn"] and len(reasons) == 5
+
+
+def test_edit_the_agent_and_see_the_servers_refusals_at_their_fields(
+        page: Any, script: Script, server: Server) -> None:
+    agent = new_agent(server, "bench-edit")
+    open_agent(page, agent, "Settings")
+    form = page.get_by_role("form", name="Settings")
+    models = httpx.get(f"{server.url}/v1/models").json()
+    expect(form.get_by_label("Model").locator("option")).to_have_count(
+        len({m["handle"] for m in models} | {agent["model"]}))
+    form.get_by_label("Temperature").fill("5")
+    form.get_by_role("button", name="Save settings").click()
+    temperature = form.get_by_label("Temperature")
+    expect(temperature).to_have_attribute("aria-invalid", "true")
+    expect(form.locator("#set-temperature-error")).to_have_text(
+        "temperature must be a number from 0 to 2")
+    expect(temperature).to_be_focused()
+    screenshot(page, "settings-refused")
+
+    temperature.fill("0.5")
+    form.get_by_label("System prompt").fill("You shout back.")
+    form.get_by_label("Tags (comma-separated)").fill("bench, loud")
+    form.get_by_label("Attach shout").check()
+    form.get_by_label("Ask before shout runs").check()
+    form.get_by_role("button", name="Add a rule").click()
+    rule = form.locator("fieldset.rule").last
+    rule.get_by_label("Kind").select_option(label="At most N calls per step")
+    rule.get_by_label("Tool", exact=True).select_option("shout")
+    rule.get_by_label("Most calls per step").fill("2")
+    form.get_by_role("button", name="Add a rule").click()
+    bad = form.locator("fieldset.rule").last
+    bad.get_by_label("Kind").select_option("conditional")
+    bad.get_by_label("Tool", exact=True).select_option("shout")
+    bad.get_by_label("Output to next tool (JSON object)").fill("{not json")
+    patches: list[str] = []
+    page.on("request", lambda r: patches.append(r.url) if r.method == "PATCH" else None)
+    form.get_by_role("button", name="Save settings").click()  # checked here, not sent
+    mapping = bad.get_by_label("Output to next tool (JSON object)")
+    expect(mapping).to_have_attribute("aria-invalid", "true")
+    expect(mapping).to_be_focused()
+    expect(bad.locator(".field-error:not([hidden])")).to_contain_text(
+        "A JSON object from output to tool")
+    assert patches == []
+    bad.get_by_role("button", name=re.compile("Remove rule")).click()
+    form.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("status")).to_have_text("Saved the settings of bench-edit")
+    saved = httpx.get(f"{server.url}/v1/agents/{agent['id']}").json()
+    assert saved["system"] == "You shout back." and saved["tags"] == ["bench", "loud"]
+    assert [t["name"] for t in saved["tools"]] == ["shout"]
+    rules = {r["type"]: r for r in saved["tool_rules"]}
+    assert rules["max_count_per_step"]["max_count_limit"] == 2
+    assert rules["requires_approval"]["tool_name"] == "shout"
+    assert saved["model_settings"]["temperature"] == 0.5
+    side = page.get_by_role("complementary", name="The agent at a glance")
+    expect(side.locator("dl.settings")).to_contain_text("bench, loud")
+    expect(page.get_by_role("form", name="Settings").locator("fieldset.rule")).to_have_count(1)
+    assert axe_violations(page) == []
+    screenshot(page, "settings")
+
+    script.set(call("shout", text="x"), reply("ok"))
+    page.get_by_role("tab", name="Chat").click()
+    send(page, "Shout x")
+    expect(page.get_by_role("article", name="Approval requested: shout")).to_be_visible()
+    assert script.requests[-1].messages[0].text.startswith("You shout back.")
 
 
 def test_the_agent_list_pages_and_searches_on_the_server(page: Any, server: Server) -> None:

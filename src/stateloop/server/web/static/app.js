@@ -11,10 +11,12 @@ import { agentList, loadAgents, madeAt, markCurrent } from "./agents.js";
 import { drawSide } from "./side.js";
 import { runsView } from "./runs.js";
 import { toolsView } from "./tools.js";
+import { settingsView } from "./settings.js";
 
 const TABS = [
   ["chat", "Chat", chatView], ["memory", "Memory", memoryView],
   ["context", "Context", contextView], ["runs", "Runs", runsView], ["tools", "Tools", toolsView],
+  ["settings", "Settings", settingsView],
 ];
 
 const state = { agent: null, tab: "chat" };
