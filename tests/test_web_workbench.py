@@ -178,6 +178,67 @@ def test_edit_the_agent_and_see_the_servers_refusals_at_their_fields(
     assert script.requests[-1].messages[0].text.startswith("You shout back.")
 
 
+BROKEN = '''def unlucky(x: int) -> str:
+    """Fail on purpose.
+
+    Args:
+        x: Ignored.
+    """
+    print("trying", x)
+    raise ValueError("no luck")
+'''
+
+
+def test_write_run_and_attach_a_tool_then_the_agent_calls_it(page: Any, script: Script,
+                                                             server: Server) -> None:
+    agent = new_agent(server, "bench-tools")
+    open_agent(page, agent, "Tool editor")
+    form = page.get_by_role("form", name="Tool editor")
+    schema = form.get_by_label("JSON schema")
+    expect(schema).to_contain_text('"name": "roll_dice"')
+    expect(schema).to_contain_text('"sides"')
+    args = form.get_by_label("Arguments (JSON)")
+    expect(args).to_have_value('{"sides":1,"times":1}')
+    args.fill('{"sides": 1, "times": 3}')
+    form.get_by_role("button", name="Run").click()
+    output = form.locator("#te-output")
+    expect(output).to_contain_text("Status: success")
+    expect(output.locator(".te-return")).to_have_text("3")
+    screenshot(page, "tool-editor-run")
+
+    source = form.get_by_label(re.compile("^Source"))
+    original = source.input_value()
+    source.fill(BROKEN)
+    form.get_by_role("button", name="Generate schema").click()
+    expect(schema).to_contain_text('"name": "unlucky"')
+    form.get_by_role("button", name="Run").click()
+    expect(output).to_contain_text("Status: error")
+    expect(output.locator(".te-stderr")).to_contain_text("ValueError: no luck")
+    expect(output).to_contain_text("trying 1")  # the sample arguments: x=1
+    source.fill("def half(:\n    pass\n")
+    form.get_by_role("button", name="Generate schema").click()
+    expect(source).to_have_attribute("aria-invalid", "true")
+    expect(form.locator("#te-source-error")).not_to_be_empty()
+    assert axe_violations(page) == []
+    screenshot(page, "tool-editor-refused")
+
+    source.fill(original)
+    form.get_by_role("button", name="Save and attach to bench-tools").click()
+    expect(page.get_by_role("status")).to_have_text(
+        "Saved roll_dice and attached it to bench-tools")
+    side = page.get_by_role("complementary", name="The agent at a glance")
+    expect(side.locator("dl.settings")).to_contain_text("roll_dice")
+    tools = httpx.get(f"{server.url}/v1/agents/{agent['id']}/tools").json()
+    assert [t["name"] for t in tools] == ["roll_dice"]
+
+    script.set(call("roll_dice", sides=1, times=2), reply("Rolled 2."))
+    page.get_by_role("tab", name="Chat").click()
+    send(page, "Roll")
+    card = page.get_by_role("article", name="Tool call: roll_dice")
+    expect(card).to_contain_text("Result (success)")
+    expect(card.locator(".result pre")).to_have_text("2")
+
+
 def test_the_agent_list_pages_and_searches_on_the_server(page: Any, server: Server) -> None:
     made = [new_agent(server, f"fleet-{n:02}", memory_blocks=[]) for n in range(52)]
     page.reload()

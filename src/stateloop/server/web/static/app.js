@@ -12,11 +12,12 @@ import { drawSide } from "./side.js";
 import { runsView } from "./runs.js";
 import { toolsView } from "./tools.js";
 import { settingsView } from "./settings.js";
+import { toolEditorView } from "./tooleditor.js";
 
 const TABS = [
   ["chat", "Chat", chatView], ["memory", "Memory", memoryView],
   ["context", "Context", contextView], ["runs", "Runs", runsView], ["tools", "Tools", toolsView],
-  ["settings", "Settings", settingsView],
+  ["settings", "Settings", settingsView], ["editor", "Tool editor", toolEditorView],
 ];
 
 const state = { agent: null, tab: "chat" };
