@@ -12,11 +12,11 @@ export class Refused extends Error {
 export function password() { return sessionStorage.getItem(KEY) || ""; }
 export function setPassword(value) { sessionStorage.setItem(KEY, value); }
 
+/** The credential header, for a request made another way (an upload's XMLHttpRequest). */
+export function authHeaders() { return password() ? { Authorization: `Bearer ${password()}` } : {}; }
+
 function headers(json) {
-  const h = {};
-  if (json) h["Content-Type"] = "application/json";
-  if (password()) h.Authorization = `Bearer ${password()}`;
-  return h;
+  return { ...(json ? { "Content-Type": "application/json" } : {}), ...authHeaders() };
 }
 
 /** A 422 location as a field path: ``["body", "model_settings", "temperature"]`` reads

@@ -13,11 +13,17 @@ import { runsView } from "./runs.js";
 import { toolsView } from "./tools.js";
 import { settingsView } from "./settings.js";
 import { toolEditorView } from "./tooleditor.js";
+import { filesView } from "./files.js";
+import { mcpView } from "./mcp.js";
+import { conversationsView } from "./conversations.js";
+import { groupsView, identitiesView } from "./groups.js";
 
 const TABS = [
   ["chat", "Chat", chatView], ["memory", "Memory", memoryView],
   ["context", "Context", contextView], ["runs", "Runs", runsView], ["tools", "Tools", toolsView],
   ["settings", "Settings", settingsView], ["editor", "Tool editor", toolEditorView],
+  ["files", "Files", filesView], ["mcp", "MCP", mcpView], ["conversations", "Conversations", conversationsView],
+  ["groups", "Groups", groupsView], ["identities", "Identities", identitiesView],
 ];
 
 const state = { agent: null, tab: "chat" };
@@ -67,7 +73,7 @@ function render() {
   const tabs = h("div", { role: "tablist", "aria-label": "Views" }, TABS.map(([key, label], i) =>
     h("button", { type: "button", role: "tab", id: `tab-${key}`, "aria-controls": "panel",
       "aria-selected": String(key === state.tab), tabindex: key === state.tab ? "0" : "-1",
-      title: `Alt+${i + 1}`, onclick: () => showTab(key) }, label)));
+      title: i < 9 ? `Alt+${i + 1}` : null, onclick: () => showTab(key) }, label)));
   tabs.addEventListener("keydown", (e) => {  // arrow keys move between tabs
     const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
     if (!step) return;
