@@ -198,7 +198,7 @@ async function earlier(session, agentId) {
   page.replay(frames, session.runs, session.firstRun);
   const more = log.querySelector(".earlier");
   const top = more ? more.nextSibling : log.firstChild;
-  const height = log.scrollHeight;
+  const height = log.scrollHeight;  // before the page goes in
   for (const child of [...page.log.childNodes]) log.insertBefore(child, top);
   more?.remove();
   if (frames.length) {
@@ -209,7 +209,8 @@ async function earlier(session, agentId) {
     log.prepend(h("button", { type: "button", class: "earlier",
       onclick: () => earlier(session, agentId) }, "Load earlier messages"));
   }
-  log.scrollTop = oldest ? log.scrollHeight - height : log.scrollHeight;
+  // the first page: the newest in view; an earlier one: what was in view stays there
+  log.scrollTop = oldest ? log.scrollTop + log.scrollHeight - height : log.scrollHeight;
 }
 
 export async function chatView(panel, agent) {
