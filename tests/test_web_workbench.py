@@ -167,7 +167,16 @@ def test_edit_the_agent_and_see_the_servers_refusals_at_their_fields(
     assert saved["model_settings"]["temperature"] == 0.5
     side = page.get_by_role("complementary", name="The agent at a glance")
     expect(side.locator("dl.settings")).to_contain_text("bench, loud")
-    expect(page.get_by_role("form", name="Settings").locator("fieldset.rule")).to_have_count(1)
+    kept = page.get_by_role("form", name="Settings").locator("fieldset.rule")
+    expect(kept).to_have_count(1)  # the saved rule, read back; edited in place
+    expect(kept.get_by_label("Most calls per step")).to_have_value("2")
+    kept.get_by_label("Most calls per step").fill("3")
+    with page.expect_response(lambda r: r.request.method == "PATCH") as patched:
+        page.get_by_role("button", name="Save settings").click()
+    assert patched.value.status == 200
+    saved = httpx.get(f"{server.url}/v1/agents/{agent['id']}").json()
+    assert [r.get("max_count_limit") for r in saved["tool_rules"]
+            if r["type"] == "max_count_per_step"] == [3]
     assert axe_violations(page) == []
     screenshot(page, "settings")
 

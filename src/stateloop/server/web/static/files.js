@@ -43,11 +43,14 @@ function folderCard(folder, attached, agent, redraw, panel) {
   const files = h("ul", { class: "passages", "aria-label": `Files in ${folder.name}` });
   const input = h("input", { type: "file", id: `upload-${folder.id}` });
   const bar = h("progress", { max: "1", value: "0", hidden: true, "aria-label": `Upload to ${folder.name}` });
-  const showFiles = async () => {
+  const showFiles = async (wait = 250) => {
     const listed = await guard(() => api("GET", `/v1/folders/${folder.id}/files`, undefined, { limit: 100 })) ?? [];
     clear(files, listed.length ? listed.map(fileRow) : h("li", { class: "muted" }, "No files"));
-    // parsing goes on in the server: look again while a file is not done and this is shown
-    if (listed.some((f) => !DONE.has(f.processing_status)) && panel.contains(files)) setTimeout(showFiles, 500);
+    // parsing goes on in the server: look again, less often as it takes longer, while a
+    // file is not done and this view is shown
+    if (listed.some((f) => !DONE.has(f.processing_status)) && panel.contains(files)) {
+      setTimeout(() => showFiles(Math.min(5000, wait * 2)), wait);
+    }
   };
   const send = async (e) => {
     e.preventDefault();
