@@ -21,7 +21,7 @@ from mcp_support import http_demo
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import reply
 from test_server_support import Server, settings_for
-from test_web_page import new_agent, open_agent
+from test_web_page import new_agent, open_agent, send
 from test_web_support import axe_violations, browser, fake, page, screenshot, script  # noqa: F401
 
 
@@ -90,29 +90,45 @@ def test_test_add_an_mcp_server_and_attach_one_of_its_tools(page: Any, server: S
         screenshot(page, "mcp")
 
 
-def test_start_write_to_fork_and_delete_a_conversation(page: Any, script: Script,
-                                                       server: Server) -> None:
+def test_start_talk_in_fork_and_delete_a_conversation(page: Any, script: Script,
+                                                      server: Server) -> None:
     agent = new_agent(server, "views-threads")
-    open_agent(page, agent, "Conversations")
+    open_agent(page, agent)
+    script.set(reply("Own history answer."))
+    send(page, "In the agent's own history")
+    log = page.get_by_role("log", name="Conversation")
+    expect(log.get_by_role("article", name="Assistant")).to_contain_text("Own history answer.")
+
+    page.get_by_role("tab", name="Conversations").click()
     page.get_by_role("button", name="Start a conversation").click()
     listed = page.get_by_role("list", name="Conversations").locator("li")
     expect(listed).to_have_count(1)
     first = httpx.get(f"{server.url}/v1/conversations",
                       params={"agent_id": agent["id"]}).json()[0]["id"]
-    page.get_by_role("button", name=f"Open {first}").click()
+    page.get_by_role("button", name=f"Open {first} in the chat").click()
+    expect(page.get_by_role("tab", name="Chat")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_label("Thread")).to_have_value(first)
+    expect(log).not_to_contain_text("Own history answer.")  # a thread of its own
     script.set(reply("Hello from the thread."))
-    page.get_by_label("Message to this conversation").fill("Hi thread")
-    page.get_by_role("button", name="Send to conversation").click()
-    messages = page.get_by_role("list", name=f"Messages of {first}")
-    expect(messages).to_contain_text("Hi thread")
-    expect(messages).to_contain_text("Hello from the thread.")
+    with page.expect_response(re.compile(f"/v1/conversations/{first}/messages$")) as streamed:
+        send(page, "Hi thread")
+    assert streamed.value.headers["content-type"].startswith("text/event-stream")
+    expect(log.get_by_role("article", name="Assistant")).to_contain_text("Hello from the thread.")
+    expect(log.get_by_text(re.compile("stopped: end_turn"))).to_have_count(1)
+    page.reload()  # the thread is the agent's own again; the conversation's stays stored
+    page.get_by_label("Thread").select_option(first)
+    expect(log.get_by_role("article", name="You")).to_have_text(re.compile("Hi thread"))
+    expect(log.locator("p.note.stop")).to_have_count(1)
+
+    page.get_by_role("tab", name="Conversations").click()
     page.get_by_role("button", name=f"Fork {first}").click()
     expect(page.get_by_role("status")).to_contain_text(f"Forked {first} as ")
     expect(listed).to_have_count(2)
     fork = page.get_by_role("status").inner_text().rsplit(" ", 1)[1]
-    page.get_by_role("button", name=f"Open {fork}").click()
-    expect(page.get_by_role("list", name=f"Messages of {fork}")).to_contain_text(
+    page.get_by_role("button", name=f"Open {fork} in the chat").click()
+    expect(log.get_by_role("article", name="Assistant")).to_contain_text(
         "Hello from the thread.")
+    page.get_by_role("tab", name="Conversations").click()
     assert axe_violations(page) == []
     screenshot(page, "conversations")
     page.once("dialog", lambda dialog: dialog.accept())

@@ -91,7 +91,7 @@ function render() {
   showTab(state.tab);
 }
 
-function showTab(key) {
+export function showTab(key) {
   state.tab = key;
   for (const [k] of TABS) {
     const tab = document.getElementById(`tab-${k}`);

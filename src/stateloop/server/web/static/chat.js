@@ -5,6 +5,7 @@
 import { api, stream } from "./api.js";
 import { clear, guard, h, pretty, say } from "./dom.js";
 import { refreshAgent, current } from "./app.js";
+import { chooseThread, oldestFirst, routes, threadOf } from "./threads.js";
 
 function text(content) {
   if (typeof content === "string") return content;
@@ -120,16 +121,18 @@ class Transcript {
   }
 }
 
-// Each agent's transcript, kept while its run streams: a view shown again (after another tab
+// Each thread's transcript, kept while its run streams: a view shown again (after another tab
 // or agent) goes on showing that run.
 const sessions = new Map();
 
-function sessionFor(agentId) {
-  const kept = sessions.get(agentId);
+function sessionFor(agentId, thread) {
+  const key = `${agentId}:${thread}`;
+  const kept = sessions.get(key);
   if (kept?.running) return kept;
   const log = h("div", { class: "log", role: "log", "aria-label": "Conversation", tabindex: "0" });
-  const session = { agentId, log, transcript: new Transcript(log), running: false, changed() {} };
-  sessions.set(agentId, session);
+  const session = { agentId, thread, routes: routes(agentId, thread), log, transcript: new Transcript(log),
+    running: false, changed() {} };
+  sessions.set(key, session);
   return session;
 }
 
@@ -144,9 +147,14 @@ async function run(session, body) {
   const { agentId, transcript } = session;
   session.running = true;
   session.changed();
-  let stop = null, usage = null;
+  let stop = null, usage = null, asked = null;
   try {
-    await stream(`/v1/agents/${agentId}/messages/stream`, { ...body, stream_tokens: true }, (frame) => {
+    await stream(session.routes.stream, { ...body, ...session.routes.extra, stream_tokens: true }, (frame) => {
+      if (frame.message_type === "approval_request_message") {  // a conversation's pending calls
+        const calls = new Map((asked?.tool_calls ?? []).map((c) => [c.tool_call_id, c]));
+        for (const c of frame.tool_calls || [frame.tool_call]) calls.set(c.tool_call_id, c);
+        asked = { tool_calls: [...calls.values()] };
+      }
       if (frame.message_type === "stop_reason") stop = frame;
       else if (frame.message_type === "usage_statistics") usage = frame;
       else transcript.add(frame);
@@ -160,7 +168,7 @@ async function run(session, body) {
   }
   if (stop) transcript.note(runNote(stop, usage), `stop ${stop.stop_reason}`);
   await refreshAgent();
-  const waiting = current()?.pending_approval;
+  const waiting = session.thread ? asked : current()?.pending_approval;
   if (stop?.stop_reason === "requires_approval" && waiting && current().id === agentId) {
     transcript.approvals(waiting, answerer(session));
   }
@@ -190,8 +198,9 @@ async function runsOf(agentId, frames, known) {
 async function earlier(session, agentId) {
   const { log, transcript } = session;
   const oldest = session.oldest;
-  const frames = await guard(() => api("GET", `/v1/agents/${agentId}/messages`, undefined,
+  const listed = await guard(() => api("GET", session.routes.list, undefined,
     { limit: PAGE, before: oldest })) || [];
+  const frames = session.routes.newestFirst ? oldestFirst(listed) : listed;
   session.runs = await runsOf(agentId, frames, session.runs ?? new Map());
   const page = new Transcript(h("div"));
   page.calls = transcript.calls;  // a result on this page finds its call on an earlier one
@@ -213,8 +222,20 @@ async function earlier(session, agentId) {
   log.scrollTop = oldest ? log.scrollTop + log.scrollHeight - height : log.scrollHeight;
 }
 
+/** Which thread to talk in: the agent's own history or one of its conversations. */
+async function threadPicker(panel, agent, thread) {
+  const pick = h("select", { id: "chat-thread", onchange: () => { chooseThread(agent.id, pick.value); chatView(panel, agent); } },
+    h("option", { value: "" }, "The agent's own history"));
+  const listed = await guard(() => api("GET", "/v1/conversations", undefined, { agent_id: agent.id, limit: 50 })) ?? [];
+  for (const c of [...listed, ...(thread && !listed.some((c) => c.id === thread) ? [{ id: thread }] : [])]) {
+    pick.append(h("option", { value: c.id, selected: c.id === thread }, `Conversation …${c.id.slice(-8)}`));
+  }
+  return h("div", { class: "row" }, h("label", { for: "chat-thread" }, "Thread"), pick);
+}
+
 export async function chatView(panel, agent) {
-  const session = sessionFor(agent.id);
+  const thread = threadOf(agent.id);
+  const session = sessionFor(agent.id, thread);
   const { transcript } = session;
   const resumed = session.running;
   const input = h("textarea", { id: "chat-input", rows: 2,
@@ -223,8 +244,10 @@ export async function chatView(panel, agent) {
   const steer = h("button", { type: "button", onclick: () => doSteer() }, "Steer");
   const cancel = h("button", { type: "button", class: "danger", onclick: () => doCancel() }, "Cancel run");
   const form = h("form", { class: "composer" }, h("label", { for: "chat-input" }, "Message"),
-    input, h("div", { class: "actions" }, send, steer, cancel));
-  clear(panel, session.log, form);
+    input, h("div", { class: "actions" }, send, session.routes.steer ? steer : null, cancel));
+  const picker = h("div", {});
+  clear(panel, picker, session.log, form);
+  threadPicker(panel, agent, thread).then((el) => picker.replaceChildren(el));
 
   const busy = () => session.running;
   session.changed = () => { send.disabled = busy(); steer.disabled = !busy(); cancel.disabled = !busy(); };
@@ -234,19 +257,19 @@ export async function chatView(panel, agent) {
     const content = input.value.trim();
     if (!content) return;
     input.value = "";
-    const answer = await guard(() => api("POST", `/v1/agents/${agent.id}/messages/steer`, { content }));
+    const answer = await guard(() => api("POST", session.routes.steer, { content }));
     if (answer) transcript.note(`Steered (${answer.status}): ${content}`);
   }
 
   async function doCancel() {
     if (!busy()) return;
-    await guard(() => api("POST", `/v1/agents/${agent.id}/messages/cancel`, {}));
+    await guard(() => api("POST", session.routes.cancel, {}));
     say("Cancel requested");
   }
 
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    if (busy()) { doSteer(); return; }
+    if (busy()) { if (session.routes.steer) doSteer(); return; }
     const content = input.value.trim();
     if (!content) return;
     input.value = "";
@@ -262,6 +285,6 @@ export async function chatView(panel, agent) {
 
   // the history last: the composer works while it loads
   await earlier(session, agent.id);
-  const pending = current()?.pending_approval;
+  const pending = thread ? null : current()?.pending_approval;
   if (pending && !busy()) transcript.approvals(pending, answerer(session));
 }
