@@ -62,6 +62,8 @@ def test_a_block_changes_beside_the_conversation_on_one_screen(page: Any, script
     finally:
         second_step.set()
     expect(log.get_by_role("article", name="Assistant")).to_contain_text("Noted.")
+    expect(log.get_by_text(re.compile("stopped: end_turn"))).to_be_visible()
+    expect(block).to_contain_text(re.compile(r"changed \d{1,2}:\d{2}:\d{2}"))  # after the run too
     assert axe_violations(page) == []
 
     page.set_viewport_size({"width": 1024, "height": 768})
