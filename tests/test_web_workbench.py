@@ -134,6 +134,7 @@ def test_edit_the_agent_and_see_the_servers_refusals_at_their_fields(
     screenshot(page, "settings-refused")
 
     temperature.fill("0.5")
+    form.get_by_label("Several tool calls in one step (parallel tool calls)").check()
     form.get_by_label("System prompt").fill("You shout back.")
     form.get_by_label("Tags (comma-separated)").fill("bench, loud")
     form.get_by_label("Attach shout").check()
@@ -167,6 +168,7 @@ def test_edit_the_agent_and_see_the_servers_refusals_at_their_fields(
     assert rules["max_count_per_step"]["max_count_limit"] == 2
     assert rules["requires_approval"]["tool_name"] == "shout"
     assert saved["model_settings"]["temperature"] == 0.5
+    assert saved["model_settings"]["parallel_tool_calls"] is True
     side = page.get_by_role("complementary", name="The agent at a glance")
     expect(side.locator("dl.settings")).to_contain_text("bench, loud")
     kept = page.get_by_role("form", name="Settings").locator("fieldset.rule")

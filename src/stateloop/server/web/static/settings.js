@@ -12,6 +12,7 @@ import { choose, current } from "./app.js";
 const PLACES = {
   name: "set-name", model: "set-model", context_window_limit: "set-context", system: "set-system",
   "model_settings.temperature": "set-temperature", "model_settings.max_output_tokens": "set-max-tokens",
+  "model_settings.parallel_tool_calls": "set-parallel",
   tags: "set-tags", tool_ids: "set-tools", tool_rules: "set-rules",
 };
 
@@ -42,6 +43,7 @@ export async function settingsView(panel, agent) {
     context: String(agent.llm_config?.context_window ?? ""),
     temperature: String(sampling.temperature ?? agent.llm_config?.temperature ?? ""),
     maxTokens: String(sampling.max_output_tokens ?? agent.llm_config?.max_tokens ?? ""),
+    parallel: Boolean(sampling.parallel_tool_calls ?? agent.llm_config?.parallel_tool_calls),
   };
   const input = (id, value, extra = {}) => h("input", { id, value, ...extra });
   const rules = h("div", { id: "set-rules", tabindex: "-1" },
@@ -56,6 +58,9 @@ export async function settingsView(panel, agent) {
       field("Context window (tokens)", input("set-context", was.context, { type: "number", min: "1" })),
       field("Temperature", input("set-temperature", was.temperature, { type: "number", step: "0.1" })),
       field("Most output tokens", input("set-max-tokens", was.maxTokens, { type: "number", min: "1" }))),
+    h("div", { class: "check" }, h("input", { type: "checkbox", id: "set-parallel", checked: was.parallel }),
+      h("label", { for: "set-parallel" }, "Several tool calls in one step (parallel tool calls)")),
+    h("p", { class: "field-error", id: "set-parallel-error", hidden: true }),
     field("System prompt", h("textarea", { id: "set-system", rows: 6 }, was.system)),
     field("Tags (comma-separated)", input("set-tags", was.tags)),
     h("div", { id: "set-tools", tabindex: "-1" }, toolRows(all, agent)),
@@ -87,9 +92,11 @@ export async function settingsView(panel, agent) {
     if (value("set-tags") !== was.tags) body.tags = value("set-tags").split(",").map((t) => t.trim()).filter(Boolean);
     if (value("set-context") !== was.context) body.context_window_limit = Number(value("set-context"));
     const number = (text) => (text.trim() === "" ? null : Number(text));
-    if (value("set-temperature") !== was.temperature || value("set-max-tokens") !== was.maxTokens) {
+    const parallel = form.querySelector("#set-parallel").checked;
+    if (value("set-temperature") !== was.temperature || value("set-max-tokens") !== was.maxTokens
+        || parallel !== was.parallel) {  // the server takes the model settings as a whole
       body.model_settings = { temperature: number(value("set-temperature")),
-        max_output_tokens: number(value("set-max-tokens")) };
+        max_output_tokens: number(value("set-max-tokens")), parallel_tool_calls: parallel };
     }
     try {
       await api("PATCH", `/v1/agents/${agent.id}`, body);
