@@ -53,6 +53,7 @@ def test_create_an_agent_and_chat_with_a_streamed_tool_call(page: Any, script: S
     dialog = page.get_by_role("dialog")
     dialog.get_by_label("Name").fill("web-ada")
     dialog.get_by_label("System prompt (empty: the default)").fill("You shout.")
+    dialog.get_by_label("Agent type").select_option("react_agent")
     dialog.get_by_role("button", name="Add a block").click()
     dialog.get_by_label("Label").nth(2).fill("notes")
     dialog.get_by_label("Value").nth(2).fill("Likes caps.")
@@ -64,6 +65,7 @@ def test_create_an_agent_and_chat_with_a_streamed_tool_call(page: Any, script: S
     agent_id = page.evaluate("location.hash").lstrip("#")
     made = httpx.get(f"{server.url}/v1/agents/{agent_id}").json()
     assert made["system"] == "You shout." and [t["name"] for t in made["tools"]] == ["shout"]
+    assert made["agent_type"] == "react_agent"
     assert {b["label"]: b["value"] for b in made["blocks"]} == {
         "persona": "I am a helpful assistant.", "human": "", "notes": "Likes caps."}
 
