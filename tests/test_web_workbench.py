@@ -252,6 +252,27 @@ def test_write_run_and_attach_a_tool_then_the_agent_calls_it(page: Any, script: 
     expect(card.locator(".result pre")).to_have_text("2")
 
 
+def test_make_attach_and_detach_a_block(page: Any, server: Server) -> None:
+    agent = new_agent(server, "bench-blocks")
+    open_agent(page, agent, "Memory")
+    page.get_by_label("Label of the new block").fill("notes")
+    page.get_by_label("Value of the new block").fill("Likes herons.")
+    page.get_by_label("Limit (characters)").fill("300")
+    page.get_by_role("button", name="Make and attach block").click()
+    expect(page.get_by_role("status")).to_have_text("Made and attached block notes")
+    side = page.get_by_role("complementary", name="The agent at a glance")
+    expect(side.get_by_role("article", name="Block notes")).to_contain_text("13 / 300")
+    expect(page.get_by_label("notes", exact=True)).to_have_value("Likes herons.")
+    blocks = httpx.get(f"{server.url}/v1/agents/{agent['id']}/core-memory/blocks").json()
+    assert {b["label"]: b["limit"] for b in blocks} == {"human": 500, "notes": 300}
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Detach notes").click()
+    expect(page.get_by_role("status")).to_have_text("Detached block notes")
+    expect(side.get_by_role("article", name="Block notes")).to_have_count(0)
+    blocks = httpx.get(f"{server.url}/v1/agents/{agent['id']}/core-memory/blocks").json()
+    assert [b["label"] for b in blocks] == ["human"]
+
+
 def test_the_agent_list_pages_and_searches_on_the_server(page: Any, server: Server) -> None:
     made = [new_agent(server, f"fleet-{n:02}", memory_blocks=[]) for n in range(52)]
     page.reload()
