@@ -7,6 +7,7 @@ listed a page at a time."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from typing import Any
@@ -271,6 +272,28 @@ def test_make_attach_and_detach_a_block(page: Any, server: Server) -> None:
     expect(side.get_by_role("article", name="Block notes")).to_have_count(0)
     blocks = httpx.get(f"{server.url}/v1/agents/{agent['id']}/core-memory/blocks").json()
     assert [b["label"] for b in blocks] == ["human"]
+
+
+def test_export_an_agent_file_and_import_it_as_a_copy(page: Any, server: Server,
+                                                      tmp_path: Any) -> None:
+    agent = new_agent(server, "bench-export")
+    open_agent(page, agent)
+    with page.expect_download() as downloaded:
+        page.get_by_role("button", name="Export agent file").click()
+    assert downloaded.value.suggested_filename == "bench-export.af"
+    saved = tmp_path / "bench-export.af"
+    downloaded.value.save_as(saved)
+    assert json.loads(saved.read_text())["agents"][0]["name"] == "bench-export"
+    page.get_by_label("Import an agent file").set_input_files(str(saved))
+    expect(page.get_by_role("status")).to_have_text("Imported 1 agent")
+    # named as Letta names an imported copy, and opened
+    expect(page.get_by_role("heading", name="bench-export_copy")).to_be_visible()
+    expect(page.get_by_role("button", name=re.compile("^bench-export"))).to_have_count(2)
+    copy = page.evaluate("location.hash").lstrip("#")
+    assert copy != agent["id"]
+    expect(page.locator(".agent-head")).to_contain_text(copy)
+    blocks = httpx.get(f"{server.url}/v1/agents/{copy}/core-memory/blocks").json()
+    assert [b["value"] for b in blocks] == ["Name: Ada"]
 
 
 def test_the_agent_list_pages_and_searches_on_the_server(page: Any, server: Server) -> None:

@@ -10,8 +10,9 @@ export const PAGE = 50;
 const state = { agents: null, more: false, query: "", current: null, choose: () => {} };
 let list, moreButton, typing;
 
-/** Fill ``nav`` with the search field, ``newButton`` and the list; ``choose(id)`` opens one. */
-export function agentList(nav, newButton, choose) {
+/** Fill ``nav`` with the search field, ``actions``, the list and ``after`` it; ``choose(id)``
+ * opens one. */
+export function agentList(nav, actions, choose, after) {
   state.choose = choose;
   const search = h("input", { id: "agent-search", type: "search", placeholder: "Search (/)",
     oninput: (e) => {  // the server searches; one call once typing pauses
@@ -22,7 +23,7 @@ export function agentList(nav, newButton, choose) {
   list = h("ul", { class: "agent-list" });
   moreButton = h("button", { type: "button", hidden: true, onclick: () => loadAgents(true) },
     "More agents");
-  clear(nav, h("label", { for: "agent-search" }, "Search agents"), search, newButton, list, moreButton);
+  clear(nav, h("label", { for: "agent-search" }, "Search agents"), search, actions, list, moreButton, after);
   return search;
 }
 

@@ -54,6 +54,13 @@ export async function api(method, path, body, query) {
   return text ? JSON.parse(text) : null;
 }
 
+/** POST a multipart ``form`` (a file); the parsed answer, or an Error as ``api`` gives. */
+export async function postForm(path, form) {
+  const response = await fetch(path, { method: "POST", headers: authHeaders(), body: form });
+  if (!response.ok) throw await failure(response);
+  return response.json();
+}
+
 /** POST ``body`` and call ``onFrame`` with each SSE frame until ``[DONE]``. */
 export async function stream(path, body, onFrame, signal) {
   const response = await fetch(path, {

@@ -9,6 +9,7 @@ import { memoryView } from "./memory.js";
 import { contextView } from "./context.js";
 import { agentList, loadAgents, madeAt, markCurrent } from "./agents.js";
 import { drawSide } from "./side.js";
+import { exportAgent, importField } from "./agentfile.js";
 import { runsView } from "./runs.js";
 import { toolsView } from "./tools.js";
 import { settingsView } from "./settings.js";
@@ -31,7 +32,8 @@ const state = { agent: null, tab: "chat" };
 const main = document.getElementById("main");
 const side = document.getElementById("side");
 const search = agentList(document.getElementById("agents"),
-  h("button", { type: "button", onclick: () => openCreate(created) }, "New agent (n)"), choose);
+  h("button", { type: "button", onclick: () => openCreate(created) }, "New agent (n)"), choose,
+  importField(async (ids) => { await loadAgents(); if (ids.length) await choose(ids[0]); }));
 
 async function created(agent) { await loadAgents(); await choose(agent.id); }
 
@@ -85,7 +87,9 @@ function render() {
     h("div", { class: "agent-head" },
       h("h2", {}, agent.name), h("span", { class: "muted" }, agent.model),
       h("span", { class: "muted agent-id" }, agent.id), h("span", { class: "muted" }, madeAt(agent)),
-      h("button", { type: "button", class: "danger", onclick: remove }, "Delete agent")),
+      h("span", { class: "head-actions" },
+        h("button", { type: "button", onclick: () => exportAgent(agent) }, "Export agent file"),
+        h("button", { type: "button", class: "danger", onclick: remove }, "Delete agent"))),
     tabs,
     h("section", { id: "panel", role: "tabpanel", "aria-labelledby": `tab-${state.tab}` }));
   showTab(state.tab);
