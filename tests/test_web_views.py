@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from fake_script import Script
 from mcp_support import http_demo
 from stateloop.testing.fake_openai import FakeOpenAI
-from stateloop.testing.scripted import reply
+from stateloop.testing.scripted import call, reply
 from test_server_support import Server, settings_for
 from test_web_page import new_agent, open_agent, send
 from test_web_support import axe_violations, browser, fake, page, screenshot, script  # noqa: F401
@@ -92,7 +92,8 @@ def test_test_add_an_mcp_server_and_attach_one_of_its_tools(page: Any, server: S
 
 def test_start_talk_in_fork_and_delete_a_conversation(page: Any, script: Script,
                                                       server: Server) -> None:
-    agent = new_agent(server, "views-threads")
+    agent = new_agent(server, "views-threads", tools=["core_memory_append"], tool_rules=[
+        {"type": "requires_approval", "tool_name": "core_memory_append"}])
     open_agent(page, agent)
     script.set(reply("Own history answer."))
     send(page, "In the agent's own history")
@@ -115,10 +116,20 @@ def test_start_talk_in_fork_and_delete_a_conversation(page: Any, script: Script,
     assert streamed.value.headers["content-type"].startswith("text/event-stream")
     expect(log.get_by_role("article", name="Assistant")).to_contain_text("Hello from the thread.")
     expect(log.get_by_text(re.compile("stopped: end_turn"))).to_have_count(1)
+    # a call in the thread waits for approval, answered in the thread
+    script.set(call("core_memory_append", label="human", content="Thread fact."), reply("Kept."))
+    send(page, "Remember a thread fact")
+    card = log.get_by_role("article", name="Approval requested: core_memory_append")
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_contain_text("Result (success)")
+    expect(log.get_by_role("article", name="Assistant").last).to_contain_text("Kept.")
+    side = page.get_by_role("complementary", name="The agent at a glance")
+    expect(side.get_by_role("article", name="Block human")).to_contain_text("Thread fact.")
     page.reload()  # the thread is the agent's own again; the conversation's stays stored
     page.get_by_label("Thread").select_option(first)
-    expect(log.get_by_role("article", name="You")).to_have_text(re.compile("Hi thread"))
-    expect(log.locator("p.note.stop")).to_have_count(1)
+    expect(log.get_by_role("article", name="You").first).to_have_text(re.compile("Hi thread"))
+    expect(log.locator("p.note.stop")).to_have_count(3)
+    expect(log.get_by_text("Approved")).to_have_count(1)
 
     page.get_by_role("tab", name="Conversations").click()
     page.get_by_role("button", name=f"Fork {first}").click()
@@ -126,7 +137,7 @@ def test_start_talk_in_fork_and_delete_a_conversation(page: Any, script: Script,
     expect(listed).to_have_count(2)
     fork = page.get_by_role("status").inner_text().rsplit(" ", 1)[1]
     page.get_by_role("button", name=f"Open {fork} in the chat").click()
-    expect(log.get_by_role("article", name="Assistant")).to_contain_text(
+    expect(log.get_by_role("article", name="Assistant").first).to_contain_text(
         "Hello from the thread.")
     page.get_by_role("tab", name="Conversations").click()
     assert axe_violations(page) == []
