@@ -120,6 +120,9 @@ def test_start_talk_in_fork_and_delete_a_conversation(page: Any, script: Script,
     script.set(call("core_memory_append", label="human", content="Thread fact."), reply("Kept."))
     send(page, "Remember a thread fact")
     card = log.get_by_role("article", name="Approval requested: core_memory_append")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    page.reload()  # what waits is offered again from the thread's stored history
+    page.get_by_label("Thread").select_option(first)
     card.get_by_role("button", name="Approve").click()
     expect(card).to_contain_text("Result (success)")
     expect(log.get_by_role("article", name="Assistant").last).to_contain_text("Kept.")

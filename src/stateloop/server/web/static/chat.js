@@ -220,6 +220,14 @@ async function earlier(session, agentId) {
   }
   // the first page: the newest in view; an earlier one: what was in view stays there
   log.scrollTop = oldest ? log.scrollTop + log.scrollHeight - height : log.scrollHeight;
+  return frames;
+}
+
+/** The calls a listing shows as still waiting for approval (it lists only those so), or null. */
+function waitingIn(frames) {
+  const calls = frames.filter((f) => f.message_type === "approval_request_message")
+    .flatMap((f) => f.tool_calls || [f.tool_call]);
+  return calls.length ? { tool_calls: calls } : null;
 }
 
 /** Which thread to talk in: the agent's own history or one of its conversations. */
@@ -284,7 +292,7 @@ export async function chatView(panel, agent) {
   if (resumed) return;
 
   // the history last: the composer works while it loads
-  await earlier(session, agent.id);
-  const pending = thread ? null : current()?.pending_approval;
+  const frames = await earlier(session, agent.id);
+  const pending = thread ? waitingIn(frames) : current()?.pending_approval;
   if (pending && !busy()) transcript.approvals(pending, answerer(session));
 }
