@@ -63,6 +63,20 @@ def test_login_with_the_server_password(browser: Any, guarded: Server) -> None:
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("button", name=re.compile("private"))).to_be_visible()
     expect(page.get_by_label("Server password")).to_be_hidden()
+    # an upload goes another way (XMLHttpRequest, for its progress) with the password too
+    sent: list[str | None] = []
+    page.on("request", lambda r: sent.append(r.headers.get("authorization"))
+            if r.url.endswith("/upload") else None)
+    page.get_by_role("button", name=re.compile("private")).click()
+    page.get_by_role("tab", name="Files").click()
+    page.get_by_label("New folder").fill("private-notes")
+    page.get_by_role("button", name="Make folder").click()
+    folder = page.get_by_role("region", name="Folder private-notes")
+    folder.get_by_label("File to upload").set_input_files(
+        files=[{"name": "a.txt", "mimeType": "text/plain", "buffer": b"kept private"}])
+    folder.get_by_role("button", name="Upload", exact=True).click()
+    expect(page.get_by_role("status")).to_have_text("Uploaded a.txt to private-notes")
+    assert sent == ["Bearer s3cret"]
     context.close()
 
 

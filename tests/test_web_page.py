@@ -53,6 +53,7 @@ def test_create_an_agent_and_chat_with_a_streamed_tool_call(page: Any, script: S
     dialog = page.get_by_role("dialog")
     dialog.get_by_label("Name").fill("web-ada")
     dialog.get_by_label("System prompt (empty: the default)").fill("You shout.")
+    dialog.get_by_label("Agent type").select_option("react_agent")
     dialog.get_by_role("button", name="Add a block").click()
     dialog.get_by_label("Label").nth(2).fill("notes")
     dialog.get_by_label("Value").nth(2).fill("Likes caps.")
@@ -64,6 +65,7 @@ def test_create_an_agent_and_chat_with_a_streamed_tool_call(page: Any, script: S
     agent_id = page.evaluate("location.hash").lstrip("#")
     made = httpx.get(f"{server.url}/v1/agents/{agent_id}").json()
     assert made["system"] == "You shout." and [t["name"] for t in made["tools"]] == ["shout"]
+    assert made["agent_type"] == "react_agent"
     assert {b["label"]: b["value"] for b in made["blocks"]} == {
         "persona": "I am a helpful assistant.", "human": "", "notes": "Likes caps."}
 
@@ -314,18 +316,22 @@ def test_a_stored_agent_the_server_cannot_read_is_listed_with_a_warning(
 
 def test_agents_that_share_a_name_are_told_apart_by_id(page: Any, server: Server) -> None:
     """An agent imported next to its original (or made twice) under one name: the list says
-    so and shows each one's id; the open agent's id is in its header."""
+    so and shows the end of each one's id and when it was made; the open agent's whole id is
+    in its header."""
     first, second = new_agent(server, "twin"), new_agent(server, "twin")
     alone = new_agent(server, "single")
     page.reload()
     entries = page.get_by_role("button", name=re.compile("^twin"))
     expect(entries).to_have_count(2)
+    made = r"\d{1,2}\D\d{1,2}\D\d{2,4},? \d{1,2}:\d{2}:\d{2}"
     for agent in (first, second):
         expect(page.get_by_role("button", name=re.compile(
-            f"^twin .* 2 named so · {agent['id']}$"))).to_have_count(1)
+            f"^twin .* 2 named so · …{agent['id'][-8:]} · {made}"))).to_have_count(1)
     expect(page.get_by_role("button", name=re.compile("^single"))).not_to_contain_text(
-        alone["id"])
-    page.get_by_role("button", name=re.compile(f"{second['id']}$")).click()
+        "named so")
+    expect(page.get_by_role("button", name=re.compile("^single"))).to_contain_text(
+        alone["id"][-8:])
+    page.get_by_role("button", name=re.compile(f"…{second['id'][-8:]}")).click()
     expect(page.locator(".agent-head")).to_contain_text(second["id"])
     screenshot(page, "same-name")
     for agent in (first, second, alone):

@@ -4,27 +4,39 @@ const KEY = "stateloop.password";
 
 export class Unauthorized extends Error {}
 
+/** A call the server refused: its status and its ``detail`` (a 422's list names the fields). */
+export class Refused extends Error {
+  constructor(status, detail, message) { super(message); this.status = status; this.detail = detail; }
+}
+
 export function password() { return sessionStorage.getItem(KEY) || ""; }
 export function setPassword(value) { sessionStorage.setItem(KEY, value); }
 
+/** The credential header, for a request made another way (an upload's XMLHttpRequest). */
+export function authHeaders() { return password() ? { Authorization: `Bearer ${password()}` } : {}; }
+
 function headers(json) {
-  const h = {};
-  if (json) h["Content-Type"] = "application/json";
-  if (password()) h.Authorization = `Bearer ${password()}`;
-  return h;
+  return { ...(json ? { "Content-Type": "application/json" } : {}), ...authHeaders() };
 }
+
+/** A 422 location as a field path: ``["body", "model_settings", "temperature"]`` reads
+ * ``model_settings.temperature``. */
+export function where(loc = []) { return (loc[0] === "body" ? loc.slice(1) : loc).join("."); }
 
 async function failure(response) {
   if (response.status === 401) {
     window.dispatchEvent(new Event("stateloop:login"));  // the page asks for the password
     return new Unauthorized("This server needs its password.");
   }
-  let detail = response.statusText;
+  let detail = response.statusText, said = detail;
   try {
     const body = await response.json();
-    detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail ?? body);
+    detail = body.detail ?? body;
+    said = typeof detail === "string" ? detail
+      : Array.isArray(detail) ? detail.map((d) => `${where(d.loc)}: ${d.msg}`).join("; ")
+        : JSON.stringify(detail);
   } catch { /* not JSON: keep the status text */ }
-  return new Error(`${response.status}: ${detail}`);
+  return new Refused(response.status, detail, `${response.status}: ${said}`);
 }
 
 /** A JSON call: the parsed answer, or an Error carrying the server's detail. */
@@ -40,6 +52,13 @@ export async function api(method, path, body, query) {
   if (!response.ok) throw await failure(response);
   const text = await response.text();
   return text ? JSON.parse(text) : null;
+}
+
+/** POST a multipart ``form`` (a file); the parsed answer, or an Error as ``api`` gives. */
+export async function postForm(path, form) {
+  const response = await fetch(path, { method: "POST", headers: authHeaders(), body: form });
+  if (!response.ok) throw await failure(response);
+  return response.json();
 }
 
 /** POST ``body`` and call ``onFrame`` with each SSE frame until ``[DONE]``. */

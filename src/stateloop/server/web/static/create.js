@@ -1,9 +1,13 @@
-// The "new agent" dialog: model, system prompt, memory blocks and tools.
+// The "new agent" dialog: model, agent type, system prompt, memory blocks and tools.
 
 import { api } from "./api.js";
 import { clear, guard, h, say } from "./dom.js";
 
 let rows = 0;  // numbers each block row's fields apart
+
+// Letta's agent types a new agent is usually made with (the type is fixed once it exists)
+const TYPES = [["letta_v1_agent", "Letta v1 (the default)"], ["memgpt_v2_agent", "MemGPT v2 (heartbeats, send_message)"],
+  ["memgpt_agent", "MemGPT"], ["react_agent", "ReAct (no memory tools)"], ["workflow_agent", "Workflow (forgets after each run)"]];
 
 function blockRow(label = "", value = "") {
   const n = ++rows;
@@ -26,6 +30,8 @@ export async function openCreate(done) {
     h("label", { for: "new-model" }, "Model"),
     h("input", { id: "new-model", name: "model", list: "models", value: models?.[0]?.handle ?? "" }),
     h("datalist", { id: "models" }, (models || []).map((m) => h("option", { value: m.handle }))),
+    h("label", { for: "new-type" }, "Agent type"),
+    h("select", { id: "new-type", name: "agent_type" }, TYPES.map(([v, l]) => h("option", { value: v }, l))),
     h("label", { for: "new-system" }, "System prompt (empty: the default)"),
     h("textarea", { id: "new-system", name: "system", rows: 3 }),
     blocks,
@@ -43,7 +49,7 @@ export async function openCreate(done) {
     const data = new FormData(form);
     const body = {
       name: data.get("name"), model: data.get("model") || undefined,
-      system: data.get("system") || undefined,
+      system: data.get("system") || undefined, agent_type: data.get("agent_type"),
       include_base_tools: data.get("base") === "on",
       tools: data.getAll("tool"),
       memory_blocks: [...blocks.querySelectorAll(".block-row")]

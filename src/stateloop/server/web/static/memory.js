@@ -1,6 +1,7 @@
 // Memory: core blocks edited in place (limit shown, read-only kept) with each block's history
-// (its commits, the diff each made, a revert), archival passages searched, inserted and
-// deleted, and recall search over the agent's whole history.
+// (its commits, the diff each made, a revert), a block made and attached or detached,
+// archival passages searched, inserted and deleted, and recall search over the agent's whole
+// history.
 
 import { api } from "./api.js";
 import { clear, guard, h, say } from "./dom.js";
@@ -27,7 +28,8 @@ function blockEditor(agent, block) {
     block.description ? h("p", { class: "muted" }, block.description) : null,
     area, h("div", { class: "actions" }, count,
       block.read_only ? null : h("button", { type: "button", onclick: save, "aria-describedby": `${id}-count` },
-        `Save ${block.label} (Ctrl+Enter)`)),
+        `Save ${block.label} (Ctrl+Enter)`),
+      h("button", { type: "button", class: "danger", onclick: () => detach(agent, block) }, `Detach ${block.label}`)),
     history(agent, block, (value) => { area.value = value; counted(); }));
 }
 
@@ -74,6 +76,37 @@ function history(agent, block, reverted) {
   const details = h("details", { class: "history" }, h("summary", {}, `History of ${block.label}`), list);
   details.addEventListener("toggle", () => { if (details.open) show(); });
   return details;
+}
+
+async function detach(agent, block) {
+  if (!confirm(`Detach block ${block.label} from ${agent.name}? The block itself is kept.`)) return;
+  if (await guard(() => api("PATCH", `/v1/agents/${agent.id}/core-memory/blocks/detach/${block.id}`)) === undefined) return;
+  say(`Detached block ${block.label}`);
+  await refreshAgent();
+  memoryView(document.getElementById("panel"), agent);
+}
+
+function newBlock(agent) {
+  const label = h("input", { id: "block-new-label", required: true });
+  const value = h("textarea", { id: "block-new-value", rows: 2 });
+  const limit = h("input", { id: "block-new-limit", type: "number", min: "1", value: "2000" });
+  const make = async (e) => {
+    e.preventDefault();
+    if (!label.value.trim()) { say("A block needs a label", true); label.focus(); return; }
+    const block = await guard(() => api("POST", "/v1/blocks",
+      { label: label.value.trim(), value: value.value, limit: Number(limit.value) }));
+    if (!block) return;
+    if (await guard(() => api("PATCH", `/v1/agents/${agent.id}/core-memory/blocks/attach/${block.id}`)) === undefined) return;
+    say(`Made and attached block ${block.label}`);
+    await refreshAgent();
+    memoryView(document.getElementById("panel"), agent);
+  };
+  return h("form", { onsubmit: make, "aria-labelledby": "block-new-title" },
+    h("h4", { id: "block-new-title" }, "A new block"),
+    h("div", { class: "grid3" }, h("div", {}, h("label", { for: "block-new-label" }, "Label of the new block"), label),
+      h("div", {}, h("label", { for: "block-new-limit" }, "Limit (characters)"), limit)),
+    h("label", { for: "block-new-value" }, "Value of the new block"), value,
+    h("button", { type: "submit" }, "Make and attach block"));
 }
 
 function archival(agent) {
@@ -130,5 +163,5 @@ function recall(agent) {
 export async function memoryView(panel, agent) {
   const blocks = await guard(() => api("GET", `/v1/agents/${agent.id}/core-memory/blocks`)) || [];
   clear(panel, h("section", { "aria-labelledby": "blocks-title" }, h("h3", { id: "blocks-title" }, "Core memory"),
-    blocks.map((b) => blockEditor(agent, b))), archival(agent), recall(agent));
+    blocks.map((b) => blockEditor(agent, b)), newBlock(agent)), archival(agent), recall(agent));
 }
