@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from .. import __version__
 from ..llm.warmup import prepare as prepare_models
@@ -17,10 +17,13 @@ from ..store.batching import unwatch_commits, watch_commits
 from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
 from . import errors
+from .credentials import Credentials
 from .metrics import ServerMetrics
 from .middleware import ServerMiddleware
+from .permissions import guard
 from .provider_traces import ProviderTraces
 from .routes import (
+    access,
     agent_files,
     agents,
     archival,
@@ -107,7 +110,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
             await runtime.close()
 
     app = FastAPI(title="stateloop", version=__version__, lifespan=lifespan,
-                  description="Letta's REST API, served by stateloop.")
+                  description="Letta's REST API, served by stateloop.",
+                  dependencies=[Depends(guard)])  # every route: who may call it
     app.state.metrics = served_metrics
     # Health and sending a message first: FastAPI tries the included routers one by one,
     # route by route (~4 us a route), and no other route takes a path of theirs.
@@ -130,7 +134,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (groups, group_runs):
         app.include_router(module.router)
     for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings, providers, metadata,
-                   chat_completions):
+                   chat_completions, access):
         app.include_router(module.router)
     app.include_router(mcp_servers.agent_router)
     # the web page at / and /ui/: no API route lives there
@@ -146,7 +150,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     errors.install(app)
     app.add_middleware(MemoryAuthor)  # block edits a request makes are commits by the caller
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
-    app.add_middleware(ServerMiddleware, tokens=config.tokens(),
+    app.add_middleware(ServerMiddleware, credentials=Credentials(config.credentials()),
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,
                        hosts=config.allowed_hosts,
                        open_paths=("/metrics",) if config.metrics_open else ())

@@ -151,6 +151,14 @@ class ServerSettings(BaseSettings):
             found.add(self.server_password)
         return found
 
+    def credentials(self) -> list[tuple[str, str]]:
+        """The environment's credentials, each an admin, by the name the audit log gives
+        it: ``server-password``, ``env-key-1``, ``env-key-2``..."""
+        named = [(f"env-key-{number}", key) for number, key in enumerate(self.api_keys, 1)]
+        if self.server_password is not None:
+            named.insert(0, ("server-password", self.server_password))
+        return named
+
     def model_options(self) -> dict[str, str]:
         """``base_url``/``api_key`` for ``Agent(...)`` when an endpoint is configured."""
         options = {}

@@ -554,3 +554,51 @@ scheduled_messages = Table(
     Index("ix_scheduled_messages_due", "next_at"),
     Index("ix_scheduled_messages_agent", "agent_id", "created_at", "id"),
 )
+
+# Access (revision 0031). API keys made over the API: each a project and a role, its secret
+# kept only as a SHA-256 digest (the secret is 256 random bits, so a digest is enough).
+api_keys = Table(
+    "api_keys", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("project", String, nullable=False),
+    Column("role", String, nullable=False),  # "admin", "write" or "read"
+    Column("digest", String, nullable=False),
+    Column("created_by", String, nullable=False),  # the credential that made it
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float),  # NULL: never
+    Column("revoked_at", Float),  # NULL: in force
+    Index("ix_api_keys_created", "created_at", "id"),
+)
+
+# Client-side access tokens (Letta's): a policy over agents, for one web origin, until a time.
+# Deleted when revoked: the row is the token.
+access_tokens = Table(
+    "access_tokens", metadata,
+    Column("id", String, primary_key=True),
+    Column("digest", String, nullable=False),
+    Column("hostname", String, nullable=False),  # the origin, "https://app.example"
+    Column("policy", Json, nullable=False),  # [{"type": "agent", "id", "access": [...]}]
+    Column("agent_ids", Json, nullable=False),  # the policy's agents, for listing by one
+    Column("project", String, nullable=False),
+    Column("created_by", String, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Index("ix_access_tokens_created", "created_at", "id"),
+    Index("ix_access_tokens_hostname", "hostname"),
+)
+
+# Who changed what: one row per write request an authenticated credential made.
+audit_log = Table(
+    "audit_log", metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("credential", String, nullable=False),
+    Column("project", String),
+    Column("method", String, nullable=False),
+    Column("route", String, nullable=False),  # the route's template, "/v1/agents/{agent_id}"
+    Column("path", String, nullable=False),
+    Column("status", Integer, nullable=False),
+    Index("ix_audit_log_credential", "credential", "seq"),
+)

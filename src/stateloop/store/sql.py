@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
+from stateloop.store.access import AccessMixin
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.block_changes import BlockChangesMixin, block_records
@@ -132,7 +133,7 @@ class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
                MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, ProvidersMixin,
-               SchedulesMixin):
+               SchedulesMixin, AccessMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:

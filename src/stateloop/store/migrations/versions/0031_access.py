@@ -1,0 +1,69 @@
+"""Access: API keys made over the API (hashed), client-side access tokens, and the audit
+log of write requests.
+
+Revision ID: 0031
+Revises: 0029
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0031"
+down_revision = "0029"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "api_keys",
+        sa.Column("id", sa.String, primary_key=True),
+        sa.Column("name", sa.String, nullable=False),
+        sa.Column("project", sa.String, nullable=False),
+        sa.Column("role", sa.String, nullable=False),
+        sa.Column("digest", sa.String, nullable=False),
+        sa.Column("created_by", sa.String, nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("expires_at", sa.Float),
+        sa.Column("revoked_at", sa.Float),
+    )
+    op.create_index("ix_api_keys_created", "api_keys", ["created_at", "id"])
+    op.create_table(
+        "access_tokens",
+        sa.Column("id", sa.String, primary_key=True),
+        sa.Column("digest", sa.String, nullable=False),
+        sa.Column("hostname", sa.String, nullable=False),
+        sa.Column("policy", sa.JSON, nullable=False),
+        sa.Column("agent_ids", sa.JSON, nullable=False),
+        sa.Column("project", sa.String, nullable=False),
+        sa.Column("created_by", sa.String, nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("expires_at", sa.Float, nullable=False),
+    )
+    op.create_index("ix_access_tokens_created", "access_tokens", ["created_at", "id"])
+    op.create_index("ix_access_tokens_hostname", "access_tokens", ["hostname"])
+    op.create_table(
+        "audit_log",
+        sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+                  autoincrement=True),
+        sa.Column("at", sa.Float, nullable=False),
+        sa.Column("credential", sa.String, nullable=False),
+        sa.Column("project", sa.String),
+        sa.Column("method", sa.String, nullable=False),
+        sa.Column("route", sa.String, nullable=False),
+        sa.Column("path", sa.String, nullable=False),
+        sa.Column("status", sa.Integer, nullable=False),
+    )
+    op.create_index("ix_audit_log_credential", "audit_log", ["credential", "seq"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_audit_log_credential", "audit_log")
+    op.drop_table("audit_log")
+    op.drop_index("ix_access_tokens_hostname", "access_tokens")
+    op.drop_index("ix_access_tokens_created", "access_tokens")
+    op.drop_table("access_tokens")
+    op.drop_index("ix_api_keys_created", "api_keys")
+    op.drop_table("api_keys")
