@@ -107,7 +107,7 @@ async def guard(request: Request) -> None:
     held = scope.get("stateloop.access")
     if held is None:
         return
-    template: str = getattr(scope.get("route"), "path", "")
+    template: str = getattr(scope.get("route"), "path_format", "")  # no ":path" convertors
     held.route = template
     if held.principal.admin:
         return
