@@ -149,7 +149,11 @@ def _known_ids(client: Letta, demo: str, provider_url: str) -> dict[str, list[st
     scheduled = client.agents.schedule.create(agent.id, messages=[  # due in a year
         {"role": "user", "content": "hello"}], schedule={
         "type": "one-time", "scheduled_at": (time.time() + 365 * 86400) * 1000})
+    key: Any = client.post("/v1/api-keys", cast_to=object, body={"name": "fuzzed"})
+    token = client.access_tokens.create(hostname="https://app.example", policy=[
+        {"type": "agent", "id": agent.id, "access": ["read_messages"]}])
     known = {"provider_id": [provider["id"]], "scheduled_message_id": [scheduled.id],
+             "key_id": [key["id"]], "token": [token.token.partition(".")[0]],
              "archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
              "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],

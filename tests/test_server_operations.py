@@ -95,7 +95,12 @@ JOB = "job-00000000-0000-4000-8000-000000000000"
 NEW_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/jobs/active"), ("GET", f"/v1/jobs/{JOB}"),
               ("PATCH", f"/v1/jobs/{JOB}/cancel"), ("DELETE", f"/v1/jobs/{JOB}"),
               ("GET", "/v1/embeddings/total_storage_size"),
-              ("GET", "/v1/tools/mcp/oauth/callback")]
+              ("GET", "/v1/tools/mcp/oauth/callback"),
+              ("GET", "/v1/api-keys"), ("GET", "/v1/api-keys/0123456789abcdef01234567"),
+              ("DELETE", "/v1/api-keys/0123456789abcdef01234567"),
+              ("GET", "/v1/client-side-access-tokens"),
+              ("DELETE", "/v1/client-side-access-tokens/ck-sl-0123456789abcdef01234567"),
+              ("GET", "/v1/audit")]
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +113,10 @@ def guarded(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
 @pytest.mark.parametrize(("method", "path"), NEW_ROUTES)
 def test_the_new_routes_need_the_password_and_refuse_other_sites(guarded: Server, method: str,
                                                                  path: str) -> None:
-    """Every caller needs the password (there are no scoped tokens: a token has every
-    right), and a write from another site's page is refused before it reaches the route (a
-    rebound name is refused for every route alike: test_server_browsers.py)."""
+    """Every caller needs a credential (the password is an admin's; what narrower ones may
+    do: test_server_access.py), and a write from another site's page is refused before it
+    reaches the route (a rebound name is refused for every route alike:
+    test_server_browsers.py)."""
     url = guarded.url + path
     refused = httpx.request(method, url, timeout=30)
     assert refused.status_code == 401 and "Authorization: Bearer" in refused.text

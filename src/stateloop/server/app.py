@@ -18,6 +18,7 @@ from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
 from . import errors
 from .credentials import Credentials
+from .limits import Limiter, UsageMeter
 from .metrics import ServerMetrics
 from .middleware import ServerMiddleware
 from .permissions import guard
@@ -76,6 +77,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     config = settings or ServerSettings()
     python_tools = list(tools)
     served_metrics = ServerMetrics()
+    credentials = Credentials(config.credentials())
+    # Each project's tokens a day: counted where there are credentials or a daily limit.
+    meters: list[UsageMeter] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -91,6 +95,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         add_watcher(served_metrics.watch)
         watch_commits(served_metrics.commit)
         served_metrics.count_workers(runtime.workers)
+        if credentials.required or config.daily_tokens is not None:
+            meters.append(UsageMeter(store))
+            add_watcher(meters[0].watch)
         recorder = ProviderTraces(store) if config.provider_traces else None
         if recorder is not None:
             add_watcher(recorder.watch)
@@ -101,6 +108,10 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
             yield
         finally:
             await runtime.scheduler.close()
+            for meter in meters:
+                remove_watcher(meter.watch)
+                await meter.close()
+            meters.clear()
             remove_watcher(served_metrics.watch)
             unwatch_commits(served_metrics.commit)
             if recorder is not None:
@@ -150,7 +161,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     errors.install(app)
     app.add_middleware(MemoryAuthor)  # block edits a request makes are commits by the caller
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
-    app.add_middleware(ServerMiddleware, credentials=Credentials(config.credentials()),
+    app.add_middleware(Limiter, meter=meters, rate=config.rate_limit,
+                       runs=config.concurrent_runs, daily_tokens=config.daily_tokens)
+    app.add_middleware(ServerMiddleware, credentials=credentials,
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,
                        hosts=config.allowed_hosts,
                        open_paths=("/metrics",) if config.metrics_open else ())

@@ -18,14 +18,16 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
+from ..store.access import DEFAULT_PROJECT
+
 if TYPE_CHECKING:
     from ..store.sql import SqlStore
 
 Role = Literal["admin", "write", "read", "token"]
-DEFAULT_PROJECT = "default"
 KEY_PREFIX = "sk-sl-"
 TOKEN_PREFIX = "ck-sl-"
 _SHAPE = re.compile(rb"^(sk-sl-|ck-sl-)([0-9a-f]{24})\.([A-Za-z0-9_-]{43})$")
+_SECRET_IN_TEXT = re.compile(r"((?:sk|ck)-sl-[0-9a-f]{24})\.[A-Za-z0-9_-]{43}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +79,31 @@ def token_id(value: str) -> str | None:
     """The id in a client-side token, or in the handle ``ck-sl-<id>`` a listing shows."""
     match = re.fullmatch(r"ck-sl-([0-9a-f]{24})(?:\.[A-Za-z0-9_-]{43})?", value)
     return match.group(1) if match else None
+
+
+def redact(text: str) -> str:
+    """``text`` with the secret of any key or token in it cut to its handle (a token may be
+    in a path: ``DELETE /v1/client-side-access-tokens/{token}``)."""
+    return _SECRET_IN_TEXT.sub(r"\1.<redacted>", text)
+
+
+def project_asked(principal: Principal, headers: Mapping[bytes, bytes]) -> str | None:
+    """The project the request acts in: a key's or token's own; for an admin the one its
+    ``X-Project-Id`` or ``X-Project`` names (as letta-client sends them), else None: every
+    project. ``ValueError`` saying why for a project the credential may not act in."""
+    asked = headers.get(b"x-project-id") or headers.get(b"x-project")
+    named = None
+    if asked is not None:
+        named = asked.decode("latin-1").strip()
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", named):
+            raise ValueError("X-Project-Id / X-Project: a project is 1 to 200 letters, "
+                             "digits, '.', '_' or '-'")
+    if principal.admin:
+        return named
+    if named is not None and named != principal.project:
+        raise ValueError(f"this credential belongs to project {principal.project!r}, not "
+                         f"{named!r}")
+    return principal.project
 
 
 def presented(headers: Mapping[bytes, bytes]) -> bytes | None:

@@ -11,8 +11,18 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from ..storable import check_json
+from ..store.access import acting_project
 from .browsers import WRITES, HostNames, allow, cross_site, preflight, refused_host
-from .credentials import ADMIN, Caller, Credentials, Principal, Refused, presented
+from .credentials import (
+    ADMIN,
+    Caller,
+    Credentials,
+    Principal,
+    Refused,
+    presented,
+    project_asked,
+    redact,
+)
 
 if TYPE_CHECKING:
     from ..store.sql import SqlStore
@@ -126,8 +136,14 @@ class ServerMiddleware:
                             f"{principal.hostname}, not of {origin.decode('latin-1')!r}")
                 return
             send = _with_headers(send, allow(origin))
-        caller = None
-        if principal is not None and principal is not ADMIN:
+        caller, project = None, None
+        if principal is not None:
+            try:
+                project = project_asked(principal, headers)
+            except ValueError as why:
+                await reply(send, 403, str(why))
+                return
+        if principal is not None and (principal is not ADMIN or project is not None):
             caller = Caller(principal)
             scope = {**scope, "stateloop.access": caller}
         if len(path) > 1 and path.endswith("/"):
@@ -151,7 +167,19 @@ class ServerMiddleware:
                                          "type": problem.type}])
                 return
             receive = _replay(body, receive)
-        if caller is None or method not in WRITES:
+        if project is None:
+            await self._answer(scope, receive, send, caller, method, path)
+            return
+        acting = acting_project.set(project)
+        try:
+            await self._answer(scope, receive, send, caller, method, path)
+        finally:
+            acting_project.reset(acting)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, caller: Caller | None,
+                      method: str, path: str) -> None:
+        """The app's answer; for a write by a credential, its row in the audit log."""
+        if caller is None or method not in WRITES or caller.principal is ADMIN:
             await self.app(scope, receive, send)
             return
         status = 500
@@ -206,8 +234,8 @@ async def _audit(scope: Scope, caller: Caller, method: str, path: str, status: i
     try:
         await store.record_audit([{
             "at": time.time(), "credential": caller.principal.id,
-            "project": caller.principal.project, "method": method,
-            "route": caller.route or "", "path": path[:1000], "status": status}])
+            "project": acting_project.get(), "method": method,
+            "route": caller.route or "", "path": redact(path)[:1000], "status": status}])
     except Exception:
         logger.exception("could not record %s %s in the audit log", method, path)
 

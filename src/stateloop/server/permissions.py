@@ -15,6 +15,7 @@ from typing import Literal
 
 from fastapi import HTTPException, Request
 
+from ..store.access import acting_project
 from .credentials import Principal
 
 Need = Literal["read", "write", "admin"]
@@ -101,19 +102,24 @@ def refusal(principal: Principal, method: str, template: str,
 
 
 async def guard(request: Request) -> None:
-    """A dependency of every route: 403/404 for a principal that may not call it. Async, so
-    FastAPI calls it in place (no thread hop)."""
+    """A dependency of every route: 403/404 for a principal that may not call it, 404 for an
+    agent of another project than the request acts in. Async, so FastAPI calls it in place
+    (no thread hop)."""
     scope = request.scope
     held = scope.get("stateloop.access")
     if held is None:
         return
     template: str = getattr(scope.get("route"), "path_format", "")  # no ":path" convertors
     held.route = template
-    if held.principal.admin:
-        return
-    refused = refusal(held.principal, request.method, template, scope.get("path_params", {}))
+    params = scope.get("path_params", {})
+    refused = refusal(held.principal, request.method, template, params)
     if refused is not None:
         raise refused
+    project, agent = acting_project.get(), params.get("agent_id")
+    if project is not None and agent is not None:
+        found = await request.app.state.runtime.store.agent_project(agent)
+        if found is not None and found != project:  # as unknown as an agent that never was
+            raise HTTPException(404, f"agent with id {agent!r} not found")
 
 
 def table(routes: Iterable[tuple[str, str]]) -> list[tuple[str, str, Need, Access | None]]:

@@ -104,6 +104,12 @@ class ServerSettings(BaseSettings):
     # "name" (any port) or "name:port", "*" for any; `stateloop serve` adds the address it
     # binds. None set: create_app() checks no Host (an app called in process).
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Limits, off unless set (docs/guides/access.md), each a 429 with Retry-After: requests a
+    # second and runs at once per credential (in each process), model tokens a UTC day per
+    # project (across a fleet).
+    rate_limit: float | None = Field(default=None, gt=0)
+    concurrent_runs: int | None = Field(default=None, gt=0)
+    daily_tokens: int | None = Field(default=None, gt=0)
 
     # A secret that is set must be one: an empty password would run the server open without
     # a word, and spaces around one would never match (the token a client sends is stripped).

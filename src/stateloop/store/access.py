@@ -1,21 +1,30 @@
-"""Credentials and the audit log in the ``api_keys``, ``access_tokens`` and ``audit_log``
-tables of ``SqlStore``: API keys and client-side access tokens kept by the digest of their
-secret, looked up by id on every request that presents one (the store is the truth, so a
-revocation holds at once on every process), and one audit row per write request."""
+"""Credentials, the audit log and usage in the ``api_keys``, ``access_tokens``, ``audit_log``
+and ``project_usage`` tables of ``SqlStore``: API keys and client-side access tokens kept by
+the digest of their secret, looked up by id on every request that presents one (the store is
+the truth, so a revocation holds at once on every process), one audit row per write
+request, and each project's model tokens a day."""
 
 from __future__ import annotations
 
 import dataclasses
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from stateloop.store import schema
 from stateloop.store.paging import keyset
 from stateloop.store.records import Page
 from stateloop.store.runner import Runner
 
-k, tk, log = schema.api_keys, schema.access_tokens, schema.audit_log
+DEFAULT_PROJECT = "default"
+# The project a request acts in, set by the server for its caller: agents made are of it,
+# lists of agents show it alone. None (an admin naming no project, the library): all.
+acting_project: ContextVar[str | None] = ContextVar("acting_project", default=None)
+
+k, tk, log, use = (schema.api_keys, schema.access_tokens, schema.audit_log,
+                  schema.project_usage)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,5 +177,48 @@ class AccessMixin:
             return [AuditRecord(**{field.name: getattr(row, field.name)
                                    for field in dataclasses.fields(AuditRecord)})
                     for row in rows]
+
+        return await self._runner.read(txn)
+
+    async def add_usage(self, project: str, day: str, tokens: int) -> None:
+        """Add a run's tokens to its project's day (one statement: processes add at once)."""
+
+        def txn(conn: Connection) -> None:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            stmt = dialect.insert(use).values(project=project, day=day, tokens=tokens, runs=1)
+            conn.execute(stmt.on_conflict_do_update(
+                index_elements=["project", "day"],
+                set_={"tokens": use.c.tokens + stmt.excluded.tokens, "runs": use.c.runs + 1}))
+
+        await self._runner.write(txn)
+
+    async def usage_on(self, project: str, day: str) -> int:
+        return await self._runner.read(lambda conn: conn.execute(
+            select(use.c.tokens).where(use.c.project == project, use.c.day == day)
+        ).scalar() or 0)
+
+    async def list_usage(self, *, since: str, project: str | None = None,
+                         ) -> list[dict[str, Any]]:
+        """Each project's days from ``since`` on, newest first."""
+
+        def txn(conn: Connection) -> list[dict[str, Any]]:
+            query = select(use).where(use.c.day >= since)
+            if project is not None:
+                query = query.where(use.c.project == project)
+            rows = conn.execute(query.order_by(use.c.day.desc(), use.c.project)).all()
+            return [dict(row._mapping) for row in rows]
+
+        return await self._runner.read(txn)
+
+    async def agent_project(self, id_or_name: str, *, by_name: bool = True) -> str | None:
+        """The project of the agent with this id (else, ``by_name``, the newest of this
+        name), None when there is none."""
+        a = schema.agents
+
+        def txn(conn: Connection) -> str | None:
+            found = conn.execute(select(a.c.project).where(a.c.id == id_or_name)).scalar()
+            return found if found is not None or not by_name else conn.execute(
+                select(a.c.project).where(a.c.name == id_or_name)
+                .order_by(a.c.created_at.desc(), a.c.id.desc()).limit(1)).scalar()
 
         return await self._runner.read(txn)

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 
 from stateloop.store import schema
+from stateloop.store.access import acting_project
 from stateloop.store.paging import between
 from stateloop.store.records import EVERYTHING, Page
 from stateloop.store.runner import Runner
@@ -65,7 +66,11 @@ def agents_where(stmt: Select[Any], *, name: str | None = None,
                  block_id: str | None = None, archive_id: str | None = None) -> Select[Any]:
     """``stmt`` (over ``agents``) keeping the agents with this exact name, a name containing
     ``query_text`` (any case), these tags (any, or all), linked to this identity and/or to
-    an identity with one of these keys, sharing this block, attached to this archive."""
+    an identity with one of these keys, sharing this block, attached to this archive; of
+    the acting project alone when the request acts in one."""
+    project = acting_project.get()
+    if project is not None:
+        stmt = stmt.where(a.c.project == project)
     if name is not None:
         stmt = stmt.where(a.c.name == name)
     if query_text:

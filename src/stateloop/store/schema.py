@@ -53,8 +53,11 @@ agents = Table(
     Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
     # revision 0026: its messages stored, in context or not (triggers on messages keep it)
     Column("message_count", BigInteger, nullable=False, server_default="0"),
+    # revision 0031: the project it belongs to (store/access.py's acting_project)
+    Column("project", String, nullable=False, server_default="default"),
     Index("ix_agents_name", "name"),
     Index("ix_agents_created", "created_at", "id"),  # revision 0020: list pages
+    Index("ix_agents_project", "project", "created_at", "id"),
 )
 
 agent_tags = Table(
@@ -601,4 +604,14 @@ audit_log = Table(
     Column("path", String, nullable=False),
     Column("status", Integer, nullable=False),
     Index("ix_audit_log_credential", "credential", "seq"),
+)
+
+# Model tokens each project used each UTC day ("2026-12-06"), for the daily limit and the
+# admin's usage report.
+project_usage = Table(
+    "project_usage", metadata,
+    Column("project", String, primary_key=True),
+    Column("day", String, primary_key=True),
+    Column("tokens", BigInteger, nullable=False),
+    Column("runs", Integer, nullable=False),
 )

@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
-from stateloop.store.access import AccessMixin
+from stateloop.store.access import DEFAULT_PROJECT, AccessMixin, acting_project
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.block_changes import BlockChangesMixin, block_records
@@ -208,11 +208,12 @@ class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin
             raise DuplicateError(f"agent {agent.name!r}: block labels repeat: {labels}")
 
         who = current_author()
+        project = acting_project.get() or DEFAULT_PROJECT
 
         def txn(conn: Connection) -> None:
             if unique_name:
                 _ensure_name_free(conn, agent.name)
-            conn.execute(insert(a), rows.agent_values(agent))
+            conn.execute(insert(a), {**rows.agent_values(agent), "project": project})
             set_in_context(conn, agent.id, agent.in_context_message_ids)
             _write_tags(conn, agent.id, agent.tags)
             for block in blocks:

@@ -1,18 +1,19 @@
-"""Credentials made over the API and the audit log: ``/v1/api-keys`` (an admin's: create,
-list, rename, expire, revoke), Letta's ``/v1/client-side-access-tokens`` (an admin's or a
-write key's, for agents of its project), and ``/v1/audit`` (an admin's). Who may call each is
-``permissions.need``; a secret is in the answer that creates it and nowhere else."""
+"""Credentials made over the API, the audit log and usage: ``/v1/api-keys`` (an admin's:
+create, list, rename, expire, revoke), Letta's ``/v1/client-side-access-tokens`` (an admin's
+or a write key's, for agents of its project), ``/v1/audit`` and ``/v1/usage`` (an admin's).
+Who may call each is ``permissions.need``; a secret is in the answer that creates it and
+nowhere else."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import AwareDatetime, BaseModel, Field, field_validator
 
-from ...store.access import AuditRecord, KeyRecord, TokenRecord
+from ...store.access import AuditRecord, KeyRecord, TokenRecord, acting_project
 from ...store.records import Page
 from ..browsers import origin_of
 from ..credentials import (
@@ -54,7 +55,7 @@ def _future(moment: datetime | None, field: str) -> float | None:
 class KeyCreate(Strict):
     name: Name
     role: Literal["admin", "write", "read"] = "write"
-    project: Project = DEFAULT_PROJECT
+    project: Project | None = None  # the project the request acts in, else "default"
     expires_at: AwareDatetime | None = None
 
 
@@ -88,7 +89,8 @@ def _key_view(record: KeyRecord) -> dict[str, Any]:
 @router.post("/v1/api-keys", response_model=NewApiKey, status_code=201)
 async def create_key(body: KeyCreate, request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     ident, secret, digest = new_secret(KEY_PREFIX)
-    record = KeyRecord(id=ident, name=body.name, project=body.project, role=body.role,
+    project = body.project or acting_project.get() or DEFAULT_PROJECT
+    record = KeyRecord(id=ident, name=body.name, project=project, role=body.role,
                        digest=digest, created_by=principal_of(request).id,
                        created_at=time.time(),
                        expires_at=_future(body.expires_at, "expires_at"))
@@ -196,42 +198,48 @@ async def create_token(body: TokenCreate, request: Request,
     """A token for pages of ``hostname`` to call the agents of ``policy`` with its
     accesses, until ``expires_at`` (five minutes by default). The agents must exist."""
     principal = principal_of(request)
+    acting = acting_project.get()
+    projects = set()
     for entry in body.policy:
-        await runtime.store.get_agent(entry.id)  # 404 for an unknown agent
+        found = await runtime.store.agent_project(entry.id, by_name=False)
+        if found is None or acting not in (None, found):
+            raise HTTPException(404, f"agent with id {entry.id!r} not found")
+        projects.add(found)
+    if len(projects) > 1:
+        raise HTTPException(422, [{"loc": ["body", "policy"], "type": "value_error",
+                                   "msg": "a token's agents must be of one project"}])
     now = time.time()
     expires = _future(body.expires_at, "expires_at") or now + TOKEN_LIFETIME
     ident, secret, digest = new_secret(TOKEN_PREFIX)
     record = TokenRecord(id=ident, digest=digest, hostname=body.hostname,
                          policy=[entry.model_dump() for entry in body.policy],
-                         project=principal.project, created_by=principal.id,
+                         project=projects.pop(), created_by=principal.id,
                          created_at=now, expires_at=expires)
     await runtime.store.add_access_token(record)
     return _token_view(record, secret)
 
 
 @router.get("/v1/client-side-access-tokens", response_model=AccessTokenList)
-async def list_tokens(request: Request, runtime: RuntimeDep,
+async def list_tokens(runtime: RuntimeDep,
                       agentId: str | None = None,  # Letta's name
                       agent_id: str | None = None, offset: Annotated[int, Query(ge=0)] = 0,
                       limit: Annotated[int, Query(ge=1, le=1000)] = 10) -> dict[str, Any]:
     """Unexpired tokens, newest first. ``token`` is each one's handle (``ck-sl-<id>``),
     which ``DELETE`` takes: the secret was shown once, when it was made."""
-    principal = principal_of(request)
     records, more = await runtime.store.list_access_tokens(
         now=time.time(), offset=offset, limit=limit, agent_id=agentId or agent_id,
-        project=None if principal.admin else principal.project)
+        project=acting_project.get())
     return {"tokens": [_token_view(r, f"{TOKEN_PREFIX}{r.id}") for r in records],
             "hasNextPage": more}
 
 
 @router.delete("/v1/client-side-access-tokens/{token}", responses=errors(404))
-async def delete_token(token: str, request: Request, runtime: RuntimeDep) -> dict[str, Any]:
+async def delete_token(token: str, runtime: RuntimeDep) -> dict[str, Any]:
     """Revoke a token, given whole or by the handle a listing shows: refused at once by
     every process (the store is read on each request that presents one)."""
-    principal = principal_of(request)
     ident = token_id(token)
     if ident is None or not await runtime.store.delete_access_token(
-            ident, project=None if principal.admin else principal.project):
+            ident, project=acting_project.get()):
         raise HTTPException(404, "client-side access token not found")
     return {"success": True}
 
@@ -255,7 +263,8 @@ def _audit_view(record: AuditRecord) -> dict[str, Any]:
 
 
 @router.get("/v1/audit", response_model=list[AuditEntry])
-async def list_audit(runtime: RuntimeDep, before: Annotated[int | None, Query(ge=1)] = None,
+async def list_audit(runtime: RuntimeDep,
+                     before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
                      limit: Annotated[int, Query(ge=1, le=1000)] = 50,
                      credential: str | None = None, project: str | None = None,
                      ) -> list[dict[str, Any]]:
@@ -264,3 +273,20 @@ async def list_audit(runtime: RuntimeDep, before: Annotated[int | None, Query(ge
     records = await runtime.store.list_audit(before=before, limit=limit,
                                              credential=credential, project=project)
     return [_audit_view(record) for record in records]
+
+
+class UsageDay(BaseModel):
+    project: str
+    day: str
+    tokens: int
+    runs: int
+
+
+@router.get("/v1/usage", response_model=list[UsageDay])
+async def list_usage(runtime: RuntimeDep, days: Annotated[int, Query(ge=1, le=366)] = 30,
+                     project: str | None = None) -> list[dict[str, Any]]:
+    """Model tokens (input and output) and runs each project used each UTC day, newest
+    first, for the last ``days`` days (today among them). Counted on servers with
+    credentials or a daily limit, for runs started by a request."""
+    since = datetime.fromtimestamp(time.time() - (days - 1) * 86400, UTC).strftime("%Y-%m-%d")
+    return await runtime.store.list_usage(since=since, project=project)

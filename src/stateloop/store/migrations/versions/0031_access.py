@@ -1,5 +1,6 @@
-"""Access: API keys made over the API (hashed), client-side access tokens, and the audit
-log of write requests.
+"""Access: the project of each agent, API keys made over the API (hashed), client-side
+access tokens, the audit log of write requests, and the model tokens each project used each
+day.
 
 Revision ID: 0031
 Revises: 0029
@@ -17,6 +18,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column("agents", sa.Column("project", sa.String, nullable=False,
+                                      server_default="default"))
+    op.create_index("ix_agents_project", "agents", ["project", "created_at", "id"])
     op.create_table(
         "api_keys",
         sa.Column("id", sa.String, primary_key=True),
@@ -57,9 +61,20 @@ def upgrade() -> None:
         sa.Column("status", sa.Integer, nullable=False),
     )
     op.create_index("ix_audit_log_credential", "audit_log", ["credential", "seq"])
+    op.create_table(
+        "project_usage",
+        sa.Column("project", sa.String, primary_key=True),
+        sa.Column("day", sa.String, primary_key=True),
+        sa.Column("tokens", sa.BigInteger, nullable=False),
+        sa.Column("runs", sa.Integer, nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("project_usage")
+    op.drop_index("ix_agents_project", "agents")
+    # In place (SQLite 3.35+): a copied table would cascade its messages away.
+    op.execute("ALTER TABLE agents DROP COLUMN project")
     op.drop_index("ix_audit_log_credential", "audit_log")
     op.drop_table("audit_log")
     op.drop_index("ix_access_tokens_hostname", "access_tokens")

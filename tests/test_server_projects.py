@@ -1,0 +1,107 @@
+"""Projects through letta-client, on SQLite and PostgreSQL: keys of two projects and an admin
+naming a project (``X-Project-Id`` / ``X-Project``, as letta-client sends them) each see
+and reach only their project's agents and what is reached through them: the others are 404
+(never 403), in lists, counts, by id and by name, their messages, memory, runs' context, and
+git; an admin naming no project sees all, and the default project keeps a single-user server
+as it was."""
+
+# ruff: noqa: F811 (fixtures imported by name are parameters of the same name)
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import letta_client
+import pytest
+from letta_client import Letta
+
+from fake_script import Script
+from stateloop.testing.fake_openai import FakeOpenAI
+from stateloop.testing.scripted import reply
+from test_server_support import Server, fake, new_agent, script, settings_for  # noqa: F401 (fixtures)
+
+PASSWORD = "projects-password"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def guarded(request: pytest.FixtureRequest, fake: FakeOpenAI, tmp_path: Path
+            ) -> Iterator[Server]:
+    url = (request.getfixturevalue("pg_database")() if request.param == "postgresql"
+           else f"sqlite:///{tmp_path / 'stateloop.db'}")
+    settings = settings_for(fake, tmp_path / "unused.db", server_password=PASSWORD,
+                            database_url=url)
+    with Server(settings) as running:
+        yield running
+
+
+def client(server: Server, key: str, **project: str) -> Letta:
+    return Letta(base_url=server.url, api_key=key, max_retries=0, timeout=30, **project)
+
+
+def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> None:
+    admin = client(guarded, PASSWORD)
+    alpha_key: Any = admin.post("/v1/api-keys", cast_to=object,
+                                body={"name": "alpha", "project": "alpha"})
+    beta_key: Any = admin.post("/v1/api-keys", cast_to=object,
+                               body={"name": "beta", "project": "beta", "role": "read"})
+    alpha, beta = client(guarded, alpha_key["key"]), client(guarded, beta_key["key"])
+    in_beta = client(guarded, PASSWORD, project_id="beta")
+
+    legacy = new_agent(admin, name="before-projects")  # an admin naming none: the default
+    ours = new_agent(alpha, name="alpha-agent")
+    theirs = new_agent(in_beta, name="beta-agent")
+    script.set(reply("alpha's answer"))
+    alpha.agents.messages.create(ours.id, messages=[{"role": "user", "content": "hi"}])
+
+    assert {a.id for a in admin.agents.list()} >= {legacy.id, ours.id, theirs.id}
+    assert [a.id for a in alpha.agents.list()] == [ours.id]
+    assert [a.id for a in beta.agents.list()] == [theirs.id]
+    assert [a.id for a in in_beta.agents.list()] == [theirs.id]
+    assert [a.id for a in client(guarded, PASSWORD, project="alpha").agents.list()] == [ours.id]
+    assert alpha.get("/v1/agents/count", cast_to=object) == 1
+    assert [a.id for a in alpha.agents.list(name="beta-agent")] == []
+
+    for other in (theirs.id, legacy.id, "beta-agent"):
+        for call in (partial(alpha.agents.retrieve, other),
+                     partial(alpha.agents.messages.list, other),
+                     partial(alpha.agents.blocks.list, other),
+                     partial(alpha.agents.update, other, name="taken"),
+                     partial(alpha.agents.delete, other),
+                     partial(alpha.agents.messages.create, other, messages=[
+                         {"role": "user", "content": "x"}])):
+            with pytest.raises(letta_client.NotFoundError):
+                call()
+    with pytest.raises(letta_client.NotFoundError):
+        beta.agents.retrieve(ours.id)
+    with pytest.raises(letta_client.NotFoundError):
+        in_beta.agents.retrieve(ours.id)
+    assert any(getattr(m, "content", None) == "alpha's answer"
+               for m in alpha.agents.messages.list(ours.id))
+    assert admin.agents.retrieve(theirs.id).name == "beta-agent"
+
+    # a key may not act in another project; a token only for its project's agents
+    with pytest.raises(letta_client.PermissionDeniedError, match="belongs to project"):
+        client(guarded, alpha_key["key"], project_id="beta").agents.list()
+    with pytest.raises(letta_client.NotFoundError):
+        alpha.access_tokens.create(hostname="https://app.example", policy=[
+            {"type": "agent", "id": theirs.id, "access": ["read_messages"]}])
+
+    # git memory: another project's agent's repository is not found
+    basic = base64.b64encode(f"x:{alpha_key['key']}".encode()).decode()
+    refs = "/state.git/info/refs?service=git-upload-pack"
+    with httpx.Client(base_url=guarded.url, timeout=30,
+                      headers={"Authorization": f"Basic {basic}"}) as http:
+        assert http.get(f"/v1/git/{ours.id}{refs}").status_code == 200
+        assert http.get(f"/v1/git/{theirs.id}{refs}").status_code == 404
+
+    # the audit log says which project each write acted in
+    log: Any = admin.get("/v1/audit", cast_to=object, options={"params": {"limit": 100}})
+    made = {(e["credential"], e["project"]) for e in log
+            if (e["method"], e["route"]) == ("POST", "/v1/agents")}
+    assert made == {("server-password", None), (f"key-{alpha_key['id']}", "alpha"),
+                    ("server-password", "beta")}
