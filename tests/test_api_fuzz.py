@@ -248,6 +248,9 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
+    elif operation.method.upper() == "POST" and operation.path == "/v1/client-side-access-tokens":
+        variants.append(operation.as_strategy().map(
+            lambda case: _for_agent(case, known["agent_id"][0])))
     return st.one_of(operation.as_strategy(), st.one_of(variants)).map(_on_loopback)
 
 
@@ -303,6 +306,16 @@ def _scheduled(case: Case) -> Case:
     if isinstance(case.body, dict):
         case.body.update(messages=[{"role": "user", "content": "hello"}], schedule={
             "type": "one-time", "scheduled_at": (time.time() + 365 * 86400) * 1000})
+    return case
+
+
+def _for_agent(case: Case, agent_id: str) -> Case:
+    """A token for the agent that exists, for a page's origin (a generated id or hostname
+    seldom is one)."""
+    if isinstance(case.body, dict):
+        case.body.update(hostname="https://app.example", policy=[
+            {"type": "agent", "id": agent_id, "access": ["read_messages"]}])
+        case.body.pop("expires_at", None)
     return case
 
 

@@ -10,6 +10,7 @@ as it was."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -55,8 +56,9 @@ def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> 
     legacy = new_agent(admin, name="before-projects")  # an admin naming none: the default
     ours = new_agent(alpha, name="alpha-agent")
     theirs = new_agent(in_beta, name="beta-agent")
-    script.set(reply("alpha's answer"))
+    script.set(reply("alpha's answer"), reply("beta's answer"))
     alpha.agents.messages.create(ours.id, messages=[{"role": "user", "content": "hi"}])
+    in_beta.agents.messages.create(theirs.id, messages=[{"role": "user", "content": "hi"}])
 
     assert {a.id for a in admin.agents.list()} >= {legacy.id, ours.id, theirs.id}
     assert [a.id for a in alpha.agents.list()] == [ours.id]
@@ -83,6 +85,29 @@ def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> 
     assert any(getattr(m, "content", None) == "alpha's answer"
                for m in alpha.agents.messages.list(ours.id))
     assert admin.agents.retrieve(theirs.id).name == "beta-agent"
+
+    # what is reached through an agent: runs, steps, messages by id, searches, chat
+    [their_run] = [r.id for r in admin.runs.list(agent_id=theirs.id)]
+    their_message = next(m.id for m in admin.agents.messages.list(theirs.id))
+    assert {r.agent_id for r in alpha.runs.list()} == {ours.id}
+    assert list(alpha.runs.list(agent_id=theirs.id)) == []
+    assert {s.agent_id for s in alpha.steps.list()} == {ours.id}
+    for call in (partial(alpha.runs.retrieve, their_run),
+                 partial(alpha.runs.messages.list, their_run),
+                 partial(alpha.messages.retrieve, their_message)):
+        with pytest.raises(letta_client.NotFoundError):
+            call()
+    for path, body in (("/v1/messages/search", {"query": "answer"}),
+                       ("/v1/messages/search", {"query": "answer", "agent_id": theirs.id}),
+                       ("/v1/agents/messages/search", {"query": "answer"})):
+        found = json.dumps(alpha.post(path, body=body, cast_to=object))
+        assert "beta's answer" not in found and theirs.id not in found, (path, body)
+    assert "beta's answer" in json.dumps(admin.post("/v1/messages/search", cast_to=object,
+                                                    body={"query": "answer"}))
+    chat = httpx.post(f"{guarded.url}/v1/chat/completions", timeout=30, json={
+        "model": theirs.id, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": f"Bearer {alpha_key['key']}"})
+    assert chat.status_code == 404, chat.text
 
     # a key may not act in another project; a token only for its project's agents
     with pytest.raises(letta_client.PermissionDeniedError, match="belongs to project"):

@@ -11,12 +11,15 @@ as an unknown id is: nothing tells it exists), an operation its policy lacks is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import HTTPException, Request
 
-from ..store.access import acting_project
+from ..store.access import OWNED_PARAMETERS, acting_project
 from .credentials import Principal
+
+if TYPE_CHECKING:
+    from ..store.sql import SqlStore
 
 Need = Literal["read", "write", "admin"]
 Access = Literal["read_messages", "write_messages", "read_agent", "write_agent"]
@@ -115,11 +118,28 @@ async def guard(request: Request) -> None:
     refused = refusal(held.principal, request.method, template, params)
     if refused is not None:
         raise refused
-    project, agent = acting_project.get(), params.get("agent_id")
-    if project is not None and agent is not None:
-        found = await request.app.state.runtime.store.agent_project(agent)
-        if found is not None and found != project:  # as unknown as an agent that never was
-            raise HTTPException(404, f"agent with id {agent!r} not found")
+    if acting_project.get() is not None:
+        store = request.app.state.runtime.store
+        for name, value in params.items():
+            if not await in_project(store, name, value):  # as unknown as one that never was
+                raise HTTPException(404, f"{name.removesuffix('_id')} with id {value!r} "
+                                    "not found")
+
+
+async def in_project(store: SqlStore, parameter: str, value: str) -> bool:
+    """Whether what a path parameter names (an agent, or a run, step, conversation or message
+    of one) is of the project the request acts in, or of none (not found: the route says
+    so); True for a parameter naming something else."""
+    project = acting_project.get()
+    if project is None:
+        return True
+    if parameter == "agent_id":
+        found = await store.agent_project(value)
+    elif parameter in OWNED_PARAMETERS:
+        found = await store.owner_project(parameter, value)
+    else:
+        return True
+    return found is None or found == project
 
 
 def table(routes: Iterable[tuple[str, str]]) -> list[tuple[str, str, Need, Access | None]]:

@@ -10,7 +10,7 @@ import dataclasses
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import ColumnElement, Connection, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from stateloop.store import schema
@@ -22,6 +22,22 @@ DEFAULT_PROJECT = "default"
 # The project a request acts in, set by the server for its caller: agents made are of it,
 # lists of agents show it alone. None (an admin naming no project, the library): all.
 acting_project: ContextVar[str | None] = ContextVar("acting_project", default=None)
+
+
+
+def in_acting_project(agent_id: ColumnElement[Any]) -> ColumnElement[bool] | None:
+    """A condition keeping the rows whose agent (the column ``agent_id``) is of the acting
+    project; None when the request acts in every project."""
+    project = acting_project.get()
+    if project is None:
+        return None
+    return agent_id.in_(select(schema.agents.c.id).where(schema.agents.c.project == project))
+
+
+# What a path parameter names, in a table whose agent_id says whose it is.
+_OWNED = {"run_id": schema.runs, "step_id": schema.steps,
+          "conversation_id": schema.conversations, "message_id": schema.messages}
+OWNED_PARAMETERS = frozenset(_OWNED)
 
 k, tk, log, use = (schema.api_keys, schema.access_tokens, schema.audit_log,
                   schema.project_usage)
@@ -222,3 +238,11 @@ class AccessMixin:
                 .order_by(a.c.created_at.desc(), a.c.id.desc()).limit(1)).scalar()
 
         return await self._runner.read(txn)
+
+    async def owner_project(self, parameter: str, value: str) -> str | None:
+        """The project of the agent whose run, step, conversation or message (the path
+        parameter ``parameter``) has the id ``value``; None when there is none."""
+        owned, a = _OWNED[parameter], schema.agents
+        return await self._runner.read(lambda conn: conn.execute(
+            select(a.c.project).join(owned, owned.c.agent_id == a.c.id)
+            .where(owned.c.id == value).limit(1)).scalar())
