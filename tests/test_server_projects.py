@@ -98,10 +98,17 @@ def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> 
         with pytest.raises(letta_client.NotFoundError):
             call()
     for path, body in (("/v1/messages/search", {"query": "answer"}),
-                       ("/v1/messages/search", {"query": "answer", "agent_id": theirs.id}),
                        ("/v1/agents/messages/search", {"query": "answer"})):
         found = json.dumps(alpha.post(path, body=body, cast_to=object))
         assert "beta's answer" not in found and theirs.id not in found, (path, body)
+    for path in ("/v1/passages/search", "/v1/messages/search"):  # named in a body
+        with pytest.raises(letta_client.NotFoundError):
+            alpha.post(path, body={"query": "answer", "agent_id": theirs.id}, cast_to=object)
+    with pytest.raises(letta_client.NotFoundError):
+        alpha.conversations.create(agent_id=theirs.id)
+    admin.conversations.create(agent_id=theirs.id)
+    assert list(alpha.conversations.list()) == []
+    assert list(alpha.conversations.list(agent_id=theirs.id)) == []
     assert "beta's answer" in json.dumps(admin.post("/v1/messages/search", cast_to=object,
                                                     body={"query": "answer"}))
     chat = httpx.post(f"{guarded.url}/v1/chat/completions", timeout=30, json={
