@@ -116,6 +116,20 @@ def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> 
         headers={"Authorization": f"Bearer {alpha_key['key']}"})
     assert chat.status_code == 404, chat.text
 
+    # blocks: their own (the agents' memory among them), another's not found
+    shared = alpha.blocks.create(label="team", value="alpha's notes")
+    theirs_blocks = [b.id for b in admin.agents.blocks.list(theirs.id)]
+    assert theirs_blocks and shared.id not in {b.id for b in beta.blocks.list()}
+    assert set(theirs_blocks) & {b.id for b in alpha.blocks.list()} == set()
+    assert shared.id in {b.id for b in alpha.blocks.list()}
+    assert alpha.get("/v1/blocks/count", cast_to=object) == len(list(alpha.blocks.list()))
+    for call in (partial(alpha.blocks.retrieve, theirs_blocks[0]),
+                 partial(alpha.blocks.update, theirs_blocks[0], value="overwritten"),
+                 partial(alpha.agents.blocks.attach, theirs_blocks[0], agent_id=ours.id),
+                 partial(beta.blocks.retrieve, shared.id)):
+        with pytest.raises(letta_client.NotFoundError):
+            call()
+
     # a key may not act in another project; a token only for its project's agents
     with pytest.raises(letta_client.PermissionDeniedError, match="belongs to project"):
         client(guarded, alpha_key["key"], project_id="beta").agents.list()

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
-from ..store.access import DEFAULT_PROJECT
+from ..store.projects import DEFAULT_PROJECT
 
 if TYPE_CHECKING:
     from ..store.sql import SqlStore

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from ..storable import check_json
-from ..store.access import acting_project
+from ..store.projects import acting_project
 from .browsers import WRITES, HostNames, allow, cross_site, preflight, refused_host
 from .credentials import (
     ADMIN,

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Literal
 
 from fastapi import HTTPException, Request
 
-from ..store.access import OWNED_PARAMETERS, acting_project
+from ..store.access import OWNED_PARAMETERS
+from ..store.projects import acting_project
 from .credentials import Principal
 
 if TYPE_CHECKING:

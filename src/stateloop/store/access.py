@@ -7,7 +7,6 @@ request, and each project's model tokens a day."""
 from __future__ import annotations
 
 import dataclasses
-from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, delete, insert, select, update
@@ -15,14 +14,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from stateloop.store import schema
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import Page
 from stateloop.store.runner import Runner
-
-DEFAULT_PROJECT = "default"
-# The project a request acts in, set by the server for its caller: agents made are of it,
-# lists of agents show it alone. None (an admin naming no project, the library): all.
-acting_project: ContextVar[str | None] = ContextVar("acting_project", default=None)
-
 
 
 def in_acting_project(agent_id: ColumnElement[Any]) -> ColumnElement[bool] | None:
@@ -37,7 +31,11 @@ def in_acting_project(agent_id: ColumnElement[Any]) -> ColumnElement[bool] | Non
 # What a path parameter names, in a table whose agent_id says whose it is.
 _OWNED = {"run_id": schema.runs, "step_id": schema.steps,
           "conversation_id": schema.conversations, "message_id": schema.messages}
-OWNED_PARAMETERS = frozenset(_OWNED)
+# ... or in a table with a project of its own.
+_PROJECTED = {"block_id": schema.blocks}
+OWNED_PARAMETERS = frozenset(_OWNED) | frozenset(_PROJECTED)
+
+
 
 k, tk, log, use = (schema.api_keys, schema.access_tokens, schema.audit_log,
                   schema.project_usage)
@@ -240,8 +238,13 @@ class AccessMixin:
         return await self._runner.read(txn)
 
     async def owner_project(self, parameter: str, value: str) -> str | None:
-        """The project of the agent whose run, step, conversation or message (the path
-        parameter ``parameter``) has the id ``value``; None when there is none."""
+        """The project of the block, or of the agent whose run, step, conversation or
+        message, the path parameter ``parameter`` names by the id ``value``; None when there
+        is none."""
+        if parameter in _PROJECTED:
+            table = _PROJECTED[parameter]
+            return await self._runner.read(lambda conn: conn.execute(
+                select(table.c.project).where(table.c.id == value)).scalar())
         owned, a = _OWNED[parameter], schema.agents
         return await self._runner.read(lambda conn: conn.execute(
             select(a.c.project).join(owned, owned.c.agent_id == a.c.id)

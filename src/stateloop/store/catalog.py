@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Select, func, select
 
 from stateloop.store import schema
-from stateloop.store.access import acting_project
 from stateloop.store.paging import between
+from stateloop.store.projects import acting_project
 from stateloop.store.records import EVERYTHING, Page
 from stateloop.store.runner import Runner
 
@@ -54,6 +54,8 @@ class CatalogMixin:
     async def count_blocks(self, *, label: str | None = None) -> int:
         """How many blocks there are (with this label)."""
         stmt = select(func.count()).select_from(b)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(b.c.project == project)
         if label is not None:
             stmt = stmt.where(b.c.label == label)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))

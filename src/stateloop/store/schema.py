@@ -20,6 +20,8 @@ from sqlalchemy import (
     text,
 )
 
+from stateloop.store.projects import creating_in
+
 metadata = MetaData()
 
 Json = JSON(none_as_null=True)  # PostgreSQL: JSONB via .with_variant when that dialect lands
@@ -53,8 +55,8 @@ agents = Table(
     Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
     # revision 0026: its messages stored, in context or not (triggers on messages keep it)
     Column("message_count", BigInteger, nullable=False, server_default="0"),
-    # revision 0031: the project it belongs to (store/access.py's acting_project)
-    Column("project", String, nullable=False, server_default="default"),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
     Index("ix_agents_name", "name"),
     Index("ix_agents_created", "created_at", "id"),  # revision 0020: list pages
     Index("ix_agents_project", "project", "created_at", "id"),
@@ -81,7 +83,10 @@ blocks = Table(
     Column("extra", Json, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
     Index("ix_blocks_created", "created_at", "id"),  # revision 0020: list pages
+    Index("ix_blocks_project", "project", "created_at", "id"),
 )
 
 # The label is copied here so "one label per agent" is a plain unique constraint.

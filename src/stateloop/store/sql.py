@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
-from stateloop.store.access import DEFAULT_PROJECT, AccessMixin, acting_project
+from stateloop.store.access import AccessMixin
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.block_changes import BlockChangesMixin, block_records
@@ -49,6 +49,7 @@ from stateloop.store.memory_repo import commit_agents, current_author
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner, with_block_version
+from stateloop.store.projects import creating_in
 from stateloop.store.provider_traces import ProviderTracesMixin
 from stateloop.store.providers import ProvidersMixin
 from stateloop.store.records import (
@@ -208,7 +209,7 @@ class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin
             raise DuplicateError(f"agent {agent.name!r}: block labels repeat: {labels}")
 
         who = current_author()
-        project = acting_project.get() or DEFAULT_PROJECT
+        project = creating_in()  # read here: the transaction may run in another thread
 
         def txn(conn: Connection) -> None:
             if unique_name:

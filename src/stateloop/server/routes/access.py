@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import AwareDatetime, BaseModel, Field, field_validator
 
-from ...store.access import AuditRecord, KeyRecord, TokenRecord, acting_project
+from ...store.access import AuditRecord, KeyRecord, TokenRecord
+from ...store.projects import acting_project
 from ...store.records import Page
 from ..browsers import origin_of
 from ..credentials import (

@@ -1,4 +1,4 @@
-"""Access: the project of each agent, API keys made over the API (hashed), client-side
+"""Access: the project of each agent and block, API keys made over the API (hashed), client-side
 access tokens, the audit log of write requests, and the model tokens each project used each
 day.
 
@@ -21,6 +21,9 @@ def upgrade() -> None:
     op.add_column("agents", sa.Column("project", sa.String, nullable=False,
                                       server_default="default"))
     op.create_index("ix_agents_project", "agents", ["project", "created_at", "id"])
+    op.add_column("blocks", sa.Column("project", sa.String, nullable=False,
+                                      server_default="default"))
+    op.create_index("ix_blocks_project", "blocks", ["project", "created_at", "id"])
     op.create_table(
         "api_keys",
         sa.Column("id", sa.String, primary_key=True),
@@ -73,6 +76,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("project_usage")
     op.drop_index("ix_agents_project", "agents")
+    op.drop_index("ix_blocks_project", "blocks")
+    op.execute("ALTER TABLE blocks DROP COLUMN project")
     # In place (SQLite 3.35+): a copied table would cascade its messages away.
     op.execute("ALTER TABLE agents DROP COLUMN project")
     op.drop_index("ix_audit_log_credential", "audit_log")
