@@ -130,6 +130,27 @@ def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> 
         with pytest.raises(letta_client.NotFoundError):
             call()
 
+    # archives, folders, identities and groups likewise
+    archive = alpha.archives.create(name="alpha-archive")
+    folder = alpha.folders.create(name="alpha-folder")
+    identity: Any = alpha.post("/v1/identities", cast_to=object, body={
+        "identifier_key": "ada", "name": "Ada", "identity_type": "user"})
+    members = {"agent_ids": [ours.id], "description": "alpha's team"}
+    group: Any = alpha.post("/v1/groups", cast_to=object, body=members)
+    for path, made in (("/v1/archives", archive.id), ("/v1/folders", folder.id),
+                       ("/v1/identities", identity["id"]), ("/v1/groups", group["id"])):
+        assert made in json.dumps(alpha.get(path, cast_to=object)), path
+        assert made not in json.dumps(in_beta.get(path, cast_to=object)), path
+        assert made in json.dumps(admin.get(path, cast_to=object)), path
+        with pytest.raises(letta_client.NotFoundError):
+            in_beta.get(f"{path}/{made}", cast_to=object)
+    for path in ("/v1/folders/count", "/v1/identities/count", "/v1/groups/count"):
+        assert in_beta.get(path, cast_to=object) == 0, path
+    with pytest.raises(letta_client.NotFoundError):
+        in_beta.get("/v1/folders/name/alpha-folder", cast_to=object)
+    with pytest.raises(letta_client.NotFoundError):
+        in_beta.post("/v1/groups", cast_to=object, body=members)
+
     # a key may not act in another project; a token only for its project's agents
     with pytest.raises(letta_client.PermissionDeniedError, match="belongs to project"):
         client(guarded, alpha_key["key"], project_id="beta").agents.list()

@@ -32,7 +32,9 @@ def in_acting_project(agent_id: ColumnElement[Any]) -> ColumnElement[bool] | Non
 _OWNED = {"run_id": schema.runs, "step_id": schema.steps,
           "conversation_id": schema.conversations, "message_id": schema.messages}
 # ... or in a table with a project of its own.
-_PROJECTED = {"block_id": schema.blocks}
+_PROJECTED = {"block_id": schema.blocks, "archive_id": schema.archives,
+              "folder_id": schema.folders, "source_id": schema.folders,
+              "identity_id": schema.identities, "group_id": schema.groups}
 OWNED_PARAMETERS = frozenset(_OWNED) | frozenset(_PROJECTED)
 
 
@@ -238,9 +240,9 @@ class AccessMixin:
         return await self._runner.read(txn)
 
     async def owner_project(self, parameter: str, value: str) -> str | None:
-        """The project of the block, or of the agent whose run, step, conversation or
-        message, the path parameter ``parameter`` names by the id ``value``; None when there
-        is none."""
+        """The project of the block, archive, folder, identity or group, or of the agent
+        whose run, step, conversation or message, the path parameter ``parameter`` names by
+        the id ``value``; None when there is none."""
         if parameter in _PROJECTED:
             table = _PROJECTED[parameter]
             return await self._runner.read(lambda conn: conn.execute(

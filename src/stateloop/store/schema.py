@@ -237,6 +237,9 @@ archives = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_archives_name", "name"),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_archives_project", "project", "created_at", "id"),
     Index("ix_archives_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -264,6 +267,9 @@ identities = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_identities_identifier_key", "identifier_key"),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_identities_project", "project", "created_at", "id"),
     Index("ix_identities_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -302,6 +308,9 @@ groups = Table(
     Column("cursors", Json, nullable=False),  # agent id -> group messages it has seen
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_groups_project", "project", "created_at", "id"),
     Index("ix_groups_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -399,6 +408,9 @@ folders = Table(
     Column("embedding_config", Json),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_folders_project", "project", "created_at", "id"),
     Index("ix_folders_created", "created_at", "id"),  # revision 0020: list pages
 )
 

@@ -1,6 +1,6 @@
-"""Access: the project of each agent and block, API keys made over the API (hashed), client-side
-access tokens, the audit log of write requests, and the model tokens each project used each
-day.
+"""Access: the project of each agent, block, archive, folder, identity and group; API keys
+made over the API (hashed); client-side access tokens; the audit log of write requests; and
+the model tokens each project used each day.
 
 Revision ID: 0031
 Revises: 0029
@@ -16,14 +16,18 @@ down_revision = "0029"
 branch_labels = None
 depends_on = None
 
+# Tables whose rows belong to a project of their own (agents' are added first).
+PROJECTED = ("blocks", "archives", "folders", "identities", "groups")
+
 
 def upgrade() -> None:
     op.add_column("agents", sa.Column("project", sa.String, nullable=False,
                                       server_default="default"))
     op.create_index("ix_agents_project", "agents", ["project", "created_at", "id"])
-    op.add_column("blocks", sa.Column("project", sa.String, nullable=False,
-                                      server_default="default"))
-    op.create_index("ix_blocks_project", "blocks", ["project", "created_at", "id"])
+    for table in PROJECTED:
+        op.add_column(table, sa.Column("project", sa.String, nullable=False,
+                                       server_default="default"))
+        op.create_index(f"ix_{table}_project", table, ["project", "created_at", "id"])
     op.create_table(
         "api_keys",
         sa.Column("id", sa.String, primary_key=True),
@@ -76,8 +80,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("project_usage")
     op.drop_index("ix_agents_project", "agents")
-    op.drop_index("ix_blocks_project", "blocks")
-    op.execute("ALTER TABLE blocks DROP COLUMN project")
+    for table in PROJECTED:
+        op.drop_index(f"ix_{table}_project", table)
+        op.execute(f"ALTER TABLE {table} DROP COLUMN project")
     # In place (SQLite 3.35+): a copied table would cascade its messages away.
     op.execute("ALTER TABLE agents DROP COLUMN project")
     op.drop_index("ix_audit_log_credential", "audit_log")
