@@ -140,7 +140,8 @@ BEYOND_LETTA = {("post", "/v1/agents/{agent_id}/messages/steer"),
                 # API keys and the audit log (docs/guides/access.md)
                 ("post", "/v1/api-keys"), ("get", "/v1/api-keys"),
                 ("get", "/v1/api-keys/{key_id}"), ("patch", "/v1/api-keys/{key_id}"),
-                ("delete", "/v1/api-keys/{key_id}"), ("get", "/v1/audit")}
+                ("delete", "/v1/api-keys/{key_id}"), ("get", "/v1/audit"),
+                ("get", "/v1/usage")}
 # Parameters beyond Letta's document that Letta's cloud API takes and Letta Code sends.
 BEYOND_LETTA_PARAMETERS = {("get", "/v1/providers", "provider_category", "query")}
 

@@ -100,7 +100,7 @@ NEW_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/jobs/active"), ("GET", f"/v1/job
               ("DELETE", "/v1/api-keys/0123456789abcdef01234567"),
               ("GET", "/v1/client-side-access-tokens"),
               ("DELETE", "/v1/client-side-access-tokens/ck-sl-0123456789abcdef01234567"),
-              ("GET", "/v1/audit")]
+              ("GET", "/v1/audit"), ("GET", "/v1/usage")]
 
 
 @pytest.fixture(scope="module")
