@@ -151,6 +151,32 @@ def test_a_project_sees_only_its_own_agents(guarded: Server, script: Script) -> 
     with pytest.raises(letta_client.NotFoundError):
         in_beta.post("/v1/groups", cast_to=object, body=members)
 
+    # another project's is as unknown as an id that never was: the same status and detail
+    def never(known: str) -> str:
+        return known[:-12] + "0" * 12
+
+    with httpx.Client(base_url=guarded.url, timeout=30,
+                      headers={"Authorization": f"Bearer {alpha_key['key']}"}) as http:
+        for path, known in (("/v1/agents/{}", theirs.id), ("/v1/agents/{}/messages", theirs.id),
+                            ("/v1/agents/{}/core-memory/blocks", theirs.id),
+                            ("/v1/blocks/{}", theirs_blocks[0]), ("/v1/runs/{}", their_run),
+                            ("/v1/runs/{}/messages", their_run),
+                            ("/v1/messages/{}", their_message)):
+            theirs_answer = http.get(path.format(known))
+            none_answer = http.get(path.format(never(known)))
+            assert (theirs_answer.status_code, theirs_answer.text.replace(known, "X")) == (
+                none_answer.status_code, none_answer.text.replace(never(known), "X")), path
+        with httpx.Client(base_url=guarded.url, timeout=30,
+                          headers={"Authorization": f"Bearer {PASSWORD}",
+                                   "X-Project-Id": "beta"}) as beta_http:
+            for path, known in (("/v1/archives/{}", archive.id), ("/v1/folders/{}", folder.id),
+                                ("/v1/identities/{}", identity["id"]),
+                                ("/v1/groups/{}", group["id"])):
+                theirs_answer = beta_http.get(path.format(known))
+                none_answer = beta_http.get(path.format(never(known)))
+                assert (theirs_answer.status_code, theirs_answer.text.replace(known, "X")) == (
+                    none_answer.status_code, none_answer.text.replace(never(known), "X")), path
+
     # a key may not act in another project; a token only for its project's agents
     with pytest.raises(letta_client.PermissionDeniedError, match="belongs to project"):
         client(guarded, alpha_key["key"], project_id="beta").agents.list()

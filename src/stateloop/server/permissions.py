@@ -123,8 +123,16 @@ async def guard(request: Request) -> None:
         store = request.app.state.runtime.store
         for name, value in params.items():
             if not await in_project(store, name, value):  # as unknown as one that never was
-                raise HTTPException(404, f"{name.removesuffix('_id')} with id {value!r} "
-                                    "not found")
+                raise HTTPException(404, unknown(name, value))
+
+
+def unknown(parameter: str, value: str) -> str:
+    """What the routes answer (most of them, word for word) for an id that names nothing."""
+    if parameter == "agent_id":
+        return f"agent with id or name {value!r} not found"
+    if parameter in ("archive_id", "folder_id", "source_id"):
+        return f"no {parameter.removesuffix('_id').replace('source', 'folder')} {value!r}"
+    return f"no {parameter.removesuffix('_id')} with id {value!r}"
 
 
 async def in_project(store: SqlStore, parameter: str, value: str) -> bool:
