@@ -151,9 +151,13 @@ def _known_ids(client: Letta, demo: str, provider_url: str) -> dict[str, list[st
                                    include_base_tools=False)
     batch: Any = client.post("/v1/messages/batches", cast_to=object, body={
         "requests": [{"agent_id": batched.id, "input": "hello"}]})  # letta-client has none
+    key: Any = client.post("/v1/api-keys", cast_to=object, body={"name": "fuzzed"})
+    token = client.access_tokens.create(hostname="https://app.example", policy=[
+        {"type": "agent", "id": agent.id, "access": ["read_messages"]}])
     known = {"provider_id": [provider["id"]], "scheduled_message_id": [scheduled.id],
              "batch_id": [batch["id"]], "job_id": [batch["id"]],  # a batch is a job
              "batched_agent": [batched.id],
+             "key_id": [key["id"]], "token": [token.token.partition(".")[0]],
              "archive_id": [archive.id], "passage_id": [archived.id],
              "agent_id": [agent.id], "block_id": [block.id], "tool_id": [tool.id, mcp_add.id],
              "mcp_server_id": [mcp_server.id, spare.id], "mcp_server_name": ["fuzzed-legacy"],
@@ -251,6 +255,9 @@ def _cases(operation: Any, known: dict[str, list[str]]) -> st.SearchStrategy[Cas
     elif operation.path.endswith("/upload"):
         variants.append(real.flatmap(lambda path: operation.as_strategy(path_parameters=path))
                         .map(_with_text_file))
+    elif operation.method.upper() == "POST" and operation.path == "/v1/client-side-access-tokens":
+        variants.append(operation.as_strategy().map(
+            lambda case: _for_agent(case, known["agent_id"][0])))
     return st.one_of(operation.as_strategy(), st.one_of(variants)).map(_on_loopback)
 
 
@@ -313,6 +320,16 @@ def _batched(case: Case, agent_id: str) -> Case:
     """A batch of one request to an agent that exists (generated ids never are one)."""
     if isinstance(case.body, dict):
         case.body["requests"] = [{"agent_id": agent_id, "input": "hello"}]
+    return case
+
+
+def _for_agent(case: Case, agent_id: str) -> Case:
+    """A token for the agent that exists, for a page's origin (a generated id or hostname
+    seldom is one)."""
+    if isinstance(case.body, dict):
+        case.body.update(hostname="https://app.example", policy=[
+            {"type": "agent", "id": agent_id, "access": ["read_messages"]}])
+        case.body.pop("expires_at", None)
     return case
 
 

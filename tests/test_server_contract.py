@@ -132,7 +132,16 @@ BEYOND_LETTA = {("post", "/v1/agents/{agent_id}/messages/steer"),
                 ("post", "/v1/agents/{agent_id}/schedule"),
                 ("get", "/v1/agents/{agent_id}/schedule"),
                 ("get", "/v1/agents/{agent_id}/schedule/{scheduled_message_id}"),
-                ("delete", "/v1/agents/{agent_id}/schedule/{scheduled_message_id}")}
+                ("delete", "/v1/agents/{agent_id}/schedule/{scheduled_message_id}"),
+                # client-side access tokens, as letta-client 1.12.1's access_tokens calls them
+                ("post", "/v1/client-side-access-tokens"),
+                ("get", "/v1/client-side-access-tokens"),
+                ("delete", "/v1/client-side-access-tokens/{token}"),
+                # API keys and the audit log (docs/guides/access.md)
+                ("post", "/v1/api-keys"), ("get", "/v1/api-keys"),
+                ("get", "/v1/api-keys/{key_id}"), ("patch", "/v1/api-keys/{key_id}"),
+                ("delete", "/v1/api-keys/{key_id}"), ("get", "/v1/audit"),
+                ("get", "/v1/usage")}
 # Parameters beyond Letta's document that Letta's cloud API takes and Letta Code sends.
 BEYOND_LETTA_PARAMETERS = {("get", "/v1/providers", "provider_category", "query")}
 

@@ -115,7 +115,12 @@ NEW_ROUTES = [("GET", "/v1/jobs"), ("GET", "/v1/jobs/active"), ("GET", f"/v1/job
               ("POST", "/v1/messages/batches"), ("GET", "/v1/messages/batches"),
               ("GET", f"/v1/messages/batches/{JOB}"),
               ("GET", f"/v1/messages/batches/{JOB}/messages"),
-              ("PATCH", f"/v1/messages/batches/{JOB}/cancel")]
+              ("PATCH", f"/v1/messages/batches/{JOB}/cancel"),
+              ("GET", "/v1/api-keys"), ("GET", "/v1/api-keys/0123456789abcdef01234567"),
+              ("DELETE", "/v1/api-keys/0123456789abcdef01234567"),
+              ("GET", "/v1/client-side-access-tokens"),
+              ("DELETE", "/v1/client-side-access-tokens/ck-sl-0123456789abcdef01234567"),
+              ("GET", "/v1/audit"), ("GET", "/v1/usage")]
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +133,9 @@ def guarded(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
 @pytest.mark.parametrize(("method", "path"), NEW_ROUTES)
 def test_the_new_routes_need_the_password_and_refuse_other_sites(guarded: Server, method: str,
                                                                  path: str) -> None:
-    """Every caller needs the password, and a write from another site's page is refused
-    before it reaches the route (a rebound name is refused for every route alike:
+    """Every caller needs a credential (the password is an admin's; what narrower ones may
+    do: test_server_access.py), and a write from another site's page is refused before it
+    reaches the route (a rebound name is refused for every route alike:
     test_server_browsers.py)."""
     url = guarded.url + path
     refused = httpx.request(method, url, timeout=30)

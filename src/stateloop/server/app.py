@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from .. import __version__
 from ..llm.warmup import prepare as prepare_models
@@ -18,10 +18,14 @@ from ..store.batching import unwatch_commits, watch_commits
 from ..tools import Tool
 from ..tracing import add_watcher, remove_watcher
 from . import errors
+from .credentials import Credentials
+from .limits import Limiter, UsageMeter
 from .metrics import ServerMetrics
 from .middleware import ServerMiddleware
+from .permissions import guard
 from .provider_traces import ProviderTraces
 from .routes import (
+    access,
     agent_files,
     agents,
     archival,
@@ -75,6 +79,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     config = settings or ServerSettings()
     python_tools = list(tools)
     served_metrics = ServerMetrics()
+    credentials = Credentials(config.credentials())
+    # Each project's tokens a day: counted where there are credentials or a daily limit.
+    meters: list[UsageMeter] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,6 +97,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         add_watcher(served_metrics.watch)
         watch_commits(served_metrics.commit)
         served_metrics.count_workers(runtime.workers)
+        if credentials.required or config.daily_tokens is not None:
+            meters.append(UsageMeter(store))
+            add_watcher(meters[0].watch)
         recorder = ProviderTraces(store) if config.provider_traces else None
         if recorder is not None:
             add_watcher(recorder.watch)
@@ -105,6 +115,10 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         finally:
             await runtime.batches.close()
             await runtime.scheduler.close()
+            for meter in meters:
+                remove_watcher(meter.watch)
+                await meter.close()
+            meters.clear()
             remove_watcher(served_metrics.watch)
             unwatch_commits(served_metrics.commit)
             if recorder is not None:
@@ -114,7 +128,8 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
             await runtime.close()
 
     app = FastAPI(title="stateloop", version=__version__, lifespan=lifespan,
-                  description="Letta's REST API, served by stateloop.")
+                  description="Letta's REST API, served by stateloop.",
+                  dependencies=[Depends(guard)])  # every route: who may call it
     app.state.metrics = served_metrics
     # Health and sending a message first: FastAPI tries the included routers one by one,
     # route by route (~4 us a route), and no other route takes a path of theirs.
@@ -138,7 +153,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     for module in (groups, group_runs):
         app.include_router(module.router)
     for module in (mcp_servers, mcp_legacy, mcp_oauth, jobs, embeddings, providers, metadata,
-                   chat_completions):
+                   chat_completions, access):
         app.include_router(module.router)
     app.include_router(mcp_servers.agent_router)
     # the web page at / and /ui/: no API route lives there
@@ -154,7 +169,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     errors.install(app)
     app.add_middleware(MemoryAuthor)  # block edits a request makes are commits by the caller
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
-    app.add_middleware(ServerMiddleware, tokens=config.tokens(),
+    app.add_middleware(Limiter, meter=meters, rate=config.rate_limit,
+                       runs=config.concurrent_runs, daily_tokens=config.daily_tokens)
+    app.add_middleware(ServerMiddleware, credentials=credentials,
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,
                        hosts=config.allowed_hosts,
                        open_paths=("/metrics",) if config.metrics_open else ())

@@ -90,3 +90,28 @@ def _simple(content_type: bytes) -> bool:
 def _marked(headers: Mapping[bytes, bytes]) -> bool:
     return any(mark in headers for mark in _MARKS) or any(
         name.startswith(_MARK_PREFIX) for name in headers)
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of an http(s) URL, lower-cased (a browser's ``Origin``), or
+    None for anything else."""
+    scheme, sep, rest = url.strip().partition("://")
+    host = rest.partition("/")[0].lower()
+    if not sep or scheme.lower() not in ("http", "https") or not host or "@" in host or (
+            len(host) > 261 or not all(c.isalnum() or c in ".-:[]_" for c in host)):
+        return None
+    return f"{scheme.lower()}://{host}"
+
+
+def preflight(origin: bytes, headers: Mapping[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    """The headers that let a page of ``origin`` send the request a CORS preflight asks
+    about (its method and headers: ``Authorization`` among them)."""
+    return [*allow(origin),
+            (b"access-control-allow-methods", b"GET, POST, PUT, PATCH, DELETE"),
+            (b"access-control-allow-headers",
+             headers.get(b"access-control-request-headers", b"authorization, content-type")),
+            (b"access-control-max-age", b"600")]
+
+
+def allow(origin: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"access-control-allow-origin", origin), (b"vary", b"Origin")]

@@ -14,8 +14,9 @@ from opentelemetry import trace
 
 from ..events import RunEnd
 from ..hooks import StepRecord
+from .credentials import redact
 
-__all__ = ["JsonFormatter", "RunLog", "log_config"]
+__all__ = ["JsonFormatter", "RedactSecrets", "RunLog", "log_config"]
 
 runs_logger = logging.getLogger("stateloop.runs")
 # What uvicorn's access log passes as arguments, in order.
@@ -46,17 +47,31 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+class RedactSecrets(logging.Filter):
+    """A request line's path with any token secret in it cut to the token's handle."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(arg) if isinstance(arg, str) else arg
+                                for arg in record.args)
+        return True
+
+
 def log_config(base: dict[str, Any], json_lines: bool) -> dict[str, Any]:
-    """uvicorn's logging configuration ``base`` with stateloop's own loggers at INFO; with
-    ``json_lines``, every line a JSON object (on standard error, requests included)."""
+    """uvicorn's logging configuration ``base`` with stateloop's own loggers at INFO, and no
+    secret in a request line; with ``json_lines``, every line a JSON object (on standard
+    error, requests included)."""
     loggers = {**base["loggers"],
                "stateloop": {"handlers": ["default"], "level": "INFO", "propagate": False}}
-    if not json_lines:
-        return {**base, "loggers": loggers}
-    formatters = {"json": {"()": JsonFormatter}}
-    handlers = {name: {**handler, "formatter": "json"}
+    filters = {**base.get("filters", {}), "secrets": {"()": RedactSecrets}}
+    handlers = {name: {**handler, "filters": [*handler.get("filters", []), "secrets"]}
                 for name, handler in base["handlers"].items()}
-    return {**base, "formatters": formatters, "handlers": handlers, "loggers": loggers}
+    if not json_lines:
+        return {**base, "filters": filters, "handlers": handlers, "loggers": loggers}
+    formatters = {"json": {"()": JsonFormatter}}
+    handlers = {name: {**handler, "formatter": "json"} for name, handler in handlers.items()}
+    return {**base, "filters": filters, "formatters": formatters, "handlers": handlers,
+            "loggers": loggers}
 
 
 class RunLog:

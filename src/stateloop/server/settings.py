@@ -108,6 +108,12 @@ class ServerSettings(BaseSettings):
     # "name" (any port) or "name:port", "*" for any; `stateloop serve` adds the address it
     # binds. None set: create_app() checks no Host (an app called in process).
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Limits, off unless set (docs/guides/access.md), each a 429 with Retry-After: requests a
+    # second and runs at once per credential (in each process), model tokens a UTC day per
+    # project (across a fleet).
+    rate_limit: float | None = Field(default=None, gt=0)
+    concurrent_runs: int | None = Field(default=None, gt=0)
+    daily_tokens: int | None = Field(default=None, gt=0)
 
     # A secret that is set must be one: an empty password would run the server open without
     # a word, and spaces around one would never match (the token a client sends is stripped).
@@ -154,6 +160,14 @@ class ServerSettings(BaseSettings):
         if self.server_password is not None:
             found.add(self.server_password)
         return found
+
+    def credentials(self) -> list[tuple[str, str]]:
+        """The environment's credentials, each an admin, by the name the audit log gives
+        it: ``server-password``, ``env-key-1``, ``env-key-2``..."""
+        named = [(f"env-key-{number}", key) for number, key in enumerate(self.api_keys, 1)]
+        if self.server_password is not None:
+            named.insert(0, ("server-password", self.server_password))
+        return named
 
     def model_options(self) -> dict[str, str]:
         """``base_url``/``api_key`` for ``Agent(...)`` when an endpoint is configured."""

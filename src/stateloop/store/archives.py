@@ -16,6 +16,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from stateloop.store import schema
 from stateloop.store.errors import NotFoundError
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import EVERYTHING, ArchiveRecord, Page
 from stateloop.store.runner import Runner
 
@@ -52,6 +53,8 @@ class ArchivesMixin:
         """Archives on ``page`` (default: all, oldest first), by exact ``name`` and those
         attached to ``agent_id``, read in SQL."""
         stmt = select(ar)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(ar.c.project == project)
         if name is not None:
             stmt = stmt.where(ar.c.name == name)
         if agent_id is not None:

@@ -17,6 +17,7 @@ from stateloop.store.catalog import identities_linked
 from stateloop.store.errors import BlockLimitError, DuplicateError, NotFoundError
 from stateloop.store.memory_repo import Author, commit_agents, current_author, lock_for_blocks
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import EVERYTHING, BlockRecord, Page
 from stateloop.store.runner import Runner
 
@@ -60,8 +61,8 @@ class BlocksMixin:
                           identifier_keys: Sequence[str] | None = None,
                           page: Page = EVERYTHING) -> list[BlockRecord]:
         """The blocks on ``page`` (default: all, oldest first): an agent's, in attach order;
-        or those with this label, linked to this identity and/or to an identity with one of
-        these keys; read in SQL."""
+        or those (of the acting project) with this label, linked to this identity and/or to
+        an identity with one of these keys; read in SQL."""
         if agent_id is not None:
             mine = (ba.c.agent_id == agent_id,)
             attached = select(b).join(ba, ba.c.block_id == b.c.id).where(*mine)
@@ -69,6 +70,8 @@ class BlocksMixin:
                 conn, attached, ba, page, key=(ba.c.position, ba.c.block_id),
                 ident=ba.c.block_id, scope=mine)))
         stmt = select(b)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(b.c.project == project)
         if label is not None:
             stmt = stmt.where(b.c.label == label)
         if identity_id is not None or identifier_keys:

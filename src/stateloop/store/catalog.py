@@ -10,6 +10,7 @@ from sqlalchemy import Select, func, select
 
 from stateloop.store import schema
 from stateloop.store.paging import between
+from stateloop.store.projects import acting_project
 from stateloop.store.records import EVERYTHING, Page
 from stateloop.store.runner import Runner
 
@@ -53,6 +54,8 @@ class CatalogMixin:
     async def count_blocks(self, *, label: str | None = None) -> int:
         """How many blocks there are (with this label)."""
         stmt = select(func.count()).select_from(b)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(b.c.project == project)
         if label is not None:
             stmt = stmt.where(b.c.label == label)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
@@ -65,7 +68,11 @@ def agents_where(stmt: Select[Any], *, name: str | None = None,
                  block_id: str | None = None, archive_id: str | None = None) -> Select[Any]:
     """``stmt`` (over ``agents``) keeping the agents with this exact name, a name containing
     ``query_text`` (any case), these tags (any, or all), linked to this identity and/or to
-    an identity with one of these keys, sharing this block, attached to this archive."""
+    an identity with one of these keys, sharing this block, attached to this archive; of
+    the acting project alone when the request acts in one."""
+    project = acting_project.get()
+    if project is not None:
+        stmt = stmt.where(a.c.project == project)
     if name is not None:
         stmt = stmt.where(a.c.name == name)
     if query_text:

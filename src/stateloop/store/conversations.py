@@ -12,6 +12,7 @@ from sqlalchemy import Connection, and_, case, delete, func, insert, or_, select
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
+from stateloop.store.access import in_acting_project
 from stateloop.store.checkpoints import MAX_SEQ, SET_CONVERSATION, context_ids
 from stateloop.store.errors import NotFoundError
 from stateloop.store.fastpath import InsertRows
@@ -72,6 +73,8 @@ class ConversationsMixin:
                                   c.c.id.desc() if desc else c.c.id.asc()).limit(limit)
         if agent_id is not None:
             stmt = stmt.where(c.c.agent_id == agent_id)
+        if (project := in_acting_project(c.c.agent_id)) is not None:
+            stmt = stmt.where(project)
         if summary_search:
             stmt = stmt.where(func.lower(c.c.summary).contains(summary_search.lower()))
 

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from stateloop.store import dialect, schema
 from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import EVERYTHING, Page, new_record_id
 from stateloop.store.runner import Runner
 
@@ -140,6 +141,8 @@ class FoldersMixin:
         """Folders on ``page`` (default: all, oldest first); by exact ``name``, or those
         attached to ``agent_id``; read in SQL."""
         stmt = select(fo)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(fo.c.project == project)
         if name is not None:
             stmt = stmt.where(fo.c.name == name)
         if agent_id is not None:

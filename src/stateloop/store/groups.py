@@ -14,6 +14,7 @@ from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.memory_repo import commit_agents
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import EVERYTHING, GroupMessage, GroupRecord, Page
 from stateloop.store.runner import Runner
 
@@ -24,7 +25,7 @@ MANAGER_TYPES = ("round_robin", "supervisor", "dynamic", "sleeptime", "voice_sle
                  "swarm")
 
 
-_COLUMNS = [c.name for c in g.columns]
+_COLUMNS = [c.name for c in g.columns if c.name != "project"]  # the store's to set
 _MUTABLE = frozenset(_COLUMNS) - {"id", "created_at"} | {"agent_ids", "shared_block_ids"}
 
 
@@ -72,7 +73,10 @@ def _load(conn: Connection, group_id: str) -> GroupRecord:
 def _check_agents(conn: Connection, ids: Sequence[str]) -> None:
     if len(set(ids)) != len(ids):
         raise DuplicateError(f"agent_ids repeat: {list(ids)}")
-    found = set(conn.execute(select(a.c.id).where(a.c.id.in_(list(ids)))).scalars())
+    query = select(a.c.id).where(a.c.id.in_(list(ids)))
+    if (project := acting_project.get()) is not None:  # another project's: not found
+        query = query.where(a.c.project == project)
+    found = set(conn.execute(query).scalars())
     missing = [agent_id for agent_id in ids if agent_id not in found]
     if missing:
         raise NotFoundError(f"agent with id {missing[0]!r} not found")
@@ -147,6 +151,8 @@ class GroupsMixin:
         """Groups on ``page`` (default: all, oldest first), optionally only those of a
         manager type or with an agent (as member or manager), read in SQL."""
         stmt = select(g)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(g.c.project == project)
         if manager_type is not None:
             stmt = stmt.where(g.c.manager_type == manager_type)
         if project_id is not None:
@@ -179,8 +185,10 @@ class GroupsMixin:
         return await self._runner.read(txn)
 
     async def count_groups(self) -> int:
-        return await self._runner.read(
-            lambda conn: conn.execute(select(func.count()).select_from(g)).scalar_one())
+        stmt = select(func.count()).select_from(g)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(g.c.project == project)
+        return await self._runner.read(lambda conn: conn.execute(stmt).scalar_one())
 
     async def update_group(self, group_id: str, **changes: Any) -> GroupRecord:
         """Change fields of a group; new members and blocks are checked and shared."""

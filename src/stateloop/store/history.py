@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from stateloop.messages import Message
 from stateloop.store import dialect, rows, schema
+from stateloop.store.access import in_acting_project
 from stateloop.store.checkpoints import (
     MAX_SEQ,
     WRITE_STEPS,
@@ -168,6 +169,8 @@ class HistoryMixin:
         stmt = select(*schema.MESSAGE_READ)
         if agent_id is not None:
             stmt = stmt.where(dialect.equals_kept_in_order(m.c.agent_id, agent_id, self.dialect))
+        if (project := in_acting_project(m.c.agent_id)) is not None:
+            stmt = stmt.where(project)
         if own_thread:
             stmt = stmt.where(m.c.conversation_id.is_(None))
         if before is not None:
@@ -251,6 +254,8 @@ class HistoryMixin:
                     .where(m.c.role.in_(list(roles))).order_by(m.c.seq.desc()).limit(limit))
         if agent_id is not None:
             stmt = stmt.where(m.c.agent_id == agent_id)
+        if (project := in_acting_project(m.c.agent_id)) is not None:
+            stmt = stmt.where(project)
         if start is not None:
             stmt = stmt.where(m.c.created_at >= start)
         if end is not None:
@@ -362,6 +367,8 @@ class HistoryMixin:
         stmt = select(r).order_by(r.c.created_at.desc(), r.c.id).limit(limit)
         if agent_id is not None:
             stmt = stmt.where(r.c.agent_id == agent_id)
+        if (project := in_acting_project(r.c.agent_id)) is not None:
+            stmt = stmt.where(project)
         if status is not None:
             stmt = stmt.where(r.c.status == status)
         return await self._runner.read(
@@ -374,6 +381,8 @@ class HistoryMixin:
         stmt = select(r)
         if agent_ids:
             stmt = stmt.where(r.c.agent_id.in_(list(agent_ids)))
+        if (project := in_acting_project(r.c.agent_id)) is not None:
+            stmt = stmt.where(project)
         if statuses:
             stmt = stmt.where(r.c.status.in_(list(statuses)))
         return await self._runner.read(lambda conn: [

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Table, delete, func, insert, select, update
 from stateloop.store import schema
 from stateloop.store.errors import DuplicateError, NotFoundError
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import (
     EVERYTHING,
     IDENTITY_TYPES,
@@ -92,6 +93,8 @@ class IdentitiesMixin:
         """Identities on ``page`` (default: all, oldest first), read in SQL: ``name`` is a
         part of the name in any case, the other filters exact."""
         stmt = select(i.c.id)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(i.c.project == project)
         if name:
             stmt = stmt.where(func.lower(i.c.name).contains(name.lower(), autoescape=True))
         for column, value in ((i.c.project_id, project_id),
@@ -109,6 +112,8 @@ class IdentitiesMixin:
     async def count_identities(self) -> int:
         """How many identities there are."""
         stmt = select(func.count()).select_from(i)
+        if (project := acting_project.get()) is not None:
+            stmt = stmt.where(i.c.project == project)
         return await self._runner.read(lambda conn: int(conn.execute(stmt).scalar_one()))
 
     async def update_identity(self, identity_id: str, *, agent_ids: Sequence[str] = (),
@@ -268,7 +273,12 @@ def _links(kind: str) -> tuple[Table, Any]:
 
 
 def _require(conn: Connection, table: Table, row_id: str, kind: str) -> None:
-    if conn.execute(select(table.c.id).where(table.c.id == row_id)).first() is None:
+    """NotFoundError unless the row exists, in the acting project (agents, blocks and
+    identities have one each)."""
+    query = select(table.c.id).where(table.c.id == row_id)
+    if (project := acting_project.get()) is not None:
+        query = query.where(table.c.project == project)
+    if conn.execute(query).first() is None:
         raise NotFoundError(f"no {kind} with id {row_id!r}")
 
 

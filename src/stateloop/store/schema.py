@@ -20,6 +20,8 @@ from sqlalchemy import (
     text,
 )
 
+from stateloop.store.projects import creating_in
+
 metadata = MetaData()
 
 Json = JSON(none_as_null=True)  # PostgreSQL: JSONB via .with_variant when that dialect lands
@@ -53,8 +55,11 @@ agents = Table(
     Column("in_context_after_seq", Integer, nullable=False, server_default="0"),
     # revision 0026: its messages stored, in context or not (triggers on messages keep it)
     Column("message_count", BigInteger, nullable=False, server_default="0"),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
     Index("ix_agents_name", "name"),
     Index("ix_agents_created", "created_at", "id"),  # revision 0020: list pages
+    Index("ix_agents_project", "project", "created_at", "id"),
 )
 
 agent_tags = Table(
@@ -78,7 +83,10 @@ blocks = Table(
     Column("extra", Json, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
     Index("ix_blocks_created", "created_at", "id"),  # revision 0020: list pages
+    Index("ix_blocks_project", "project", "created_at", "id"),
 )
 
 # The label is copied here so "one label per agent" is a plain unique constraint.
@@ -229,6 +237,9 @@ archives = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_archives_name", "name"),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_archives_project", "project", "created_at", "id"),
     Index("ix_archives_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -256,6 +267,9 @@ identities = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_identities_identifier_key", "identifier_key"),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_identities_project", "project", "created_at", "id"),
     Index("ix_identities_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -294,6 +308,9 @@ groups = Table(
     Column("cursors", Json, nullable=False),  # agent id -> group messages it has seen
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_groups_project", "project", "created_at", "id"),
     Index("ix_groups_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -391,6 +408,9 @@ folders = Table(
     Column("embedding_config", Json),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
+    Index("ix_folders_project", "project", "created_at", "id"),
     Index("ix_folders_created", "created_at", "id"),  # revision 0020: list pages
 )
 
@@ -591,4 +611,62 @@ batch_requests = Table(
     Column("completed_at", Float),
     Index("ix_batch_requests_batch", "batch_id", "status", "position"),
     Index("ix_batch_requests_status", "status", "batch_id"),  # the pending ones, at a look
+)
+
+# Access (revision 0031). API keys made over the API: each a project and a role, its secret
+# kept only as a SHA-256 digest (the secret is 256 random bits, so a digest is enough).
+api_keys = Table(
+    "api_keys", metadata,
+    Column("id", String, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("project", String, nullable=False),
+    Column("role", String, nullable=False),  # "admin", "write" or "read"
+    Column("digest", String, nullable=False),
+    Column("created_by", String, nullable=False),  # the credential that made it
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float),  # NULL: never
+    Column("revoked_at", Float),  # NULL: in force
+    Index("ix_api_keys_created", "created_at", "id"),
+)
+
+# Client-side access tokens (Letta's): a policy over agents, for one web origin, until a time.
+# Deleted when revoked: the row is the token.
+access_tokens = Table(
+    "access_tokens", metadata,
+    Column("id", String, primary_key=True),
+    Column("digest", String, nullable=False),
+    Column("hostname", String, nullable=False),  # the origin, "https://app.example"
+    Column("policy", Json, nullable=False),  # [{"type": "agent", "id", "access": [...]}]
+    Column("agent_ids", Json, nullable=False),  # the policy's agents, for listing by one
+    Column("project", String, nullable=False),
+    Column("created_by", String, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Index("ix_access_tokens_created", "created_at", "id"),
+    Index("ix_access_tokens_hostname", "hostname"),
+)
+
+# Who changed what: one row per write request an authenticated credential made.
+audit_log = Table(
+    "audit_log", metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("credential", String, nullable=False),
+    Column("project", String),
+    Column("method", String, nullable=False),
+    Column("route", String, nullable=False),  # the route's template, "/v1/agents/{agent_id}"
+    Column("path", String, nullable=False),
+    Column("status", Integer, nullable=False),
+    Index("ix_audit_log_credential", "credential", "seq"),
+)
+
+# Model tokens each project used each UTC day ("2026-12-06"), for the daily limit and the
+# admin's usage report.
+project_usage = Table(
+    "project_usage", metadata,
+    Column("project", String, primary_key=True),
+    Column("day", String, primary_key=True),
+    Column("tokens", BigInteger, nullable=False),
+    Column("runs", Integer, nullable=False),
 )

@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
+from stateloop.store.access import AccessMixin
 from stateloop.store.archive import ArchiveMixin
 from stateloop.store.archives import ArchivesMixin
 from stateloop.store.batches import BatchesMixin
@@ -49,6 +50,7 @@ from stateloop.store.memory_repo import commit_agents, current_author
 from stateloop.store.migrate import upgrade
 from stateloop.store.paging import keyset
 from stateloop.store.postgres import PostgresRunner, with_block_version
+from stateloop.store.projects import creating_in
 from stateloop.store.provider_traces import ProviderTracesMixin
 from stateloop.store.providers import ProvidersMixin
 from stateloop.store.records import (
@@ -133,7 +135,7 @@ class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin
                ToolRegistryMixin, IdentitiesMixin, GroupsMixin, MCPServersMixin,
                ConversationsMixin, FoldersMixin, RunFramesMixin, BlockChangesMixin,
                MemoryHistoryMixin, MemoryPushMixin, ProviderTracesMixin, ProvidersMixin,
-               SchedulesMixin, BatchesMixin):
+               SchedulesMixin, BatchesMixin, AccessMixin):
     """The ``Store`` implementation over SQLAlchemy Core (SQLite or PostgreSQL)."""
 
     def __init__(self, runner: Runner, url: DatabaseURL) -> None:
@@ -208,11 +210,12 @@ class SqlStore(BlocksMixin, HistoryMixin, StepsMixin, CatalogMixin, ArchiveMixin
             raise DuplicateError(f"agent {agent.name!r}: block labels repeat: {labels}")
 
         who = current_author()
+        project = creating_in()  # read here: the transaction may run in another thread
 
         def txn(conn: Connection) -> None:
             if unique_name:
                 _ensure_name_free(conn, agent.name)
-            conn.execute(insert(a), rows.agent_values(agent))
+            conn.execute(insert(a), {**rows.agent_values(agent), "project": project})
             set_in_context(conn, agent.id, agent.in_context_message_ids)
             _write_tags(conn, agent.id, agent.tags)
             for block in blocks:

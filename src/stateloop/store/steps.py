@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Select, delete, or_, select, update
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
+from stateloop.store.access import in_acting_project
 from stateloop.store.dialect import json_array_has_any
 from stateloop.store.errors import NotFoundError
 from stateloop.store.paging import between, keyset
@@ -56,6 +57,11 @@ class StepsMixin:
                               m.c.step, (_METADATA,), wanted)
         separate_stmt = _where(select(s), (s.c.agent_id, s.c.run_id), s.c.created_at,
                                s.c.model, s.c.metadata, (), wanted)
+        carried_project, separate_project = (in_acting_project(m.c.agent_id),
+                                             in_acting_project(s.c.agent_id))
+        if carried_project is not None and separate_project is not None:
+            carried_stmt = carried_stmt.where(carried_project)
+            separate_stmt = separate_stmt.where(separate_project)
 
         def txn(conn: Connection) -> list[StepRecord]:
             after, before = (None if cursor is None else _position(conn, cursor)

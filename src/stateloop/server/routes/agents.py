@@ -18,6 +18,7 @@ from ..models.responses import (
     ContextWindowOverview,
 )
 from ..pagination import Limit, Order
+from ..permissions import in_project
 from ..services.creation import create_agent, update_agent
 from ..services.relationships import EVERY, Relationships
 from ..services.runtime import Runtime
@@ -69,7 +70,9 @@ async def _agent_views(runtime: Runtime, records: list[AgentRecord],
 
 
 async def agent_record(runtime: Runtime, agent_id: str) -> AgentRecord:
-    """The stored agent with this id (404 otherwise)."""
+    """The stored agent with this id (404 otherwise, and for another project's)."""
+    if not await in_project(runtime.store, "agent_id", agent_id):
+        raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
     record = await runtime.store.get_agent(agent_id)
     if record.id != agent_id:  # the store also finds agents by name; the API uses ids
         raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
@@ -80,6 +83,8 @@ async def live_agent(runtime: Runtime, agent_id: str) -> Agent:
     """The live agent with this id, loaded on first use in one read (404, as
     ``agent_record``'s, when there is none). One already live is used without a read: a
     deleted agent is no longer live, and changes reach the live agent as they are made."""
+    if not await in_project(runtime.store, "agent_id", agent_id):
+        raise HTTPException(404, detail=f"agent with id {agent_id!r} not found")
     return await runtime.agent(agent_id)  # live while this request runs
 
 

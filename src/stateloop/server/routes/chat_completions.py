@@ -20,6 +20,7 @@ from ...store import NotFoundError
 from ..deps import RuntimeDep
 from ..models.content import ImageContent
 from ..models.requests import LettaRequest, TextContent, errors
+from ..permissions import in_project
 from ..run_errors import error_response, failed
 from ..services import openai_chat
 from ..services.runtime import Runtime
@@ -138,6 +139,8 @@ async def answer(runtime: Runtime, agent_id: str, body: ChatCompletionRequest
     """The agent's answer to the last user message, whole or streamed."""
     try:
         text = user_input(body.messages)
+        if not await in_project(runtime.store, "agent_id", agent_id):
+            raise NotFoundError(f"agent with id {agent_id!r} not found")
         agent = await runtime.agent(agent_id)  # 404 for an unknown id
     except ChatError as exc:
         return openai_error(exc.status, exc.message, exc.param)
