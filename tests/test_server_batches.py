@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
-from letta_client import Letta, NotFoundError, UnprocessableEntityError
+from letta_client import Letta, NotFoundError, PermissionDeniedError, UnprocessableEntityError
 
 from conftest import _TEMPLATE as TEMPLATE
 from fake_script import Script
@@ -358,3 +359,90 @@ def test_a_request_queued_behind_its_agents_run_is_cancelled_as_it_starts(
     run = client.runs.retrieve(result["run_id"])
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
     assert client.runs.retrieve(first.id).status == "completed"  # the agent's own run
+
+
+PASSWORD = "batches-password"
+
+
+@pytest.fixture(scope="module", params=DIALECTS)
+def guarded(request: pytest.FixtureRequest, fake: FakeOpenAI,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("projects")
+    with Server(settings_for(fake, folder / "unused.db", server_password=PASSWORD,
+                             **database(request, request.param, folder))) as up:
+        yield up
+
+
+def test_a_batch_belongs_to_the_project_that_made_it(guarded: Server, script: Script,
+                                                     fake: FakeOpenAI) -> None:
+    def letta(key: str, **project: str) -> Letta:
+        return Letta(base_url=guarded.url, api_key=key, max_retries=0, timeout=30, **project)
+
+    script.set()
+    admin = letta(PASSWORD)
+    keys = {name: admin.post("/v1/api-keys", cast_to=object, body={
+        "name": name, "project": project, "role": role})["key"]
+        for name, project, role in (("alpha", "alpha", "write"), ("reader", "alpha", "read"),
+                                    ("beta", "beta", "write"))}
+    alpha, reader, beta = letta(keys["alpha"]), letta(keys["reader"]), letta(keys["beta"])
+    ours, theirs = new_agent(alpha).id, new_agent(beta).id
+    never = ours[:-12] + "0" * 12
+
+    # naming another project's agent is naming an unknown one: 404, nothing stored or run
+    with httpx.Client(base_url=guarded.url, timeout=30,
+                      headers={"Authorization": f"Bearer {keys['beta']}"}) as http:
+        answers = [http.post(BATCHES, json={"requests": [
+            {"agent_id": theirs, "input": "x"}, {"agent_id": named, "input": "x"}]})
+            for named in (ours, never)]
+    assert [a.status_code for a in answers] == [404, 404]
+    assert "requests[1]" in answers[0].text
+    assert answers[0].text.replace(ours, "X") == answers[1].text.replace(never, "X")
+    with pytest.raises(PermissionDeniedError):  # a read key creates none
+        create(reader, [{"agent_id": ours, "input": "x"}])
+    assert admin.get(BATCHES, cast_to=object) == [] and script.requests == []
+
+    script.set(reply("done"))
+    with holding(fake):
+        batch = create(alpha, [{"agent_id": ours, "input": "work"}])
+        until(lambda: len(script.requests) == 1, "the request reaches the model")
+        listed = {name: [b["id"] for b in who.get(BATCHES, cast_to=object)] for name, who in (
+            ("alpha", alpha), ("reader", reader), ("beta", beta), ("admin", admin),
+            ("admin in beta", letta(PASSWORD, project_id="beta")),
+            ("admin in alpha", letta(PASSWORD, project="alpha")))}
+        assert listed == {"alpha": [batch["id"]], "reader": [batch["id"]], "beta": [],
+                          "admin": [batch["id"]], "admin in beta": [],
+                          "admin in alpha": [batch["id"]]}
+        assert retrieve(reader, batch["id"])["status"] == "running"
+        with pytest.raises(PermissionDeniedError):  # nor cancels one
+            reader.patch(f"{BATCHES}/{batch['id']}/cancel", cast_to=object)
+
+        # another project's batch, by either of its names, is one that never was
+        with httpx.Client(base_url=guarded.url, timeout=30,
+                          headers={"Authorization": f"Bearer {keys['beta']}"}) as http:
+            for method, path in (("GET", BATCHES + "/{}"), ("GET", BATCHES + "/{}/messages"),
+                                 ("PATCH", BATCHES + "/{}/cancel"), ("GET", "/v1/jobs/{}"),
+                                 ("PATCH", "/v1/jobs/{}/cancel"), ("DELETE", "/v1/jobs/{}")):
+                known = batch["id"]
+                unknown = known[:-12] + "0" * 12
+                theirs_answer = http.request(method, path.format(known))
+                none_answer = http.request(method, path.format(unknown))
+                assert theirs_answer.status_code == 404, (method, path, theirs_answer.text)
+                assert theirs_answer.text.replace(known, "X") == none_answer.text.replace(
+                    unknown, "X"), (method, path)
+
+        # a client-side token, even for the batch's own agent, reaches no batch route
+        token = alpha.access_tokens.create(hostname="https://app.example", policy=[
+            {"type": "agent", "id": ours, "access": ["read_messages", "write_messages",
+                                                     "read_agent", "write_agent"]}])
+        with httpx.Client(base_url=guarded.url, timeout=30,
+                          headers={"Authorization": f"Bearer {token.token}"}) as http:
+            for method, path in (("GET", BATCHES), ("GET", f"{BATCHES}/{batch['id']}"),
+                                 ("PATCH", f"{BATCHES}/{batch['id']}/cancel"),
+                                 ("GET", f"/v1/jobs/{batch['id']}")):
+                assert http.request(method, path).status_code == 403, (method, path)
+            assert http.post(BATCHES, json={"requests": [
+                {"agent_id": ours, "input": "x"}]}).status_code == 403
+    done = ended(alpha, batch["id"])
+    assert done["status"] == "completed"  # none of the refused cancels reached it
+    assert len(alpha.get(f"{BATCHES}/{batch['id']}/messages", cast_to=object)["messages"]) == 2
+    assert len(script.requests) == 1  # the refused batches ran nothing

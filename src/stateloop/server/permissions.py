@@ -130,15 +130,20 @@ def unknown(parameter: str, value: str) -> str:
     """What the routes answer (most of them, word for word) for an id that names nothing."""
     if parameter == "agent_id":
         return f"agent with id or name {value!r} not found"
+    if parameter == "batch_id":
+        return f"batch with id {value!r} not found"
+    if parameter == "job_id":
+        return f"Job with id {value!r} not found"
     if parameter in ("archive_id", "folder_id", "source_id"):
         return f"no {parameter.removesuffix('_id').replace('source', 'folder')} {value!r}"
     return f"no {parameter.removesuffix('_id')} with id {value!r}"
 
 
 async def in_project(store: SqlStore, parameter: str, value: str) -> bool:
-    """Whether what a path parameter names (an agent, or a run, step, conversation or message
-    of one) is of the project the request acts in, or of none (not found: the route says
-    so); True for a parameter naming something else."""
+    """Whether what a path parameter names (an agent, a run, step, conversation or message
+    of one, or what has a project of its own: a block, a message batch...) is of the project
+    the request acts in, or of none (not found: the route says so); True for a parameter
+    naming something else."""
     project = acting_project.get()
     if project is None:
         return True

@@ -34,7 +34,8 @@ _OWNED = {"run_id": schema.runs, "step_id": schema.steps,
 # ... or in a table with a project of its own.
 _PROJECTED = {"block_id": schema.blocks, "archive_id": schema.archives,
               "folder_id": schema.folders, "source_id": schema.folders,
-              "identity_id": schema.identities, "group_id": schema.groups}
+              "identity_id": schema.identities, "group_id": schema.groups,
+              "batch_id": schema.message_batches, "job_id": schema.message_batches}
 OWNED_PARAMETERS = frozenset(_OWNED) | frozenset(_PROJECTED)
 
 
@@ -240,7 +241,8 @@ class AccessMixin:
         return await self._runner.read(txn)
 
     async def owner_project(self, parameter: str, value: str) -> str | None:
-        """The project of the block, archive, folder, identity or group, or of the agent
+        """The project of the block, archive, folder, identity, group or message batch (a
+        ``batch_id``, or a ``job_id``: a batch is Letta's job), or of the agent
         whose run, step, conversation or message, the path parameter ``parameter`` names by
         the id ``value``; None when there is none."""
         if parameter in _PROJECTED:

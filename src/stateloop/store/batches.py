@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnClause,
+    ColumnElement,
     Connection,
     delete,
     func,
@@ -26,6 +27,7 @@ from stateloop.messages import Message
 from stateloop.store import rows, schema
 from stateloop.store.errors import NotFoundError
 from stateloop.store.paging import keyset
+from stateloop.store.projects import acting_project
 from stateloop.store.records import BatchRecord, BatchRequestRecord, Page
 from stateloop.store.runner import Runner
 
@@ -71,13 +73,17 @@ class BatchesMixin:
     dialect: str
 
     async def add_batch(self, batch: BatchRecord) -> None:
-        """Store a batch and its requests (numbered in order), all pending; NotFoundError
-        naming the first request whose agent does not exist, and then nothing is stored."""
+        """Store a batch and its requests (numbered in order), all pending, in the acting
+        project; NotFoundError naming the first request whose agent does not exist (or is
+        of another project), and then nothing is stored."""
+        a = schema.agents
+        known = select(a.c.id).where(a.c.id.in_({request.agent_id
+                                                 for request in batch.requests}))
+        if (project := acting_project.get()) is not None:
+            known = known.where(a.c.project == project)
 
         def txn(conn: Connection) -> None:
-            wanted = {request.agent_id for request in batch.requests}
-            found = set(conn.execute(select(schema.agents.c.id)
-                                     .where(schema.agents.c.id.in_(wanted))).scalars())
+            found = set(conn.execute(known).scalars())
             for index, request in enumerate(batch.requests):
                 if request.agent_id not in found:
                     raise NotFoundError(f"requests[{index}]: agent with id "
@@ -110,8 +116,11 @@ class BatchesMixin:
 
     async def list_batches(self, page: Page, *, statuses: Sequence[str] = ()
                            ) -> list[BatchRecord]:
-        """The batches on ``page`` (by creation time), of these statuses if any are given."""
-        scope = [b.c.status.in_(statuses)] if statuses else []
+        """The batches on ``page`` (by creation time) of the acting project, of these
+        statuses if any are given."""
+        scope: list[ColumnElement[bool]] = [b.c.status.in_(statuses)] if statuses else []
+        if (project := acting_project.get()) is not None:
+            scope.append(b.c.project == project)
         stmt = select(b.c.id).where(*scope)
 
         def txn(conn: Connection) -> list[BatchRecord]:

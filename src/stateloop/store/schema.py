@@ -590,8 +590,11 @@ message_batches = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("completed_at", Float),
+    # revision 0031: its project, the one the request that made it acted in
+    Column("project", String, nullable=False, default=creating_in, server_default="default"),
     Index("ix_message_batches_created", "created_at", "id"),
     Index("ix_message_batches_status", "status", "created_at", "id"),
+    Index("ix_message_batches_project", "project", "created_at", "id"),
 )
 
 batch_requests = Table(

@@ -3,7 +3,8 @@ ordinary run of its agent (queued behind the agent's other runs), a bounded numb
 batch at a time (``STATELOOP_BATCH_CONCURRENCY``); the batch lists each request's run, stop
 reason and error, its messages are listed together, and it may be cancelled. A batch and its
 requests are stored: the requests not yet run when a server stops run once one is started
-again (services/batches.py)."""
+again (services/batches.py). A batch is of the project its request acted in: another
+project's is not found (the ``guard`` resolves ``batch_id``), nor listed."""
 
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ def _requests(body: CreateBatch, most: int) -> list[BatchRequestRecord]:
 @router.post("", responses=errors(404))
 async def create_batch(body: CreateBatch, runtime: RuntimeDep) -> dict[str, Any]:
     """Submit requests to many agents; they run in the background, a bounded number at a
-    time. An unknown agent is a 404 naming its request, and then nothing runs."""
+    time. An unknown agent (or one of another project) is a 404 naming its request, and
+    then nothing runs."""
     records = _requests(body, runtime.settings.batch_max_requests)
     if body.callback_url is not None:
         await check_callback_url(body.callback_url,

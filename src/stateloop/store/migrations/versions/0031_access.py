@@ -1,9 +1,9 @@
-"""Access: the project of each agent, block, archive, folder, identity and group; API keys
-made over the API (hashed); client-side access tokens; the audit log of write requests; and
-the model tokens each project used each day.
+"""Access: the project of each agent, block, archive, folder, identity, group and message
+batch; API keys made over the API (hashed); client-side access tokens; the audit log of
+write requests; and the model tokens each project used each day.
 
 Revision ID: 0031
-Revises: 0029
+Revises: 0030
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ branch_labels = None
 depends_on = None
 
 # Tables whose rows belong to a project of their own (agents' are added first).
-PROJECTED = ("blocks", "archives", "folders", "identities", "groups")
+PROJECTED = ("blocks", "archives", "folders", "identities", "groups", "message_batches")
 
 
 def upgrade() -> None:
