@@ -98,8 +98,9 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
         watch_commits(served_metrics.commit)
         served_metrics.count_workers(runtime.workers)
         if credentials.required or config.daily_tokens is not None:
-            meters.append(UsageMeter(store))
+            meters.append(UsageMeter(store, config.daily_tokens))
             add_watcher(meters[0].watch)
+            runtime.meter = meters[0]  # batches' and schedules' runs count too
         recorder = ProviderTraces(store) if config.provider_traces else None
         if recorder is not None:
             add_watcher(recorder.watch)
@@ -170,7 +171,7 @@ def create_app(settings: ServerSettings | None = None, *, tools: Iterable[Tool] 
     app.add_middleware(MemoryAuthor)  # block edits a request makes are commits by the caller
     app.add_middleware(AgentChanges)  # on a fleet: other processes hear of edits to agents
     app.add_middleware(Limiter, meter=meters, rate=config.rate_limit,
-                       runs=config.concurrent_runs, daily_tokens=config.daily_tokens)
+                       runs=config.concurrent_runs)
     app.add_middleware(ServerMiddleware, credentials=credentials,
                        max_body=config.max_body_bytes, max_upload=config.max_upload_bytes,
                        hosts=config.allowed_hosts,

@@ -2,7 +2,9 @@
 second per credential (a token bucket, in each process), runs at once per credential (the
 requests that run an agent, while they are answered, in each process), and model tokens a
 UTC day per project (counted in the store, so across a fleet). The tokens each run uses are
-added to its project's day (``UsageMeter``), which an admin reads at ``/v1/usage``."""
+added to its project's day (``UsageMeter``), which an admin reads at ``/v1/usage``: the runs
+requests start and those started in the background (a message batch's, a scheduled
+message's, ``billed_to_agent``), which a project over its day is refused too."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import math
 import re
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -26,7 +30,8 @@ if TYPE_CHECKING:
 # The requests that run an agent (or a group of them).
 RUNS = re.compile(r"^/v1/(?:(?:agents|conversations|groups)/[^/]+/messages(?:/stream|/async)?"
                   r"|chat/completions|voice-beta/[^/]+/chat/completions)$")
-# Which meter (one per app) and project a run started by this request bills.
+# Which meter (one per app) and project a run started here bills (set per request, and
+# around starting a background run).
 billed: ContextVar[tuple[UsageMeter, str] | None] = ContextVar("stateloop_billed",
                                                                default=None)
 
@@ -39,13 +44,32 @@ def until_midnight(now: float) -> int:
     return 86400 - int(now) % 86400
 
 
-class UsageMeter:
-    """A run watcher factory (``tracing.add_watcher``): each run started by a request to
-    this app adds its model tokens to the request's project's day in the store."""
+class OverDailyTokens(Exception):
+    """A project used its model tokens for the day: no run of it starts until midnight UTC."""
 
-    def __init__(self, store: SqlStore) -> None:
+
+class UsageMeter:
+    """A run watcher factory (``tracing.add_watcher``): each run this app starts for a
+    project (``billed``) adds its model tokens to the project's day in the store; with
+    ``daily_tokens``, a project whose day reached it is refused runs."""
+
+    def __init__(self, store: SqlStore, daily_tokens: int | None = None) -> None:
         self.store = store
+        self.daily_tokens = daily_tokens
         self.pending: set[asyncio.Task[None]] = set()
+
+    async def refusal(self, project: str, now: float) -> str | None:
+        """Why a run of ``project`` may not start ``now`` (None: it may). The tokens of runs
+        that ended here are added first, so a run started right after another counts it."""
+        if self.daily_tokens is None:
+            return None
+        if self.pending:
+            await asyncio.wait(set(self.pending))
+        used = await self.store.usage_on(project, today(now))
+        if used < self.daily_tokens:
+            return None
+        return (f"project {project!r} used {used} model tokens today (UTC), its limit is "
+                f"{self.daily_tokens} (STATELOOP_DAILY_TOKENS)")
 
     def watch(self, run_id: str, agent_id: str, model: str) -> _RunUsage:
         bill = billed.get()
@@ -74,15 +98,37 @@ class _RunUsage:
             self.meter.add(self.project, tokens)
 
 
+@asynccontextmanager
+async def billed_to_agent(meter: UsageMeter | None, agent_id: str) -> AsyncIterator[None]:
+    """Around starting a run no request started (a batch's, a schedule's): the run's tokens
+    go to its agent's project's day, and ``OverDailyTokens`` is raised instead when that
+    project is over its daily limit. An agent that is gone bills no one (starting its run
+    says it is gone)."""
+    project = None if meter is None else await meter.store.agent_project(agent_id,
+                                                                           by_name=False)
+    if meter is None or project is None:
+        yield
+        return
+    why = await meter.refusal(project, time.time())
+    if why is not None:
+        raise OverDailyTokens(why)
+    bill = billed.set((meter, project))
+    try:
+        yield
+    finally:
+        billed.reset(bill)
+
+
 class Limiter:
     """The limits, inside ``ServerMiddleware`` (which puts the caller in the scope)."""
 
     def __init__(self, app: ASGIApp, *, meter: list[UsageMeter], rate: float | None = None,
-                 runs: int | None = None, daily_tokens: int | None = None) -> None:
+                 runs: int | None = None) -> None:
         self.app = app
-        # filled when the app starts (the store opens then), if usage is counted at all
+        # filled when the app starts (the store opens then), if usage is counted at all; it
+        # holds the daily limit
         self.meter = meter
-        self.rate, self.runs, self.daily_tokens = rate, runs, daily_tokens
+        self.rate, self.runs = rate, runs
         self.buckets: dict[str, tuple[float, float]] = {}  # credential -> (tokens, at)
         self.running: defaultdict[str, int] = defaultdict(int)
 
@@ -112,13 +158,11 @@ class Limiter:
         if scope["method"] != "POST" or not RUNS.match(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.daily_tokens is not None and self.meter:
+        if self.meter:
             now = time.time()
-            used = await self.meter[0].store.usage_on(project, today(now))
-            if used >= self.daily_tokens:
-                await _too_many(send, until_midnight(now), f"project {project!r} used "
-                                f"{used} model tokens today (UTC), its limit is "
-                                f"{self.daily_tokens} (STATELOOP_DAILY_TOKENS)")
+            why = await self.meter[0].refusal(project, now)
+            if why is not None:
+                await _too_many(send, until_midnight(now), why)
                 return
         if self.runs is not None and self.running[who] >= self.runs:
             await _too_many(send, 1, f"this credential has {self.running[who]} runs under "

@@ -20,6 +20,7 @@ from ...store import Page
 from ...store.history import run_metadata
 from ...store.records import BatchRecord, BatchRequestRecord
 from ..deps import RuntimeDep
+from ..limits import billed_to_agent
 from ..models.requests import CancelAgentRunRequest, Lenient, LettaRequest, errors
 from ..models.responses import iso
 from ..pagination import Limit, Order
@@ -159,12 +160,15 @@ async def cancel_batch(batch_id: str, runtime: RuntimeDep) -> dict[str, Any]:
 
 async def execute(runtime: Runtime, record: BatchRequestRecord, started: Started) -> Outcome:
     """Run one request as an async send of its agent (queued behind its other runs), the run
-    stored with the batch's and the request's ids; how it ended."""
+    stored with the batch's and the request's ids and billed to the agent's project; how it
+    ended. A project over its daily limit (``OverDailyTokens``) fails the request."""
     body = LettaRequest.model_validate(record.request)
     token = run_metadata.set({record.agent_id: {"batch_id": record.batch_id,
                                                 "batch_request_id": record.id}})
     try:
-        channel = await start_run(runtime, record.agent_id, body)
+        # its project's day pays for the run; over its daily limit, it fails naming it
+        async with billed_to_agent(runtime.meter, record.agent_id):
+            channel = await start_run(runtime, record.agent_id, body)
     except HTTPException as exc:  # refused: an approval pending, the input too large, ...
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
         return Outcome("failed", None, "error", detail)

@@ -16,6 +16,7 @@ from ...storable import Count
 from ...store.history import run_metadata
 from ...store.records import ScheduleRecord
 from ..deps import RuntimeDep
+from ..limits import billed_to_agent
 from ..models.requests import Lenient, LettaAsyncRequest, MessageCreate, errors
 from ..models.responses import iso
 from ..services.callbacks import check_callback_url
@@ -130,14 +131,17 @@ async def delete_schedule(agent_id: str, scheduled_message_id: str,
 
 async def fire(runtime: Runtime, record: ScheduleRecord) -> None:
     """Send a due schedule's messages as an async send: the run queues behind the agent's
-    others, its metadata names the schedule, and its ``callback_url`` hears of its end."""
+    others, its metadata names the schedule, its tokens go to the agent's project's day, and
+    its ``callback_url`` hears of its end. A project over its daily limit starts no run
+    (``OverDailyTokens``: the scheduler records the firing as not started, and why)."""
     body = LettaAsyncRequest.model_validate(record.request)
     # The run is stored with the schedule's id: a process taking over the firing of one
     # that died finds it (store/schedules.py).
     token = run_metadata.set({record.agent_id: {"scheduled_message_id": record.id,
                                                 "scheduled_for": iso(record.next_at)}})
     try:
-        channel = await start_run(runtime, record.agent_id, body)
+        async with billed_to_agent(runtime.meter, record.agent_id):
+            channel = await start_run(runtime, record.agent_id, body)
     finally:
         run_metadata.reset(token)
     if body.callback_url is not None:

@@ -34,6 +34,7 @@ from ...tools.sandbox import (
     stop_workers,
 )
 from ...tools.source_reader import SourceReader
+from ..limits import UsageMeter
 from ..settings import ServerSettings
 from . import fleet
 from .batches import BatchRunner
@@ -77,6 +78,9 @@ class Runtime:
         self.scheduler: Scheduler | None = None
         # Runs message batches' requests; set by the app's lifespan (routes/batches.py runs).
         self.batches: BatchRunner | None = None
+        # Counts each project's model tokens a day, when usage is counted (set at start):
+        # the runs batches and schedules start are billed and limited by it too.
+        self.meter: UsageMeter | None = None
         self.callbacks = Callbacks(store, timeout=settings.callback_timeout,
                                    private_ok=settings.callback_private_urls)
         self.agents = LiveAgents(store, Agent, load=self._load, limit=settings.live_agents,
