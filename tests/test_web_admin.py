@@ -20,6 +20,7 @@ from fake_script import Script
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import reply
 from test_server_support import Server, settings_for
+from test_web_page import send
 from test_web_support import axe_violations, browser, fake, screenshot, script  # noqa: F401
 
 PASSWORD = "s3cret"
@@ -101,7 +102,11 @@ def test_a_read_key_made_in_the_view_signs_in_without_access_and_is_revoked(
     reader.get_by_role("button", name="Delete agent").click()
     expect(reader.get_by_role("status")).to_have_text(re.compile(r"^403: .*read"))
     expect(reader.get_by_role("heading", name="shared")).to_be_visible()
+    send(reader, "hello")  # refused where it was sent, in the conversation
+    expect(reader.locator("#panel .note.error")).to_have_text(re.compile(r"^403: .*read"))
     assert httpx.get(f"{guarded.url}/v1/agents/{agent['id']}", headers=ADMIN).status_code == 200
+    stored = httpx.get(f"{guarded.url}/v1/agents/{agent['id']}/messages", headers=ADMIN).json()
+    assert [m for m in stored if m["message_type"] == "user_message"] == []
 
     admin.once("dialog", lambda dialog: dialog.accept("dashboard reader"))
     admin.get_by_role("button", name="Rename reader").click()
@@ -124,9 +129,14 @@ def test_a_read_key_made_in_the_view_signs_in_without_access_and_is_revoked(
     admin.get_by_label("Credential").fill(f"key-{key_id}")
     admin.get_by_role("button", name="Show").click()
     expect(audit.locator("caption")).to_have_text(f"Writes by key-{key_id}, newest first")
-    expect(audit.locator("tbody tr")).to_have_count(1)  # the refused delete, and nothing else
-    for said in ("DELETE", f"/v1/agents/{agent['id']}", "403"):
-        expect(audit.locator("tbody tr")).to_contain_text(said)
+    entries = audit.locator("tbody tr")  # the refused send and delete, and nothing else
+    expect(entries).to_have_count(2)
+    base = f"/v1/agents/{agent['id']}"
+    for entry, method, path in ((entries.first, "POST", f"{base}/messages/stream"),
+                                (entries.last, "DELETE", base)):
+        expect(entry.locator("td").nth(2)).to_have_text(method)
+        expect(entry.locator("td").nth(3)).to_have_text(path)
+        expect(entry.locator("td").nth(4)).to_have_text("403")
     assert admin.errors == [] and reader.errors == []
     admin.context.close()
     reader.context.close()
@@ -142,6 +152,21 @@ def test_tokens_usage_and_older_audit_entries(browser: Any, guarded: Server, scr
                     json={"description": f"edit {n}"}).raise_for_status()
     admin = signed_in(browser, guarded, PASSWORD)
     open_access(admin)
+
+    form = admin.get_by_role("form", name="Make an API key")  # in a project, expiring
+    form.get_by_label("Name").fill("team-a writer")
+    form.get_by_label("Project").fill("team-a")
+    form.get_by_label("Expires (optional)").fill("2031-05-04T03:02")
+    form.get_by_role("button", name="Make key").click()
+    shown = admin.get_by_role("textbox", name=re.compile("The new key team-a writer"))
+    expect(shown).to_have_value(re.compile(r"^sk-sl-"))
+    made = [k for k in httpx.get(f"{guarded.url}/v1/api-keys", headers=ADMIN).json()
+            if k["name"] == "team-a writer"]
+    assert [(k["project"], k["role"], k["expires_at"][:4]) for k in made] == [
+        ("team-a", "write", "2031")]
+    row = admin.locator("#access-keys tr", has=admin.get_by_role("rowheader", name="team-a writer"))
+    expect(row).to_contain_text("2031")
+    expect(row).not_to_contain_text("never")
 
     usage = admin.locator("#access-usage")
     expect(usage.locator("tbody tr")).to_have_count(1)
