@@ -25,8 +25,11 @@ export function where(loc = []) { return (loc[0] === "body" ? loc.slice(1) : loc
 
 async function failure(response) {
   if (response.status === 401) {
-    window.dispatchEvent(new Event("stateloop:login"));  // the page asks for the password
-    return new Unauthorized("This server needs its password.");
+    window.dispatchEvent(new Event("stateloop:login"));  // the page asks for a credential
+    let why = "";  // a key that was one says what became of it (revoked, expired)
+    try { why = (await response.json()).detail; } catch { /* not JSON */ }
+    return new Unauthorized(password() && typeof why === "string" && !why.startsWith("missing")
+      ? `401: ${why}` : "This server needs its password.");
   }
   let detail = response.statusText, said = detail;
   try {

@@ -18,6 +18,7 @@ import { filesView } from "./files.js";
 import { mcpView } from "./mcp.js";
 import { conversationsView } from "./conversations.js";
 import { groupsView, identitiesView } from "./groups.js";
+import { accessView, mayManageAccess } from "./access.js";
 
 const TABS = [
   ["chat", "Chat", chatView], ["memory", "Memory", memoryView],
@@ -117,6 +118,17 @@ document.addEventListener("keydown", (e) => {
   else if (e.key === "n") { e.preventDefault(); openCreate(created); }
 });
 
+/** The Access view (keys, tokens, usage, audit) in place of an agent: an admin's. */
+async function showAccess() {
+  state.agent = null;
+  markCurrent(null);
+  drawSide(side, null);
+  history.replaceState(null, "", "#access");
+  await accessView(main);
+}
+const accessButton = document.getElementById("access-open");
+accessButton.addEventListener("click", showAccess);
+
 const login = document.getElementById("login");
 window.addEventListener("stateloop:login", () => {
   login.hidden = false;  // the failed call says why in the status line
@@ -132,9 +144,11 @@ login.addEventListener("submit", async (e) => {
 
 async function start() {
   await loadAgents();
+  accessButton.hidden = !(await mayManageAccess());
   const wanted = location.hash.slice(1);
   if (wanted.startsWith("agent-")) await choose(wanted);  // an agent past the first page too
-  if (!state.agent) render();
+  if (wanted === "access" && !accessButton.hidden) await showAccess();
+  else if (!state.agent) render();
 }
 
 start();

@@ -19,6 +19,9 @@ export function h(tag, attrs = {}, ...children) {
 
 export function clear(el, ...children) { el.replaceChildren(); for (const c of children.flat()) if (c) el.append(c); return el; }
 
+/** ``at`` (ISO text) as local time, or ``none``. */
+export function when(at, none = "–") { return at ? new Date(at).toLocaleString() : none; }
+
 export function ms(ns) { return ns == null ? "–" : `${(ns / 1e6).toFixed(ns < 1e7 ? 1 : 0)} ms`; }
 
 export function pretty(text) {
