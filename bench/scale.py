@@ -4,14 +4,15 @@
 Seeding writes rows straight through the store's connection (not the HTTP API): agents
 cloned from one made by the library (its blocks, tags and system message each, and one
 finished run each), M messages (a tenth of them in one agent's long history, the rest
-spread evenly), the recall index brought up to date. Then the server is started on the
-database and each operation is timed ``--samples`` times with letta-client over one
-connection: a page of agents (as letta-client asks: no relationships; and with every
-relationship, as callers before 1.x get it), of blocks and of runs at the start, middle and
-end of each table, one agent, a page of the long history at its newest end and in its
-middle, a send to a cold agent (not yet loaded: a new one each time) and to a warm one, and
-a search over every message. Last, ``--messaged`` distinct agents are sent a message each
-and the server's RSS is read (the live agents it keeps are bounded by
+spread evenly), the recall index brought up to date; on PostgreSQL, messages written many
+to a statement and the database vacuumed and analysed after, as autovacuum leaves it. Then
+the server is started on the database and each operation is timed ``--samples`` times with
+letta-client over one connection: a page of agents (as letta-client asks: no relationships;
+and with every relationship, as callers before 1.x get it), of blocks and of runs at the
+start, middle and end of each table, one agent, a page of the long history at its newest
+end and in its middle, a send to a cold agent (not yet loaded: a new one each time) and to
+a warm one, and a search over every message. Last, ``--messaged`` distinct agents are sent
+a message each and the server's RSS is read (the live agents it keeps are bounded by
 ``STATELOOP_LIVE_AGENTS``). The model is ``demo/echo`` (no provider), so a send times the
 server's own work. Prints a Markdown table: p50 and p95 in ms, the server's start time and
 RSS, and the size of the database per table.
@@ -48,10 +49,10 @@ from stateloop.messages import assistant, user
 from stateloop.store import open_store, rows, schema
 from stateloop.store.dialect import catch_up_recall
 from stateloop.store.records import RunRecord, new_record_id
-from stateloop.store.sql import SqlStore
 
 MODEL = "demo/echo"
 BATCH = 1000  # agents written per transaction
+PG_ROWS = 2000  # messages a statement on PostgreSQL (its parameters stay under 65,535)
 T0 = 1_700_000_000.0
 WORDS = 997  # "topicN": each word is in about M / WORDS messages
 
@@ -159,10 +160,16 @@ def _insert(conn: Connection, agent_rows: list[dict[str, Any]],
     conn.execute(insert(schema.agent_tags), tags)
     mark = "?" if conn.dialect.name == "sqlite" else "%s"
     columns = rows.MESSAGE_COLUMNS
-    sql = (f"INSERT INTO messages ({', '.join(columns)}) "
-           f"VALUES ({', '.join([mark] * len(columns))})")
+    head = f"INSERT INTO messages ({', '.join(columns)}) VALUES "
+    row = f"({', '.join([mark] * len(columns))})"
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    cursor.executemany(sql, message_rows)  # JSON is encoded already: rows go as they are
+    if conn.dialect.name == "sqlite":  # JSON is encoded already: rows go as they are
+        cursor.executemany(head + row, message_rows)
+    else:  # many rows a statement: PostgreSQL's count trigger then moves each agent once
+        for at in range(0, len(message_rows), PG_ROWS):
+            chunk = message_rows[at:at + PG_ROWS]
+            cursor.execute(head + ", ".join([row] * len(chunk)),
+                           [value for values in chunk for value in values])
     # Each agent's context: its system message, then what it stored after it.
     ids = [row["id"] for row in agent_rows]
     a, m = schema.agents, schema.messages
@@ -324,7 +331,7 @@ def run(store: str, url: str, args: argparse.Namespace, workdir: Path) -> list[s
         pass  # what starting costs before any data: imports, migrations
     seeded = asyncio.run(seed(url, args.agents, args.messages))
     if store == "postgresql":  # what autovacuum would have done by the time anyone asks
-        asyncio.run(_analyze(url))
+        _vacuum(url)
     with serving(url, workdir) as (base, pid, start):
         results = measure(base, seeded, args.samples)
         rss, peak = rss_mb(pid)
@@ -353,12 +360,13 @@ def run(store: str, url: str, args: argparse.Namespace, workdir: Path) -> list[s
     return lines
 
 
-async def _analyze(url: str) -> None:
-    store: SqlStore = await open_store(url)
-    try:
-        await store._runner.write(lambda conn: conn.execute(text("ANALYZE")))
-    finally:
-        await store.close()
+def _vacuum(url: str) -> None:
+    """``VACUUM ANALYZE`` (outside a transaction, as it must run): the dead row versions
+    seeding left reclaimed and the planner's statistics current, as autovacuum leaves them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
 
 
 def main() -> None:
