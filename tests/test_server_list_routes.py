@@ -168,6 +168,11 @@ PAGED_BY_ID = {
                             "test_server_batches.py pages them",
     "/v1/messages/batches/{batch_id}/messages": "the messages of a batch's runs (at most 500), "
                                                 "by seq: test_server_batches.py pages them",
+    "/v1/api-keys": "API keys by (created_at, id): test_server_access.py lists them",
+    "/v1/audit": "the audit log by seq, newest first (before): test_server_access.py pages it",
+    "/v1/client-side-access-tokens": "unexpired tokens newest first, by offset in SQL (with "
+                                     "agentId, the unexpired tokens are read and filtered): "
+                                     "test_server_access.py lists them",
 }
 # List routes with nothing to bound, and why.
 UNBOUNDED = {

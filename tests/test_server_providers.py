@@ -264,7 +264,8 @@ def test_models_list_what_the_configured_providers_offer(server: Server,
         assert model.model_endpoint is None  # an address the operator set is not shown
         assert model.context_window == 8192
     assert not any(handle.startswith(("vllm/", "sglang/")) for handle in models)
-    assert "openai/gpt-4o-mini" in models  # the default, as before
+    assert "openai/gpt-4o-mini" in models  # the default, as before, and first: a client
+    assert client.models.list()[0].handle == "openai/gpt-4o-mini"  # taking the first gets it
     # OpenAI's and Anthropic's models come from their own listings, as the others' do.
     assert models["openai/fake-model"].model_endpoint_type == "openai"
     claude = models["anthropic/claude-haiku-4-5-20251001"]

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, event, insert, inspect
+from sqlalchemy import column, create_engine, event, insert, inspect, table
 
 from conftest import database_url
 from stateloop import Agent
@@ -80,7 +80,8 @@ async def test_a_database_from_before_keeps_its_data_and_foreign_keys(
         with conn.begin():
             upgrade(conn, str(path), "0008")
             then = {column["name"] for column in inspect(conn).get_columns("agents")}
-            conn.execute(insert(schema.agents).values(
+            then_agents = table("agents", *(column(n, schema.agents.c[n].type) for n in then))
+            conn.execute(insert(then_agents).values(
                 {k: v for k, v in store_rows.agent_values(kept).items() if k in then}))
     engine.dispose()
     message = user("remember the zebra")

@@ -5,6 +5,7 @@ not be created (exact search in memory, then pgvector at the first open once it 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 from letta_client import Letta
-from sqlalchemy import create_engine, event, insert, inspect
+from sqlalchemy import column, create_engine, event, insert, inspect, table
 
 from conftest import raw_sql
 from fake_script import Script
@@ -23,6 +24,7 @@ from stateloop.memory.vectors import VectorIndex
 from stateloop.store import AgentRecord, PassageRecord, StoreError, open_store, pgvector, schema
 from stateloop.store import rows as store_rows
 from stateloop.store.migrate import upgrade
+from stateloop.store.records import ArchiveRecord
 from stateloop.store.sql import SqlStore
 from stateloop.store.url import resolve_url
 from stateloop.testing.fake_openai import FakeOpenAI
@@ -137,9 +139,16 @@ async def test_a_big_archive_from_before_pgvector_is_filled_and_searched_by_the_
     keeper = AgentRecord(name="keeper")
     with engine.connect() as conn, conn.begin():  # a database from before revision 0016
         upgrade(conn, url, "0015")
-        then = {column["name"] for column in inspect(conn).get_columns("agents")}
-        conn.execute(insert(schema.agents).values(  # as that revision stored an agent
-            {k: v for k, v in store_rows.agent_values(keeper).items() if k in then}))
+        # The agent and its archive as that revision stored them (no column added since).
+        archive = ArchiveRecord(name="keeper's Archive")
+        for name, values in (("agents", store_rows.agent_values(keeper)),
+                             ("archives", dataclasses.asdict(archive))):
+            then = {column["name"] for column in inspect(conn).get_columns(name)}
+            columns = (column(n, schema.metadata.tables[name].c[n].type) for n in then)
+            conn.execute(insert(table(name, *columns)).values(
+                {k: v for k, v in values.items() if k in then}))
+        conn.execute(insert(schema.archives_agents).values(
+            agent_id=keeper.id, archive_id=archive.id, is_owner=True, created_at=T0))
     engine.dispose()
     matrix, tags = _data(5000, 384, seed=5)
     old = await open_store(url, migrate=False)

@@ -44,18 +44,21 @@ async def list_models(runtime: RuntimeDep,
                       provider_category: Annotated[list[str] | None, Query()] = None,
                       provider_name: str | None = None,
                       provider_type: str | None = None) -> list[dict[str, Any]]:
-    """The server's default model, every model an agent uses, and the chat models each
-    provider lists, by handle: the operator's providers' are 'base' models, those of the
-    providers added over ``/v1/providers`` 'byok' (``provider_category`` picks)."""
+    """The server's default model first (a client that takes the first model, as Letta
+    Code does, gets the operator's choice), then every model an agent uses and the chat
+    models each provider lists, by handle: the operator's providers' are 'base' models, those
+    of the providers added over ``/v1/providers`` 'byok' (``provider_category`` picks)."""
     listed = {m.handle: m for m in await runtime.model_listings.current() if not m.embedding}
-    handles = {runtime.settings.default_model, *listed}
+    default = runtime.settings.default_model
+    handles = {default, *listed}
     handles.update(await runtime.store.agent_models())
     categories = provider_category or ["base", "byok"]
     records = {r.name: r for r in await runtime.store.list_providers()}
     own = await _own_models(runtime, records, handles) if "byok" in categories else {}
     found = [{**(_listed_model(listed[h]) if h in listed else _model(h)),
               "provider_category": "base"}
-             for h in sorted(handles) if h.partition("/")[0] not in records
+             for h in sorted(handles, key=lambda h: (h != default, h))
+             if h.partition("/")[0] not in records
              and "base" in categories]
     found += [{**own[h], "provider_category": "byok"} for h in sorted(own)]
     return [m for m in found if provider_name in (None, m["provider_name"])
