@@ -226,7 +226,6 @@ class OpenAIEmbedder:
         return normalise(np.concatenate(parts))
 
     async def _post(self, client: Any, texts: list[str]) -> np.ndarray:
-        import httpx  # lazy: httpx, for a remote embedder only
         import numpy as np  # lazy: numpy, for embeddings only
 
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
@@ -236,6 +235,19 @@ class OpenAIEmbedder:
         headers = ({self.key_header: f"Bearer {self.api_key}" if bearer else self.api_key}
                    if self.api_key else {})
         url = self.url
+        response = await self._request(client, url, body, headers)
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            matrix = np.array([item["embedding"] for item in data], dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"malformed embeddings response from {url}: {exc}") from exc
+        return self._checked(matrix, url, len(texts))
+
+    async def _request(self, client: Any, url: str, body: dict[str, Any],
+                       headers: dict[str, str]) -> Any:
+        """The endpoint's 200 answer to ``body``, else an ``EmbeddingError`` saying why."""
+        import httpx  # lazy: httpx, for a remote embedder only
+
         try:
             response = await client.post(url, json=body, headers=headers)
         except httpx.TimeoutException as exc:
@@ -248,12 +260,7 @@ class OpenAIEmbedder:
         if response.status_code != 200:
             raise EmbeddingError(f"embeddings endpoint {url} answered {response.status_code} "
                                  f"for {self._model!r}: {response.text[:300]}")
-        try:
-            data = sorted(response.json()["data"], key=lambda item: item["index"])
-            matrix = np.array([item["embedding"] for item in data], dtype=np.float32)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(f"malformed embeddings response from {url}: {exc}") from exc
-        return self._checked(matrix, url, len(texts))
+        return response
 
     def _checked(self, matrix: np.ndarray, url: str, count: int) -> np.ndarray:
         """``matrix`` when it holds ``count`` vectors of this model's size (learnt from the
@@ -288,22 +295,14 @@ class GeminiEmbedder(OpenAIEmbedder):
                          timeout=timeout, client=client)
 
     async def _post(self, client: Any, texts: list[str]) -> np.ndarray:
-        import httpx  # lazy: httpx, for a remote embedder only
         import numpy as np  # lazy: numpy, for embeddings only
 
         name = f"models/{self._model}"
         body = {"requests": [{"model": name, "content": {"parts": [{"text": text}]}}
                              for text in texts]}
         url = f"{self.base_url}/v1beta/{name}:batchEmbedContents"
-        try:
-            response = await client.post(url, json=body,
-                                         headers={"x-goog-api-key": self.api_key or ""})
-        except httpx.HTTPError as exc:
-            raise EmbeddingError(f"embeddings request to {url} for {self._model!r} failed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise EmbeddingError(f"embeddings endpoint {url} answered {response.status_code} "
-                                 f"for {self._model!r}: {response.text[:300]}")
+        response = await self._request(client, url, body,
+                                       {"x-goog-api-key": self.api_key or ""})
         try:
             matrix = np.array([item["values"] for item in response.json()["embeddings"]],
                               dtype=np.float32)

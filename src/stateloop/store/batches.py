@@ -11,20 +11,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
-    ColumnClause,
     ColumnElement,
     Connection,
     delete,
     func,
     insert,
-    literal_column,
     select,
-    text,
     update,
 )
 
 from stateloop.messages import Message
 from stateloop.store import rows, schema
+from stateloop.store.dialect import claimed_by_gone
 from stateloop.store.errors import NotFoundError
 from stateloop.store.paging import keyset
 from stateloop.store.projects import acting_project
@@ -253,11 +251,7 @@ class BatchesMixin:
     async def take_unsent_batch_callbacks(self, owner: str) -> list[BatchRecord]:
         """Completed batches whose callback a process that is gone was to call (as for
         ``take_orphaned_batch_requests``), now ``owner``'s to call."""
-        unsent = b.c.callback_owner.is_not(None) & (b.c.callback_owner != owner)
-        if self.dialect == "postgresql":
-            name: ColumnClause[Any] = literal_column("application_name")
-            unsent &= b.c.callback_owner.not_in(select(name).select_from(
-                text("pg_stat_activity")).where(name.is_not(None)))
+        unsent = claimed_by_gone(b.c.callback_owner, owner, self.dialect)
 
         def txn(conn: Connection) -> list[BatchRecord]:
             ids = list(conn.execute(select(b.c.id).where(unsent)
@@ -278,11 +272,8 @@ class BatchesMixin:
         stored no run goes back to pending (it runs again, as it never started); one that
         did is returned with that run's record (status, stop reason, error) for its owner
         to finish."""
-        orphaned = (q.c.status == "running") & (q.c.claimed_by != owner)
-        if self.dialect == "postgresql":
-            name: ColumnClause[Any] = literal_column("application_name")
-            orphaned &= q.c.claimed_by.not_in(select(name).select_from(
-                text("pg_stat_activity")).where(name.is_not(None)))
+        orphaned = (q.c.status == "running") & claimed_by_gone(q.c.claimed_by, owner,
+                                                                self.dialect)
 
         def any_orphaned(conn: Connection) -> bool:
             return conn.execute(select(q.c.id).where(orphaned).limit(1)).first() is not None

@@ -1,5 +1,5 @@
 """Everything that differs between SQL dialects: connection setup, transactions on the raw
-connection, full-text search, vectors.
+connection, full-text search, vectors, and which claims were left by processes now gone.
 
 SQLite: FTS5 recall indexed in batches, embeddings as float32 blobs. PostgreSQL: recall over
 ``to_tsvector('stateloop_recall', ...)`` expressions with GIN indexes (migration 0001), always
@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    ColumnClause,
     ColumnElement,
     Connection,
     Row,
@@ -30,6 +31,7 @@ from sqlalchemy import (
     or_,
     select,
     table,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -257,3 +259,15 @@ def decode_vector(blob: bytes) -> list[float]:
 
     return np.frombuffer(blob, dtype="<f4").astype(float).tolist()
 
+
+def claimed_by_gone(claimed_by: ColumnElement[Any], owner: str,
+                    dialect: str) -> ColumnElement[bool]:
+    """Rows claimed by a process other than ``owner`` that is gone: on PostgreSQL, one with
+    no connection left (its ``application_name`` is the claimant's name); on SQLite, any
+    other, as one process holds the file."""
+    gone = claimed_by.is_not(None) & (claimed_by != owner)
+    if dialect == "postgresql":
+        name: ColumnClause[Any] = literal_column("application_name")
+        gone &= claimed_by.not_in(select(name).select_from(text("pg_stat_activity"))
+                                  .where(name.is_not(None)))
+    return gone

@@ -9,18 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
-    ColumnClause,
     Connection,
     delete,
     func,
     insert,
-    literal_column,
     select,
-    text,
     update,
 )
 
 from stateloop.store import schema
+from stateloop.store.dialect import claimed_by_gone
 from stateloop.store.errors import NotFoundError
 from stateloop.store.records import ScheduleRecord
 from stateloop.store.runner import Runner
@@ -141,11 +139,7 @@ class SchedulesMixin:
         ``owner``; each with the run stored for it, if one was (its metadata names the
         schedule from its first write: ``history.run_metadata``). The records keep the due time
         of the firing in ``next_at``."""
-        orphaned = t.c.claimed_by.is_not(None) & (t.c.claimed_by != owner)
-        if self.dialect == "postgresql":
-            name: ColumnClause[Any] = literal_column("application_name")
-            orphaned &= t.c.claimed_by.not_in(select(name).select_from(
-                text("pg_stat_activity")).where(name.is_not(None)))
+        orphaned = claimed_by_gone(t.c.claimed_by, owner, self.dialect)
 
         def any_orphaned(conn: Connection) -> bool:
             return conn.execute(select(t.c.id).where(orphaned).limit(1)).first() is not None
