@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from fake_script import Script
+from patience import ANSWERS
 from stateloop.testing.fake_openai import FakeOpenAI
 from stateloop.testing.scripted import call, reply
 from test_server_support import Server, settings_for
@@ -107,9 +108,10 @@ def test_search_switch_and_delete_agents_from_the_keyboard(page: Any, server: Se
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Delete agent").click()
     expect(page.get_by_role("status")).to_have_text("Deleted alpha-one")
-    assert httpx.get(f"{server.url}/v1/agents/{first['id']}").status_code == 404
+    assert httpx.get(f"{server.url}/v1/agents/{first['id']}", timeout=ANSWERS).status_code == 404
     expect(page.get_by_role("button", name=re.compile("alpha-one"))).to_have_count(0)
-    assert httpx.get(f"{server.url}/v1/agents/{second['id']}").status_code == 200
+    assert httpx.get(f"{server.url}/v1/agents/{second['id']}",
+                     timeout=ANSWERS).status_code == 200
 
 
 def test_every_view_passes_axe(page: Any, script: Script, server: Server) -> None:

@@ -16,6 +16,7 @@ import httpx
 from playwright.sync_api import expect
 
 from fake_script import Script, held
+from patience import ANSWERS
 from stateloop.testing.scripted import call, error, reply
 from test_server_support import Server
 from test_web_support import browser, fake, page, screenshot, script, server  # noqa: F401 (fixtures)
@@ -24,7 +25,7 @@ from test_web_support import browser, fake, page, screenshot, script, server  # 
 def new_agent(server: Server, name: str, **options: Any) -> dict[str, Any]:
     options.setdefault("memory_blocks", [{"label": "human", "value": "Name: Ada", "limit": 500}])
     body = {"name": name, "model": "openai/gpt-4o-mini", "include_base_tools": False, **options}
-    response = httpx.post(f"{server.url}/v1/agents", json=body)
+    response = httpx.post(f"{server.url}/v1/agents", json=body, timeout=ANSWERS)
     response.raise_for_status()
     return response.json()  # type: ignore[no-any-return]
 
